@@ -1,0 +1,21 @@
+// Errors raised by library code. The tools' single top-level catch maps them
+// to exit codes: DataError -> 1 (bad data), UsageError -> 2 (bad usage).
+#pragma once
+#include <stdexcept>
+#include <string>
+
+namespace syssim {
+
+// Bad input data: invalid YAML or graph, impossible configuration.
+class DataError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Bad command-line usage that the flag parser cannot see by itself.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace syssim

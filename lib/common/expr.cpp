@@ -1,0 +1,192 @@
+#include "common/expr.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <sstream>
+
+#include "common/error.hpp"
+
+namespace syssim {
+namespace {
+
+std::string monomial_key(const Monomial& m) {
+  std::string key;
+  for (const auto& [axis, exp] : m.exponents) key += axis + "^" + std::to_string(exp) + "*";
+  return key;
+}
+
+std::string format_number(double c) {
+  if (c == std::floor(c) && std::fabs(c) < 9.0e15) return std::to_string(static_cast<long long>(c));
+  std::ostringstream out;
+  out.precision(17);
+  out << c;
+  return out.str();
+}
+
+}  // namespace
+
+Poly Poly::constant(double c) {
+  Poly p;
+  if (c != 0) p.terms_.push_back(Monomial{c, {}});
+  return p;
+}
+
+Poly Poly::axis(const std::string& name) {
+  Poly p;
+  p.terms_.push_back(Monomial{1, {{name, 1}}});
+  return p;
+}
+
+void Poly::normalize() {
+  std::map<std::string, Monomial> merged;
+  for (const auto& t : terms_) {
+    auto [it, inserted] = merged.emplace(monomial_key(t), t);
+    if (!inserted) it->second.coefficient += t.coefficient;
+  }
+  terms_.clear();
+  for (auto& [key, m] : merged)
+    if (m.coefficient != 0) terms_.push_back(m);
+}
+
+Poly Poly::operator+(const Poly& other) const {
+  Poly p = *this;
+  p.terms_.insert(p.terms_.end(), other.terms_.begin(), other.terms_.end());
+  p.normalize();
+  return p;
+}
+
+Poly Poly::operator*(const Poly& other) const {
+  Poly p;
+  for (const auto& a : terms_)
+    for (const auto& b : other.terms_) {
+      Monomial m{a.coefficient * b.coefficient, a.exponents};
+      for (const auto& [axis, exp] : b.exponents) m.exponents[axis] += exp;
+      p.terms_.push_back(m);
+    }
+  p.normalize();
+  return p;
+}
+
+Poly Poly::operator*(double c) const { return *this * Poly::constant(c); }
+
+double Poly::evaluate(const AxisValues& values, const std::string& where) const {
+  double total = 0;
+  for (const auto& t : terms_) {
+    double v = t.coefficient;
+    for (const auto& [axis, exp] : t.exponents) {
+      auto it = values.find(axis);
+      if (it == values.end())
+        throw DataError(where + ": axis '" + axis + "' has no value");
+      v *= std::pow(it->second, exp);
+    }
+    total += v;
+  }
+  return total;
+}
+
+bool Poly::contains_axis(const std::string& name) const {
+  return std::any_of(terms_.begin(), terms_.end(),
+                     [&](const Monomial& m) { return m.exponents.count(name) > 0; });
+}
+
+std::string Poly::to_string() const {
+  if (terms_.empty()) return "0";
+  std::string out;
+  for (const auto& t : terms_) {
+    if (!out.empty()) out += " + ";
+    std::string term;
+    if (t.coefficient != 1 || t.exponents.empty()) term = format_number(t.coefficient);
+    for (const auto& [axis, exp] : t.exponents) {
+      if (!term.empty()) term += "*";
+      term += axis;
+      if (exp != 1) term += "^" + std::to_string(exp);
+    }
+    out += term;
+  }
+  return out;
+}
+
+Poly Poly::parse(const std::string& text, const std::string& where) {
+  auto fail = [&](const std::string& why) -> DataError {
+    return DataError(where + ": bad axis expression '" + text + "': " + why);
+  };
+  Poly result;
+  size_t i = 0;
+  auto skip_space = [&] {
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+  };
+  auto read_int = [&]() -> double {
+    size_t start = i;
+    while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.' ||
+                               text[i] == 'e' || text[i] == 'E' ||
+                               ((text[i] == '+' || text[i] == '-') && i > start &&
+                                (text[i - 1] == 'e' || text[i - 1] == 'E'))))
+      ++i;
+    try {
+      return std::stod(text.substr(start, i - start));
+    } catch (const std::exception&) {
+      throw fail("expected a number at position " + std::to_string(start));
+    }
+  };
+  skip_space();
+  if (text.empty()) throw fail("empty");
+  if (text == "0") return result;
+  while (true) {
+    Monomial m;
+    while (true) {
+      skip_space();
+      if (i >= text.size()) throw fail("unexpected end");
+      if (std::isdigit(static_cast<unsigned char>(text[i]))) {
+        m.coefficient *= read_int();
+      } else if (std::isalpha(static_cast<unsigned char>(text[i]))) {
+        size_t start = i;
+        while (i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_')) ++i;
+        std::string axis = text.substr(start, i - start);
+        int exp = 1;
+        skip_space();
+        if (i < text.size() && text[i] == '^') {
+          ++i;
+          skip_space();
+          exp = static_cast<int>(read_int());
+        }
+        m.exponents[axis] += exp;
+      } else {
+        throw fail(std::string("unexpected '") + text[i] + "'");
+      }
+      skip_space();
+      if (i < text.size() && text[i] == '*') {
+        ++i;
+        continue;
+      }
+      break;
+    }
+    result.terms_.push_back(m);
+    if (i >= text.size()) break;
+    if (text[i] != '+') throw fail(std::string("unexpected '") + text[i] + "'");
+    ++i;
+  }
+  result.normalize();
+  return result;
+}
+
+Poly numel(const Dims& dims) {
+  Poly p = Poly::constant(1);
+  for (const auto& d : dims) p = p * d;
+  return p;
+}
+
+std::vector<std::string> dims_to_strings(const Dims& dims) {
+  std::vector<std::string> out;
+  for (const auto& d : dims) out.push_back(d.to_string());
+  return out;
+}
+
+Dims dims_from_strings(const std::vector<std::string>& text, const std::string& where) {
+  Dims dims;
+  for (size_t i = 0; i < text.size(); ++i)
+    dims.push_back(Poly::parse(text[i], where + "[" + std::to_string(i) + "]"));
+  return dims;
+}
+
+}  // namespace syssim

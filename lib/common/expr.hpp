@@ -1,0 +1,51 @@
+// Axis expressions: tensor dimensions, FLOPs and bytes written as polynomials
+// over named model axes (b, s, h, g, r, d, f, v, p), e.g. "2*s*b*g*r*d*h".
+// A trace stores them symbolically; syssim-shard evaluates them with the axis
+// values of one rank, so splitting an axis recomputes shapes exactly.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace syssim {
+
+using AxisValues = std::map<std::string, double>;
+
+// A product coefficient * prod(axis^exponent).
+struct Monomial {
+  double coefficient = 1;
+  std::map<std::string, int> exponents;
+};
+
+// A sum of monomials; the empty polynomial is zero.
+class Poly {
+ public:
+  Poly() = default;
+  static Poly constant(double c);
+  static Poly axis(const std::string& name);
+  // Parses "2*s*b*h + s^2*b"; throws DataError naming `where` on bad text.
+  static Poly parse(const std::string& text, const std::string& where);
+
+  Poly operator+(const Poly& other) const;
+  Poly operator*(const Poly& other) const;
+  Poly operator*(double c) const;
+
+  // Throws DataError naming `where` if an axis has no value.
+  double evaluate(const AxisValues& values, const std::string& where) const;
+  bool contains_axis(const std::string& name) const;
+  std::string to_string() const;  // canonical text: sorted, deterministic
+  const std::vector<Monomial>& terms() const { return terms_; }
+
+ private:
+  void normalize();
+  std::vector<Monomial> terms_;
+};
+
+// A tensor shape: one Poly per dimension.
+using Dims = std::vector<Poly>;
+Poly numel(const Dims& dims);
+std::vector<std::string> dims_to_strings(const Dims& dims);
+Dims dims_from_strings(const std::vector<std::string>& text, const std::string& where);
+
+}  // namespace syssim

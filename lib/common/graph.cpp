@@ -1,0 +1,83 @@
+#include "common/graph.hpp"
+
+#include "common/json_util.hpp"
+#include "common/version.hpp"
+
+namespace syssim {
+namespace {
+
+const char* kFormat = "syssim-graph";
+
+int major_of(const std::string& version, const std::string& where) {
+  size_t dot = version.find('.');
+  try {
+    if (dot == std::string::npos || dot == 0) throw std::invalid_argument(version);
+    std::stoi(version.substr(dot + 1));
+    return std::stoi(version.substr(0, dot));
+  } catch (const std::exception&) {
+    throw DataError(where + ": /version: expected MAJOR.MINOR, got \"" + version + "\"");
+  }
+}
+
+}  // namespace
+
+std::string write_graph(const Graph& g) {
+  json out = g.other_sections;
+  out["format"] = kFormat;
+  out["version"] = kGraphFormatVersion;
+  json provenance = json::array();
+  for (const auto& p : g.provenance) provenance.push_back({{"tool", p.tool}, {"version", p.version}, {"args", p.args}});
+  out["provenance"] = provenance;
+  if (g.model) out["model"] = to_json(*g.model);
+  if (g.trace) out["trace"] = to_json(*g.trace);
+  if (g.shard) out["shard"] = to_json(*g.shard);
+  if (g.cost) out["cost"] = to_json(*g.cost);
+  if (g.sim) out["sim"] = to_json(*g.sim);
+  if (g.mem) out["mem"] = to_json(*g.mem);
+  return out.dump() + "\n";
+}
+
+Graph read_graph(const std::string& text, const std::string& source) {
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw DataError(source + ": empty input, expected a syssim graph");
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    if (e.byte > text.size())
+      throw DataError(source + ": truncated JSON: input ends after " + std::to_string(text.size()) + " bytes");
+    throw DataError(source + ": not valid JSON at byte " + std::to_string(e.byte));
+  }
+  if (!j.is_object() || !j.contains("format") || j["format"] != kFormat)
+    throw DataError(source + ": /format: expected \"syssim-graph\", got " +
+                    (j.is_object() && j.contains("format") ? j["format"].dump() : std::string("nothing")));
+  if (!j.contains("version") || !j["version"].is_string())
+    throw DataError(source + ": /version: missing or not a string");
+  std::string version = j["version"];
+  int ours = major_of(kGraphFormatVersion, "syssim");
+  if (major_of(version, source) != ours)
+    throw DataError(source + ": /version: graph format " + version + " is not supported (this syssim reads " +
+                    std::to_string(ours) + ".x)");
+  Graph g;
+  try {
+    for (const auto& p : require(j, "provenance", ""))
+      g.provenance.push_back(Provenance{require_as<std::string>(p, "tool", "/provenance"),
+                                        require_as<std::string>(p, "version", "/provenance"),
+                                        require_as<std::vector<std::string>>(p, "args", "/provenance")});
+    if (j.contains("model")) g.model = model_from_json(j["model"], "/model");
+    if (j.contains("trace")) g.trace = trace_from_json(j["trace"], "/trace");
+    if (j.contains("shard")) g.shard = shard_from_json(j["shard"], "/shard");
+    if (j.contains("cost")) g.cost = cost_from_json(j["cost"], "/cost");
+    if (j.contains("sim")) g.sim = sim_from_json(j["sim"], "/sim");
+    if (j.contains("mem")) g.mem = mem_from_json(j["mem"], "/mem");
+  } catch (const DataError& e) {
+    throw DataError(source + ": " + e.what());
+  }
+  for (const auto& [key, value] : j.items())
+    if (key != "format" && key != "version" && key != "provenance" && key != "model" && key != "trace" &&
+        key != "shard" && key != "cost" && key != "sim" && key != "mem")
+      g.other_sections[key] = value;
+  return g;
+}
+
+}  // namespace syssim

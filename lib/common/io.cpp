@@ -1,0 +1,50 @@
+#include "common/io.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+
+#include "common/error.hpp"
+
+namespace syssim {
+
+std::string read_input(const std::string& path) {
+  if (path.empty() || path == "-") {
+    return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw DataError(path + ": cannot open file");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+void write_output(const std::string& path, const std::string& text) {
+  if (path.empty() || path == "-") {
+    std::cout << text;
+    std::cout.flush();
+    if (!std::cout) throw DataError("<stdout>: write failed");
+    return;
+  }
+  std::string temp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    if (!out) throw DataError(path + ": cannot write file");
+    out << text;
+    out.close();
+    if (!out) {
+      std::remove(temp.c_str());
+      throw DataError(path + ": write failed");
+    }
+  }
+  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    std::remove(temp.c_str());
+    throw DataError(path + ": cannot rename temporary file into place");
+  }
+}
+
+}  // namespace syssim

@@ -1,0 +1,14 @@
+// File input/output used by the tools and the driver.
+#pragma once
+#include <string>
+
+namespace syssim {
+
+// Reads a whole file, or standard input when path is "-" or empty.
+std::string read_input(const std::string& path);
+
+// Writes to standard output when path is "-" or empty; otherwise atomically
+// (a temporary file beside the target, then rename) so a failure leaves nothing half-written.
+void write_output(const std::string& path, const std::string& text);
+
+}  // namespace syssim

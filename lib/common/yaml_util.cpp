@@ -1,0 +1,103 @@
+#include "common/yaml_util.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "common/error.hpp"
+
+namespace syssim {
+namespace {
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string scalar_text(const YAML::Node& node) {
+  if (node.IsScalar()) return "'" + node.Scalar() + "'";
+  std::ostringstream out;
+  out << YAML::Dump(node);
+  std::string text = out.str();
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  return text;
+}
+
+}  // namespace
+
+std::string nearest_key(const std::string& key, const std::vector<std::string>& allowed) {
+  std::string best;
+  size_t best_distance = SIZE_MAX;
+  for (const auto& candidate : allowed) {
+    size_t d = edit_distance(key, candidate);
+    if (d < best_distance) best_distance = d, best = candidate;
+  }
+  return best;
+}
+
+YAML::Node load_yaml_text(const std::string& text, const std::string& name) {
+  try {
+    YAML::Node node = YAML::Load(text);
+    if (!node.IsMap()) throw DataError(name + ": expected a mapping at the top level");
+    return node;
+  } catch (const YAML::Exception& e) {
+    throw DataError(name + ": invalid YAML at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+}
+
+YAML::Node load_yaml_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw DataError(path + ": cannot open file");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return load_yaml_text(buffer.str(), path);
+}
+
+void check_keys(const YAML::Node& node, const std::vector<std::string>& allowed, const std::string& where) {
+  if (!node.IsMap()) throw DataError(where + ": expected a mapping, got " + scalar_text(node));
+  for (const auto& entry : node) {
+    std::string key = entry.first.as<std::string>();
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
+      throw DataError(where + ": unknown key '" + key + "' (did you mean '" + nearest_key(key, allowed) + "'?)");
+  }
+}
+
+template <typename T>
+T yaml_require(const YAML::Node& node, const std::string& key, const std::string& where) {
+  YAML::Node value = node[key];
+  if (!value || value.IsNull()) throw DataError(where + ": missing required key '" + key + "'");
+  try {
+    return value.as<T>();
+  } catch (const YAML::Exception&) {
+    throw DataError(where + ": key '" + key + "' has invalid value " + scalar_text(value));
+  }
+}
+
+template <typename T>
+T yaml_get(const YAML::Node& node, const std::string& key, const std::string& where, const T& fallback) {
+  YAML::Node value = node[key];
+  if (!value || value.IsNull()) return fallback;
+  return yaml_require<T>(node, key, where);
+}
+
+template int64_t yaml_require<int64_t>(const YAML::Node&, const std::string&, const std::string&);
+template double yaml_require<double>(const YAML::Node&, const std::string&, const std::string&);
+template bool yaml_require<bool>(const YAML::Node&, const std::string&, const std::string&);
+template std::string yaml_require<std::string>(const YAML::Node&, const std::string&, const std::string&);
+template int64_t yaml_get<int64_t>(const YAML::Node&, const std::string&, const std::string&, const int64_t&);
+template double yaml_get<double>(const YAML::Node&, const std::string&, const std::string&, const double&);
+template bool yaml_get<bool>(const YAML::Node&, const std::string&, const std::string&, const bool&);
+template std::string yaml_get<std::string>(const YAML::Node&, const std::string&, const std::string&,
+                                           const std::string&);
+
+}  // namespace syssim

@@ -1,0 +1,26 @@
+// Strict YAML reading for configs: unknown keys are errors that name the file,
+// the key and the nearest valid key; wrong types name the key and the value.
+#pragma once
+#include <yaml-cpp/yaml.h>
+
+#include <string>
+#include <vector>
+
+namespace syssim {
+
+// Loads a YAML file; throws DataError "FILE: ..." when missing or malformed.
+YAML::Node load_yaml_file(const std::string& path);
+YAML::Node load_yaml_text(const std::string& text, const std::string& name);
+
+// Throws DataError if `node` has a key not in `allowed`, suggesting the nearest one.
+void check_keys(const YAML::Node& node, const std::vector<std::string>& allowed, const std::string& where);
+
+// The key's value as T, or `fallback` when absent; DataError naming where.key and the value otherwise.
+template <typename T>
+T yaml_get(const YAML::Node& node, const std::string& key, const std::string& where, const T& fallback);
+template <typename T>
+T yaml_require(const YAML::Node& node, const std::string& key, const std::string& where);
+
+std::string nearest_key(const std::string& key, const std::vector<std::string>& allowed);
+
+}  // namespace syssim

@@ -1,0 +1,308 @@
+#include "config/config.hpp"
+
+#include "common/error.hpp"
+#include "common/json_util.hpp"
+#include "common/yaml_util.hpp"
+
+namespace syssim {
+namespace {
+
+const std::vector<std::string> kModelKeys = {
+    "name", "num_layers", "hidden_size", "num_attention_heads", "num_query_groups", "kv_channels",
+    "ffn_hidden_size", "seq_length", "max_position_embeddings", "vocab_size",
+    "make_vocab_size_divisible_by", "swiglu", "rope", "rope_theta", "tie_word_embeddings",
+    "rms_norm_eps", "normalization", "add_bias_linear", "add_qkv_bias", "qk_layernorm",
+    "attention_backend", "huggingface", "overrides"};
+
+const std::vector<std::string> kHardwareKeys = {
+    "name", "peak_tflops_mm", "peak_tflops_math", "peak_memory_bandwidth_GBps", "gpus_per_node",
+    "peak_tflops_mm_fp8", "peak_tflops_mm_fp4", "sfu_peak", "gpu_memory_GB",
+    "inter_node_bandwidth_GBps", "inter_node_latency_us", "kernel_launch_us", "topology",
+    "estimator", "calibrated_model"};
+
+const std::vector<std::string> kTopologyKeys = {"levels"};
+const std::vector<std::string> kLevelKeys = {"kind", "size", "bandwidth_GBps", "latency_us"};
+
+void require_positive(double value, const std::string& key, const std::string& where) {
+  if (!(value > 0)) throw DataError(where + ": key '" + key + "' must be positive, got " + std::to_string(value));
+}
+
+std::optional<double> optional_double(const YAML::Node& node, const std::string& key, const std::string& where) {
+  if (!node[key] || node[key].IsNull()) return std::nullopt;
+  return yaml_require<double>(node, key, where);
+}
+
+void require_one_of(const std::string& value, const std::vector<std::string>& allowed, const std::string& key,
+                    const std::string& where) {
+  for (const auto& a : allowed)
+    if (a == value) return;
+  std::string list;
+  for (const auto& a : allowed) list += (list.empty() ? "" : "|") + a;
+  throw DataError(where + ": key '" + key + "' must be one of " + list + ", got '" + value + "'");
+}
+
+}  // namespace
+
+std::string stem_of(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  size_t dot = base.find_last_of('.');
+  return dot == std::string::npos ? base : base.substr(0, dot);
+}
+
+ModelConfig parse_model_yaml(const std::string& text, const std::string& name) {
+  YAML::Node node = load_yaml_text(text, name);
+  check_keys(node, kModelKeys, name);
+  if (node["huggingface"])
+    throw DataError(name + ": key 'huggingface': Hugging Face model sources are not supported yet; "
+                           "give the Megatron fields (num_layers, hidden_size, ...)");
+  if (node["overrides"]) throw DataError(name + ": key 'overrides' is only valid with 'huggingface'");
+  ModelConfig m;
+  m.name = yaml_get<std::string>(node, "name", name, stem_of(name));
+  m.num_layers = yaml_require<int64_t>(node, "num_layers", name);
+  m.hidden_size = yaml_require<int64_t>(node, "hidden_size", name);
+  m.num_attention_heads = yaml_require<int64_t>(node, "num_attention_heads", name);
+  m.num_query_groups = yaml_get<int64_t>(node, "num_query_groups", name, m.num_attention_heads);
+  if (m.num_attention_heads <= 0) throw DataError(name + ": key 'num_attention_heads' must be positive");
+  m.kv_channels = yaml_get<int64_t>(node, "kv_channels", name, m.hidden_size / m.num_attention_heads);
+  m.ffn_hidden_size = yaml_require<int64_t>(node, "ffn_hidden_size", name);
+  m.seq_length = yaml_require<int64_t>(node, "seq_length", name);
+  m.max_position_embeddings = yaml_get<int64_t>(node, "max_position_embeddings", name, m.seq_length);
+  m.vocab_size = yaml_require<int64_t>(node, "vocab_size", name);
+  m.make_vocab_size_divisible_by =
+      yaml_get<int64_t>(node, "make_vocab_size_divisible_by", name, m.make_vocab_size_divisible_by);
+  m.swiglu = yaml_get<bool>(node, "swiglu", name, m.swiglu);
+  m.rope = yaml_get<bool>(node, "rope", name, m.rope);
+  m.rope_theta = yaml_get<double>(node, "rope_theta", name, m.rope_theta);
+  m.tie_word_embeddings = yaml_get<bool>(node, "tie_word_embeddings", name, m.tie_word_embeddings);
+  m.rms_norm_eps = yaml_get<double>(node, "rms_norm_eps", name, m.rms_norm_eps);
+  m.normalization = yaml_get<std::string>(node, "normalization", name, m.normalization);
+  m.add_bias_linear = yaml_get<bool>(node, "add_bias_linear", name, m.add_bias_linear);
+  m.add_qkv_bias = yaml_get<bool>(node, "add_qkv_bias", name, m.add_qkv_bias);
+  m.qk_layernorm = yaml_get<bool>(node, "qk_layernorm", name, m.qk_layernorm);
+  m.attention_backend = yaml_get<std::string>(node, "attention_backend", name, m.attention_backend);
+  validate(m, name);
+  return m;
+}
+
+ModelConfig load_model_yaml(const std::string& path) {
+  YAML::Node node = load_yaml_file(path);  // reports missing files and bad YAML with the path
+  return parse_model_yaml(YAML::Dump(node), path);
+}
+
+void validate(const ModelConfig& m, const std::string& where) {
+  require_positive(m.num_layers, "num_layers", where);
+  require_positive(m.hidden_size, "hidden_size", where);
+  require_positive(m.num_query_groups, "num_query_groups", where);
+  require_positive(m.kv_channels, "kv_channels", where);
+  require_positive(m.ffn_hidden_size, "ffn_hidden_size", where);
+  require_positive(m.seq_length, "seq_length", where);
+  require_positive(m.max_position_embeddings, "max_position_embeddings", where);
+  require_positive(m.vocab_size, "vocab_size", where);
+  require_positive(m.make_vocab_size_divisible_by, "make_vocab_size_divisible_by", where);
+  if (m.num_attention_heads % m.num_query_groups != 0)
+    throw DataError(where + ": num_query_groups=" + std::to_string(m.num_query_groups) +
+                    " does not divide num_attention_heads=" + std::to_string(m.num_attention_heads));
+  require_one_of(m.normalization, {"RMSNorm", "LayerNorm"}, "normalization", where);
+  require_one_of(m.attention_backend, {"flash", "unfused"}, "attention_backend", where);
+}
+
+HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& name) {
+  YAML::Node node = load_yaml_text(text, name);
+  check_keys(node, kHardwareKeys, name);
+  HardwareConfig hw;
+  hw.name = yaml_get<std::string>(node, "name", name, stem_of(name));
+  hw.peak_tflops_mm = yaml_require<double>(node, "peak_tflops_mm", name);
+  hw.peak_tflops_math = yaml_require<double>(node, "peak_tflops_math", name);
+  hw.peak_memory_bandwidth_GBps = yaml_require<double>(node, "peak_memory_bandwidth_GBps", name);
+  hw.gpus_per_node = yaml_require<int64_t>(node, "gpus_per_node", name);
+  hw.peak_tflops_mm_fp8 = optional_double(node, "peak_tflops_mm_fp8", name);
+  hw.peak_tflops_mm_fp4 = optional_double(node, "peak_tflops_mm_fp4", name);
+  hw.sfu_peak = optional_double(node, "sfu_peak", name);
+  hw.gpu_memory_GB = optional_double(node, "gpu_memory_GB", name);
+  hw.inter_node_bandwidth_GBps = optional_double(node, "inter_node_bandwidth_GBps", name);
+  hw.inter_node_latency_us = yaml_get<double>(node, "inter_node_latency_us", name, 0.0);
+  hw.kernel_launch_us = yaml_get<double>(node, "kernel_launch_us", name, 0.0);
+  std::string estimator = yaml_get<std::string>(node, "estimator", name, "roofline");
+  if (estimator != "roofline")
+    throw DataError(name + ": key 'estimator': only 'roofline' is implemented, got '" + estimator + "'");
+  if (node["calibrated_model"])
+    throw DataError(name + ": key 'calibrated_model': the calibrated estimator is not implemented yet");
+  if (YAML::Node topology = node["topology"]) {
+    check_keys(topology, kTopologyKeys, name + ": topology");
+    YAML::Node levels = topology["levels"];
+    if (!levels || !levels.IsSequence()) throw DataError(name + ": topology.levels must be a list");
+    for (size_t i = 0; i < levels.size(); ++i) {
+      std::string where = name + ": topology.levels[" + std::to_string(i) + "]";
+      check_keys(levels[i], kLevelKeys, where);
+      TopologyLevel level;
+      level.kind = yaml_require<std::string>(levels[i], "kind", where);
+      level.size = yaml_require<int64_t>(levels[i], "size", where);
+      level.bandwidth_GBps = yaml_require<double>(levels[i], "bandwidth_GBps", where);
+      level.latency_us = yaml_get<double>(levels[i], "latency_us", where, 0.0);
+      hw.topology.push_back(level);
+    }
+  }
+  validate(hw, name);
+  return hw;
+}
+
+HardwareConfig load_hardware_yaml(const std::string& path) {
+  YAML::Node node = load_yaml_file(path);
+  return parse_hardware_yaml(YAML::Dump(node), path);
+}
+
+void validate(const HardwareConfig& hw, const std::string& where) {
+  require_positive(hw.peak_tflops_mm, "peak_tflops_mm", where);
+  require_positive(hw.peak_tflops_math, "peak_tflops_math", where);
+  require_positive(hw.peak_memory_bandwidth_GBps, "peak_memory_bandwidth_GBps", where);
+  require_positive(hw.gpus_per_node, "gpus_per_node", where);
+  if (hw.gpus_per_node > 1 && hw.topology.empty())
+    throw DataError(where + ": gpus_per_node=" + std::to_string(hw.gpus_per_node) +
+                    " needs topology.levels[0] (the intra-node link)");
+  if (!hw.topology.empty() && hw.topology[0].size != hw.gpus_per_node)
+    throw DataError(where + ": topology.levels[0].size=" + std::to_string(hw.topology[0].size) +
+                    " must equal gpus_per_node=" + std::to_string(hw.gpus_per_node));
+  for (const auto& level : hw.topology) require_positive(level.bandwidth_GBps, "bandwidth_GBps", where);
+}
+
+nlohmann::json to_json(const ModelConfig& m) {
+  return {{"name", m.name},
+          {"num_layers", m.num_layers},
+          {"hidden_size", m.hidden_size},
+          {"num_attention_heads", m.num_attention_heads},
+          {"num_query_groups", m.num_query_groups},
+          {"kv_channels", m.kv_channels},
+          {"ffn_hidden_size", m.ffn_hidden_size},
+          {"seq_length", m.seq_length},
+          {"max_position_embeddings", m.max_position_embeddings},
+          {"vocab_size", m.vocab_size},
+          {"make_vocab_size_divisible_by", m.make_vocab_size_divisible_by},
+          {"swiglu", m.swiglu},
+          {"rope", m.rope},
+          {"rope_theta", m.rope_theta},
+          {"tie_word_embeddings", m.tie_word_embeddings},
+          {"rms_norm_eps", m.rms_norm_eps},
+          {"normalization", m.normalization},
+          {"add_bias_linear", m.add_bias_linear},
+          {"add_qkv_bias", m.add_qkv_bias},
+          {"qk_layernorm", m.qk_layernorm},
+          {"attention_backend", m.attention_backend}};
+}
+
+ModelConfig model_from_json(const nlohmann::json& j, const std::string& path) {
+  ModelConfig m;
+  m.name = require_as<std::string>(j, "name", path);
+  m.num_layers = require_as<int64_t>(j, "num_layers", path);
+  m.hidden_size = require_as<int64_t>(j, "hidden_size", path);
+  m.num_attention_heads = require_as<int64_t>(j, "num_attention_heads", path);
+  m.num_query_groups = require_as<int64_t>(j, "num_query_groups", path);
+  m.kv_channels = require_as<int64_t>(j, "kv_channels", path);
+  m.ffn_hidden_size = require_as<int64_t>(j, "ffn_hidden_size", path);
+  m.seq_length = require_as<int64_t>(j, "seq_length", path);
+  m.max_position_embeddings = require_as<int64_t>(j, "max_position_embeddings", path);
+  m.vocab_size = require_as<int64_t>(j, "vocab_size", path);
+  m.make_vocab_size_divisible_by = require_as<int64_t>(j, "make_vocab_size_divisible_by", path);
+  m.swiglu = require_as<bool>(j, "swiglu", path);
+  m.rope = require_as<bool>(j, "rope", path);
+  m.rope_theta = require_as<double>(j, "rope_theta", path);
+  m.tie_word_embeddings = require_as<bool>(j, "tie_word_embeddings", path);
+  m.rms_norm_eps = require_as<double>(j, "rms_norm_eps", path);
+  m.normalization = require_as<std::string>(j, "normalization", path);
+  m.add_bias_linear = require_as<bool>(j, "add_bias_linear", path);
+  m.add_qkv_bias = require_as<bool>(j, "add_qkv_bias", path);
+  m.qk_layernorm = require_as<bool>(j, "qk_layernorm", path);
+  m.attention_backend = require_as<std::string>(j, "attention_backend", path);
+  validate(m, "graph: " + path);
+  return m;
+}
+
+nlohmann::json to_json(const HardwareConfig& hw) {
+  auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
+  nlohmann::json levels = nlohmann::json::array();
+  for (const auto& l : hw.topology)
+    levels.push_back({{"kind", l.kind}, {"size", l.size}, {"bandwidth_GBps", l.bandwidth_GBps},
+                      {"latency_us", l.latency_us}});
+  return {{"name", hw.name},
+          {"peak_tflops_mm", hw.peak_tflops_mm},
+          {"peak_tflops_math", hw.peak_tflops_math},
+          {"peak_memory_bandwidth_GBps", hw.peak_memory_bandwidth_GBps},
+          {"gpus_per_node", hw.gpus_per_node},
+          {"peak_tflops_mm_fp8", opt(hw.peak_tflops_mm_fp8)},
+          {"peak_tflops_mm_fp4", opt(hw.peak_tflops_mm_fp4)},
+          {"sfu_peak", opt(hw.sfu_peak)},
+          {"gpu_memory_GB", opt(hw.gpu_memory_GB)},
+          {"inter_node_bandwidth_GBps", opt(hw.inter_node_bandwidth_GBps)},
+          {"inter_node_latency_us", hw.inter_node_latency_us},
+          {"kernel_launch_us", hw.kernel_launch_us},
+          {"topology", {{"levels", levels}}}};
+}
+
+HardwareConfig hardware_from_json(const nlohmann::json& j, const std::string& path) {
+  auto opt = [&](const std::string& key) -> std::optional<double> {
+    const auto& v = require(j, key, path);
+    if (v.is_null()) return std::nullopt;
+    return require_as<double>(j, key, path);
+  };
+  HardwareConfig hw;
+  hw.name = require_as<std::string>(j, "name", path);
+  hw.peak_tflops_mm = require_as<double>(j, "peak_tflops_mm", path);
+  hw.peak_tflops_math = require_as<double>(j, "peak_tflops_math", path);
+  hw.peak_memory_bandwidth_GBps = require_as<double>(j, "peak_memory_bandwidth_GBps", path);
+  hw.gpus_per_node = require_as<int64_t>(j, "gpus_per_node", path);
+  hw.peak_tflops_mm_fp8 = opt("peak_tflops_mm_fp8");
+  hw.peak_tflops_mm_fp4 = opt("peak_tflops_mm_fp4");
+  hw.sfu_peak = opt("sfu_peak");
+  hw.gpu_memory_GB = opt("gpu_memory_GB");
+  hw.inter_node_bandwidth_GBps = opt("inter_node_bandwidth_GBps");
+  hw.inter_node_latency_us = require_as<double>(j, "inter_node_latency_us", path);
+  hw.kernel_launch_us = require_as<double>(j, "kernel_launch_us", path);
+  const auto& levels = require(require(j, "topology", path), "levels", path + "/topology");
+  for (size_t i = 0; i < levels.size(); ++i) {
+    std::string p = path + "/topology/levels/" + std::to_string(i);
+    hw.topology.push_back(TopologyLevel{require_as<std::string>(levels[i], "kind", p),
+                                        require_as<int64_t>(levels[i], "size", p),
+                                        require_as<double>(levels[i], "bandwidth_GBps", p),
+                                        require_as<double>(levels[i], "latency_us", p)});
+  }
+  validate(hw, "graph: " + path);
+  return hw;
+}
+
+nlohmann::json to_json(const ParallelismConfig& p) {
+  return {{"tp", p.tp}, {"dp", p.dp}, {"sp", p.sp}, {"cp", p.cp}, {"pp", p.pp},
+          {"vpp", p.vpp ? nlohmann::json(*p.vpp) : nlohmann::json()}, {"world_size", p.world_size()}};
+}
+
+ParallelismConfig parallelism_from_json(const nlohmann::json& j, const std::string& path) {
+  ParallelismConfig p;
+  p.tp = require_as<int64_t>(j, "tp", path);
+  p.dp = require_as<int64_t>(j, "dp", path);
+  p.sp = require_as<bool>(j, "sp", path);
+  p.cp = require_as<int64_t>(j, "cp", path);
+  p.pp = require_as<int64_t>(j, "pp", path);
+  if (!require(j, "vpp", path).is_null()) p.vpp = require_as<int64_t>(j, "vpp", path);
+  return p;
+}
+
+nlohmann::json to_json(const TrainingConfig& t) {
+  return {{"micro_batch", t.micro_batch},
+          {"global_batch", t.global_batch},
+          {"seq_length", t.seq_length ? nlohmann::json(*t.seq_length) : nlohmann::json()},
+          {"dtype", t.dtype},
+          {"recompute", t.recompute},
+          {"distributed_optimizer", t.distributed_optimizer}};
+}
+
+TrainingConfig training_from_json(const nlohmann::json& j, const std::string& path) {
+  TrainingConfig t;
+  t.micro_batch = require_as<int64_t>(j, "micro_batch", path);
+  t.global_batch = require_as<int64_t>(j, "global_batch", path);
+  if (!require(j, "seq_length", path).is_null()) t.seq_length = require_as<int64_t>(j, "seq_length", path);
+  t.dtype = require_as<std::string>(j, "dtype", path);
+  t.recompute = require_as<std::string>(j, "recompute", path);
+  t.distributed_optimizer = require_as<bool>(j, "distributed_optimizer", path);
+  return t;
+}
+
+}  // namespace syssim

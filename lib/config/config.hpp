@@ -1,0 +1,100 @@
+// Configuration objects of ../shared/spec/api.md: model architecture, hardware,
+// parallelism and training. Loaders validate strictly (see docs/configs.md).
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace syssim {
+
+struct ModelConfig {
+  std::string name;
+  int64_t num_layers = 0;
+  int64_t hidden_size = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_query_groups = 0;  // defaults to num_attention_heads (MHA)
+  int64_t kv_channels = 0;       // head dim; defaults to hidden_size / heads
+  int64_t ffn_hidden_size = 0;
+  int64_t seq_length = 0;
+  int64_t max_position_embeddings = 0;
+  int64_t vocab_size = 0;
+  int64_t make_vocab_size_divisible_by = 128;
+  bool swiglu = true;
+  bool rope = true;
+  double rope_theta = 10000.0;
+  bool tie_word_embeddings = false;
+  double rms_norm_eps = 1e-6;
+  std::string normalization = "RMSNorm";  // RMSNorm | LayerNorm
+  bool add_bias_linear = false;
+  bool add_qkv_bias = false;
+  bool qk_layernorm = false;
+  std::string attention_backend = "flash";  // flash | unfused
+};
+
+struct TopologyLevel {
+  std::string kind;
+  int64_t size = 0;  // GPUs in one domain of this level
+  double bandwidth_GBps = 0;  // per GPU, one direction
+  double latency_us = 0;
+};
+
+struct HardwareConfig {
+  std::string name;
+  double peak_tflops_mm = 0;
+  double peak_tflops_math = 0;
+  double peak_memory_bandwidth_GBps = 0;
+  int64_t gpus_per_node = 0;
+  std::optional<double> peak_tflops_mm_fp8;
+  std::optional<double> peak_tflops_mm_fp4;
+  std::optional<double> sfu_peak;
+  std::optional<double> gpu_memory_GB;
+  std::optional<double> inter_node_bandwidth_GBps;
+  double inter_node_latency_us = 0.0;
+  double kernel_launch_us = 0.0;
+  std::vector<TopologyLevel> topology;  // innermost level first
+};
+
+struct ParallelismConfig {
+  int64_t tp = 1;
+  int64_t dp = 1;
+  bool sp = false;
+  int64_t cp = 1;
+  int64_t pp = 1;
+  std::optional<int64_t> vpp;
+  int64_t world_size() const { return tp * dp * cp * pp; }
+};
+
+struct TrainingConfig {
+  int64_t micro_batch = 1;
+  int64_t global_batch = 1;
+  std::optional<int64_t> seq_length;  // overrides the model's seq_length
+  std::string dtype = "bf16";         // bf16 | fp16 | fp8
+  std::string recompute = "none";     // none | selective | full
+  bool distributed_optimizer = false;
+};
+
+ModelConfig load_model_yaml(const std::string& path);
+ModelConfig parse_model_yaml(const std::string& text, const std::string& name);
+HardwareConfig load_hardware_yaml(const std::string& path);
+HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& name);
+
+// Checks value ranges that do not depend on parallelism; throws DataError.
+void validate(const ModelConfig& model, const std::string& where);
+void validate(const HardwareConfig& hardware, const std::string& where);
+
+// Name of a config file without folders and extension ("configs/models/llama3-8b.yaml" -> "llama3-8b").
+std::string stem_of(const std::string& path);
+
+// JSON forms used in the graph (model and hardware sections) and the report.
+nlohmann::json to_json(const ModelConfig& model);
+ModelConfig model_from_json(const nlohmann::json& j, const std::string& path);
+nlohmann::json to_json(const HardwareConfig& hardware);
+HardwareConfig hardware_from_json(const nlohmann::json& j, const std::string& path);
+nlohmann::json to_json(const ParallelismConfig& parallelism);
+ParallelismConfig parallelism_from_json(const nlohmann::json& j, const std::string& path);
+nlohmann::json to_json(const TrainingConfig& training);
+TrainingConfig training_from_json(const nlohmann::json& j, const std::string& path);
+
+}  // namespace syssim

@@ -1,0 +1,67 @@
+#include "driver/driver.hpp"
+
+#include "cost/cost.hpp"
+#include "driver/defaults.hpp"
+#include "mem/mem.hpp"
+#include "report/report.hpp"
+#include "sim/sim.hpp"
+#include "trace/trace.hpp"
+
+namespace syssim {
+namespace {
+
+Graph cost_and_shard(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options) {
+  Graph graph;
+  graph.model = model;
+  graph.trace = trace_model(model);
+  shard_graph(graph, options);
+  cost_graph(graph, hardware);
+  return graph;
+}
+
+ModelConfig model_of(const RunRequest& request) {
+  return request.model_path ? load_model_yaml(*request.model_path)
+                            : parse_model_yaml(kDefaultModelYaml, "llama3-8b.yaml");
+}
+
+HardwareConfig hardware_of(const RunRequest& request) {
+  return request.hardware_path ? load_hardware_yaml(*request.hardware_path)
+                               : parse_hardware_yaml(kDefaultHardwareYaml, "h100-sxm-80gb.yaml");
+}
+
+}  // namespace
+
+Graph simulate(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options) {
+  Graph graph = cost_and_shard(model, hardware, options);
+  simulate_graph(graph);
+  account_memory(graph);
+  return graph;
+}
+
+Graph estimate_memory(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options) {
+  Graph graph = cost_and_shard(model, hardware, options);
+  account_memory(graph);
+  return graph;
+}
+
+std::string run_report(const RunRequest& request) {
+  return render_report(simulate(model_of(request), hardware_of(request), request.options), request.format);
+}
+
+std::string memory_report(const RunRequest& request) {
+  return render_memory_report(estimate_memory(model_of(request), hardware_of(request), request.options),
+                              request.format);
+}
+
+ShardOptions default_job_options() {
+  ShardOptions options;
+  options.parallelism.tp = 2;
+  options.parallelism.sp = true;
+  options.parallelism.dp = 4;
+  options.training.micro_batch = 1;
+  options.training.global_batch = 128;
+  options.training.distributed_optimizer = true;
+  return options;
+}
+
+}  // namespace syssim

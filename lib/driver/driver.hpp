@@ -1,0 +1,33 @@
+// The syssim driver: every stage in one process, on the in-memory graph (no JSON between
+// stages), printing the same report as the pipe of single-stage tools.
+#pragma once
+#include <optional>
+#include <string>
+
+#include "common/graph.hpp"
+#include "shard/shard.hpp"
+
+namespace syssim {
+
+struct RunRequest {
+  std::optional<std::string> model_path;     // default: the embedded Llama-3-8B
+  std::optional<std::string> hardware_path;  // default: the embedded H100 SXM node
+  ShardOptions options;
+  std::string format = "text";  // text | json
+};
+
+// Trace, shard, cost, simulate, account memory: the graph the pipe would carry.
+Graph simulate(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options);
+
+// Same, without the discrete-event simulation (memory fields only).
+Graph estimate_memory(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options);
+
+// `syssim run` and `syssim memory`: load the configs, run the stages, render the report.
+std::string run_report(const RunRequest& request);
+std::string memory_report(const RunRequest& request);
+
+// The layout of the embedded default job (tp 2 with SP, dp 4, distributed optimizer,
+// micro-batch 1, global batch 128): used for each flag the user did not give.
+ShardOptions default_job_options();
+
+}  // namespace syssim

@@ -1,0 +1,40 @@
+#include "mem/section.hpp"
+
+#include "common/json_util.hpp"
+
+namespace syssim {
+
+json to_json(const MemSection& m) {
+  json oom;
+  if (m.oom) oom = {{"capacity_gb", m.oom->capacity_gb}, {"required_gb", m.oom->required_gb}, {"excess_gb", m.oom->excess_gb}};
+  return {{"param_bytes", m.param_bytes},
+          {"grad_bytes", m.grad_bytes},
+          {"optimizer_state_bytes", m.optimizer_state_bytes},
+          {"activation_bytes", m.activation_bytes},
+          {"temporary_bytes", m.temporary_bytes},
+          {"peak_memory_gb", m.peak_memory_gb},
+          {"pp_stage_memory_gb", m.pp_stage_memory_gb},
+          {"peak_module", m.peak_module},
+          {"gpu_memory_gb", m.gpu_memory_gb ? json(*m.gpu_memory_gb) : json()},
+          {"oom", oom}};
+}
+
+MemSection mem_from_json(const json& j, const std::string& path) {
+  MemSection m;
+  m.param_bytes = require_as<double>(j, "param_bytes", path);
+  m.grad_bytes = require_as<double>(j, "grad_bytes", path);
+  m.optimizer_state_bytes = require_as<double>(j, "optimizer_state_bytes", path);
+  m.activation_bytes = require_as<double>(j, "activation_bytes", path);
+  m.temporary_bytes = require_as<double>(j, "temporary_bytes", path);
+  m.peak_memory_gb = require_as<double>(j, "peak_memory_gb", path);
+  m.pp_stage_memory_gb = require_as<std::vector<double>>(j, "pp_stage_memory_gb", path);
+  m.peak_module = require_as<std::string>(j, "peak_module", path);
+  if (!require(j, "gpu_memory_gb", path).is_null()) m.gpu_memory_gb = require_as<double>(j, "gpu_memory_gb", path);
+  const json& oom = require(j, "oom", path);
+  if (!oom.is_null())
+    m.oom = OomInfo{require_as<double>(oom, "capacity_gb", path + "/oom"), require_as<double>(oom, "required_gb", path + "/oom"),
+                    require_as<double>(oom, "excess_gb", path + "/oom")};
+  return m;
+}
+
+}  // namespace syssim

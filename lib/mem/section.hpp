@@ -1,0 +1,32 @@
+// The "mem" section (docs/graph-format.md), owned by syssim-mem: memory of one GPU.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace syssim {
+
+struct OomInfo {
+  double capacity_gb = 0;
+  double required_gb = 0;
+  double excess_gb = 0;
+};
+
+struct MemSection {
+  double param_bytes = 0;
+  double grad_bytes = 0;
+  double optimizer_state_bytes = 0;
+  double activation_bytes = 0;  // saved for backward, at the peak
+  double temporary_bytes = 0;   // other live buffers at the peak
+  double peak_memory_gb = 0;
+  std::vector<double> pp_stage_memory_gb;
+  std::string peak_module;  // module of the op running at the peak
+  std::optional<double> gpu_memory_gb;
+  std::optional<OomInfo> oom;
+};
+
+nlohmann::json to_json(const MemSection& mem);
+MemSection mem_from_json(const nlohmann::json& j, const std::string& path);
+
+}  // namespace syssim

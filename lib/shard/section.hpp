@@ -1,0 +1,63 @@
+// The "shard" section (docs/graph-format.md), owned by syssim-shard: the graph of one
+// rank instantiated with parallelism and training settings, collectives included.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/expr.hpp"
+#include "config/config.hpp"
+
+namespace syssim {
+
+// A buffer of one rank: its size in bytes for one micro-batch.
+struct ShardBuffer {
+  int64_t id = 0;
+  double bytes = 0;
+  std::string role;  // param | grad | input | activation | comm
+  std::string param;
+  std::optional<int64_t> producer;  // op that writes it first (none for params and inputs)
+};
+
+struct ShardOp {
+  int64_t id = 0;
+  std::optional<int64_t> trace_op;  // the traced op this instantiates; none for inserted ops
+  std::string name;
+  std::string kind;    // gemm | attention | math | memory | collective | optimizer
+  std::string phase;   // fwd | bwd | optimizer
+  std::optional<int64_t> layer;
+  std::string module;
+  std::string scope;   // microbatch (runs once per micro-batch) | step (once per step)
+  std::string stream;  // compute | tp | dp
+  std::string dtype;   // compute dtype: bf16 | fp16 | fp32 | ...
+  std::vector<int64_t> deps;  // ops of the same scope (or, for step ops, of any scope) that must finish first
+  double flops = 0;
+  double bytes = 0;  // bytes read plus written in device memory
+  std::vector<int64_t> reads;
+  std::vector<int64_t> writes;
+  // Collectives only.
+  std::string collective;  // all_reduce | all_gather | reduce_scatter
+  std::string group;       // tp | dp
+  int64_t group_size = 1;
+  double message_bytes = 0;  // the full (unsharded) buffer the collective operates on
+};
+
+struct ShardSection {
+  ParallelismConfig parallelism;
+  TrainingConfig training;
+  int64_t seq_length = 0;
+  int64_t num_microbatches = 1;
+  AxisValues axes;  // values on one rank (g, f, v split by tp; s is the full sequence)
+  double params_total = 0;
+  double params_local = 0;
+  double model_flops_per_step = 0;  // Megatron-LM's count, all GPUs
+  std::vector<ShardBuffer> buffers;
+  std::vector<ShardOp> ops;
+};
+
+nlohmann::json to_json(const ShardSection& shard);
+ShardSection shard_from_json(const nlohmann::json& j, const std::string& path);
+
+}  // namespace syssim

@@ -1,0 +1,28 @@
+// syssim-shard: instantiates a traced step for one rank under a parallel layout and
+// training settings (docs/syssim-shard.md). Splits the named axes (heads/groups, ffn and
+// vocab by TP; sequence of the norm/residual regions by TP under SP), inserts the tensor-
+// and data-parallel collectives where Megatron-LM places them, and adds the optimizer step.
+#pragma once
+#include <optional>
+
+#include "common/graph.hpp"
+
+namespace syssim {
+
+struct ShardOptions {
+  ParallelismConfig parallelism;
+  TrainingConfig training;
+  std::optional<int64_t> gpus;  // when given, must equal tp*cp*pp*dp
+};
+
+// Sets graph.shard from graph.model and graph.trace; throws DataError for impossible
+// layouts and UsageError for settings this version does not simulate yet.
+void shard_graph(Graph& graph, const ShardOptions& options);
+
+// Megatron-LM's padded vocabulary: a multiple of make_vocab_size_divisible_by * tp.
+int64_t padded_vocab_size(const ModelConfig& model, int64_t tp);
+
+// Megatron-LM's num_floating_point_operations for one step (all GPUs): docs/metrics.md.
+double megatron_model_flops(const ModelConfig& model, int64_t global_batch, int64_t seq_length, int64_t tp);
+
+}  // namespace syssim

@@ -1,0 +1,52 @@
+#include "sim/section.hpp"
+
+#include "common/json_util.hpp"
+
+namespace syssim {
+namespace {
+
+json timed(const TimedOp& t) { return {{"name", t.name}, {"time_ms", t.time_ms}}; }
+TimedOp timed_from(const json& j, const std::string& path) {
+  return TimedOp{require_as<std::string>(j, "name", path), require_as<double>(j, "time_ms", path)};
+}
+
+}  // namespace
+
+json to_json(const SimSection& s) {
+  json top = json::array();
+  for (const auto& t : s.top_ops) top.push_back(timed(t));
+  return {{"step_time_ms", s.step_time_ms},
+          {"forward_ms", s.forward_ms},
+          {"backward_ms", s.backward_ms},
+          {"optimizer_ms", s.optimizer_ms},
+          {"collective_total_ms", s.collective_total_ms},
+          {"collective_exposed_ms", s.collective_exposed_ms},
+          {"by_op_type_ms", s.by_op_type_ms},
+          {"per_pp_rank_step_time_ms", s.per_pp_rank_step_time_ms},
+          {"top_ops", top},
+          {"dominant_op_type", s.dominant_op_type},
+          {"longest_collective", timed(s.longest_collective)},
+          {"binding_pp_stage", s.binding_pp_stage},
+          {"hardware_flops_per_rank", s.hardware_flops_per_rank}};
+}
+
+SimSection sim_from_json(const json& j, const std::string& path) {
+  SimSection s;
+  s.step_time_ms = require_as<double>(j, "step_time_ms", path);
+  s.forward_ms = require_as<double>(j, "forward_ms", path);
+  s.backward_ms = require_as<double>(j, "backward_ms", path);
+  s.optimizer_ms = require_as<double>(j, "optimizer_ms", path);
+  s.collective_total_ms = require_as<double>(j, "collective_total_ms", path);
+  s.collective_exposed_ms = require_as<double>(j, "collective_exposed_ms", path);
+  s.by_op_type_ms = require_as<std::map<std::string, double>>(j, "by_op_type_ms", path);
+  s.per_pp_rank_step_time_ms = require_as<std::vector<double>>(j, "per_pp_rank_step_time_ms", path);
+  const json& top = require(j, "top_ops", path);
+  for (size_t i = 0; i < top.size(); ++i) s.top_ops.push_back(timed_from(top[i], path + "/top_ops/" + std::to_string(i)));
+  s.dominant_op_type = require_as<std::string>(j, "dominant_op_type", path);
+  s.longest_collective = timed_from(require(j, "longest_collective", path), path + "/longest_collective");
+  s.binding_pp_stage = require_as<int64_t>(j, "binding_pp_stage", path);
+  s.hardware_flops_per_rank = require_as<double>(j, "hardware_flops_per_rank", path);
+  return s;
+}
+
+}  // namespace syssim

@@ -1,0 +1,34 @@
+// The "sim" section (docs/graph-format.md), owned by syssim-sim: the simulated timeline's totals.
+#pragma once
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace syssim {
+
+struct TimedOp {
+  std::string name;  // "<op id>_<op name>", unique
+  double time_ms = 0;  // summed over all micro-batches
+};
+
+struct SimSection {
+  double step_time_ms = 0;
+  double forward_ms = 0;    // compute-stream busy time of forward ops
+  double backward_ms = 0;
+  double optimizer_ms = 0;
+  double collective_total_ms = 0;    // summed duration of all collectives
+  double collective_exposed_ms = 0;  // wall time when a collective runs and the compute stream is idle
+  std::map<std::string, double> by_op_type_ms;  // summed duration per op kind
+  std::vector<double> per_pp_rank_step_time_ms;
+  std::vector<TimedOp> top_ops;  // longest first
+  std::string dominant_op_type;
+  TimedOp longest_collective;
+  int64_t binding_pp_stage = 0;
+  double hardware_flops_per_rank = 0;  // FLOPs executed by one rank in the step
+};
+
+nlohmann::json to_json(const SimSection& sim);
+SimSection sim_from_json(const nlohmann::json& j, const std::string& path);
+
+}  // namespace syssim

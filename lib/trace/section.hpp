@@ -1,0 +1,54 @@
+// The "model" and "trace" sections of a graph (docs/graph-format.md), owned by syssim-trace.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/expr.hpp"
+
+namespace syssim {
+
+// One operand of an op: a buffer and the view of it the op uses.
+struct TensorRef {
+  int64_t tensor = 0;
+  Dims dims;
+  std::string dtype;  // bf16 | fp16 | fp32 | i64 | bool
+};
+
+// A buffer (a storage): every view of it has the same id.
+struct TraceTensor {
+  int64_t id = 0;
+  Dims dims;
+  std::string dtype;
+  std::string role;     // param | grad | input | activation
+  std::string param;    // parameter name when role == param or grad
+};
+
+struct TraceOp {
+  int64_t id = 0;
+  std::string name;     // "syssim::linear", "aten::add", ...
+  std::string kind;     // gemm | attention | math | memory
+  std::string phase;    // fwd | bwd
+  std::optional<int64_t> layer;
+  std::string module;   // e.g. "decoder.layers.3.mlp.linear_fc1"
+  std::string tp_role;  // none | column | row | vocab_embedding | vocab_output | vocab_loss
+  std::vector<TensorRef> inputs;
+  std::vector<TensorRef> outputs;
+  std::vector<int64_t> deps;   // ops that wrote a buffer this op reads (read after write)
+  std::optional<int64_t> fwd_op;  // for bwd ops: the forward op they differentiate
+  Poly flops;
+  Poly bytes;  // bytes read plus bytes written
+};
+
+struct TraceSection {
+  AxisValues axes;  // architecture axes; b and s are left free
+  std::vector<TraceTensor> tensors;
+  std::vector<TraceOp> ops;
+};
+
+nlohmann::json to_json(const TraceSection& trace);
+TraceSection trace_from_json(const nlohmann::json& j, const std::string& path);
+
+}  // namespace syssim

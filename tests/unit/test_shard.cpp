@@ -1,0 +1,237 @@
+// syssim-shard on a small hand-built trace (one norm, a column- and a row-parallel linear,
+// forward and backward), checked against hand-derived numbers.
+#include <gtest/gtest.h>
+
+#include "common/error.hpp"
+#include "shard/shard.hpp"
+
+namespace syssim {
+namespace {
+
+TensorRef ref(int64_t tensor, const std::vector<std::string>& dims, const std::string& dtype = "bf16") {
+  return TensorRef{tensor, dims_from_strings(dims, "test"), dtype};
+}
+
+ModelConfig small_model() {
+  ModelConfig m;
+  m.name = "small";
+  m.num_layers = 1;
+  m.hidden_size = 1024;
+  m.num_attention_heads = 16;
+  m.num_query_groups = 16;
+  m.kv_channels = 64;
+  m.ffn_hidden_size = 4096;
+  m.seq_length = 2048;
+  m.max_position_embeddings = 2048;
+  m.vocab_size = 50257;
+  return m;
+}
+
+// Buffers: 0 x (norm input), 1 y (norm output), 2 w1 [f,h], 3 z [s,b,f], 4 w2 [h,f], 5 out,
+// 6 grad out, 7 grad z, 8 grad w2, 9 grad y, 10 grad w1.
+Graph small_graph() {
+  Graph g;
+  g.model = small_model();
+  TraceSection t;
+  t.axes = {{"h", 1024}, {"g", 16}, {"r", 1}, {"d", 64}, {"f", 4096}, {"v", 50257}, {"p", 2048}};
+  auto tensor = [&](const std::vector<std::string>& dims, const std::string& role, const std::string& param = "") {
+    t.tensors.push_back(TraceTensor{static_cast<int64_t>(t.tensors.size()), dims_from_strings(dims, "test"), "bf16",
+                                    role, param});
+  };
+  tensor({"s", "b", "h"}, "activation");
+  tensor({"s", "b", "h"}, "activation");
+  tensor({"f", "h"}, "param", "fc1.weight");
+  tensor({"s", "b", "f"}, "activation");
+  tensor({"h", "f"}, "param", "fc2.weight");
+  tensor({"s", "b", "h"}, "activation");
+  tensor({"s", "b", "h"}, "activation");
+  tensor({"s", "b", "f"}, "activation");
+  tensor({"h", "f"}, "grad", "fc2.weight");
+  tensor({"s", "b", "h"}, "activation");
+  tensor({"f", "h"}, "grad", "fc1.weight");
+  auto op = [&](const std::string& name, const std::string& kind, const std::string& phase, const std::string& role,
+                std::vector<TensorRef> in, std::vector<TensorRef> out, const std::string& flops,
+                std::optional<int64_t> fwd = std::nullopt) {
+    TraceOp o;
+    o.id = static_cast<int64_t>(t.ops.size());
+    o.name = name;
+    o.kind = kind;
+    o.phase = phase;
+    o.layer = 0;
+    o.module = "decoder.layers.0.mlp";
+    o.tp_role = role;
+    o.inputs = std::move(in);
+    o.outputs = std::move(out);
+    o.fwd_op = fwd;
+    o.flops = Poly::parse(flops, "test");
+    o.bytes = Poly::parse("2*s*b*h", "test");
+    t.ops.push_back(o);
+  };
+  op("syssim::rms_norm", "math", "fwd", "none", {ref(0, {"s", "b", "h"})}, {ref(1, {"s", "b", "h"})}, "4*s*b*h");
+  op("syssim::linear", "gemm", "fwd", "column", {ref(1, {"s", "b", "h"}), ref(2, {"f", "h"})},
+     {ref(3, {"s", "b", "f"})}, "2*s*b*h*f");
+  op("syssim::linear", "gemm", "fwd", "row", {ref(3, {"s", "b", "f"}), ref(4, {"h", "f"})},
+     {ref(5, {"s", "b", "h"})}, "2*s*b*h*f");
+  op("syssim::linear_dgrad", "gemm", "bwd", "row", {ref(6, {"s", "b", "h"}), ref(4, {"h", "f"})},
+     {ref(7, {"s", "b", "f"})}, "2*s*b*h*f", 2);
+  op("syssim::linear_wgrad", "gemm", "bwd", "row", {ref(6, {"s", "b", "h"}), ref(3, {"s", "b", "f"})},
+     {ref(8, {"h", "f"})}, "2*s*b*h*f", 2);
+  op("syssim::linear_dgrad", "gemm", "bwd", "column", {ref(7, {"s", "b", "f"}), ref(2, {"f", "h"})},
+     {ref(9, {"s", "b", "h"})}, "2*s*b*h*f", 1);
+  op("syssim::linear_wgrad", "gemm", "bwd", "column", {ref(7, {"s", "b", "f"}), ref(1, {"s", "b", "h"})},
+     {ref(10, {"f", "h"})}, "2*s*b*h*f", 1);
+  g.trace = t;
+  return g;
+}
+
+ShardOptions layout(int64_t tp, bool sp, int64_t dp = 1, int64_t micro_batch = 1, int64_t global_batch = 1) {
+  ShardOptions o;
+  o.parallelism.tp = tp;
+  o.parallelism.sp = sp;
+  o.parallelism.dp = dp;
+  o.training.micro_batch = micro_batch;
+  o.training.global_batch = global_batch;
+  return o;
+}
+
+std::vector<const ShardOp*> collectives(const ShardSection& s) {
+  std::vector<const ShardOp*> out;
+  for (const auto& op : s.ops)
+    if (op.kind == "collective") out.push_back(&op);
+  return out;
+}
+
+const double kTokens = 2048;  // s * b
+
+TEST(Shard, TensorParallelHalvesTheSplitGemmDimension) {
+  Graph one = small_graph(), two = small_graph();
+  shard_graph(one, layout(1, false));
+  shard_graph(two, layout(2, false));
+  // fc1: 2 * 2048 tokens * 1024 * 4096 FLOPs on one GPU, half of it per rank at tp 2.
+  EXPECT_DOUBLE_EQ(one.shard->ops[1].flops, 2.0 * kTokens * 1024 * 4096);
+  EXPECT_DOUBLE_EQ(two.shard->ops[1].flops, kTokens * 1024 * 4096);
+  EXPECT_DOUBLE_EQ(two.shard->axes.at("f"), 2048);
+  EXPECT_DOUBLE_EQ(two.shard->axes.at("h"), 1024);
+  // Weights: fc1 and fc2 are 2 * 1024 * 4096 parameters, split in two.
+  EXPECT_DOUBLE_EQ(two.shard->params_total, 2.0 * 1024 * 4096);
+  EXPECT_DOUBLE_EQ(two.shard->params_local, 1024.0 * 4096);
+  EXPECT_TRUE(collectives(*one.shard).empty());
+}
+
+TEST(Shard, WithoutSequenceParallelTheRowOutputAndColumnInputGradAreAllReduced) {
+  Graph g = small_graph();
+  shard_graph(g, layout(2, false));
+  auto c = collectives(*g.shard);
+  ASSERT_EQ(c.size(), 2u);
+  for (const auto* op : c) {
+    EXPECT_EQ(op->collective, "all_reduce");
+    EXPECT_EQ(op->group, "tp");
+    EXPECT_EQ(op->group_size, 2);
+    EXPECT_DOUBLE_EQ(op->message_bytes, kTokens * 1024 * 2);  // [s, b, h] in bf16
+  }
+  EXPECT_EQ(c[0]->phase, "fwd");
+  EXPECT_EQ(c[1]->phase, "bwd");
+  // The all-reduce waits for the row-parallel GEMM that produced the partial sum.
+  EXPECT_EQ(g.shard->ops[c[0]->deps.at(0)].name, "syssim::linear");
+}
+
+TEST(Shard, SequenceParallelGathersBeforeColumnAndScattersAfterRow) {
+  Graph g = small_graph();
+  shard_graph(g, layout(2, true));
+  auto c = collectives(*g.shard);
+  std::vector<std::string> kinds;
+  for (const auto* op : c) kinds.push_back(op->phase + ":" + op->collective);
+  // Forward: gather the norm output, reduce-scatter fc2's output. Backward: gather the
+  // output gradient for fc2's dgrad+wgrad (once), gather fc1's input for its wgrad (launched
+  // before fc1's dgrad), reduce-scatter fc1's input gradient.
+  EXPECT_EQ(kinds, (std::vector<std::string>{"fwd:all_gather", "fwd:reduce_scatter", "bwd:all_gather",
+                                             "bwd:all_gather", "bwd:reduce_scatter"}));
+  // The norm works on s/tp tokens: 4 FLOPs * 1024 tokens * 1024.
+  EXPECT_DOUBLE_EQ(g.shard->ops[0].flops, 4.0 * 1024 * 1024);
+  // Its output is a [s/tp, b, h] buffer; the gathered copy is the whole sequence.
+  EXPECT_DOUBLE_EQ(g.shard->buffers[1].bytes, 1024.0 * 1024 * 2);
+  EXPECT_DOUBLE_EQ(c[0]->message_bytes, kTokens * 1024 * 2);
+  // fc1 reads the gathered buffer, not the norm output.
+  const ShardOp& fc1 = g.shard->ops[c[0]->id + 1];
+  EXPECT_EQ(fc1.name, "syssim::linear");
+  EXPECT_EQ(fc1.reads.at(0), c[0]->writes.at(0));
+}
+
+TEST(Shard, DataParallelAddsGradientReductionAndAdam) {
+  Graph g = small_graph();
+  shard_graph(g, layout(1, false, 4, 2, 64));
+  EXPECT_EQ(g.shard->num_microbatches, 8);  // 64 / (2 * 4)
+  auto c = collectives(*g.shard);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0]->collective, "all_reduce");
+  EXPECT_EQ(c[0]->scope, "step");
+  EXPECT_DOUBLE_EQ(c[0]->message_bytes, 2.0 * 1024 * 4096 * 4);  // fp32 gradients
+  const ShardOp& adam = g.shard->ops.back();
+  EXPECT_EQ(adam.kind, "optimizer");
+  EXPECT_DOUBLE_EQ(adam.bytes, 2.0 * 1024 * 4096 * 30);
+}
+
+TEST(Shard, DistributedOptimizerReduceScattersAndGathers) {
+  Graph g = small_graph();
+  ShardOptions o = layout(1, false, 4, 1, 4);
+  o.training.distributed_optimizer = true;
+  shard_graph(g, o);
+  auto c = collectives(*g.shard);
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0]->collective, "reduce_scatter");
+  EXPECT_EQ(c[1]->collective, "all_gather");
+  EXPECT_DOUBLE_EQ(c[1]->message_bytes, 2.0 * 1024 * 4096 * 2);  // bf16 weights
+  // Adam updates a quarter of the parameters.
+  EXPECT_DOUBLE_EQ(g.shard->ops[c[1]->id - 1].bytes, 2.0 * 1024 * 4096 / 4 * 30);
+}
+
+TEST(Shard, ImpossibleLayoutsAreErrorsThatNameTheValues) {
+  Graph g = small_graph();
+  try {
+    shard_graph(g, layout(3, false));
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_STREQ(e.what(), "tp=3 does not divide num_attention_heads=16");
+  }
+  try {
+    shard_graph(g, layout(1, false, 4, 2, 12));
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_STREQ(e.what(), "micro_batch*dp=8 does not divide global_batch=12");
+  }
+  ShardOptions pipeline = layout(1, false);
+  pipeline.parallelism.pp = 2;
+  EXPECT_THROW(shard_graph(g, pipeline), UsageError);
+  ShardOptions gpus = layout(2, false, 2, 1, 2);
+  gpus.gpus = 8;
+  EXPECT_THROW(shard_graph(g, gpus), DataError);
+}
+
+TEST(Shard, PaddedVocabularyFollowsMegatron) {
+  ModelConfig m = small_model();
+  m.vocab_size = 128256;
+  EXPECT_EQ(padded_vocab_size(m, 1), 128256);  // 1002 * 128
+  EXPECT_EQ(padded_vocab_size(m, 8), 129024);  // ceil(128256 / 1024) * 1024
+  m.vocab_size = 50257;
+  EXPECT_EQ(padded_vocab_size(m, 1), 50304);
+}
+
+TEST(Shard, ModelFlopsMatchNarayanansFormulaForGpt3) {
+  // Narayanan et al. 2021, eq. (3) without recompute: F = 72 B s l h^2 (1 + s/(6h) + V/(12 l h))
+  // for GPT (ffn = 4h, MHA); its 96 factor includes the recomputed forward, 72 = 96 * 3/4.
+  ModelConfig m = small_model();
+  m.num_layers = 96;
+  m.hidden_size = 12288;
+  m.num_attention_heads = 96;
+  m.num_query_groups = 96;
+  m.kv_channels = 128;
+  m.ffn_hidden_size = 4 * 12288;
+  m.swiglu = false;
+  m.vocab_size = 51200;
+  const double B = 1536, s = 2048, l = 96, h = 12288, V = 51200;
+  double expected = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+  EXPECT_NEAR(megatron_model_flops(m, 1536, 2048, 1) / expected, 1.0, 1e-12);
+}
+
+}  // namespace
+}  // namespace syssim

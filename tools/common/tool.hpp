@@ -1,0 +1,34 @@
+// The one helper every tool uses: flag parsing with CLI11, -i/-o, --version,
+// graph input/output, provenance, and the single top-level catch that maps
+// errors to exit codes (0 ok, 1 bad data, 2 bad usage) and one stderr line.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+#include "common/graph.hpp"
+
+namespace syssim::tool {
+
+struct Tool {
+  Tool(std::string tool_name, std::string tool_description)
+      : name(std::move(tool_name)), description(std::move(tool_description)) {}
+  std::string name;         // "syssim-shard"
+  std::string description;  // one line for --help
+  std::string input = "-";
+  std::string output = "-";
+  std::vector<std::string> args;  // the command line after the program name, for provenance
+};
+
+// Runs a graph filter: reads the input graph, applies `stage`, appends provenance, writes the output.
+int run_filter(Tool tool, int argc, char** argv, const std::function<void(CLI::App&)>& add_flags,
+               const std::function<void(Graph&)>& stage);
+
+// Runs a tool whose output is text produced by `produce` (the input handling is its own).
+int run_command(Tool tool, int argc, char** argv, const std::function<void(CLI::App&)>& add_flags,
+                const std::function<std::string(const Tool&)>& produce);
+
+// Parses CLI11 flags and runs `body`, mapping every error to an exit code and one line on stderr.
+int guarded_main(const std::string& name, CLI::App& app, int argc, char** argv, const std::function<void()>& body);
+
+}  // namespace syssim::tool

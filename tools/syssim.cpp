@@ -1,0 +1,47 @@
+// syssim: the driver. `run` and `memory` run every stage in one process (docs/syssim.md).
+
+#include "common/io.hpp"
+#include "driver/driver.hpp"
+#include "layout_flags.hpp"
+#include "tool.hpp"
+
+namespace {
+
+// Flags of the default job that the user did not set take the default job's values.
+void apply_default_job(const CLI::App& command, syssim::ShardOptions& options) {
+  const syssim::ShardOptions job = syssim::default_job_options();
+  auto unset = [&](const char* flag) { return command.count(flag) == 0; };
+  if (unset("--tp")) options.parallelism.tp = job.parallelism.tp;
+  if (unset("--sp") && unset("--tp")) options.parallelism.sp = job.parallelism.sp;
+  if (unset("--dp")) options.parallelism.dp = job.parallelism.dp;
+  if (unset("--micro-batch")) options.training.micro_batch = job.training.micro_batch;
+  if (unset("--global-batch")) options.training.global_batch = job.training.global_batch;
+  if (unset("--distributed-optimizer")) options.training.distributed_optimizer = job.training.distributed_optimizer;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("syssim: predict step time, MFU and memory of LLM training (docs/syssim.md)", "syssim");
+  app.set_version_flag("--version", std::string("syssim ") + syssim::kSyssimVersion + " (graph format " +
+                                        syssim::kGraphFormatVersion + ")");
+  app.require_subcommand(1);
+  syssim::RunRequest request;
+  std::string model, hardware, output = "-";
+  std::vector<CLI::App*> commands = {app.add_subcommand("run", "Simulate one training step and print the report"),
+                                     app.add_subcommand("memory", "Print the per-GPU memory only")};
+  for (CLI::App* command : commands) {
+    command->add_option("model", model, "Model YAML (default: embedded Llama-3-8B)");
+    command->add_option("--hardware", hardware, "Hardware YAML (default: embedded H100 SXM node)");
+    command->add_option("--format", request.format, "Report format")->check(CLI::IsMember({"text", "json"}));
+    command->add_option("-o,--output", output, "Output file, written atomically (default: standard output)");
+    syssim::tool::add_layout_flags(*command, request.options);
+  }
+  return syssim::tool::guarded_main("syssim", app, argc, argv, [&] {
+    CLI::App* command = commands[0]->parsed() ? commands[0] : commands[1];
+    if (!model.empty()) request.model_path = model;
+    if (!hardware.empty()) request.hardware_path = hardware;
+    if (model.empty() && hardware.empty()) apply_default_job(*command, request.options);
+    syssim::write_output(output, command == commands[0] ? syssim::run_report(request) : syssim::memory_report(request));
+  });
+}
