@@ -1,0 +1,94 @@
+#include "cost/cost.hpp"
+
+#include <algorithm>
+
+namespace syssim {
+namespace {
+
+constexpr double kBytesPerGB = 1e9;
+constexpr double kFlopsPerTflop = 1e12;
+constexpr double kUsPerS = 1e6;
+
+struct Link {
+  double bandwidth_GBps = 0;  // per GPU, one direction
+  double latency_us = 0;
+};
+
+std::string op_path(const ShardOp& op) { return "/shard/ops/" + std::to_string(op.id); }
+
+double tensor_core_peak_tflops(const ShardOp& op, const HardwareConfig& hw) {
+  if (op.dtype != "fp8") return hw.peak_tflops_mm;
+  if (!hw.peak_tflops_mm_fp8)
+    throw DataError("hardware " + hw.name + ": peak_tflops_mm_fp8 is required by the fp8 op at " + op_path(op));
+  return *hw.peak_tflops_mm_fp8;
+}
+
+double peak_tflops(const ShardOp& op, const HardwareConfig& hw) {
+  if (op.kind == "gemm" || op.kind == "attention") return tensor_core_peak_tflops(op, hw);
+  if (op.kind == "math" || op.kind == "memory" || op.kind == "optimizer") return hw.peak_tflops_math;
+  throw DataError(op_path(op) + "/kind: unknown op kind \"" + op.kind + "\"");
+}
+
+OpCost compute_cost(const ShardOp& op, const HardwareConfig& hw) {
+  double compute_us = op.flops / (peak_tflops(op, hw) * kFlopsPerTflop) * kUsPerS;
+  double memory_us = op.bytes / (hw.peak_memory_bandwidth_GBps * kBytesPerGB) * kUsPerS;
+  if (hw.kernel_launch_us > std::max(compute_us, memory_us)) return {op.id, hw.kernel_launch_us, "launch"};
+  if (compute_us >= memory_us) return {op.id, compute_us, "compute"};
+  return {op.id, memory_us, "memory"};
+}
+
+// Megatron orders ranks TP fastest, then CP, then DP, so a group's members lie within a
+// block of this many consecutive ranks.
+int64_t rank_span(const ShardOp& op, const ParallelismConfig& p) {
+  if (op.group == "tp") return p.tp;
+  if (op.group == "cp") return p.tp * p.cp;
+  if (op.group == "dp") return p.tp * p.cp * p.dp;
+  throw DataError(op_path(op) + "/group: unknown collective group \"" + op.group + "\"");
+}
+
+Link link_of(const ShardOp& op, const ParallelismConfig& p, const HardwareConfig& hw) {
+  int64_t span = rank_span(op, p);
+  if (span <= hw.gpus_per_node) {
+    if (hw.topology.empty())
+      throw DataError("hardware " + hw.name + ": topology.levels[0] is required by the " + op.group +
+                      " collective at " + op_path(op));
+    return {hw.topology[0].bandwidth_GBps, hw.topology[0].latency_us};
+  }
+  if (!hw.inter_node_bandwidth_GBps)
+    throw DataError("hardware " + hw.name + ": inter_node_bandwidth_GBps is required: the " + op.group +
+                    " group spans " + std::to_string(span) + " ranks, more than gpus_per_node=" +
+                    std::to_string(hw.gpus_per_node));
+  return {*hw.inter_node_bandwidth_GBps, hw.inter_node_latency_us};
+}
+
+// Ring algorithms: each of the n-1 steps moves M/n bytes per GPU; all-reduce is a
+// reduce-scatter followed by an all-gather.
+OpCost collective_cost(const ShardOp& op, const ParallelismConfig& p, const HardwareConfig& hw) {
+  double passes;
+  if (op.collective == "all_reduce")
+    passes = 2;
+  else if (op.collective == "all_gather" || op.collective == "reduce_scatter")
+    passes = 1;
+  else
+    throw DataError(op_path(op) + "/collective: unknown collective \"" + op.collective + "\"");
+  if (op.group_size < 1)
+    throw DataError(op_path(op) + "/group_size: expected at least 1, got " + std::to_string(op.group_size));
+  if (op.group_size == 1) return {op.id, 0.0, "network"};
+  Link link = link_of(op, p, hw);
+  double n = static_cast<double>(op.group_size);
+  double transfer_us = passes * (n - 1) / n * op.message_bytes / (link.bandwidth_GBps * kBytesPerGB) * kUsPerS;
+  return {op.id, transfer_us + passes * (n - 1) * link.latency_us, "network"};
+}
+
+}  // namespace
+
+void cost_graph(Graph& g, const HardwareConfig& hw) {
+  const ShardSection& shard = need_section(g.shard, "shard", "syssim-shard");
+  CostSection cost{"roofline", hw, {}};
+  cost.ops.reserve(shard.ops.size());
+  for (const ShardOp& op : shard.ops)
+    cost.ops.push_back(op.kind == "collective" ? collective_cost(op, shard.parallelism, hw) : compute_cost(op, hw));
+  g.cost = std::move(cost);
+}
+
+}  // namespace syssim

@@ -1,0 +1,158 @@
+// The roofline cost model on hand-built shard sections; every expected time is worked out
+// by hand in the comments.
+#include <gtest/gtest.h>
+
+#include "common/error.hpp"
+#include "cost/cost.hpp"
+
+namespace syssim {
+namespace {
+
+// 1000 TFLOP/s tensor cores, 50 TFLOP/s vector units, 2000 GB/s HBM, 8 GPUs per node on a
+// 450 GB/s link with 2 us per hop, 50 GB/s and 5 us between nodes, a 4 us launch floor.
+HardwareConfig test_hardware() {
+  HardwareConfig hw;
+  hw.name = "test-gpu";
+  hw.peak_tflops_mm = 1000;
+  hw.peak_tflops_math = 50;
+  hw.peak_memory_bandwidth_GBps = 2000;
+  hw.gpus_per_node = 8;
+  hw.inter_node_bandwidth_GBps = 50;
+  hw.inter_node_latency_us = 5;
+  hw.kernel_launch_us = 4;
+  hw.topology = {TopologyLevel{"nvlink", 8, 450, 2}};
+  return hw;
+}
+
+ShardOp compute_op(const std::string& kind, double flops, double bytes, const std::string& dtype = "bf16") {
+  ShardOp op;
+  op.kind = kind;
+  op.dtype = dtype;
+  op.flops = flops;
+  op.bytes = bytes;
+  return op;
+}
+
+ShardOp collective_op(const std::string& collective, const std::string& group, int64_t group_size,
+                      double message_bytes) {
+  ShardOp op;
+  op.kind = "collective";
+  op.collective = collective;
+  op.group = group;
+  op.group_size = group_size;
+  op.message_bytes = message_bytes;
+  return op;
+}
+
+// Costs the ops as one shard section with the given parallelism.
+CostSection cost_of(std::vector<ShardOp> ops, ParallelismConfig parallelism = {},
+                    const HardwareConfig& hw = test_hardware()) {
+  Graph g;
+  g.shard = ShardSection{};
+  g.shard->parallelism = parallelism;
+  for (size_t i = 0; i < ops.size(); ++i) ops[i].id = static_cast<int64_t>(i);
+  g.shard->ops = ops;
+  cost_graph(g, hw);
+  return *g.cost;
+}
+
+OpCost cost_of_one(const ShardOp& op, ParallelismConfig parallelism = {}, const HardwareConfig& hw = test_hardware()) {
+  return cost_of({op}, parallelism, hw).ops.at(0);
+}
+
+TEST(Roofline, GemmIsComputeBoundOnTensorCores) {
+  // 2*4096^3 = 137438953472 FLOPs / 1e15 FLOP/s = 137.4389534 us; its 3*4096^2*2 bytes
+  // take 100663296 / 2e12 B/s = 50.33 us.
+  OpCost cost = cost_of_one(compute_op("gemm", 2.0 * 4096 * 4096 * 4096, 3.0 * 4096 * 4096 * 2));
+  EXPECT_NEAR(cost.time_us, 137.4389534, 1e-6);
+  EXPECT_EQ(cost.bound, "compute");
+}
+
+TEST(Roofline, Fp8GemmUsesTheFp8PeakAndNeedsIt) {
+  ShardOp gemm = compute_op("gemm", 2.0 * 4096 * 4096 * 4096, 0, "fp8");
+  HardwareConfig hw = test_hardware();
+  try {
+    cost_of_one(gemm, {}, hw);
+    FAIL() << "expected DataError";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("peak_tflops_mm_fp8"), std::string::npos) << e.what();
+  }
+  hw.peak_tflops_mm_fp8 = 2000;  // half the time of the bf16 case
+  EXPECT_NEAR(cost_of_one(gemm, {}, hw).time_us, 68.7194767, 1e-6);
+}
+
+TEST(Roofline, MathOpUsesTheVectorPeakAndCanBeMemoryBound) {
+  // 1e9 FLOPs / 50e12 = 20 us; 1e8 bytes / 2e12 = 50 us.
+  OpCost cost = cost_of_one(compute_op("math", 1e9, 1e8));
+  EXPECT_DOUBLE_EQ(cost.time_us, 50.0);
+  EXPECT_EQ(cost.bound, "memory");
+  // 1e9 FLOPs of attention on tensor cores: 1 us, below the 4 us launch floor.
+  OpCost attention = cost_of_one(compute_op("attention", 1e9, 0));
+  EXPECT_DOUBLE_EQ(attention.time_us, 4.0);
+  EXPECT_EQ(attention.bound, "launch");
+}
+
+TEST(Roofline, UnknownKindIsRefused) { EXPECT_THROW(cost_of_one(compute_op("conv", 1, 1)), DataError); }
+
+TEST(Collectives, AllReduceInsideANodeUsesTheRingFormula) {
+  // 2*(8-1)/8 * 2^30 B / 450e9 B/s = 4175.6626489 us, plus 2*(8-1) hops of 2 us.
+  ParallelismConfig p;
+  p.tp = 8;
+  OpCost cost = cost_of_one(collective_op("all_reduce", "tp", 8, 1073741824.0), p);
+  EXPECT_NEAR(cost.time_us, 4175.6626489 + 28, 1e-6);
+  EXPECT_EQ(cost.bound, "network");
+}
+
+TEST(Collectives, DataParallelGroupAcrossNodesUsesTheInterNodeLink) {
+  // tp=8, dp=2: the dp group spans 16 ranks, two nodes. all_gather of 1e9 bytes:
+  // (2-1)/2 * 1e9 / 50e9 = 10000 us, plus one hop of 5 us.
+  ParallelismConfig p;
+  p.tp = 8;
+  p.dp = 2;
+  EXPECT_DOUBLE_EQ(cost_of_one(collective_op("all_gather", "dp", 2, 1e9), p).time_us, 10005.0);
+  // tp=2, dp=4 spans 8 ranks: one node. reduce_scatter: 3/4 * 1e9 / 450e9 s + 3 hops of 2 us.
+  p.tp = 2;
+  p.dp = 4;
+  EXPECT_NEAR(cost_of_one(collective_op("reduce_scatter", "dp", 4, 1e9), p).time_us, 1666.6666667 + 6, 1e-6);
+}
+
+TEST(Collectives, InterNodeGroupNeedsTheInterNodeBandwidth) {
+  HardwareConfig hw = test_hardware();
+  hw.inter_node_bandwidth_GBps.reset();
+  ParallelismConfig p;
+  p.dp = 16;
+  try {
+    cost_of_one(collective_op("all_reduce", "dp", 16, 1e9), p, hw);
+    FAIL() << "expected DataError";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("inter_node_bandwidth_GBps"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Collectives, GroupOfOneTakesNoTime) {
+  EXPECT_DOUBLE_EQ(cost_of_one(collective_op("all_reduce", "dp", 1, 1e9)).time_us, 0.0);
+}
+
+TEST(CostSection, OneCostPerShardOpInOrder) {
+  CostSection cost = cost_of({compute_op("gemm", 1e12, 0), compute_op("memory", 0, 2e6)});
+  EXPECT_EQ(cost.estimator, "roofline");
+  EXPECT_EQ(cost.hardware.name, "test-gpu");
+  ASSERT_EQ(cost.ops.size(), 2u);
+  EXPECT_EQ(cost.ops[0].id, 0);
+  EXPECT_DOUBLE_EQ(cost.ops[0].time_us, 1000.0);  // 1e12 / 1e15 s
+  EXPECT_EQ(cost.ops[1].id, 1);
+  EXPECT_DOUBLE_EQ(cost.ops[1].time_us, 4.0);  // 2e6 B / 2e12 B/s = 1 us, launch floor 4 us
+}
+
+TEST(CostSection, NeedsTheShardSection) {
+  Graph g;
+  try {
+    cost_graph(g, test_hardware());
+    FAIL() << "expected DataError";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("syssim-shard"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace syssim

@@ -1,0 +1,115 @@
+// Memory accounting on a hand-built shard section; the live-buffer trace is worked out by
+// hand in the comments.
+#include <gtest/gtest.h>
+
+#include "common/error.hpp"
+#include "mem/mem.hpp"
+
+namespace syssim {
+namespace {
+
+ShardBuffer buffer(int64_t id, double bytes, const std::string& role) { return ShardBuffer{id, bytes, role, "", {}}; }
+
+ShardOp op(int64_t id, const std::string& module, const std::string& phase, std::vector<int64_t> reads,
+           std::vector<int64_t> writes, const std::string& scope = "microbatch") {
+  ShardOp o;
+  o.id = id;
+  o.module = module;
+  o.phase = phase;
+  o.scope = scope;
+  o.reads = std::move(reads);
+  o.writes = std::move(writes);
+  return o;
+}
+
+// One layer, forward then backward, with 1e6 local parameters:
+//   b0 weight (param)      b1 input x, 100 B, nobody writes it
+//   b2 h = embed(x), 1000 B, read again by mlp_grad: saved for backward
+//   b3 workspace of embed, 300 B, never read
+//   b4 y = mlp(h), 500 B, read by loss_grad: saved for backward
+//   b5 dy, 500 B          b6 dh, 200 B, never read      b7 weight grad (grad)
+// Live bytes while each op runs (then freed):
+//   embed     x + h + ws      = 1400 (frees x, ws)
+//   mlp       h + y           = 1500
+//   loss_grad h + y + dy      = 2000 <- peak: activations h + y = 1500, temporary dy = 500
+//   mlp_grad  h + dy + dh     = 1700
+ShardSection one_layer() {
+  ShardSection s;
+  s.params_local = 1e6;
+  s.parallelism.dp = 4;
+  s.buffers = {buffer(0, 1e6 * 2, "param"), buffer(1, 100, "input"),      buffer(2, 1000, "activation"),
+               buffer(3, 300, "activation"), buffer(4, 500, "activation"), buffer(5, 500, "activation"),
+               buffer(6, 200, "activation"), buffer(7, 1e6 * 4, "grad")};
+  s.ops = {op(0, "embed", "fwd", {0, 1}, {2, 3}), op(1, "mlp", "fwd", {2, 0}, {4}),
+           op(2, "loss_grad", "bwd", {4}, {5}), op(3, "mlp_grad", "bwd", {5, 2, 0}, {6, 7})};
+  return s;
+}
+
+MemSection account(const ShardSection& shard, std::optional<double> gpu_memory_GB = std::nullopt) {
+  Graph g;
+  g.shard = shard;
+  if (gpu_memory_GB) {
+    g.cost = CostSection{};
+    g.cost->hardware.gpu_memory_GB = gpu_memory_GB;
+  }
+  account_memory(g);
+  return *g.mem;
+}
+
+TEST(ModelStates, EighteenBytesPerParameter) {
+  MemSection mem = account(one_layer());
+  EXPECT_DOUBLE_EQ(mem.param_bytes, 2e6);
+  EXPECT_DOUBLE_EQ(mem.grad_bytes, 4e6);
+  EXPECT_DOUBLE_EQ(mem.optimizer_state_bytes, 12e6);
+}
+
+TEST(ModelStates, DistributedOptimizerShardsTheStatesOverDataParallelRanks) {
+  ShardSection shard = one_layer();
+  shard.training.distributed_optimizer = true;
+  MemSection mem = account(shard);
+  // 6 + 12/dp bytes per parameter with dp = 4: 9 bytes.
+  EXPECT_DOUBLE_EQ(mem.param_bytes + mem.grad_bytes + mem.optimizer_state_bytes, 9e6);
+}
+
+TEST(Activations, PeakOfTheLiveBuffers) {
+  MemSection mem = account(one_layer());
+  EXPECT_DOUBLE_EQ(mem.activation_bytes, 1500);
+  EXPECT_DOUBLE_EQ(mem.temporary_bytes, 500);
+  EXPECT_EQ(mem.peak_module, "loss_grad");
+  EXPECT_DOUBLE_EQ(mem.peak_memory_gb, (18e6 + 2000) / 1e9);
+  EXPECT_EQ(mem.pp_stage_memory_gb, std::vector<double>{mem.peak_memory_gb});
+  EXPECT_FALSE(mem.gpu_memory_gb.has_value());
+  EXPECT_FALSE(mem.oom.has_value());
+}
+
+TEST(Activations, StepOpTemporariesCount) {
+  // An optimizer step reading the grads with a 5000 B workspace: all forward and backward
+  // buffers are freed by then, so the peak is the workspace alone.
+  ShardSection shard = one_layer();
+  shard.buffers.push_back(buffer(8, 5000, "activation"));
+  shard.ops.push_back(op(4, "optimizer", "optimizer", {7}, {8}, "step"));
+  MemSection mem = account(shard);
+  EXPECT_DOUBLE_EQ(mem.activation_bytes, 0);
+  EXPECT_DOUBLE_EQ(mem.temporary_bytes, 5000);
+  EXPECT_EQ(mem.peak_module, "optimizer");
+}
+
+TEST(Capacity, OutOfMemoryWhenThePeakExceedsTheGpu) {
+  MemSection fits = account(one_layer(), 80.0);
+  EXPECT_EQ(fits.gpu_memory_gb, 80.0);
+  EXPECT_FALSE(fits.oom.has_value());
+
+  MemSection oom = account(one_layer(), 0.01);
+  ASSERT_TRUE(oom.oom.has_value());
+  EXPECT_DOUBLE_EQ(oom.oom->capacity_gb, 0.01);
+  EXPECT_DOUBLE_EQ(oom.oom->required_gb, 0.018002);
+  EXPECT_NEAR(oom.oom->excess_gb, 0.008002, 1e-15);
+}
+
+TEST(Capacity, NeedsTheShardSection) {
+  Graph g;
+  EXPECT_THROW(account_memory(g), DataError);
+}
+
+}  // namespace
+}  // namespace syssim

@@ -1,0 +1,164 @@
+// The report rendered from hand-filled sections: 8 GPUs (tp 2 x dp 4), a 500 ms step and
+// 8e14 model FLOPs per step give 8e14 / (0.5 s * 8) = 200 TFLOP/s per GPU, 20% of a
+// 1000 TFLOP/s peak.
+#include <gtest/gtest.h>
+
+#include "common/error.hpp"
+#include "report/report.hpp"
+
+namespace syssim {
+namespace {
+
+Graph simulated_graph() {
+  Graph g;
+  g.shard = ShardSection{};
+  g.shard->parallelism.tp = 2;
+  g.shard->parallelism.dp = 4;
+  g.shard->model_flops_per_step = 8e14;
+  g.cost = CostSection{};
+  g.cost->hardware.name = "test-gpu";
+  g.cost->hardware.peak_tflops_mm = 1000;
+
+  SimSection sim;
+  sim.step_time_ms = 500;
+  sim.forward_ms = 150;
+  sim.backward_ms = 300;
+  sim.optimizer_ms = 20;
+  sim.collective_total_ms = 40;
+  sim.collective_exposed_ms = 30;
+  sim.by_op_type_ms = {{"gemm", 400}, {"collective", 40}, {"math", 70}};
+  sim.per_pp_rank_step_time_ms = {500};
+  sim.top_ops = {{"12_syssim::linear", 4.28666}, {"7_attn", 3.5}, {"3_x", 1.25}, {"4_y", 1.0}};
+  sim.dominant_op_type = "gemm";
+  sim.longest_collective = {"20_all_reduce", 40};
+  sim.hardware_flops_per_rank = 1e14;
+  g.sim = sim;
+
+  MemSection mem;
+  mem.param_bytes = 16e9;
+  mem.grad_bytes = 32e9;
+  mem.optimizer_state_bytes = 24e9;
+  mem.activation_bytes = 5.5e9;
+  mem.temporary_bytes = 1.25e9;
+  mem.peak_memory_gb = 78.75;
+  mem.pp_stage_memory_gb = {78.75};
+  mem.peak_module = "decoder.layers.0.mlp";
+  mem.gpu_memory_gb = 70;
+  mem.oom = OomInfo{70, 78.75, 8.75};
+  g.mem = mem;
+  return g;
+}
+
+// The Memory block, shared by the full and the memory-only report.
+const std::string kGoldenMemory = R"(  Memory(
+    param_gb           = 16.000
+    grad_gb            = 32.000
+    optimizer_state_gb = 24.000
+    activation_gb      = 5.500
+    temporary_gb       = 1.250
+    peak_memory_gb     = 78.750
+    oom                = capacity 70.000 GB, required 78.750 GB, excess 8.750 GB
+  )
+)";
+
+const std::string kGoldenText = R"(SimulationReport(
+  step_time_ms        = 500.0000
+    forward_ms        = 150.0000
+    backward_ms       = 300.0000
+    optimizer_ms      = 20.0000
+  collective_total_ms = 40.0000
+  collective_exposed  = 30.0000
+  achieved_tflops     = 200.00
+  mfu                 = 20.00%
+  hfu                 = 20.00%
+  peak_memory_gb      = 78.750
+)" + kGoldenMemory + R"(  Bottlenecks(
+    dominant_op_type   = gemm
+    top_ops_by_time    = [('12_syssim::linear', 4.2867), ('7_attn', 3.5000), ('3_x', 1.2500)]
+    longest_collective = ('20_all_reduce', 40.0000)
+    binding_pp_stage   = 0
+    peak_module        = decoder.layers.0.mlp
+    oom                = capacity 70.000 GB, required 78.750 GB, excess 8.750 GB
+  )
+)
+)";
+
+TEST(Report, TextMatchesTheGolden) { EXPECT_EQ(render_report(simulated_graph(), "text"), kGoldenText); }
+
+TEST(Report, TextWithoutOomOrCollectives) {
+  Graph g = simulated_graph();
+  g.mem->oom.reset();
+  g.sim->longest_collective = {};
+  std::string text = render_report(g, "text");
+  EXPECT_NE(text.find("    longest_collective = none\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("    oom                = none\n  )\n)\n"), std::string::npos) << text;
+}
+
+TEST(Report, JsonHasTheApiFields) {
+  Graph g = simulated_graph();
+  std::string text = render_report(g, "json");
+  EXPECT_EQ(text, render_report(g, "json"));
+  nlohmann::json j = nlohmann::json::parse(text);
+  EXPECT_DOUBLE_EQ(j["step_time_ms"].get<double>(), 500);
+  EXPECT_DOUBLE_EQ(j["collective_exposed_ms"].get<double>(), 30);
+  EXPECT_DOUBLE_EQ(j["achieved_tflops"].get<double>(), 200);
+  EXPECT_DOUBLE_EQ(j["mfu"].get<double>(), 0.2);
+  EXPECT_DOUBLE_EQ(j["hfu"].get<double>(), 0.2);
+  EXPECT_DOUBLE_EQ(j["model_flops_per_step"].get<double>(), 8e14);
+  EXPECT_DOUBLE_EQ(j["by_op_type_ms"]["math"].get<double>(), 70);
+  EXPECT_DOUBLE_EQ(j["param_bytes"].get<double>(), 16e9);
+  EXPECT_EQ(j["pp_stage_memory_gb"], nlohmann::json::array({78.75}));
+  EXPECT_EQ(j["per_pp_rank_step_time_ms"], nlohmann::json::array({500.0}));
+  const nlohmann::json& b = j["bottlenecks"];
+  EXPECT_EQ(b["dominant_op_type"], "gemm");
+  EXPECT_EQ(b["top_ops_by_time"].size(), 4u);
+  EXPECT_EQ(b["top_ops_by_time"][0], nlohmann::json::array({"12_syssim::linear", 4.28666}));
+  EXPECT_EQ(b["longest_collective"], nlohmann::json::array({"20_all_reduce", 40.0}));
+  EXPECT_EQ(b["binding_pp_stage"], 0);
+  EXPECT_EQ(b["peak_module"], "decoder.layers.0.mlp");
+  EXPECT_DOUBLE_EQ(b["oom"]["excess_gb"].get<double>(), 8.75);
+  EXPECT_EQ(j["parallelism"]["tp"], 2);
+  EXPECT_EQ(j["hardware"]["name"], "test-gpu");
+  EXPECT_TRUE(j["model"].is_null());
+}
+
+TEST(Report, MemoryOnly) {
+  Graph g = simulated_graph();
+  g.sim.reset();
+  g.cost.reset();
+  EXPECT_EQ(render_memory_report(g, "text"), R"(SimulationReport(
+  peak_memory_gb = 78.750
+)" + kGoldenMemory + R"(  Bottlenecks(
+    peak_module = decoder.layers.0.mlp
+    oom         = capacity 70.000 GB, required 78.750 GB, excess 8.750 GB
+  )
+)
+)");
+  nlohmann::json j = nlohmann::json::parse(render_memory_report(g, "json"));
+  EXPECT_FALSE(j.contains("step_time_ms"));
+  EXPECT_DOUBLE_EQ(j["peak_memory_gb"].get<double>(), 78.75);
+  EXPECT_EQ(j["bottlenecks"]["peak_module"], "decoder.layers.0.mlp");
+  EXPECT_TRUE(j["hardware"].is_null());
+}
+
+TEST(Report, RefusesAnUnknownFormatAndMissingSections) {
+  Graph g = simulated_graph();
+  EXPECT_THROW(render_report(g, "xml"), UsageError);
+  EXPECT_THROW(render_memory_report(g, "yaml"), UsageError);
+  g.sim.reset();
+  try {
+    render_report(g, "text");
+    FAIL() << "expected DataError";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("syssim-sim"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Report, RefusesAStepThatTakesNoTime) {
+  Graph g = simulated_graph();
+  g.sim->step_time_ms = 0;
+  EXPECT_THROW(render_report(g, "text"), DataError);
+}
+
+}  // namespace
+}  // namespace syssim
