@@ -1,5 +1,4 @@
 // syssim-report: renders a simulated graph as a text or JSON report (docs/syssim-report.md).
-#include "common/io.hpp"
 #include "report/report.hpp"
 #include "tool.hpp"
 
@@ -13,8 +12,5 @@ int main(int argc, char** argv) {
         app.add_option("--format", format, "Report format: text or json (default: text)")
             ->check(CLI::IsMember({"text", "json"}));
       },
-      [&](const syssim::tool::Tool&) {
-        std::string source = input == "-" ? "<stdin>" : input;
-        return syssim::render_report(syssim::read_graph(syssim::read_input(input), source), format);
-      });
+      [&](const syssim::tool::Tool&) { return syssim::render_report(syssim::read_graph_file(input), format); });
 }

@@ -1,5 +1,6 @@
 #include "common/graph.hpp"
 
+#include "common/io.hpp"
 #include "common/json_util.hpp"
 #include "common/version.hpp"
 
@@ -78,6 +79,10 @@ Graph read_graph(const std::string& text, const std::string& source) {
         key != "shard" && key != "cost" && key != "sim" && key != "mem")
       g.other_sections[key] = value;
   return g;
+}
+
+Graph read_graph_file(const std::string& path) {
+  return read_graph(read_input(path), path == "-" || path.empty() ? "<stdin>" : path);
 }
 
 }  // namespace syssim

@@ -39,6 +39,9 @@ std::string write_graph(const Graph& graph);
 // Parses and checks format and major version; `source` names the input in errors.
 Graph read_graph(const std::string& text, const std::string& source);
 
+// Reads a graph from a file, or from standard input when path is "-".
+Graph read_graph_file(const std::string& path);
+
 // Returns the section or throws DataError telling which stage to run first.
 template <typename T>
 const T& need_section(const std::optional<T>& section, const std::string& name, const std::string& producer) {

@@ -55,8 +55,7 @@ int run_filter(Tool tool, int argc, char** argv, const std::function<void(CLI::A
   add_flags(app);
   tool.args = args_of(argc, argv);
   return guarded_main(tool.name, app, argc, argv, [&] {
-    std::string source = tool.input == "-" ? "<stdin>" : tool.input;
-    Graph graph = read_graph(read_input(tool.input), source);
+    Graph graph = read_graph_file(tool.input);
     stage(graph);
     graph.provenance.push_back(Provenance{tool.name, kSyssimVersion, tool.args});
     write_output(tool.output, write_graph(graph));

@@ -1,0 +1,99 @@
+#include "trace/op_rules.hpp"
+
+#include <map>
+#include <set>
+
+namespace syssim::trace_detail {
+namespace {
+
+using R = FlopsRule;
+
+// FLOPs per element are rough counts of the arithmetic of a fused kernel (docs/trace.md); these
+// ops are bandwidth-bound, so their bytes matter far more than these constants.
+const std::map<std::string, OpRule> kOpRules = {
+    {"syssim::embedding", {"memory"}},
+    {"syssim::embedding_backward", {"memory"}},
+    {"syssim::rms_norm", {"math", R::kPerOutputElement, 4}},
+    {"syssim::rms_norm_backward", {"math", R::kPerOutputElement, 8}},
+    {"syssim::layer_norm", {"math", R::kPerOutputElement, 5}},
+    {"syssim::layer_norm_backward", {"math", R::kPerOutputElement, 10}},
+    {"syssim::qkv_linear", {"gemm", R::kQkvLinear}},
+    {"syssim::qkv_linear_dgrad", {"gemm", R::kQkvLinearGrad}},
+    {"syssim::qkv_linear_wgrad", {"gemm", R::kQkvLinearGrad}},
+    {"syssim::rope", {"math", R::kPerOutputElement, 3}},
+    {"syssim::rope_backward", {"math", R::kPerOutputElement, 3}},
+    {"syssim::flash_attn", {"attention", R::kFlashAttention, 1}},
+    {"syssim::flash_attn_backward", {"attention", R::kFlashAttention, 2.5}},  // 5 matmuls instead of 2
+    {"syssim::scale_mask_softmax", {"math", R::kPerOutputElement, 5}},
+    {"syssim::scale_mask_softmax_backward", {"math", R::kPerOutputElement, 4}},
+    {"syssim::linear", {"gemm", R::kLinear}},
+    {"syssim::linear_dgrad", {"gemm", R::kLinearGrad}},
+    {"syssim::linear_wgrad", {"gemm", R::kLinearGrad}},
+    {"syssim::swiglu", {"math", R::kPerOutputElement, 5}},
+    {"syssim::swiglu_backward", {"math", R::kPerOutputElement, 5}},
+    {"syssim::cross_entropy", {"math", R::kPerInputElement, 5}},
+    {"syssim::cross_entropy_backward", {"math", R::kPerOutputElement, 3}},
+    {"aten::bmm", {"gemm", R::kBatchedMatmul}},
+    {"aten::baddbmm", {"gemm", R::kBatchedMatmul}},
+    {"aten::mm", {"gemm", R::kBatchedMatmul}},
+    {"aten::add", {"math", R::kPerOutputElement, 1}},
+    {"aten::add_", {"math", R::kPerOutputElement, 1}},
+    {"aten::mul", {"math", R::kPerOutputElement, 1}},
+    {"aten::sum", {"math", R::kPerInputElement, 1}},
+    {"aten::gelu", {"math", R::kPerOutputElement, 8}},
+    {"aten::gelu_backward", {"math", R::kPerOutputElement, 12}},
+    {"aten::clone", {"memory"}},
+    {"aten::copy_", {"memory"}},
+    {"aten::fill_", {"memory"}},
+    {"aten::zero_", {"memory"}},
+    {"aten::_to_copy", {"memory"}},
+};
+
+// Views and metadata, allocation and composite ops ("detach" is autograd's record inside
+// aten::detach, reached when autograd steals a weight gradient).
+const std::set<std::string> kTransparentOps = {
+    "aten::_reshape_alias", "aten::_unsafe_view", "aten::alias", "aten::as_strided", "aten::chunk",
+    "aten::conj", "aten::contiguous", "aten::detach", "detach", "aten::empty", "aten::empty_like",
+    "aten::empty_strided", "aten::expand", "aten::expand_as", "aten::linear", "aten::matmul", "aten::narrow",
+    "aten::new_empty_strided", "aten::ones_like", "aten::permute", "aten::reshape", "aten::resolve_conj",
+    "aten::resolve_neg", "aten::select", "aten::slice", "aten::softmax", "aten::split", "aten::squeeze",
+    "aten::sum_to_size", "aten::t", "aten::to", "aten::transpose", "aten::unsqueeze", "aten::view",
+    "aten::view_as", "aten::zeros_like",
+};
+
+}  // namespace
+
+const OpRule* find_op_rule(const std::string& name) {
+  auto it = kOpRules.find(name);
+  return it == kOpRules.end() ? nullptr : &it->second;
+}
+
+bool is_transparent_op(const std::string& name) { return kTransparentOps.count(name) > 0; }
+
+Poly op_flops(const OpRule& rule, const std::vector<TensorRef>& inputs, const std::vector<TensorRef>& outputs) {
+  switch (rule.flops) {
+    case R::kNone:
+      return Poly();
+    case R::kPerOutputElement:
+      return numel(outputs[0].dims) * rule.per_element;
+    case R::kPerInputElement:
+      return numel(inputs[0].dims) * rule.per_element;
+    case R::kLinear:
+      return numel(inputs[0].dims) * inputs[1].dims[0] * 2;
+    case R::kLinearGrad:
+      return numel(inputs[0].dims) * inputs[1].dims.back() * 2;
+    case R::kQkvLinear:
+      return numel(inputs[0].dims) * (inputs[1].dims[0] + inputs[2].dims[0] + inputs[3].dims[0]) * 2;
+    case R::kQkvLinearGrad:
+      return (numel(inputs[0].dims) + numel(inputs[1].dims) + numel(inputs[2].dims)) * inputs[3].dims.back() * 2;
+    case R::kBatchedMatmul: {
+      const Dims& right = inputs.back().dims;  // [.., K, N]
+      return numel(outputs[0].dims) * right[right.size() - 2] * 2;
+    }
+    case R::kFlashAttention:  // q is [s, b, heads, d]
+      return numel(inputs[0].dims) * inputs[0].dims[0] * (2 * rule.per_element);
+  }
+  return Poly();
+}
+
+}  // namespace syssim::trace_detail

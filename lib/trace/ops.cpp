@@ -1,0 +1,301 @@
+#include "trace/ops.hpp"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/library.h>
+
+namespace syssim::trace_ops {
+namespace {
+
+using at::Tensor;
+using torch::autograd::AutogradContext;
+using torch::autograd::Function;
+using torch::autograd::variable_list;
+using OptionalTensor = c10::optional<Tensor>;
+using Tensors = std::vector<Tensor>;
+using Shape = std::vector<int64_t>;
+
+// `t`'s shape without its last `drop` dims, followed by `tail`.
+Shape shape_with_tail(const Tensor& t, size_t drop, Shape tail) {
+  Shape shape(t.sizes().begin(), t.sizes().end() - drop);
+  shape.insert(shape.end(), tail.begin(), tail.end());
+  return shape;
+}
+
+Tensor meta_empty(const Shape& shape, const Tensor& like) { return at::empty(shape, like.options()); }
+
+// Weight gradients [width, x.size(-1)] of GEMMs with these output widths, then their bias gradients.
+Tensors weight_grads(const Shape& widths, const Tensor& x, bool with_bias, const Tensor& like) {
+  Tensors grads;
+  for (int64_t width : widths) grads.push_back(meta_empty({width, x.size(-1)}, like));
+  if (with_bias)
+    for (int64_t width : widths) grads.push_back(meta_empty({width}, like));
+  return grads;
+}
+
+int64_t heads_times_dim(const Tensor& t) { return t.size(-2) * t.size(-1); }
+
+TORCH_LIBRARY(syssim, m) {
+  m.def("embedding(Tensor weight, Tensor ids) -> Tensor");
+  m.def("embedding_backward(Tensor grad, Tensor ids, int rows) -> Tensor");
+  m.def("rms_norm(Tensor x, Tensor weight) -> Tensor");
+  m.def("rms_norm_backward(Tensor grad, Tensor x, Tensor weight) -> (Tensor, Tensor)");
+  m.def("layer_norm(Tensor x, Tensor weight, Tensor bias) -> Tensor");
+  m.def("layer_norm_backward(Tensor grad, Tensor x, Tensor weight) -> (Tensor, Tensor, Tensor)");
+  m.def("qkv_linear(Tensor x, Tensor wq, Tensor wk, Tensor wv, Tensor? bq, Tensor? bk, Tensor? bv, int head_dim)"
+        " -> (Tensor, Tensor, Tensor)");
+  m.def("qkv_linear_dgrad(Tensor gq, Tensor gk, Tensor gv, Tensor wq, Tensor wk, Tensor wv) -> Tensor");
+  m.def("qkv_linear_wgrad(Tensor gq, Tensor gk, Tensor gv, Tensor x, bool bias) -> Tensor[]");
+  m.def("rope(Tensor x) -> Tensor");
+  m.def("rope_backward(Tensor grad) -> Tensor");
+  m.def("flash_attn(Tensor q, Tensor k, Tensor v) -> Tensor");
+  m.def("flash_attn_backward(Tensor grad, Tensor q, Tensor k, Tensor v, Tensor out) -> (Tensor, Tensor, Tensor)");
+  m.def("scale_mask_softmax(Tensor scores, float scale) -> Tensor");
+  m.def("scale_mask_softmax_backward(Tensor grad, Tensor probs, float scale) -> Tensor");
+  m.def("linear(Tensor x, Tensor weight, Tensor? bias) -> Tensor");
+  m.def("linear_dgrad(Tensor grad, Tensor weight) -> Tensor");
+  m.def("linear_wgrad(Tensor grad, Tensor x, bool bias) -> Tensor[]");
+  m.def("swiglu(Tensor x) -> Tensor");
+  m.def("swiglu_backward(Tensor grad, Tensor x) -> Tensor");
+  m.def("cross_entropy(Tensor logits, Tensor labels) -> Tensor");
+  m.def("cross_entropy_backward(Tensor grad, Tensor logits, Tensor labels) -> Tensor");
+}
+
+// Shapes and dtypes only: nothing is computed on the meta device.
+TORCH_LIBRARY_IMPL(syssim, Meta, m) {
+  m.impl("embedding", [](const Tensor& weight, const Tensor& ids) {
+    return meta_empty(shape_with_tail(ids, 0, {weight.size(1)}), weight);
+  });
+  m.impl("embedding_backward", [](const Tensor& grad, const Tensor&, int64_t rows) {
+    return meta_empty({rows, grad.size(-1)}, grad);
+  });
+  m.impl("rms_norm", [](const Tensor& x, const Tensor&) { return at::empty_like(x); });
+  m.impl("rms_norm_backward", [](const Tensor&, const Tensor& x, const Tensor& weight) {
+    return std::make_tuple(at::empty_like(x), at::empty_like(weight));
+  });
+  m.impl("layer_norm", [](const Tensor& x, const Tensor&, const Tensor&) { return at::empty_like(x); });
+  m.impl("layer_norm_backward", [](const Tensor&, const Tensor& x, const Tensor& weight) {
+    return std::make_tuple(at::empty_like(x), at::empty_like(weight), at::empty_like(weight));
+  });
+  m.impl("qkv_linear", [](const Tensor& x, const Tensor& wq, const Tensor& wk, const Tensor& wv,
+                          const OptionalTensor&, const OptionalTensor&, const OptionalTensor&, int64_t head_dim) {
+    auto heads = [&](const Tensor& w) { return meta_empty(shape_with_tail(x, 1, {w.size(0) / head_dim, head_dim}), x); };
+    return std::make_tuple(heads(wq), heads(wk), heads(wv));
+  });
+  m.impl("qkv_linear_dgrad", [](const Tensor& gq, const Tensor&, const Tensor&, const Tensor& wq, const Tensor&,
+                                const Tensor&) { return meta_empty(shape_with_tail(gq, 2, {wq.size(1)}), gq); });
+  m.impl("qkv_linear_wgrad", [](const Tensor& gq, const Tensor& gk, const Tensor& gv, const Tensor& x, bool bias) {
+    return weight_grads({heads_times_dim(gq), heads_times_dim(gk), heads_times_dim(gv)}, x, bias, gq);
+  });
+  m.impl("rope", [](const Tensor& x) { return at::empty_like(x); });
+  m.impl("rope_backward", [](const Tensor& grad) { return at::empty_like(grad); });
+  m.impl("flash_attn", [](const Tensor& q, const Tensor&, const Tensor&) { return at::empty_like(q); });
+  m.impl("flash_attn_backward", [](const Tensor&, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&) {
+    return std::make_tuple(at::empty_like(q), at::empty_like(k), at::empty_like(v));
+  });
+  m.impl("scale_mask_softmax", [](const Tensor& scores, double) { return at::empty_like(scores); });
+  m.impl("scale_mask_softmax_backward",
+         [](const Tensor& grad, const Tensor&, double) { return at::empty_like(grad); });
+  m.impl("linear", [](const Tensor& x, const Tensor& weight, const OptionalTensor&) {
+    return meta_empty(shape_with_tail(x, 1, {weight.size(0)}), x);
+  });
+  m.impl("linear_dgrad", [](const Tensor& grad, const Tensor& weight) {
+    return meta_empty(shape_with_tail(grad, 1, {weight.size(1)}), grad);
+  });
+  m.impl("linear_wgrad", [](const Tensor& grad, const Tensor& x, bool bias) {
+    return weight_grads({grad.size(-1)}, x, bias, grad);
+  });
+  m.impl("swiglu", [](const Tensor& x) { return meta_empty(shape_with_tail(x, 1, {x.size(-1) / 2}), x); });
+  m.impl("swiglu_backward", [](const Tensor&, const Tensor& x) { return at::empty_like(x); });
+  m.impl("cross_entropy", [](const Tensor& logits, const Tensor& labels) {
+    return at::empty(labels.sizes(), logits.options().dtype(at::kFloat));
+  });
+  m.impl("cross_entropy_backward",
+         [](const Tensor&, const Tensor& logits, const Tensor&) { return at::empty_like(logits); });
+}
+
+// Autograd: forward and backward call the ops below the autograd dispatch key, so that each
+// recorded op is one kernel, and the backward op runs inside the autograd node of its forward.
+
+struct EmbeddingFunction : Function<EmbeddingFunction> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& weight, const Tensor& ids) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    ctx->save_for_backward({ids});
+    ctx->saved_data["rows"] = weight.size(0);
+    return call("syssim::embedding", {weight, ids})[0];
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    Tensor ids = ctx->get_saved_variables()[0];
+    return {call("syssim::embedding_backward", {grads[0], ids, ctx->saved_data["rows"]})[0], Tensor()};
+  }
+};
+
+struct RmsNormFunction : Function<RmsNormFunction> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& weight) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    ctx->save_for_backward({x, weight});
+    return call("syssim::rms_norm", {x, weight})[0];
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    variable_list saved = ctx->get_saved_variables();
+    return call("syssim::rms_norm_backward", {grads[0], saved[0], saved[1]});
+  }
+};
+
+struct LayerNormFunction : Function<LayerNormFunction> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    ctx->save_for_backward({x, weight});
+    return call("syssim::layer_norm", {x, weight, bias})[0];
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    variable_list saved = ctx->get_saved_variables();
+    return call("syssim::layer_norm_backward", {grads[0], saved[0], saved[1]});
+  }
+};
+
+struct QkvLinearFunction : Function<QkvLinearFunction> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& x, const Tensor& wq, const Tensor& wk,
+                               const Tensor& wv, const OptionalTensor& bq, const OptionalTensor& bk,
+                               const OptionalTensor& bv, int64_t head_dim) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    ctx->save_for_backward({x, wq, wk, wv});
+    ctx->saved_data["bias"] = bq.has_value();
+    return call("syssim::qkv_linear", {x, wq, wk, wv, bq, bk, bv, head_dim});
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    variable_list s = ctx->get_saved_variables();
+    Tensor grad_x = call("syssim::qkv_linear_dgrad", {grads[0], grads[1], grads[2], s[1], s[2], s[3]})[0];
+    Tensors w = call("syssim::qkv_linear_wgrad", {grads[0], grads[1], grads[2], s[0], ctx->saved_data["bias"]});
+    w.resize(6);  // bias gradients stay undefined without biases
+    return {grad_x, w[0], w[1], w[2], w[3], w[4], w[5], Tensor()};
+  }
+};
+
+struct RopeFunction : Function<RopeFunction> {
+  static Tensor forward(AutogradContext*, const Tensor& x) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return call("syssim::rope", {x})[0];
+  }
+  static variable_list backward(AutogradContext*, variable_list grads) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return call("syssim::rope_backward", {grads[0]});
+  }
+};
+
+struct FlashAttnFunction : Function<FlashAttnFunction> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& q, const Tensor& k, const Tensor& v) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    Tensor out = call("syssim::flash_attn", {q, k, v})[0];
+    ctx->save_for_backward({q, k, v, out});
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    variable_list s = ctx->get_saved_variables();
+    return call("syssim::flash_attn_backward", {grads[0], s[0], s[1], s[2], s[3]});
+  }
+};
+
+struct ScaleMaskSoftmaxFunction : Function<ScaleMaskSoftmaxFunction> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& scores, double scale) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    Tensor probs = call("syssim::scale_mask_softmax", {scores, scale})[0];
+    ctx->save_for_backward({probs});
+    ctx->saved_data["scale"] = scale;
+    return probs;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    Tensor probs = ctx->get_saved_variables()[0];
+    return {call("syssim::scale_mask_softmax_backward", {grads[0], probs, ctx->saved_data["scale"]})[0], Tensor()};
+  }
+};
+
+struct LinearFunction : Function<LinearFunction> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& weight, const OptionalTensor& bias) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    ctx->save_for_backward({x, weight});
+    ctx->saved_data["bias"] = bias.has_value();
+    return call("syssim::linear", {x, weight, bias})[0];
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    variable_list saved = ctx->get_saved_variables();
+    // Two kernels, as in Megatron: the data gradient first, then the weight gradient.
+    Tensor grad_x = call("syssim::linear_dgrad", {grads[0], saved[1]})[0];
+    Tensors w = call("syssim::linear_wgrad", {grads[0], saved[0], ctx->saved_data["bias"]});
+    w.resize(2);  // the bias gradient stays undefined without a bias
+    return {grad_x, w[0], w[1]};
+  }
+};
+
+struct SwigluFunction : Function<SwigluFunction> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    ctx->save_for_backward({x});
+    return call("syssim::swiglu", {x})[0];
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return call("syssim::swiglu_backward", {grads[0], ctx->get_saved_variables()[0]});
+  }
+};
+
+struct CrossEntropyFunction : Function<CrossEntropyFunction> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& logits, const Tensor& labels) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    ctx->save_for_backward({logits, labels});
+    return call("syssim::cross_entropy", {logits, labels})[0];
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    variable_list saved = ctx->get_saved_variables();
+    return {call("syssim::cross_entropy_backward", {grads[0], saved[0], saved[1]})[0], Tensor()};
+  }
+};
+
+// Registered as the ops' Autograd kernels (rather than called directly) so that the recorded
+// forward op carries the sequence number of the autograd node it creates.
+TORCH_LIBRARY_IMPL(syssim, Autograd, m) {
+  m.impl("embedding", [](const Tensor& weight, const Tensor& ids) { return EmbeddingFunction::apply(weight, ids); });
+  m.impl("rms_norm", [](const Tensor& x, const Tensor& weight) { return RmsNormFunction::apply(x, weight); });
+  m.impl("layer_norm", [](const Tensor& x, const Tensor& weight, const Tensor& bias) {
+    return LayerNormFunction::apply(x, weight, bias);
+  });
+  m.impl("qkv_linear", [](const Tensor& x, const Tensor& wq, const Tensor& wk, const Tensor& wv,
+                          const OptionalTensor& bq, const OptionalTensor& bk, const OptionalTensor& bv,
+                          int64_t head_dim) {
+    variable_list qkv = QkvLinearFunction::apply(x, wq, wk, wv, bq, bk, bv, head_dim);
+    return std::make_tuple(qkv[0], qkv[1], qkv[2]);
+  });
+  m.impl("rope", [](const Tensor& x) { return RopeFunction::apply(x); });
+  m.impl("flash_attn", [](const Tensor& q, const Tensor& k, const Tensor& v) { return FlashAttnFunction::apply(q, k, v); });
+  m.impl("scale_mask_softmax",
+         [](const Tensor& scores, double scale) { return ScaleMaskSoftmaxFunction::apply(scores, scale); });
+  m.impl("linear", [](const Tensor& x, const Tensor& weight, const OptionalTensor& bias) {
+    return LinearFunction::apply(x, weight, bias);
+  });
+  m.impl("swiglu", [](const Tensor& x) { return SwigluFunction::apply(x); });
+  m.impl("cross_entropy",
+         [](const Tensor& logits, const Tensor& labels) { return CrossEntropyFunction::apply(logits, labels); });
+}
+
+}  // namespace
+
+std::vector<Tensor> call(const char* name, std::vector<c10::IValue> args) {
+  c10::Dispatcher::singleton().findSchemaOrThrow(name, "").callBoxed(args);
+  Tensors outputs;
+  for (const c10::IValue& output : args) {
+    if (output.isTensor()) outputs.push_back(output.toTensor());
+    if (output.isTensorList())
+      for (const Tensor& t : output.toTensorVector()) outputs.push_back(t);
+  }
+  return outputs;
+}
+
+}  // namespace syssim::trace_ops

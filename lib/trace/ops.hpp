@@ -1,0 +1,13 @@
+// The fused kernels of a Megatron training step as custom LibTorch ops "syssim::*" (schemas in
+// ops.cpp), with Meta kernels and autograd: each forward and each backward kernel is one op.
+#pragma once
+#include <ATen/ATen.h>
+#include <vector>
+
+namespace syssim::trace_ops {
+
+// Calls op `name` (e.g. "syssim::linear") through the dispatcher, so that RecordFunction sees it;
+// returns its output tensors in order, tensor lists flattened.
+std::vector<at::Tensor> call(const char* name, std::vector<c10::IValue> args);
+
+}  // namespace syssim::trace_ops

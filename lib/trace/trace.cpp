@@ -1,0 +1,124 @@
+#include "trace/trace.hpp"
+
+#include <c10/util/Exception.h>
+
+#include "common/error.hpp"
+#include "trace/model.hpp"
+#include "trace/op_rules.hpp"
+#include "trace/recorder.hpp"
+
+namespace syssim {
+namespace {
+
+using AxisSizeMap = std::map<std::string, int64_t>;
+
+// Pairwise-distinct primes above 5: a size traced with them factors uniquely into axes and a
+// coefficient made of 2s, 3s and 5s (the 2 of a fused gate/up projection, say).
+AxisSizeMap tracing_sizes(const ModelConfig& model) {
+  AxisSizeMap primes = {{"b", 7}, {"s", 11}, {"h", 13}, {"g", 17}, {"r", 19}, {"d", 23}, {"f", 29}, {"v", 31}, {"p", 37}};
+  // Multi-head attention has no groups to expand keys and values to: r is 1, in no dim.
+  if (model.num_attention_heads == model.num_query_groups) primes["r"] = 1;
+  return primes;
+}
+
+Poly factor_dim(int64_t size, const AxisSizeMap& primes, const std::string& where) {
+  Poly dim = Poly::constant(1);
+  int64_t coefficient = size;
+  for (const auto& [axis, prime] : primes)
+    for (; prime > 1 && coefficient > 0 && coefficient % prime == 0; coefficient /= prime) dim = dim * Poly::axis(axis);
+  int64_t rest = coefficient;
+  for (int64_t small : {2, 3, 5})
+    while (rest > 0 && rest % small == 0) rest /= small;
+  if (rest != 1)
+    throw DataError("cannot express dim " + std::to_string(size) + " of " + where + " as a product of axes");
+  return dim * static_cast<double>(coefficient);
+}
+
+Dims factor_shape(const std::vector<int64_t>& shape, const AxisSizeMap& primes, const std::string& where) {
+  Dims dims;
+  for (int64_t size : shape) dims.push_back(factor_dim(size, primes, where));
+  return dims;
+}
+
+double dtype_bytes(const std::string& dtype) {
+  static const std::map<std::string, double> kBytes = {{"bf16", 2}, {"fp16", 2}, {"fp32", 4}, {"i64", 8}, {"bool", 1}};
+  return kBytes.at(dtype);
+}
+
+std::vector<TensorRef> factor_operands(const std::vector<ConcreteOperand>& operands, const AxisSizeMap& primes,
+                                       const std::string& where) {
+  std::vector<TensorRef> refs;
+  for (const ConcreteOperand& operand : operands)
+    refs.push_back(TensorRef{operand.tensor, factor_shape(operand.shape, primes, where), operand.dtype});
+  return refs;
+}
+
+Poly bytes_of(const std::vector<TensorRef>& refs) {
+  Poly bytes;
+  for (const TensorRef& ref : refs) bytes = bytes + numel(ref.dims) * dtype_bytes(ref.dtype);
+  return bytes;
+}
+
+// Unpadded: syssim-shard pads the vocabulary as Megatron does, which depends on tp.
+AxisSizeMap architecture_sizes(const ModelConfig& model) {
+  return {{"h", model.hidden_size},
+          {"g", model.num_query_groups},
+          {"r", model.num_attention_heads / model.num_query_groups},
+          {"d", model.kv_channels},
+          {"f", model.ffn_hidden_size},
+          {"v", model.vocab_size},
+          {"p", model.max_position_embeddings}};
+}
+
+}  // namespace
+
+ConcreteTrace trace_concrete(const ModelConfig& model, const std::map<std::string, int64_t>& axis_sizes) {
+  validate(model, model.name);
+  auto size = [&](const std::string& axis) {
+    auto it = axis_sizes.find(axis);
+    if (it == axis_sizes.end() || it->second <= 0)
+      throw DataError("trace of " + model.name + ": axis '" + axis + "' needs a positive size");
+    return it->second;
+  };
+  trace_detail::AxisSizes sizes{size("b"), size("s"), size("h"), size("g"), size("r"),
+                                size("d"), size("f"), size("v"), size("p")};
+  trace_detail::Recorder recorder;
+  try {
+    trace_detail::run_training_step(model, sizes, recorder);
+  } catch (const c10::Error& e) {  // LibTorch rejected a shape: report the first line of its message
+    throw DataError("trace of " + model.name + ": " + e.msg().substr(0, e.msg().find('\n')));
+  }
+  return recorder.finish();
+}
+
+TraceSection trace_model(const ModelConfig& model) {
+  const AxisSizeMap primes = tracing_sizes(model);
+  ConcreteTrace concrete = trace_concrete(model, primes);
+  TraceSection trace;
+  for (const auto& [axis, size] : architecture_sizes(model)) trace.axes[axis] = static_cast<double>(size);
+  for (size_t id = 0; id < concrete.ops.size(); ++id) {
+    const ConcreteOp& c = concrete.ops[id];
+    const std::string where = "op " + std::to_string(id) + " (" + c.name + ")";
+    TraceOp op;
+    op.id = static_cast<int64_t>(id);
+    op.name = c.name;
+    op.kind = c.kind;
+    op.phase = c.phase;
+    op.layer = c.layer;
+    op.module = c.module;
+    op.tp_role = c.tp_role;
+    op.inputs = factor_operands(c.inputs, primes, where);
+    op.outputs = factor_operands(c.outputs, primes, where);
+    op.deps = c.deps;
+    op.fwd_op = c.fwd_op;
+    op.flops = trace_detail::op_flops(*trace_detail::find_op_rule(c.name), op.inputs, op.outputs);
+    op.bytes = bytes_of(op.inputs) + bytes_of(op.outputs);
+    trace.ops.push_back(std::move(op));
+  }
+  for (const ConcreteTensor& t : concrete.tensors)
+    trace.tensors.push_back(
+        TraceTensor{t.id, factor_shape(t.shape, primes, "tensor " + std::to_string(t.id)), t.dtype, t.role, t.param});
+  return trace;
+}
+
+}  // namespace syssim

@@ -1,0 +1,295 @@
+// Tests of the trace stage: symbolic shapes, parameter counts and FLOPs worked out by hand.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "common/error.hpp"
+#include "trace/recorder.hpp"
+#include "trace/trace.hpp"
+
+namespace syssim {
+namespace {
+
+ModelConfig llama3_8b() {
+  ModelConfig m;
+  m.name = "llama3-8b";
+  m.num_layers = 32;
+  m.hidden_size = 4096;
+  m.num_attention_heads = 32;
+  m.num_query_groups = 8;
+  m.kv_channels = 128;
+  m.ffn_hidden_size = 14336;
+  m.seq_length = 8192;
+  m.max_position_embeddings = 8192;
+  m.vocab_size = 128256;
+  return m;  // swiglu, rope, RMSNorm, untied, no biases, flash attention: the defaults
+}
+
+// GPT-3 175B as Megatron trains it: LayerNorm, GELU, learned positions, biases, tied embeddings.
+ModelConfig gpt3_175b() {
+  ModelConfig m;
+  m.name = "gpt3-175b";
+  m.num_layers = 96;
+  m.hidden_size = 12288;
+  m.num_attention_heads = 96;
+  m.num_query_groups = 96;
+  m.kv_channels = 128;
+  m.ffn_hidden_size = 49152;
+  m.seq_length = 2048;
+  m.max_position_embeddings = 2048;
+  m.vocab_size = 50257;
+  m.swiglu = false;
+  m.rope = false;
+  m.tie_word_embeddings = true;
+  m.normalization = "LayerNorm";
+  m.add_bias_linear = true;
+  return m;
+}
+
+// A small GPT with Megatron's unfused attention path.
+ModelConfig small_unfused_gpt() {
+  ModelConfig m = gpt3_175b();
+  m.name = "gpt-small-unfused";
+  m.num_layers = 3;
+  m.hidden_size = 768;
+  m.num_attention_heads = 12;
+  m.num_query_groups = 12;
+  m.kv_channels = 64;
+  m.ffn_hidden_size = 3072;
+  m.seq_length = 1024;
+  m.max_position_embeddings = 1024;
+  m.attention_backend = "unfused";
+  return m;
+}
+
+// Grouped-query attention on the unfused path, with q/k norms and q/k/v biases.
+ModelConfig small_unfused_gqa() {
+  ModelConfig m = llama3_8b();
+  m.name = "gqa-small-unfused";
+  m.num_layers = 2;
+  m.qk_layernorm = true;
+  m.add_qkv_bias = true;
+  m.tie_word_embeddings = true;
+  m.attention_backend = "unfused";
+  return m;
+}
+
+AxisValues with_batch(const TraceSection& trace, double b, double s) {
+  AxisValues values = trace.axes;
+  values["b"] = b;
+  values["s"] = s;
+  return values;
+}
+
+double parameter_count(const TraceSection& trace) {
+  double total = 0;
+  for (const TraceTensor& t : trace.tensors)
+    if (t.role == "param") total += numel(t.dims).evaluate(trace.axes, "param " + t.param);
+  return total;
+}
+
+const TraceOp& find_op(const TraceSection& trace, const std::string& module, const std::string& name,
+                       const std::string& phase) {
+  for (const TraceOp& op : trace.ops)
+    if (op.module == module && op.name == name && op.phase == phase) return op;
+  throw std::runtime_error("no " + phase + " op " + name + " in " + module);
+}
+
+class LlamaTrace : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { trace_ = new TraceSection(trace_model(llama3_8b())); }
+  static void TearDownTestSuite() { delete trace_; }
+  static const TraceSection* trace_;
+};
+const TraceSection* LlamaTrace::trace_ = nullptr;
+
+TEST_F(LlamaTrace, ParameterCountIsTheClosedForm) {
+  const double h = 4096, heads = 32, groups = 8, d = 128, f = 14336, v = 128256, layers = 32;
+  const double per_layer = h * heads * d           // q
+                           + 2 * h * groups * d    // k, v
+                           + heads * d * h         // attention output projection
+                           + 3 * h * f             // gate, up, down
+                           + 2 * h;                // two RMSNorms
+  const double closed_form = 2 * v * h + layers * per_layer + h;
+  EXPECT_EQ(closed_form, 8030261248.0);
+  EXPECT_EQ(parameter_count(*trace_), closed_form);
+}
+
+TEST_F(LlamaTrace, AxesAreTheArchitecture) {
+  const AxisValues expected = {{"h", 4096}, {"g", 8}, {"r", 4}, {"d", 128}, {"f", 14336}, {"v", 128256}, {"p", 8192}};
+  EXPECT_EQ(trace_->axes, expected);
+}
+
+TEST_F(LlamaTrace, EveryLayerHasTheSameOps) {
+  std::map<std::pair<int64_t, std::string>, int> per_layer;
+  for (const TraceOp& op : trace_->ops)
+    if (op.layer) ++per_layer[{*op.layer, op.phase}];
+  ASSERT_EQ(per_layer.size(), 64u);
+  for (int64_t layer = 0; layer < 32; ++layer) {
+    // fwd: 2 norms, qkv, 2 rope, attention, proj, 2 residual adds, fc1, swiglu, fc2.
+    EXPECT_EQ((per_layer[{layer, "fwd"}]), 12) << "layer " << layer;
+    // bwd: dgrad + wgrad for 4 GEMMs, 2 norms, 2 rope, attention, swiglu, 2 gradient accumulations.
+    EXPECT_EQ((per_layer[{layer, "bwd"}]), 16) << "layer " << layer;
+  }
+}
+
+TEST_F(LlamaTrace, Fc1IsAColumnParallelGemmOverTheFusedGateAndUp) {
+  const TraceOp& fc1 = find_op(*trace_, "decoder.layers.0.mlp.linear_fc1", "syssim::linear", "fwd");
+  EXPECT_EQ(fc1.kind, "gemm");
+  EXPECT_EQ(fc1.tp_role, "column");
+  EXPECT_EQ(fc1.layer, 0);
+  ASSERT_EQ(fc1.inputs.size(), 2u);
+  EXPECT_EQ(dims_to_strings(fc1.inputs[0].dims), (std::vector<std::string>{"s", "b", "h"}));
+  EXPECT_EQ(dims_to_strings(fc1.inputs[1].dims), (std::vector<std::string>{"2*f", "h"}));
+  const AxisValues at = with_batch(*trace_, 1, 8192);
+  EXPECT_EQ(fc1.flops.evaluate(at, "fc1"), 2.0 * 8192 * 4096 * 28672);
+  // bf16 reads of x and the weight plus the write of the output.
+  EXPECT_EQ(fc1.bytes.evaluate(at, "fc1"), 2.0 * (8192.0 * 4096 + 28672.0 * 4096 + 8192.0 * 28672));
+}
+
+TEST_F(LlamaTrace, BackwardOpsPointAtTheirForwardOp) {
+  const TraceOp& fc2 = find_op(*trace_, "decoder.layers.5.mlp.linear_fc2", "syssim::linear", "fwd");
+  const TraceOp& dgrad = find_op(*trace_, "decoder.layers.5.mlp.linear_fc2", "syssim::linear_dgrad", "bwd");
+  const TraceOp& wgrad = find_op(*trace_, "decoder.layers.5.mlp.linear_fc2", "syssim::linear_wgrad", "bwd");
+  EXPECT_EQ(dgrad.fwd_op, fc2.id);
+  EXPECT_EQ(wgrad.fwd_op, fc2.id);
+  EXPECT_EQ(dgrad.tp_role, "row");
+  EXPECT_EQ(dgrad.flops.to_string(), fc2.flops.to_string());
+  for (const TraceOp& op : trace_->ops) {
+    if (op.phase == "fwd") {
+      EXPECT_FALSE(op.fwd_op) << op.id;
+    }
+    if (!op.fwd_op) continue;
+    const TraceOp& forward = trace_->ops.at(*op.fwd_op);
+    EXPECT_EQ(forward.phase, "fwd");
+    EXPECT_EQ(forward.module, op.module);
+  }
+}
+
+TEST_F(LlamaTrace, FlashAttentionCountsHalfTheCausalBlocks) {
+  const TraceOp& fwd = find_op(*trace_, "decoder.layers.0.self_attention.core_attention", "syssim::flash_attn", "fwd");
+  const TraceOp& bwd =
+      find_op(*trace_, "decoder.layers.0.self_attention.core_attention", "syssim::flash_attn_backward", "bwd");
+  const AxisValues at = with_batch(*trace_, 2, 4096);
+  const double forward = 4.0 * 2 * 4096 * 4096 * 32 * 128 / 2;
+  EXPECT_EQ(fwd.flops.evaluate(at, "fwd"), forward);
+  EXPECT_EQ(bwd.flops.evaluate(at, "bwd"), 2.5 * forward);
+}
+
+TEST_F(LlamaTrace, DepsAreEarlierWritersOfTheInputs) {
+  std::map<int64_t, int64_t> last_writer;
+  for (const TraceOp& op : trace_->ops) {
+    std::set<int64_t> expected;
+    for (const TensorRef& input : op.inputs)
+      if (last_writer.count(input.tensor)) expected.insert(last_writer[input.tensor]);
+    EXPECT_EQ(op.deps, std::vector<int64_t>(expected.begin(), expected.end())) << "op " << op.id;
+    for (const TensorRef& output : op.outputs) last_writer[output.tensor] = op.id;
+  }
+}
+
+TEST_F(LlamaTrace, EveryParameterHasAGradientOfItsShape) {
+  std::map<std::string, std::vector<std::string>> params, grads;
+  for (const TraceTensor& t : trace_->tensors) {
+    if (t.role == "param") params[t.param] = dims_to_strings(t.dims);
+    if (t.role == "grad") grads[t.param] = dims_to_strings(t.dims);
+  }
+  EXPECT_EQ(params.size(), 2 + 32 * 8 + 1u);  // embedding, output; per layer q, k, v, proj, fc1, fc2, 2 norms; final norm
+  EXPECT_EQ(grads, params);
+  EXPECT_EQ(params["decoder.layers.3.self_attention.linear_qkv.weight_k"], (std::vector<std::string>{"d*g", "h"}));
+}
+
+TEST(Trace, Gpt3ParameterCountIsWithinHalfAPercentOf175B) {
+  TraceSection trace = trace_model(gpt3_175b());
+  const double layers = 96, h = 12288, v = 50257, p = 2048;
+  const double closed_form = 12 * layers * h * h + 13 * layers * h + (v + p) * h + 2 * h;
+  EXPECT_EQ(trace.axes.at("v"), v);
+  EXPECT_EQ(parameter_count(trace), closed_form);
+  EXPECT_LT(std::fabs(closed_form - 175e9) / 175e9, 0.005);
+  for (const TraceTensor& t : trace.tensors) EXPECT_NE(t.param, "output_layer.weight");  // tied
+}
+
+TEST(Trace, SameModelGivesIdenticalTrace) {
+  EXPECT_EQ(to_json(trace_model(small_unfused_gpt())).dump(), to_json(trace_model(small_unfused_gpt())).dump());
+}
+
+std::vector<int64_t> evaluate(const Dims& dims, const AxisValues& at, const std::string& where) {
+  std::vector<int64_t> shape;
+  for (const Poly& dim : dims) shape.push_back(static_cast<int64_t>(dim.evaluate(at, where)));
+  return shape;
+}
+
+// trace_model factors sizes traced at small primes into axes: tracing at real sizes must give the
+// same ops with the symbolic shapes evaluated.
+void expect_symbolic_matches_concrete(const ModelConfig& model, int64_t b, int64_t s) {
+  const TraceSection symbolic = trace_model(model);
+  std::map<std::string, int64_t> sizes = {{"b", b}, {"s", s}};
+  for (const auto& [axis, value] : symbolic.axes) sizes[axis] = static_cast<int64_t>(value);
+  const ConcreteTrace concrete = trace_concrete(model, sizes);
+  const AxisValues at = with_batch(symbolic, b, s);
+
+  ASSERT_EQ(concrete.ops.size(), symbolic.ops.size());
+  for (size_t i = 0; i < concrete.ops.size(); ++i) {
+    const ConcreteOp& c = concrete.ops[i];
+    const TraceOp& op = symbolic.ops[i];
+    const std::string where = model.name + " op " + std::to_string(i) + " " + c.name;
+    ASSERT_EQ(c.name, op.name) << where;
+    EXPECT_EQ(c.module, op.module) << where;
+    EXPECT_EQ(c.deps, op.deps) << where;
+    EXPECT_EQ(c.fwd_op, op.fwd_op) << where;
+    ASSERT_EQ(c.inputs.size(), op.inputs.size()) << where;
+    ASSERT_EQ(c.outputs.size(), op.outputs.size()) << where;
+    for (size_t k = 0; k < c.inputs.size(); ++k) {
+      EXPECT_EQ(c.inputs[k].tensor, op.inputs[k].tensor) << where;
+      EXPECT_EQ(c.inputs[k].shape, evaluate(op.inputs[k].dims, at, where)) << where << " input " << k;
+    }
+    for (size_t k = 0; k < c.outputs.size(); ++k)
+      EXPECT_EQ(c.outputs[k].shape, evaluate(op.outputs[k].dims, at, where)) << where << " output " << k;
+  }
+  ASSERT_EQ(concrete.tensors.size(), symbolic.tensors.size());
+  for (size_t i = 0; i < concrete.tensors.size(); ++i) {
+    EXPECT_EQ(concrete.tensors[i].role, symbolic.tensors[i].role);
+    EXPECT_EQ(concrete.tensors[i].shape, evaluate(symbolic.tensors[i].dims, at, "tensor"));
+  }
+}
+
+TEST(Trace, SymbolicShapesAreExactForLlama) { expect_symbolic_matches_concrete(llama3_8b(), 2, 4096); }
+
+TEST(Trace, SymbolicShapesAreExactForUnfusedGpt) { expect_symbolic_matches_concrete(small_unfused_gpt(), 2, 1024); }
+
+TEST(Trace, SymbolicShapesAreExactForUnfusedGroupedQueryAttention) {
+  expect_symbolic_matches_concrete(small_unfused_gqa(), 3, 512);
+}
+
+TEST(Trace, UnfusedGroupedQueryAttentionCopiesKeysAndValues) {
+  TraceSection trace = trace_model(small_unfused_gqa());
+  int copies = 0, batched_matmuls = 0;
+  for (const TraceOp& op : trace.ops) {
+    if (op.layer != 0 || op.phase != "fwd") continue;
+    if (op.name == "aten::clone") ++copies;  // k, v to g*r heads; the context back to [s, b, ...]
+    if (op.name == "aten::bmm") ++batched_matmuls;
+  }
+  EXPECT_EQ(copies, 3);
+  EXPECT_EQ(batched_matmuls, 2);
+}
+
+TEST(Trace, OpWithoutCostRuleFails) {
+  trace_detail::Recorder recorder;
+  {
+    trace_detail::ModuleScope scope("decoder.layers.0.mlp", "none");
+    at::exp(at::empty({2, 3}, at::TensorOptions().device(at::kMeta)));
+  }
+  try {
+    recorder.finish();
+    FAIL() << "expected a DataError";
+  } catch (const DataError& e) {
+    EXPECT_STREQ(e.what(), "no cost rule for aten op 'aten::exp' in module 'decoder.layers.0.mlp'");
+  }
+}
+
+TEST(Trace, MissingAxisSizeFails) {
+  EXPECT_THROW(trace_concrete(llama3_8b(), {{"b", 1}, {"s", 16}}), DataError);
+}
+
+}  // namespace
+}  // namespace syssim
