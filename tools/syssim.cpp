@@ -1,6 +1,7 @@
 // syssim: the driver. `run` and `memory` run every stage in one process (docs/syssim.md).
 
 #include "common/io.hpp"
+#include "common/version.hpp"
 #include "driver/driver.hpp"
 #include "layout_flags.hpp"
 #include "tool.hpp"

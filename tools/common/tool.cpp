@@ -29,6 +29,14 @@ int guarded_main(const std::string& name, CLI::App& app, int argc, char** argv, 
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const CLI::ExtrasError&) {
+    // CLI11 lists every leftover word, last first; the first one is what the user mistyped.
+    std::vector<std::string> extras = app.remaining();
+    for (CLI::App* sub : app.get_subcommands())
+      if (extras.empty()) extras = sub->remaining();
+    std::cerr << name << ": error: unknown argument '" << (extras.empty() ? "" : extras.front())
+              << "' (see --help)\n";
+    return 2;
   } catch (const CLI::ParseError& e) {
     std::cerr << name << ": error: " << e.what() << "\n";
     return 2;

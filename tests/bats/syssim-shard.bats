@@ -1,0 +1,97 @@
+#!/usr/bin/env bats
+load common
+
+@test "syssim-shard --help lists the layout flags" {
+  run syssim-shard --help
+  assert_success
+  assert_output --partial "--tp"
+  assert_output --partial "--distributed-optimizer"
+}
+
+@test "syssim-shard --version prints the graph format version" {
+  run syssim-shard --version
+  assert_success
+  assert_output --regexp "^syssim-shard [0-9.]+ \(graph format 1\.0\)$"
+}
+
+@test "an unknown flag is bad usage (exit 2, one line)" {
+  run syssim-shard --tensor-parallel 2
+  assert_failure 2
+  assert_output "syssim-shard: error: unknown argument '--tensor-parallel' (see --help)"
+}
+
+@test "a bad --dtype value is bad usage" {
+  run syssim-shard --dtype fp64
+  assert_failure 2
+  assert_output --partial "syssim-shard: error: --dtype: fp64 not in {bf16,fp16,fp8}"
+}
+
+@test "tp that does not divide the heads is bad data (exit 1) naming both values" {
+  run syssim-shard -i "$(trace_of llama3-8b)" --tp 3
+  assert_failure 1
+  assert_output "syssim-shard: error: tp=3 does not divide num_attention_heads=32"
+}
+
+@test "a world size that does not match --gpus is bad data" {
+  run syssim-shard -i "$(trace_of llama3-8b)" --tp 2 --dp 4 --gpus 16
+  assert_failure 1
+  assert_output "syssim-shard: error: tp*cp*pp*dp=8 does not match gpus=16"
+}
+
+@test "pipeline and context parallelism are refused, not ignored" {
+  run syssim-shard -i "$(trace_of llama3-8b)" --pp 2
+  assert_failure 2
+  assert_output "syssim-shard: error: pp=2: pipeline parallelism is not simulated yet (use pp=1)"
+  run syssim-shard -i "$(trace_of llama3-8b)" --cp 2
+  assert_failure 2
+  assert_output "syssim-shard: error: cp=2: context parallelism is not simulated yet (use cp=1)"
+}
+
+@test "empty and truncated input are errors, not crashes" {
+  run syssim-shard < /dev/null
+  assert_failure 1
+  assert_output "syssim-shard: error: <stdin>: empty input, expected a syssim graph"
+  head -c 100 "$(trace_of llama3-8b)" > "$BATS_TEST_TMPDIR/cut.graph"
+  run syssim-shard -i "$BATS_TEST_TMPDIR/cut.graph"
+  assert_failure 1
+  assert_output "syssim-shard: error: $BATS_TEST_TMPDIR/cut.graph: truncated JSON: input ends after 100 bytes"
+}
+
+@test "a graph of another major version is refused" {
+  jq -c '.version = "2.0"' "$(trace_of llama3-8b)" > "$BATS_TEST_TMPDIR/v2.graph"
+  run syssim-shard -i "$BATS_TEST_TMPDIR/v2.graph"
+  assert_failure 1
+  assert_output "syssim-shard: error: $BATS_TEST_TMPDIR/v2.graph: /version: graph format 2.0 is not supported (this syssim reads 1.x)"
+}
+
+@test "a failed run leaves no output file behind" {
+  run syssim-shard -i "$(trace_of llama3-8b)" --tp 3 -o "$BATS_TEST_TMPDIR/out.graph"
+  assert_failure 1
+  [ ! -e "$BATS_TEST_TMPDIR/out.graph" ]
+  [ -z "$(ls "$BATS_TEST_TMPDIR")" ]
+}
+
+@test "TP 2 with SP halves the heads and ffn and inserts Megatron's collectives" {
+  syssim-shard -i "$(trace_of llama3-8b)" --tp 2 --sp --dp 4 --global-batch 128 -o "$BATS_TEST_TMPDIR/s.graph"
+  run jq -r '.shard.axes | "\(.g) \(.f) \(.h) \(.v)"' "$BATS_TEST_TMPDIR/s.graph"
+  assert_output "4 7168 4096 64128"
+  run jq '.shard.num_microbatches' "$BATS_TEST_TMPDIR/s.graph"
+  assert_output "32"
+  # Per layer, forward: all-gather before QKV and fc1, reduce-scatter after proj and fc2.
+  run jq '[.shard.ops[] | select(.layer == 0 and .phase == "fwd" and .kind == "collective") | .collective]' -c \
+    "$BATS_TEST_TMPDIR/s.graph"
+  assert_output '["all_gather","reduce_scatter","all_gather","reduce_scatter"]'
+  # A [s, b, h] bf16 message: 8192 * 4096 * 2 bytes.
+  run jq '[.shard.ops[] | select(.layer == 0 and .kind == "collective") | .message_bytes] | unique' -c \
+    "$BATS_TEST_TMPDIR/s.graph"
+  assert_output '[67108864]'
+  # The provenance records both stages.
+  run jq -r '[.provenance[].tool] | join(",")' "$BATS_TEST_TMPDIR/s.graph"
+  assert_output "syssim-trace,syssim-shard"
+}
+
+@test "the same input gives the same bytes" {
+  a=$(syssim-shard -i "$(trace_of llama3-8b)" --tp 4 --sp | sha256sum)
+  b=$(syssim-shard -i "$(trace_of llama3-8b)" --tp 4 --sp | sha256sum)
+  [ "$a" = "$b" ]
+}

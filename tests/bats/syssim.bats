@@ -1,0 +1,59 @@
+#!/usr/bin/env bats
+load common
+
+pipe_report() {
+  local model="$1"; shift
+  syssim-shard -i "$(trace_of "$model")" "$@" | syssim-cost --hardware "$H100" | syssim-sim | syssim-mem \
+    | syssim-report
+}
+
+@test "syssim run with no arguments reports the embedded default job" {
+  run syssim run
+  assert_success
+  assert_output --partial "SimulationReport("
+  assert_output --partial "step_time_ms"
+  assert_output --partial "mfu"
+  assert_output --partial "peak_memory_gb"
+}
+
+@test "syssim --help lists run and memory" {
+  run syssim --help
+  assert_success
+  assert_output --partial "run"
+  assert_output --partial "memory"
+}
+
+@test "syssim without a subcommand is bad usage" {
+  run syssim
+  assert_failure 2
+  assert_output --partial "syssim: error:"
+}
+
+@test "syssim run with a missing model file is bad data naming the file" {
+  run syssim run nope.yaml --hardware "$H100"
+  assert_failure 1
+  assert_output "syssim: error: nope.yaml: cannot open file"
+}
+
+@test "syssim memory prints the memory fields only" {
+  run syssim memory "$MODELS/llama3-8b.yaml" --hardware "$H100" --tp 2 --sp --format json
+  assert_success
+  run jq -e '.peak_memory_gb > 0 and .param_bytes > 0' <<< "$output"
+  assert_success
+}
+
+@test "the pipe and syssim run print identical reports (llama3-8b, llama3-70b; tp 1-8, sp, dp 1-64)" {
+  for model in llama3-8b llama3-70b; do
+    for tp in 1 2 4 8; do
+      for sp in "" "--sp"; do
+        [ "$tp" = 1 ] && [ -n "$sp" ] && continue
+        for dp in 1 8 64; do
+          args=(--tp "$tp" $sp --dp "$dp" --micro-batch 1 --global-batch $((dp * 4)) --seq-length 4096)
+          expected=$(syssim run "$MODELS/$model.yaml" --hardware "$H100" "${args[@]}")
+          actual=$(pipe_report "$model" "${args[@]}")
+          [ "$expected" = "$actual" ] || { echo "differs: $model ${args[*]}"; diff <(echo "$expected") <(echo "$actual"); false; }
+        done
+      done
+    done
+  done
+}
