@@ -2,6 +2,7 @@
 // "graph: /shard/ops/12/flops: expected a number, got \"x\"".
 #pragma once
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "common/error.hpp"
@@ -24,9 +25,15 @@ T require_as(const json& j, const std::string& key, const std::string& path) {
   }
 }
 
+// A value that may be null: null <-> std::nullopt.
 template <typename T>
-T optional_as(const json& j, const std::string& key, const std::string& path, T fallback) {
-  if (!j.is_object() || !j.contains(key) || j.at(key).is_null()) return fallback;
+json nullable_to_json(const std::optional<T>& value) {
+  return value ? json(*value) : json();
+}
+
+template <typename T>
+std::optional<T> read_nullable(const json& j, const std::string& key, const std::string& path) {
+  if (require(j, key, path).is_null()) return std::nullopt;
   return require_as<T>(j, key, path);
 }
 

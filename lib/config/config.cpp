@@ -218,7 +218,6 @@ ModelConfig model_from_json(const nlohmann::json& j, const std::string& path) {
 }
 
 nlohmann::json to_json(const HardwareConfig& hw) {
-  auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
   nlohmann::json levels = nlohmann::json::array();
   for (const auto& l : hw.topology)
     levels.push_back({{"kind", l.kind}, {"size", l.size}, {"bandwidth_GBps", l.bandwidth_GBps},
@@ -228,22 +227,18 @@ nlohmann::json to_json(const HardwareConfig& hw) {
           {"peak_tflops_math", hw.peak_tflops_math},
           {"peak_memory_bandwidth_GBps", hw.peak_memory_bandwidth_GBps},
           {"gpus_per_node", hw.gpus_per_node},
-          {"peak_tflops_mm_fp8", opt(hw.peak_tflops_mm_fp8)},
-          {"peak_tflops_mm_fp4", opt(hw.peak_tflops_mm_fp4)},
-          {"sfu_peak", opt(hw.sfu_peak)},
-          {"gpu_memory_GB", opt(hw.gpu_memory_GB)},
-          {"inter_node_bandwidth_GBps", opt(hw.inter_node_bandwidth_GBps)},
+          {"peak_tflops_mm_fp8", nullable_to_json(hw.peak_tflops_mm_fp8)},
+          {"peak_tflops_mm_fp4", nullable_to_json(hw.peak_tflops_mm_fp4)},
+          {"sfu_peak", nullable_to_json(hw.sfu_peak)},
+          {"gpu_memory_GB", nullable_to_json(hw.gpu_memory_GB)},
+          {"inter_node_bandwidth_GBps", nullable_to_json(hw.inter_node_bandwidth_GBps)},
           {"inter_node_latency_us", hw.inter_node_latency_us},
           {"kernel_launch_us", hw.kernel_launch_us},
           {"topology", {{"levels", levels}}}};
 }
 
 HardwareConfig hardware_from_json(const nlohmann::json& j, const std::string& path) {
-  auto opt = [&](const std::string& key) -> std::optional<double> {
-    const auto& v = require(j, key, path);
-    if (v.is_null()) return std::nullopt;
-    return require_as<double>(j, key, path);
-  };
+  auto opt = [&](const std::string& key) { return read_nullable<double>(j, key, path); };
   HardwareConfig hw;
   hw.name = require_as<std::string>(j, "name", path);
   hw.peak_tflops_mm = require_as<double>(j, "peak_tflops_mm", path);
@@ -271,7 +266,7 @@ HardwareConfig hardware_from_json(const nlohmann::json& j, const std::string& pa
 
 nlohmann::json to_json(const ParallelismConfig& p) {
   return {{"tp", p.tp}, {"dp", p.dp}, {"sp", p.sp}, {"cp", p.cp}, {"pp", p.pp},
-          {"vpp", p.vpp ? nlohmann::json(*p.vpp) : nlohmann::json()}, {"world_size", p.world_size()}};
+          {"vpp", nullable_to_json(p.vpp)}, {"world_size", p.world_size()}};
 }
 
 ParallelismConfig parallelism_from_json(const nlohmann::json& j, const std::string& path) {
@@ -281,14 +276,14 @@ ParallelismConfig parallelism_from_json(const nlohmann::json& j, const std::stri
   p.sp = require_as<bool>(j, "sp", path);
   p.cp = require_as<int64_t>(j, "cp", path);
   p.pp = require_as<int64_t>(j, "pp", path);
-  if (!require(j, "vpp", path).is_null()) p.vpp = require_as<int64_t>(j, "vpp", path);
+  p.vpp = read_nullable<int64_t>(j, "vpp", path);
   return p;
 }
 
 nlohmann::json to_json(const TrainingConfig& t) {
   return {{"micro_batch", t.micro_batch},
           {"global_batch", t.global_batch},
-          {"seq_length", t.seq_length ? nlohmann::json(*t.seq_length) : nlohmann::json()},
+          {"seq_length", nullable_to_json(t.seq_length)},
           {"dtype", t.dtype},
           {"recompute", t.recompute},
           {"distributed_optimizer", t.distributed_optimizer}};
@@ -298,7 +293,7 @@ TrainingConfig training_from_json(const nlohmann::json& j, const std::string& pa
   TrainingConfig t;
   t.micro_batch = require_as<int64_t>(j, "micro_batch", path);
   t.global_batch = require_as<int64_t>(j, "global_batch", path);
-  if (!require(j, "seq_length", path).is_null()) t.seq_length = require_as<int64_t>(j, "seq_length", path);
+  t.seq_length = read_nullable<int64_t>(j, "seq_length", path);
   t.dtype = require_as<std::string>(j, "dtype", path);
   t.recompute = require_as<std::string>(j, "recompute", path);
   t.distributed_optimizer = require_as<bool>(j, "distributed_optimizer", path);

@@ -4,9 +4,12 @@
 
 namespace syssim {
 
+json oom_to_json(const std::optional<OomInfo>& oom) {
+  if (!oom) return nullptr;
+  return {{"capacity_gb", oom->capacity_gb}, {"required_gb", oom->required_gb}, {"excess_gb", oom->excess_gb}};
+}
+
 json to_json(const MemSection& m) {
-  json oom;
-  if (m.oom) oom = {{"capacity_gb", m.oom->capacity_gb}, {"required_gb", m.oom->required_gb}, {"excess_gb", m.oom->excess_gb}};
   return {{"param_bytes", m.param_bytes},
           {"grad_bytes", m.grad_bytes},
           {"optimizer_state_bytes", m.optimizer_state_bytes},
@@ -15,8 +18,8 @@ json to_json(const MemSection& m) {
           {"peak_memory_gb", m.peak_memory_gb},
           {"pp_stage_memory_gb", m.pp_stage_memory_gb},
           {"peak_module", m.peak_module},
-          {"gpu_memory_gb", m.gpu_memory_gb ? json(*m.gpu_memory_gb) : json()},
-          {"oom", oom}};
+          {"gpu_memory_gb", nullable_to_json(m.gpu_memory_gb)},
+          {"oom", oom_to_json(m.oom)}};
 }
 
 MemSection mem_from_json(const json& j, const std::string& path) {
@@ -29,7 +32,7 @@ MemSection mem_from_json(const json& j, const std::string& path) {
   m.peak_memory_gb = require_as<double>(j, "peak_memory_gb", path);
   m.pp_stage_memory_gb = require_as<std::vector<double>>(j, "pp_stage_memory_gb", path);
   m.peak_module = require_as<std::string>(j, "peak_module", path);
-  if (!require(j, "gpu_memory_gb", path).is_null()) m.gpu_memory_gb = require_as<double>(j, "gpu_memory_gb", path);
+  m.gpu_memory_gb = read_nullable<double>(j, "gpu_memory_gb", path);
   const json& oom = require(j, "oom", path);
   if (!oom.is_null())
     m.oom = OomInfo{require_as<double>(oom, "capacity_gb", path + "/oom"), require_as<double>(oom, "required_gb", path + "/oom"),

@@ -27,6 +27,7 @@ struct MemSection {
 };
 
 nlohmann::json to_json(const MemSection& mem);
+nlohmann::json oom_to_json(const std::optional<OomInfo>& oom);  // null when it fits
 MemSection mem_from_json(const nlohmann::json& j, const std::string& path);
 
 }  // namespace syssim

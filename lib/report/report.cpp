@@ -73,11 +73,6 @@ std::string memory_block(const MemSection& mem) {
                 {"oom", oom_text(mem)}});
 }
 
-json oom_json(const MemSection& mem) {
-  if (!mem.oom) return nullptr;
-  return {{"capacity_gb", mem.oom->capacity_gb}, {"required_gb", mem.oom->required_gb}, {"excess_gb", mem.oom->excess_gb}};
-}
-
 // The memory fields and the configurations, shared by both JSON reports.
 json memory_json(const Graph& g, const ShardSection& shard, const MemSection& mem) {
   return {{"param_bytes", mem.param_bytes},
@@ -87,7 +82,7 @@ json memory_json(const Graph& g, const ShardSection& shard, const MemSection& me
           {"temporary_bytes", mem.temporary_bytes},
           {"peak_memory_gb", mem.peak_memory_gb},
           {"pp_stage_memory_gb", mem.pp_stage_memory_gb},
-          {"bottlenecks", {{"peak_module", mem.peak_module}, {"oom", oom_json(mem)}}},
+          {"bottlenecks", {{"peak_module", mem.peak_module}, {"oom", oom_to_json(mem.oom)}}},
           {"model", g.model ? to_json(*g.model) : json()},
           {"parallelism", to_json(shard.parallelism)},
           {"training", to_json(shard.training)},

@@ -5,24 +5,17 @@
 namespace syssim {
 namespace {
 
-json opt_int(const std::optional<int64_t>& v) { return v ? json(*v) : json(); }
-
-std::optional<int64_t> read_opt_int(const json& j, const std::string& key, const std::string& path) {
-  if (require(j, key, path).is_null()) return std::nullopt;
-  return require_as<int64_t>(j, key, path);
-}
-
 }  // namespace
 
 json to_json(const ShardSection& s) {
   json buffers = json::array();
   for (const auto& b : s.buffers)
     buffers.push_back({{"id", b.id}, {"bytes", b.bytes}, {"role", b.role}, {"param", b.param},
-                       {"producer", opt_int(b.producer)}});
+                       {"producer", nullable_to_json(b.producer)}});
   json ops = json::array();
   for (const auto& op : s.ops) {
-    json o = {{"id", op.id}, {"trace_op", opt_int(op.trace_op)}, {"name", op.name}, {"kind", op.kind},
-              {"phase", op.phase}, {"layer", opt_int(op.layer)}, {"module", op.module}, {"scope", op.scope},
+    json o = {{"id", op.id}, {"trace_op", nullable_to_json(op.trace_op)}, {"name", op.name}, {"kind", op.kind},
+              {"phase", op.phase}, {"layer", nullable_to_json(op.layer)}, {"module", op.module}, {"scope", op.scope},
               {"stream", op.stream}, {"dtype", op.dtype}, {"deps", op.deps}, {"flops", op.flops},
               {"bytes", op.bytes}, {"reads", op.reads}, {"writes", op.writes}};
     if (op.kind == "collective") {
@@ -62,7 +55,7 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
     std::string p = path + "/buffers/" + std::to_string(i);
     ShardBuffer b{require_as<int64_t>(buffers[i], "id", p), require_as<double>(buffers[i], "bytes", p),
                   require_as<std::string>(buffers[i], "role", p), require_as<std::string>(buffers[i], "param", p),
-                  read_opt_int(buffers[i], "producer", p)};
+                  read_nullable<int64_t>(buffers[i], "producer", p)};
     if (b.id != static_cast<int64_t>(i)) throw DataError("graph: " + p + "/id: expected " + std::to_string(i));
     s.buffers.push_back(b);
   }
@@ -78,11 +71,11 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
     ShardOp op;
     op.id = require_as<int64_t>(o, "id", p);
     if (op.id != static_cast<int64_t>(i)) throw DataError("graph: " + p + "/id: expected " + std::to_string(i));
-    op.trace_op = read_opt_int(o, "trace_op", p);
+    op.trace_op = read_nullable<int64_t>(o, "trace_op", p);
     op.name = require_as<std::string>(o, "name", p);
     op.kind = require_as<std::string>(o, "kind", p);
     op.phase = require_as<std::string>(o, "phase", p);
-    op.layer = read_opt_int(o, "layer", p);
+    op.layer = read_nullable<int64_t>(o, "layer", p);
     op.module = require_as<std::string>(o, "module", p);
     op.scope = require_as<std::string>(o, "scope", p);
     if (op.scope != "microbatch" && op.scope != "step")

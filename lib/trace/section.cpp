@@ -5,14 +5,6 @@
 namespace syssim {
 namespace {
 
-json opt_int(const std::optional<int64_t>& v) { return v ? json(*v) : json(); }
-
-std::optional<int64_t> read_opt_int(const json& j, const std::string& key, const std::string& path) {
-  const json& v = require(j, key, path);
-  if (v.is_null()) return std::nullopt;
-  return require_as<int64_t>(j, key, path);
-}
-
 json ref_to_json(const TensorRef& r) {
   return {{"tensor", r.tensor}, {"dims", dims_to_strings(r.dims)}, {"dtype", r.dtype}};
 }
@@ -43,8 +35,8 @@ json to_json(const TraceSection& t) {
     for (const auto& r : op.inputs) inputs.push_back(ref_to_json(r));
     for (const auto& r : op.outputs) outputs.push_back(ref_to_json(r));
     ops.push_back({{"id", op.id}, {"name", op.name}, {"kind", op.kind}, {"phase", op.phase},
-                   {"layer", opt_int(op.layer)}, {"module", op.module}, {"tp_role", op.tp_role},
-                   {"inputs", inputs}, {"outputs", outputs}, {"deps", op.deps}, {"fwd_op", opt_int(op.fwd_op)},
+                   {"layer", nullable_to_json(op.layer)}, {"module", op.module}, {"tp_role", op.tp_role},
+                   {"inputs", inputs}, {"outputs", outputs}, {"deps", op.deps}, {"fwd_op", nullable_to_json(op.fwd_op)},
                    {"flops", op.flops.to_string()}, {"bytes", op.bytes.to_string()}});
   }
   return {{"axes", t.axes}, {"tensors", tensors}, {"ops", ops}};
@@ -73,7 +65,7 @@ TraceSection trace_from_json(const json& j, const std::string& path) {
     op.name = require_as<std::string>(o, "name", p);
     op.kind = require_as<std::string>(o, "kind", p);
     op.phase = require_as<std::string>(o, "phase", p);
-    op.layer = read_opt_int(o, "layer", p);
+    op.layer = read_nullable<int64_t>(o, "layer", p);
     op.module = require_as<std::string>(o, "module", p);
     op.tp_role = require_as<std::string>(o, "tp_role", p);
     op.inputs = refs_from_json(o, "inputs", p);
@@ -81,7 +73,7 @@ TraceSection trace_from_json(const json& j, const std::string& path) {
     op.deps = require_as<std::vector<int64_t>>(o, "deps", p);
     for (int64_t d : op.deps)
       if (d < 0 || d >= op.id) throw DataError("graph: " + p + "/deps: " + std::to_string(d) + " is not an earlier op");
-    op.fwd_op = read_opt_int(o, "fwd_op", p);
+    op.fwd_op = read_nullable<int64_t>(o, "fwd_op", p);
     op.flops = Poly::parse(require_as<std::string>(o, "flops", p), p + "/flops");
     op.bytes = Poly::parse(require_as<std::string>(o, "bytes", p), p + "/bytes");
     for (const auto* refs : {&op.inputs, &op.outputs})
