@@ -16,6 +16,7 @@ json to_json(const ShardSection& s) {
   for (const auto& op : s.ops) {
     json o = {{"id", op.id}, {"trace_op", nullable_to_json(op.trace_op)}, {"name", op.name}, {"kind", op.kind},
               {"phase", op.phase}, {"layer", nullable_to_json(op.layer)}, {"module", op.module}, {"scope", op.scope},
+              {"pass", op.pass}, {"stage", op.stage}, {"chunk", op.chunk}, {"recompute", op.recompute},
               {"stream", op.stream}, {"dtype", op.dtype}, {"deps", op.deps}, {"flops", op.flops},
               {"bytes", op.bytes}, {"reads", op.reads}, {"writes", op.writes}};
     if (op.kind == "collective") {
@@ -80,6 +81,10 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
     op.scope = require_as<std::string>(o, "scope", p);
     if (op.scope != "microbatch" && op.scope != "step")
       throw DataError("graph: " + p + "/scope: expected microbatch or step, got \"" + op.scope + "\"");
+    op.pass = require_as<std::string>(o, "pass", p);
+    op.stage = require_as<int64_t>(o, "stage", p);
+    op.chunk = require_as<int64_t>(o, "chunk", p);
+    op.recompute = require_as<bool>(o, "recompute", p);
     op.stream = require_as<std::string>(o, "stream", p);
     op.dtype = require_as<std::string>(o, "dtype", p);
     op.deps = require_as<std::vector<int64_t>>(o, "deps", p);

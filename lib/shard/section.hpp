@@ -30,6 +30,10 @@ struct ShardOp {
   std::optional<int64_t> layer;
   std::string module;
   std::string scope;   // microbatch (runs once per micro-batch) | step (once per step)
+  std::string pass;    // forward | backward | weight (weight gradients only) | step
+  int64_t stage = 0;   // pipeline rank that runs it
+  int64_t chunk = 0;   // virtual pipeline chunk of that rank
+  bool recompute = false;  // a forward op run again in the backward pass
   std::string stream;  // compute | tp | dp
   std::string dtype;   // compute dtype: bf16 | fp16 | fp32 | ...
   std::vector<int64_t> deps;  // ops of the same scope (or, for step ops, of any scope) that must finish first

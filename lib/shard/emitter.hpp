@@ -1,0 +1,53 @@
+// Building the op list of a shard section. Ops refer to each other by id (= index), so
+// passes that insert ops rebuild the list through an emitter, which assigns ids and derives
+// each op's data dependencies from the buffers it reads (the last op that wrote them).
+#pragma once
+#include <map>
+#include <vector>
+
+#include "shard/section.hpp"
+
+namespace syssim {
+
+class OpEmitter {
+ public:
+  // Emits into `shard.ops`, which must be empty; buffers already in `shard` are kept.
+  explicit OpEmitter(ShardSection& shard);
+
+  // Appends `op`; its deps become the last writers of what it reads plus `extra_deps`.
+  int64_t emit(ShardOp op, const std::vector<int64_t>& extra_deps = {});
+  int64_t add_buffer(double bytes, const std::string& role);
+  // The ops that last wrote these buffers (those not written yet are skipped).
+  std::vector<int64_t> writers_of(const std::vector<int64_t>& buffers) const;
+  ShardSection& shard() { return shard_; }
+
+ private:
+  ShardSection& shard_;
+  std::vector<int64_t> last_writer_;  // per buffer
+};
+
+// Rebuilds an existing op list: ops are re-emitted in a new order or with ops inserted
+// between them; each kept op keeps its non-data deps (those its reads do not explain),
+// renumbered.
+class OpRewriter {
+ public:
+  explicit OpRewriter(ShardSection& shard);  // takes the ops out of `shard`
+
+  const std::vector<ShardOp>& old_ops() const { return old_ops_; }
+  // Re-emits old op `old_id`, possibly modified (e.g. reads substituted); returns its new id.
+  int64_t keep(int64_t old_id, ShardOp op);
+  int64_t keep(int64_t old_id) { return keep(old_id, old_ops_[old_id]); }
+  // Emits a new op; `extra_deps` are new ids.
+  int64_t add(ShardOp op, const std::vector<int64_t>& extra_deps = {}) { return emitter_.emit(std::move(op), extra_deps); }
+  // The new id of an old op that was kept (DataError if it was dropped or not kept yet).
+  int64_t new_id(int64_t old_id) const;
+  OpEmitter& emitter() { return emitter_; }
+
+ private:
+  std::vector<ShardOp> old_ops_;
+  std::vector<std::vector<int64_t>> old_control_deps_;  // deps not explained by reads
+  std::map<int64_t, int64_t> new_ids_;
+  OpEmitter emitter_;
+};
+
+}  // namespace syssim

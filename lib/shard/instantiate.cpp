@@ -1,0 +1,181 @@
+#include <set>
+
+#include "common/error.hpp"
+#include "shard/passes.hpp"
+
+namespace syssim {
+namespace {
+
+// Roles of the ops that Megatron-LM wraps with tensor-parallel communication.
+const std::set<std::string> kParallelLinearRoles = {"column", "row", "vocab_embedding", "vocab_output"};
+// Megatron-LM's vocab-parallel cross entropy all-reduces max, predicted logit and sum of exp.
+constexpr int kCrossEntropyAllReduces = 3;
+constexpr double kFp32Bytes = 4;
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+class Instantiator {
+ public:
+  Instantiator(const ShardContext& context, ShardSection& shard)
+      : context_(context), trace_(context.trace), shard_(shard), emitter_(shard) {
+    collect_backward_gathers();
+  }
+
+  void run() {
+    for (const auto& op : trace_.ops) instantiate(op);
+  }
+
+ private:
+  // Ops outside the parallel linears that work on hidden-sized activations (norms,
+  // residual adds, embeddings' sums) hold s/tp of the sequence under SP.
+  const AxisValues& axes_of(const TraceOp& op) const {
+    if (op.tp_role != "none") return context_.full_axes;
+    bool hidden = false;
+    for (const auto* refs : {&op.inputs, &op.outputs})
+      for (const auto& r : *refs) {
+        if (has_tensor_parallel_axis(r.dims)) return context_.full_axes;
+        hidden = hidden || has_axis(r.dims, "h");
+      }
+    return hidden ? context_.sequence_axes : context_.full_axes;
+  }
+
+  // A full-sequence activation that every TP rank holds whole: Megatron gathers it under
+  // SP before a parallel linear reads it, and reduces it when a parallel linear writes it.
+  bool replicated_activation(const TensorRef& ref) const {
+    return trace_.tensors[ref.tensor].role == "activation" && has_axis(ref.dims, "s") &&
+           !has_tensor_parallel_axis(ref.dims);
+  }
+
+  double operand_bytes(const TensorRef& ref, const AxisValues& axes, const std::string& where) const {
+    return numel(ref.dims).evaluate(axes, where) * dtype_size(ref.dtype);
+  }
+
+  // The backward of a parallel linear gathers, once, every replicated activation that
+  // any of its backward ops reads (Megatron launches these all-gathers first).
+  void collect_backward_gathers() {
+    for (const auto& op : trace_.ops)
+      if (op.phase == "bwd" && op.fwd_op && kParallelLinearRoles.count(op.tp_role))
+        for (const auto& r : op.inputs)
+          if (replicated_activation(r)) backward_gather_sources_[*op.fwd_op].insert(r.tensor);
+  }
+
+  ShardOp collective(const std::string& kind, double message_bytes, const TraceOp& origin, const std::string& pass) {
+    ShardOp c = make_collective(context_, kind, "tp", message_bytes, origin.phase, "microbatch");
+    c.layer = origin.layer;
+    c.module = origin.module;
+    c.pass = pass;
+    return c;
+  }
+
+  // All-gathers the s/tp pieces of `buffer` into a new full-sequence buffer.
+  int64_t gather(int64_t buffer, const TraceOp& origin, const std::vector<int64_t>& launch_after) {
+    double full = shard_.buffers[buffer].bytes * context_.tp();
+    int64_t gathered = emitter_.add_buffer(full, "comm");
+    ShardOp c = collective("all_gather", full, origin, origin.phase == "fwd" ? "forward" : "backward");
+    c.reads = {buffer};
+    c.writes = {gathered};
+    emitter_.emit(c, launch_after);
+    return gathered;
+  }
+
+  // Reduces a partial-sum output over TP: reduce-scatter to s/tp under SP, else all-reduce in place.
+  void reduce(int64_t buffer, const TraceOp& origin, const std::string& pass) {
+    double full = shard_.buffers[buffer].bytes;
+    bool scatter = context_.sequence_parallel();
+    ShardOp c = collective(scatter ? "reduce_scatter" : "all_reduce", full, origin, pass);
+    c.reads = {buffer};
+    if (scatter) {
+      int64_t scattered = emitter_.add_buffer(full / context_.tp(), "comm");
+      c.writes = {scattered};
+      renamed_[buffer] = scattered;
+    } else {
+      c.writes = {buffer};
+    }
+    emitter_.emit(c);
+  }
+
+  int64_t current_name(int64_t buffer) const {
+    auto it = renamed_.find(buffer);
+    return it == renamed_.end() ? buffer : it->second;
+  }
+
+  // Forward ops, backward ops, and backward ops that only produce weight gradients (the
+  // "W" pass that zero-bubble schedules defer).
+  std::string pass_of(const TraceOp& op) const {
+    if (op.phase == "fwd") return "forward";
+    for (const auto& r : op.outputs)
+      if (trace_.tensors[r.tensor].role != "grad") return "backward";
+    return op.outputs.empty() ? "backward" : "weight";
+  }
+
+  void instantiate(const TraceOp& op) {
+    const std::string where = "/trace/ops/" + str(op.id);
+    const AxisValues& axes = axes_of(op);
+    for (const auto* refs : {&op.inputs, &op.outputs})
+      for (const auto& r : *refs)
+        if (shard_.buffers[r.tensor].bytes < 0) shard_.buffers[r.tensor].bytes = operand_bytes(r, axes, where);
+
+    ShardOp s;
+    s.trace_op = op.id;
+    s.name = op.name;
+    s.kind = op.kind;
+    s.phase = op.phase;
+    s.pass = pass_of(op);
+    s.layer = op.layer;
+    s.module = op.module;
+    s.scope = "microbatch";
+    s.stream = "compute";
+    s.dtype = context_.options.training.dtype;
+    s.flops = op.flops.evaluate(axes, where + "/flops");
+    s.bytes = op.bytes.evaluate(axes, where + "/bytes");
+    for (const auto& r : op.inputs) s.reads.push_back(current_name(r.tensor));
+    for (const auto& r : op.outputs) s.writes.push_back(r.tensor);
+
+    bool parallel_linear = context_.tp() > 1 && kParallelLinearRoles.count(op.tp_role) > 0;
+    std::vector<int64_t> extra_deps;
+    if (parallel_linear && context_.sequence_parallel()) {
+      if (op.phase == "fwd") {
+        for (size_t i = 0; i < op.inputs.size(); ++i)
+          if (replicated_activation(op.inputs[i])) s.reads[i] = gather(s.reads[i], op, {});
+      } else if (op.fwd_op) {
+        auto& gathered = backward_gathered_[*op.fwd_op];
+        if (gathered.empty())
+          for (int64_t source : backward_gather_sources_[*op.fwd_op])
+            gathered[source] = gather(source, op, emitter_.writers_of(s.reads));
+        for (auto& b : s.reads)
+          if (gathered.count(b)) b = gathered[b];
+      }
+    }
+    if (context_.tp() > 1 && op.tp_role == "vocab_loss" && op.phase == "fwd") {
+      double tokens = context_.full_axes.at("s") * context_.full_axes.at("b");
+      std::vector<int64_t> previous = emitter_.writers_of(s.reads);
+      for (int i = 0; i < kCrossEntropyAllReduces; ++i)
+        previous = {emitter_.emit(collective("all_reduce", tokens * kFp32Bytes, op, "forward"), previous)};
+      extra_deps = previous;
+    }
+    std::string pass = s.pass;
+    emitter_.emit(s, extra_deps);
+    if (parallel_linear)
+      for (const auto& r : op.outputs)
+        if (replicated_activation(r)) reduce(r.tensor, op, pass);
+  }
+
+  const ShardContext& context_;
+  const TraceSection& trace_;
+  ShardSection& shard_;
+  OpEmitter emitter_;
+  std::map<int64_t, int64_t> renamed_;  // partial-sum buffer -> its reduce-scattered piece
+  std::map<int64_t, std::set<int64_t>> backward_gather_sources_;     // fwd op -> buffers
+  std::map<int64_t, std::map<int64_t, int64_t>> backward_gathered_;  // fwd op -> buffer -> gathered
+};
+
+}  // namespace
+
+void instantiate_trace(const ShardContext& context, ShardSection& shard) {
+  for (const auto& t : context.trace.tensors) shard.buffers.push_back(ShardBuffer{t.id, -1, t.role, t.param, std::nullopt});
+  Instantiator(context, shard).run();
+  for (auto& b : shard.buffers)
+    if (b.bytes < 0) b.bytes = 0;  // a buffer no op references takes no memory
+}
+
+}  // namespace syssim
