@@ -79,8 +79,8 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
     op.layer = read_nullable<int64_t>(o, "layer", p);
     op.module = require_as<std::string>(o, "module", p);
     op.scope = require_as<std::string>(o, "scope", p);
-    if (op.scope != "microbatch" && op.scope != "step")
-      throw DataError("graph: " + p + "/scope: expected microbatch or step, got \"" + op.scope + "\"");
+    if (op.scope != "microbatch" && op.scope != "step" && op.scope != "step_start")
+      throw DataError("graph: " + p + "/scope: expected microbatch, step or step_start, got \"" + op.scope + "\"");
     op.pass = require_as<std::string>(o, "pass", p);
     op.stage = require_as<int64_t>(o, "stage", p);
     op.chunk = require_as<int64_t>(o, "chunk", p);

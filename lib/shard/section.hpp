@@ -29,7 +29,7 @@ struct ShardOp {
   std::string phase;   // fwd | bwd | optimizer
   std::optional<int64_t> layer;
   std::string module;
-  std::string scope;   // microbatch (runs once per micro-batch) | step (once per step)
+  std::string scope;   // microbatch (once per micro-batch) | step (once, after them) | step_start (once, before them)
   std::string pass;    // forward | backward | weight (weight gradients only) | step
   int64_t stage = 0;   // pipeline rank that runs it
   int64_t chunk = 0;   // virtual pipeline chunk of that rank
