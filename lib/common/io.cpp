@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -16,6 +17,7 @@ std::string read_input(const std::string& path) {
   if (path.empty() || path == "-") {
     return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   }
+  if (std::filesystem::is_directory(path)) throw DataError(path + ": is a directory, expected a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw DataError(path + ": cannot open file");
   std::stringstream buffer;

@@ -1,10 +1,10 @@
 #include "common/yaml_util.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <sstream>
 
 #include "common/error.hpp"
+#include "common/io.hpp"
 
 namespace syssim {
 namespace {
@@ -55,18 +55,16 @@ YAML::Node load_yaml_text(const std::string& text, const std::string& name) {
   }
 }
 
-YAML::Node load_yaml_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw DataError(path + ": cannot open file");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return load_yaml_text(buffer.str(), path);
-}
+YAML::Node load_yaml_file(const std::string& path) { return load_yaml_text(read_input(path), path); }
 
 void check_keys(const YAML::Node& node, const std::vector<std::string>& allowed, const std::string& where) {
   if (!node.IsMap()) throw DataError(where + ": expected a mapping, got " + scalar_text(node));
+  std::vector<std::string> seen;
   for (const auto& entry : node) {
     std::string key = entry.first.as<std::string>();
+    if (std::find(seen.begin(), seen.end(), key) != seen.end())
+      throw DataError(where + ": key '" + key + "' appears twice");
+    seen.push_back(key);
     if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
       throw DataError(where + ": unknown key '" + key + "' (did you mean '" + nearest_key(key, allowed) + "'?)");
   }

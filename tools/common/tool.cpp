@@ -29,16 +29,16 @@ int guarded_main(const std::string& name, CLI::App& app, int argc, char** argv, 
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
-  } catch (const CLI::ExtrasError&) {
-    // CLI11 lists every leftover word, last first; the first one is what the user mistyped.
+  } catch (const CLI::ParseError& e) {
+    // An unknown word is named first, even when CLI11 stopped at a missing required option;
+    // CLI11 lists leftovers last first, so name the first one the user typed.
     std::vector<std::string> extras = app.remaining();
     for (CLI::App* sub : app.get_subcommands())
       if (extras.empty()) extras = sub->remaining();
-    std::cerr << name << ": error: unknown argument '" << (extras.empty() ? "" : extras.front())
-              << "' (see --help)\n";
-    return 2;
-  } catch (const CLI::ParseError& e) {
-    std::cerr << name << ": error: " << e.what() << "\n";
+    if (!extras.empty())
+      std::cerr << name << ": error: unknown argument '" << extras.front() << "' (see --help)\n";
+    else
+      std::cerr << name << ": error: " << e.what() << "\n";
     return 2;
   }
   try {

@@ -1,0 +1,177 @@
+#!/usr/bin/env bats
+load common
+
+# llama3-8b on one H100 node: TP 2 without SP (all-reduces over TP), DP 4 in the same node.
+TP2DP4=(--tp 2 --dp 4 --seq-length 1024 --global-batch 4)
+
+# The shard and cost ops side by side: [[shard op, cost op], ...].
+pairs='[.shard.ops, .cost.ops] | transpose'
+
+@test "syssim-cost --help lists --hardware, -i and -o" {
+  run syssim-cost --help
+  assert_success
+  assert_output --partial "--hardware"
+  assert_output --partial "-i,--input"
+  assert_output --partial "-o,--output"
+}
+
+@test "syssim-cost --version prints the graph format version" {
+  run syssim-cost --version
+  assert_success
+  assert_output --regexp "^syssim-cost [0-9.]+ \(graph format 1\.0\)$"
+}
+
+@test "an unknown flag is bad usage (exit 2, one line)" {
+  run syssim-cost --hardware "$H100" --foo
+  assert_failure 2
+  assert_output "syssim-cost: error: unknown argument '--foo' (see --help)"
+}
+
+@test "a missing --hardware is bad usage" {
+  run syssim-cost -i "$(stage_of llama3-8b shard "${TP2DP4[@]}")"
+  assert_failure 2
+  assert_output "syssim-cost: error: --hardware is required"
+}
+
+@test "empty input is bad data" {
+  run syssim-cost --hardware "$H100" < /dev/null
+  assert_failure 1
+  assert_output "syssim-cost: error: <stdin>: empty input, expected a syssim graph"
+}
+
+@test "a graph without a shard section names the stage to run" {
+  run syssim-cost --hardware "$H100" -i "$(trace_of llama3-8b)"
+  assert_failure 1
+  assert_output "syssim-cost: error: graph has no 'shard' section: run syssim-shard first"
+}
+
+@test "a missing hardware file is bad data naming the file" {
+  run syssim-cost --hardware "$BATS_TEST_TMPDIR/nope.yaml" -i "$(stage_of llama3-8b shard "${TP2DP4[@]}")"
+  assert_failure 1
+  assert_output "syssim-cost: error: $BATS_TEST_TMPDIR/nope.yaml: cannot open file"
+}
+
+@test "an unknown hardware key names the nearest valid key, also inside the topology" {
+  sed 's/^peak_tflops_mm:/peak_tflop_mm:/' "$H100" > "$BATS_TEST_TMPDIR/hw.yaml"
+  run syssim-cost --hardware "$BATS_TEST_TMPDIR/hw.yaml" -i "$(stage_of llama3-8b shard "${TP2DP4[@]}")"
+  assert_failure 1
+  assert_output "syssim-cost: error: $BATS_TEST_TMPDIR/hw.yaml: unknown key 'peak_tflop_mm' (did you mean 'peak_tflops_mm'?)"
+  sed 's/^      bandwidth_GBps:/      bandwith_GBps:/' "$H100" > "$BATS_TEST_TMPDIR/hw.yaml"
+  run syssim-cost --hardware "$BATS_TEST_TMPDIR/hw.yaml" -i "$(stage_of llama3-8b shard "${TP2DP4[@]}")"
+  assert_failure 1
+  assert_output "syssim-cost: error: $BATS_TEST_TMPDIR/hw.yaml: topology.levels[0]: unknown key 'bandwith_GBps' (did you mean 'bandwidth_GBps'?)"
+}
+
+@test "a job that spans nodes needs inter_node_bandwidth_GBps" {
+  grep -v '^inter_node_bandwidth_GBps' "$H100" > "$BATS_TEST_TMPDIR/hw.yaml"
+  run syssim-cost --hardware "$BATS_TEST_TMPDIR/hw.yaml" \
+    -i "$(stage_of llama3-8b shard --dp 16 --seq-length 1024 --global-batch 16)"
+  assert_failure 1
+  assert_output "syssim-cost: error: hardware h100-sxm-80gb: inter_node_bandwidth_GBps is required: the dp group spans 16 ranks, more than gpus_per_node=8"
+}
+
+@test "-o writes the graph to the file; a failed run leaves no file behind" {
+  run syssim-cost --hardware "$H100" -i "$(stage_of llama3-8b shard "${TP2DP4[@]}")" -o "$BATS_TEST_TMPDIR/c.graph"
+  assert_success
+  assert_output ""
+  run jq -r '.cost.estimator' "$BATS_TEST_TMPDIR/c.graph"
+  assert_output "roofline"
+  rm "$BATS_TEST_TMPDIR/c.graph"
+  run syssim-cost --hardware "$BATS_TEST_TMPDIR/nope.yaml" -i "$(stage_of llama3-8b shard "${TP2DP4[@]}")" \
+    -o "$BATS_TEST_TMPDIR/c.graph"
+  assert_failure 1
+  [ -z "$(ls "$BATS_TEST_TMPDIR")" ]
+}
+
+@test "the cost section has the estimator, the resolved hardware and one entry per shard op" {
+  run jq -c '[.cost.estimator, .cost.hardware.name, .cost.hardware.peak_tflops_mm, .cost.hardware.sfu_peak,
+              (.cost.ops | length) == (.shard.ops | length), ([.cost.ops[].id] == [.shard.ops[].id]),
+              ([.cost.ops[].bound] | unique)]' "$(stage_of llama3-8b cost "${TP2DP4[@]}")"
+  assert_output '["roofline","h100-sxm-80gb",989,null,true,true,["compute","launch","memory","network"]]'
+}
+
+@test "a GEMM takes max(flops / 989 TFLOP/s, bytes / 3350 GB/s, 4 us)" {
+  graph=$(stage_of llama3-8b cost "${TP2DP4[@]}")
+  # The layer-0 QKV GEMM, by hand.
+  read -r flops bytes time bound < <(jq -r "$pairs"' | map(select(.[0].name == "syssim::qkv_linear" and .[0].layer == 0))[0]
+    | "\(.[0].flops) \(.[0].bytes) \(.[1].time_us) \(.[1].bound)"' "$graph")
+  assert_close "$time" "$(awk -v f="$flops" -v b="$bytes" 'BEGIN {
+    t = f / 989e6; m = b / 3350e3; if (m > t) t = m; if (4.0 > t) t = 4.0; printf "%.17g", t }')"
+  awk -v t="$time" -v f="$flops" 'BEGIN { exit !(t >= f / 989e6) }'
+  [ "$bound" = compute ]
+}
+
+@test "every compute op follows the roofline: tensor-core peak for gemm and attention, vector peak otherwise" {
+  run jq -r "$pairs"' | map(select(.[0].kind != "collective")) | map(
+      .[0] as $op | .[1] as $c
+      | (if ($op.kind == "gemm" or $op.kind == "attention") then 989e6 else 67e6 end) as $peak
+      | ([$op.flops / $peak, $op.bytes / 3350e3, 4.0] | max) as $want
+      | ([$op.flops / $peak, $op.bytes / 3350e3, 4.0] | index($want)) as $which
+      | select((($c.time_us - $want) | if . < 0 then -. else . end) > 1e-9 * $want
+               or $c.bound != ["compute", "memory", "launch"][$which])
+      | "\($op.id) \($op.name): \($c.time_us) us \($c.bound), expected \($want) us") | length, .[:5][]' \
+    "$(stage_of llama3-8b cost "${TP2DP4[@]}")"
+  assert_output "0"
+  run jq '[.cost.ops[] | select(.bound == "launch")] | length > 0' "$(stage_of llama3-8b cost "${TP2DP4[@]}")"
+  assert_output "true"
+}
+
+@test "a TP all-reduce over 2 ranks in one node takes 2*(1/2)*M/450 GB/s + 2*1.9 us" {
+  graph=$(stage_of llama3-8b cost "${TP2DP4[@]}")
+  # One by hand: the forward all-reduce after the layer-0 attention projection, M = [s, b, h] bf16.
+  read -r m time bound < <(jq -r "$pairs"' | map(select(.[0].collective == "all_reduce" and .[0].group == "tp"
+    and .[0].module == "decoder.layers.0.self_attention.linear_proj" and .[0].phase == "fwd"))[0]
+    | "\(.[0].message_bytes) \(.[1].time_us) \(.[1].bound)"' "$graph")
+  [ "$m" = $((1024 * 1 * 4096 * 2)) ]
+  assert_close "$time" "$(awk -v m="$m" 'BEGIN { printf "%.17g", 2 * (1 / 2) * m / 450e3 + 2 * 1 * 1.9 }')"
+  [ "$bound" = network ]
+  # All of them (the embedding's, the layers', the loss's small ones).
+  run jq -r "$pairs"' | map(select(.[0].collective == "all_reduce" and .[0].group == "tp")) | length, map(
+      (2 * (1 / 2) * .[0].message_bytes / 450e3 + 2 * 1 * 1.9) as $want
+      | select(.[0].group_size != 2 or .[1].bound != "network"
+               or ((.[1].time_us - $want) | if . < 0 then -. else . end) > 1e-9 * $want)
+      | "\(.[0].id): \(.[1].time_us) us, expected \($want) us") | length' "$graph"
+  [ "${lines[0]}" -gt 32 ]
+  [ "${lines[1]}" = 0 ]
+}
+
+@test "the DP all-reduce of the fp32 gradients over 4 ranks in the node: 2*(3/4)*M/450 GB/s + 6*1.9 us" {
+  run jq -r "$pairs"' | map(select(.[0].group == "dp"))[] | "\(.[0].collective) \(.[0].group_size) \(.[0].message_bytes) \(.[1].time_us)"' \
+    "$(stage_of llama3-8b cost "${TP2DP4[@]}")"
+  assert_equal "${#lines[@]}" 1
+  read -r coll n m time <<< "${lines[0]}"
+  [ "$coll $n" = "all_reduce 4" ]
+  # The fp32 gradients of the rank's parameters.
+  [ "$m" = "$(jq '.shard.params_local * 4' "$(stage_of llama3-8b cost "${TP2DP4[@]}")")" ]
+  assert_close "$time" "$(awk -v m="$m" 'BEGIN { printf "%.17g", 2 * 3 / 4 * m / 450e3 + 2 * 3 * 1.9 }')"
+}
+
+@test "a DP group of 16 ranks spans two nodes: 50 GB/s and 4 us per hop" {
+  run jq -r "$pairs"' | map(select(.[0].group == "dp"))[] | "\(.[0].group_size) \(.[0].message_bytes) \(.[1].time_us)"' \
+    "$(stage_of llama3-8b cost --dp 16 --seq-length 1024 --global-batch 16)"
+  read -r n m time <<< "$output"
+  [ "$n" = 16 ]
+  assert_close "$time" "$(awk -v m="$m" 'BEGIN { printf "%.17g", 2 * 15 / 16 * m / 50e3 + 2 * 15 * 4.0 }')"
+}
+
+@test "docs/syssim-cost.md: an all-reduce of 1 GiB over the 8 GPUs of a node takes 4202.26 us" {
+  jq -c '.shard.ops |= map(if .collective == "all_reduce" and .group == "tp" then .message_bytes = 1073741824 else . end)' \
+    "$(stage_of llama3-8b shard --tp 8 --seq-length 1024)" > "$BATS_TEST_TMPDIR/s.graph"
+  run jq -r '[.shard.ops, .cost.ops] | transpose | map(select(.[0].collective == "all_reduce"))[0][1].time_us * 100 | round / 100' \
+    <(syssim-cost --hardware "$H100" -i "$BATS_TEST_TMPDIR/s.graph")
+  assert_output "4202.26"
+}
+
+@test "syssim-cost adds the cost section, one provenance entry, and passes a foreign section through" {
+  jq -c '.mine = {"x": 1}' "$(stage_of llama3-8b shard "${TP2DP4[@]}")" > "$BATS_TEST_TMPDIR/in.graph"
+  syssim-cost --hardware "$H100" -i "$BATS_TEST_TMPDIR/in.graph" > "$BATS_TEST_TMPDIR/out.graph"
+  assert_passes_through "$BATS_TEST_TMPDIR/out.graph" "$BATS_TEST_TMPDIR/in.graph" cost syssim-cost
+  run jq -c '.provenance[-1].args' "$BATS_TEST_TMPDIR/out.graph"
+  assert_output "[\"--hardware\",\"$H100\",\"-i\",\"$BATS_TEST_TMPDIR/in.graph\"]"
+}
+
+@test "the same input gives the same bytes" {
+  a=$(syssim-cost --hardware "$H100" < "$(stage_of llama3-8b shard "${TP2DP4[@]}")" | sha256sum)
+  b=$(syssim-cost --hardware "$H100" < "$(stage_of llama3-8b shard "${TP2DP4[@]}")" | sha256sum)
+  [ "$a" = "$b" ]
+}

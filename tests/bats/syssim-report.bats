@@ -1,0 +1,186 @@
+#!/usr/bin/env bats
+load common
+
+# TP 2 with SP, DP 4 and the distributed optimizer on one H100 node (fits in 80 GB).
+TP2=(--tp 2 --sp --dp 4 --seq-length 1024 --global-batch 8 --distributed-optimizer)
+# All of llama3-8b on one GPU: no collectives, out of memory.
+ONE=(--seq-length 1024)
+
+# The report keys of ../shared/spec/api.md (SimulationReport).
+API_KEYS=(step_time_ms forward_ms backward_ms optimizer_ms collective_total_ms collective_exposed_ms by_op_type_ms
+  model_flops_per_step achieved_tflops mfu hfu param_bytes grad_bytes optimizer_state_bytes activation_bytes
+  peak_memory_gb pp_stage_memory_gb per_pp_rank_step_time_ms bottlenecks model parallelism training hardware)
+
+# The text report rebuilt by hand from the JSON report: the layout of docs/syssim-report.md
+# (ms with 4 decimals, TFLOP/s with 2, MFU/HFU in percent with 2, GB with 3).
+text_from_json() {
+  local json="$1" step fwd bwd opt coll exposed tflops mfu hfu peak param grad optst act temp
+  local dominant top longest stage module oom
+  IFS=$'\t' read -r step fwd bwd opt coll exposed tflops mfu hfu peak param grad optst act temp dominant longest stage module oom \
+    < <(jq -r '[.step_time_ms, .forward_ms, .backward_ms, .optimizer_ms, .collective_total_ms, .collective_exposed_ms,
+               .achieved_tflops, .mfu * 100, .hfu * 100, .peak_memory_gb, .param_bytes / 1e9, .grad_bytes / 1e9,
+               .optimizer_state_bytes / 1e9, .activation_bytes / 1e9, .temporary_bytes / 1e9,
+               .bottlenecks.dominant_op_type, (.bottlenecks.longest_collective | if .[0] == "" then "none" else "\(.[0]) \(.[1])" end),
+               .bottlenecks.binding_pp_stage, .bottlenecks.peak_module,
+               (.bottlenecks.oom | if . == null then "none" else "\(.capacity_gb) \(.required_gb) \(.excess_gb)" end)] | @tsv' <<< "$json")
+  top=$(jq -r '.bottlenecks.top_ops_by_time[:3][] | "\(.[0])\t\(.[1])"' <<< "$json" |
+    while IFS=$'\t' read -r name ms; do printf "('%s', %.4f), " "$name" "$ms"; done)
+  top="[${top%, }]"
+  if [ "$longest" != none ]; then longest=$(printf "('%s', %.4f)" ${longest}); fi
+  if [ "$oom" != none ]; then oom=$(printf "capacity %.3f GB, required %.3f GB, excess %.3f GB" ${oom}); fi
+  printf 'SimulationReport(\n'
+  printf '  step_time_ms        = %.4f\n' "$step"
+  printf '    forward_ms        = %.4f\n' "$fwd"
+  printf '    backward_ms       = %.4f\n' "$bwd"
+  printf '    optimizer_ms      = %.4f\n' "$opt"
+  printf '  collective_total_ms = %.4f\n' "$coll"
+  printf '  collective_exposed  = %.4f\n' "$exposed"
+  printf '  achieved_tflops     = %.2f\n' "$tflops"
+  printf '  mfu                 = %.2f%%\n' "$mfu"
+  printf '  hfu                 = %.2f%%\n' "$hfu"
+  printf '  peak_memory_gb      = %.3f\n' "$peak"
+  printf '  Memory(\n'
+  printf '    param_gb           = %.3f\n' "$param"
+  printf '    grad_gb            = %.3f\n' "$grad"
+  printf '    optimizer_state_gb = %.3f\n' "$optst"
+  printf '    activation_gb      = %.3f\n' "$act"
+  printf '    temporary_gb       = %.3f\n' "$temp"
+  printf '    peak_memory_gb     = %.3f\n' "$peak"
+  printf '    oom                = %s\n' "$oom"
+  printf '  )\n'
+  printf '  Bottlenecks(\n'
+  printf '    dominant_op_type   = %s\n' "$dominant"
+  printf '    top_ops_by_time    = %s\n' "$top"
+  printf '    longest_collective = %s\n' "$longest"
+  printf '    binding_pp_stage   = %s\n' "$stage"
+  printf '    peak_module        = %s\n' "$module"
+  printf '    oom                = %s\n' "$oom"
+  printf '  )\n'
+  printf ')\n'
+}
+
+@test "syssim-report --help lists --format, -i and -o" {
+  run syssim-report --help
+  assert_success
+  assert_output --partial "--format"
+  assert_output --partial "text"
+  assert_output --partial "json"
+  assert_output --partial "-i,--input"
+  assert_output --partial "-o,--output"
+}
+
+@test "syssim-report --version prints the graph format version" {
+  run syssim-report --version
+  assert_success
+  assert_output --regexp "^syssim-report [0-9.]+ \(graph format 1\.0\)$"
+}
+
+@test "an unknown flag is bad usage (exit 2, one line)" {
+  run syssim-report --foo
+  assert_failure 2
+  assert_output "syssim-report: error: unknown argument '--foo' (see --help)"
+}
+
+@test "a --format other than text or json is bad usage" {
+  run syssim-report --format xml -i "$(stage_of llama3-8b mem "${TP2[@]}")"
+  assert_failure 2
+  assert_output "syssim-report: error: --format: xml not in {text,json}"
+}
+
+@test "empty input is bad data" {
+  run syssim-report < /dev/null
+  assert_failure 1
+  assert_output "syssim-report: error: <stdin>: empty input, expected a syssim graph"
+}
+
+@test "a graph without a sim or mem section names the stage to run" {
+  run syssim-report -i "$(stage_of llama3-8b cost "${TP2[@]}")"
+  assert_failure 1
+  assert_output "syssim-report: error: graph has no 'sim' section: run syssim-sim first"
+  run syssim-report -i "$(stage_of llama3-8b sim "${TP2[@]}")"
+  assert_failure 1
+  assert_output "syssim-report: error: graph has no 'mem' section: run syssim-mem first"
+  run syssim-report -i "$(trace_of llama3-8b)"
+  assert_failure 1
+  assert_output "syssim-report: error: graph has no 'shard' section: run syssim-shard first"
+}
+
+@test "-o writes the report to the file; a failed run leaves no file behind" {
+  run syssim-report -i "$(stage_of llama3-8b mem "${TP2[@]}")" -o "$BATS_TEST_TMPDIR/r.txt"
+  assert_success
+  assert_output ""
+  cmp "$BATS_TEST_TMPDIR/r.txt" <(syssim-report -i "$(stage_of llama3-8b mem "${TP2[@]}")")
+  rm "$BATS_TEST_TMPDIR/r.txt"
+  run syssim-report -i "$(stage_of llama3-8b sim "${TP2[@]}")" -o "$BATS_TEST_TMPDIR/r.txt"
+  assert_failure 1
+  [ -z "$(ls "$BATS_TEST_TMPDIR")" ]
+}
+
+@test "text: the SimulationReport layout, every number the JSON report's, rounded" {
+  graph=$(stage_of llama3-8b mem "${TP2[@]}")
+  run syssim-report -i "$graph"
+  assert_success
+  assert_output "$(text_from_json "$(syssim-report -i "$graph" --format json)")"
+  assert_line --index 0 "SimulationReport("
+  assert_line "    oom                = none"
+}
+
+@test "text: out of memory and no collective on one GPU" {
+  graph=$(stage_of llama3-8b mem "${ONE[@]}")
+  run syssim-report -i "$graph"
+  assert_success
+  assert_output "$(text_from_json "$(syssim-report -i "$graph" --format json)")"
+  assert_line "    longest_collective = none"
+  assert_line --regexp "^    oom                = capacity 80\.000 GB, required 1[0-9][0-9]\.[0-9]{3} GB, excess [0-9]+\.[0-9]{3} GB$"
+}
+
+@test "json: the api.md keys, the sim and mem sections' values" {
+  graph=$(stage_of llama3-8b mem "${TP2[@]}")
+  syssim-report -i "$graph" --format json > "$BATS_TEST_TMPDIR/r.json"
+  for key in "${API_KEYS[@]}" temporary_bytes; do
+    jq -e --arg k "$key" 'has($k)' "$BATS_TEST_TMPDIR/r.json" > /dev/null || { echo "no key $key"; false; }
+  done
+  run jq -c --slurpfile g "$graph" '[
+    (. as $r | ["step_time_ms", "forward_ms", "backward_ms", "optimizer_ms", "collective_total_ms", "collective_exposed_ms",
+      "by_op_type_ms", "per_pp_rank_step_time_ms"] | all($r[.] == $g[0].sim[.])),
+    (. as $r | ["param_bytes", "grad_bytes", "optimizer_state_bytes", "activation_bytes", "temporary_bytes", "peak_memory_gb",
+      "pp_stage_memory_gb"] | all($r[.] == $g[0].mem[.])),
+    .model_flops_per_step == $g[0].shard.model_flops_per_step,
+    .parallelism == $g[0].shard.parallelism, .training == $g[0].shard.training, .hardware == $g[0].cost.hardware,
+    .model == $g[0].model, (.bottlenecks | keys), (.bottlenecks.top_ops_by_time | length)]' "$BATS_TEST_TMPDIR/r.json"
+  assert_output '[true,true,true,true,true,true,true,["binding_pp_stage","dominant_op_type","longest_collective","oom","peak_module","top_ops_by_time"],10]'
+}
+
+@test "json: achieved TFLOP/s = model FLOPs / (step time x GPUs); mfu = achieved / 989; hfu = mfu" {
+  run syssim-report -i "$(stage_of llama3-8b mem "${TP2[@]}")" --format json
+  json=$output
+  assert_close "$(jq '.achieved_tflops' <<< "$json")" \
+    "$(jq '.model_flops_per_step / (.step_time_ms / 1000 * .parallelism.world_size) / 1e12' <<< "$json")"
+  assert_close "$(jq '.mfu' <<< "$json")" "$(jq '.achieved_tflops / 989' <<< "$json")"
+  [ "$(jq '.hfu == .mfu and .mfu > 0 and .mfu < 1' <<< "$json")" = true ]
+}
+
+@test "json: model_flops_per_step is Megatron-LM's formula (docs/metrics.md)" {
+  # F = 12 B s L h^2 [(1 + g/a + s/h)(d a / h) + (f/h)(3/2) + V/(2 L h)], V padded to 128 * tp.
+  run syssim-report -i "$(stage_of llama3-8b mem "${TP2[@]}")" --format json
+  assert_close "$(jq '.model_flops_per_step' <<< "$output")" \
+    "$(awk 'BEGIN { B = 8; s = 1024; L = 32; h = 4096; a = 32; g = 8; d = 128; f = 14336; V = 128256
+      printf "%.17g", 12 * B * s * L * h * h * ((1 + g / a + s / h) * (d * a / h) + (f / h) * 1.5 + V / (2 * L * h)) }')"
+}
+
+@test "json: out of memory is reported with capacity, required and excess" {
+  run syssim-report -i "$(stage_of llama3-8b mem "${ONE[@]}")" --format json
+  run jq -c '[.bottlenecks.oom.capacity_gb, .bottlenecks.oom.required_gb == .peak_memory_gb, .bottlenecks.longest_collective]' <<< "$output"
+  assert_output '[80,true,["",0]]'
+}
+
+@test "the report is the same from standard input and from -i" {
+  a=$(syssim-report --format json < "$(stage_of llama3-8b mem "${TP2[@]}")" | sha256sum)
+  b=$(syssim-report --format json -i "$(stage_of llama3-8b mem "${TP2[@]}")" | sha256sum)
+  [ "$a" = "$b" ]
+}
+
+@test "a foreign section does not disturb the report" {
+  graph=$(stage_of llama3-8b mem "${TP2[@]}")
+  cmp <(jq -c '.mine = {"x": 1}' "$graph" | syssim-report) <(syssim-report -i "$graph")
+}

@@ -1,0 +1,158 @@
+#!/usr/bin/env bats
+load common
+
+# One GPU (no collectives, every op on the compute stream), 2 micro-batches.
+ONE=(--seq-length 1024 --global-batch 2)
+# TP 2 with SP and DP 4 on one H100 node, 2 micro-batches.
+TP2=(--tp 2 --sp --dp 4 --seq-length 1024 --global-batch 8)
+
+# jq: the summed duration in ms of the instances of the selected ops of one step, where $n is
+# the number of micro-batches: sum_ms(select(...)) over [shard op, cost op] pairs.
+defs='def instances: if .[0].scope == "microbatch" then $n else 1 end;
+      def sum_ms(f): [[.shard.ops, .cost.ops] | transpose[] | f | .[1].time_us * instances] | add // 0 | . / 1000;
+      def near($a; $b): (($a - $b) | if . < 0 then -. else . end) <= 1e-9 * ([$a, $b, 1e-300] | max);'
+
+simjq() { # simjq GRAPH FILTER: run FILTER with the helpers above and $n bound.
+  jq -c --argjson n "$(jq .shard.num_microbatches "$1")" "$defs $2" "$1"
+}
+
+@test "syssim-sim --help lists -i and -o" {
+  run syssim-sim --help
+  assert_success
+  assert_output --partial "-i,--input"
+  assert_output --partial "-o,--output"
+}
+
+@test "syssim-sim --version prints the graph format version" {
+  run syssim-sim --version
+  assert_success
+  assert_output --regexp "^syssim-sim [0-9.]+ \(graph format 1\.0\)$"
+}
+
+@test "an unknown flag is bad usage (exit 2, one line)" {
+  run syssim-sim --foo
+  assert_failure 2
+  assert_output "syssim-sim: error: unknown argument '--foo' (see --help)"
+}
+
+@test "empty input is bad data" {
+  run syssim-sim < /dev/null
+  assert_failure 1
+  assert_output "syssim-sim: error: <stdin>: empty input, expected a syssim graph"
+}
+
+@test "a graph without a cost section names the stage to run" {
+  run syssim-sim -i "$(stage_of llama3-8b shard "${ONE[@]}")"
+  assert_failure 1
+  assert_output "syssim-sim: error: graph has no 'cost' section: run syssim-cost first"
+  run syssim-sim -i "$(trace_of llama3-8b)"
+  assert_failure 1
+  assert_output "syssim-sim: error: graph has no 'shard' section: run syssim-shard first"
+}
+
+@test "a cost section of another shard section is refused" {
+  run syssim-sim < <(jq -c '.cost.ops |= .[:-2]' "$(stage_of llama3-8b cost "${ONE[@]}")")
+  assert_failure 1
+  n=$(jq '.shard.ops | length' "$(stage_of llama3-8b cost "${ONE[@]}")")
+  assert_output "syssim-sim: error: /cost/ops: $((n - 2)) ops for $n shard ops; rerun syssim-cost on this shard section"
+}
+
+@test "a dependency on a later op is refused naming the JSON path" {
+  run syssim-sim < <(jq -c '.shard.ops[2].deps = [5]' "$(stage_of llama3-8b cost "${ONE[@]}")")
+  assert_failure 1
+  assert_output "syssim-sim: error: <stdin>: graph: /shard/ops/2/deps: 5 is not an earlier op"
+}
+
+@test "-o writes the graph to the file; a failed run leaves no file behind" {
+  run syssim-sim -i "$(stage_of llama3-8b cost "${ONE[@]}")" -o "$BATS_TEST_TMPDIR/s.graph"
+  assert_success
+  assert_output ""
+  run jq -e '.sim.step_time_ms > 0' "$BATS_TEST_TMPDIR/s.graph"
+  assert_success
+  rm "$BATS_TEST_TMPDIR/s.graph"
+  run syssim-sim -i "$(stage_of llama3-8b shard "${ONE[@]}")" -o "$BATS_TEST_TMPDIR/s.graph"
+  assert_failure 1
+  [ -z "$(ls "$BATS_TEST_TMPDIR")" ]
+}
+
+@test "one GPU: the step is the sum of all op times (micro-batch ops x micro-batches, plus step ops)" {
+  graph=$(stage_of llama3-8b sim "${ONE[@]}")
+  run jq -c '[.shard.num_microbatches, ([.shard.ops[].stream] | unique)]' "$graph"
+  assert_output '[2,["compute"]]'
+  run simjq "$graph" '[near(.sim.step_time_ms; sum_ms(.)), near(.sim.per_pp_rank_step_time_ms[0]; .sim.step_time_ms),
+    (.sim.per_pp_rank_step_time_ms | length)]'
+  assert_output '[true,true,1]'
+}
+
+@test "one GPU: phases and op kinds add up, and nothing is a collective" {
+  run simjq "$(stage_of llama3-8b sim "${ONE[@]}")" '
+    [near(.sim.forward_ms; sum_ms(select(.[0].phase == "fwd"))),
+     near(.sim.backward_ms; sum_ms(select(.[0].phase == "bwd"))),
+     near(.sim.optimizer_ms; sum_ms(select(.[0].phase == "optimizer"))),
+     (.sim.by_op_type_ms | keys),
+     (. as $g | .sim.by_op_type_ms | to_entries | all(.key as $k | near(.value; $g | sum_ms(select(.[0].kind == $k))))),
+     .sim.collective_total_ms, .sim.collective_exposed_ms, .sim.longest_collective]'
+  assert_output '[true,true,true,["attention","gemm","math","memory","optimizer"],true,0,0,{"name":"","time_ms":0}]'
+}
+
+@test "the by-kind sums are really per kind (checked against a hand-picked kind)" {
+  run simjq "$(stage_of llama3-8b sim "${ONE[@]}")" '
+    near(.sim.by_op_type_ms.gemm; sum_ms(select(.[0].kind == "gemm"))) and (.sim.by_op_type_ms.gemm > .sim.by_op_type_ms.math)'
+  assert_output "true"
+}
+
+@test "hardware_flops_per_rank counts every op instance's FLOPs" {
+  run jq --argjson n 2 '.sim.hardware_flops_per_rank as $h
+    | [.shard.ops[] | .flops * (if .scope == "microbatch" then $n else 1 end)] | add | . == $h and . > 0' \
+    "$(stage_of llama3-8b sim "${ONE[@]}")"
+  assert_output "true"
+}
+
+@test "top_ops: the ten longest ops summed over micro-batches, longest first, named <id>_<op name>" {
+  run simjq "$(stage_of llama3-8b sim "${ONE[@]}")" '
+    ([[.shard.ops, .cost.ops] | transpose[] | {name: "\(.[0].id)_\(.[0].name)", time_ms: (.[1].time_us * instances / 1000)}]
+     | sort_by(-.time_ms) | .[0]) as $longest
+    | [(.sim.top_ops | length), (.sim.top_ops | map(.time_ms) | . == (sort | reverse)),
+       (.sim.top_ops[0].name == $longest.name), near(.sim.top_ops[0].time_ms; $longest.time_ms),
+       (.sim.dominant_op_type == (.sim.by_op_type_ms | to_entries | max_by(.value) | .key))]'
+  assert_output '[10,true,true,true,true]'
+}
+
+@test "TP 2 + DP 4: the step is at least the compute stream's work and at most all work in series" {
+  run simjq "$(stage_of llama3-8b sim "${TP2[@]}")" '
+    [([.shard.ops[].stream] | unique), sum_ms(select(.[0].stream == "compute")), .sim.step_time_ms, sum_ms(.)]'
+  read -r streams compute step serial < <(jq -r '"\(.[0]) \(.[1]) \(.[2]) \(.[3])"' <<< "$output")
+  [ "$streams" = '["compute","dp","tp"]' ]
+  awk -v c="$compute" -v s="$step" -v a="$serial" 'BEGIN { exit !(c > 0 && s >= c * (1 - 1e-12) && s <= a * (1 + 1e-12) && s < a) }'
+}
+
+@test "TP 2 + DP 4: collective time adds up, and only part of it is exposed" {
+  run simjq "$(stage_of llama3-8b sim "${TP2[@]}")" '
+    [near(.sim.collective_total_ms; sum_ms(select(.[0].kind == "collective"))),
+     near(.sim.by_op_type_ms.collective; .sim.collective_total_ms),
+     (.sim.collective_exposed_ms > 0), (.sim.collective_exposed_ms < .sim.collective_total_ms),
+     near(.sim.forward_ms; sum_ms(select(.[0].phase == "fwd" and .[0].kind != "collective")))]'
+  assert_output '[true,true,true,true,true]'
+}
+
+@test "TP 2 + DP 4: the longest collective is the once-per-step DP gradient all-reduce" {
+  run simjq "$(stage_of llama3-8b sim "${TP2[@]}")" '
+    ([.shard.ops, .cost.ops] | transpose | map(select(.[0].group == "dp"))[0]) as $dp
+    | [(.sim.longest_collective.name == "\($dp[0].id)_\($dp[0].name)"), near(.sim.longest_collective.time_ms; $dp[1].time_us / 1000),
+       $dp[0].collective, $dp[0].scope]'
+  assert_output '[true,true,"all_reduce","step"]'
+}
+
+@test "syssim-sim adds the sim section, one provenance entry, and passes a foreign section through" {
+  jq -c '.mine = {"x": 1}' "$(stage_of llama3-8b cost "${TP2[@]}")" > "$BATS_TEST_TMPDIR/in.graph"
+  syssim-sim < "$BATS_TEST_TMPDIR/in.graph" > "$BATS_TEST_TMPDIR/out.graph"
+  assert_passes_through "$BATS_TEST_TMPDIR/out.graph" "$BATS_TEST_TMPDIR/in.graph" sim syssim-sim
+  run jq -c '.provenance[-1].args' "$BATS_TEST_TMPDIR/out.graph"
+  assert_output '[]'
+}
+
+@test "the same input gives the same bytes" {
+  a=$(syssim-sim < "$(stage_of llama3-8b cost "${TP2[@]}")" | sha256sum)
+  b=$(syssim-sim < "$(stage_of llama3-8b cost "${TP2[@]}")" | sha256sum)
+  [ "$a" = "$b" ]
+}
