@@ -32,6 +32,15 @@ void write_output(const std::string& path, const std::string& text) {
     if (!std::cout) throw DataError("<stdout>: write failed");
     return;
   }
+  // Devices and pipes (-o /dev/null, a FIFO) are written in place: renaming over them
+  // would replace the device with a file.
+  std::filesystem::file_status status = std::filesystem::status(path);
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    std::ofstream out(path, std::ios::binary);
+    out << text;
+    if (!out.flush()) throw DataError(path + ": write failed");
+    return;
+  }
   std::string temp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(temp, std::ios::binary | std::ios::trunc);

@@ -1,5 +1,7 @@
 #include "config/config.hpp"
 
+#include <sstream>
+
 #include "common/error.hpp"
 #include "common/json_util.hpp"
 #include "common/yaml_util.hpp"
@@ -12,7 +14,7 @@ const std::vector<std::string> kModelKeys = {
     "ffn_hidden_size", "seq_length", "max_position_embeddings", "vocab_size",
     "make_vocab_size_divisible_by", "swiglu", "rope", "rope_theta", "tie_word_embeddings",
     "rms_norm_eps", "normalization", "add_bias_linear", "add_qkv_bias", "qk_layernorm",
-    "attention_backend", "huggingface", "overrides"};
+    "attention_backend", "hidden_dropout", "attention_dropout", "huggingface", "overrides"};
 
 const std::vector<std::string> kHardwareKeys = {
     "name", "peak_tflops_mm", "peak_tflops_math", "peak_memory_bandwidth_GBps", "gpus_per_node",
@@ -23,8 +25,17 @@ const std::vector<std::string> kHardwareKeys = {
 const std::vector<std::string> kTopologyKeys = {"levels"};
 const std::vector<std::string> kLevelKeys = {"kind", "size", "bandwidth_GBps", "latency_us"};
 
-void require_positive(double value, const std::string& key, const std::string& where) {
-  if (!(value > 0)) throw DataError(where + ": key '" + key + "' must be positive, got " + std::to_string(value));
+template <typename T>
+void require_positive(T value, const std::string& key, const std::string& where) {
+  std::ostringstream text;
+  text << value;
+  if (!(value > 0)) throw DataError(where + ": key '" + key + "' must be positive, got " + text.str());
+}
+
+// A dropout probability: 0 <= p < 1 (p = 1 would drop everything).
+void require_probability(double value, const std::string& key, const std::string& where) {
+  if (!(value >= 0 && value < 1))
+    throw DataError(where + ": key '" + key + "' must be in [0, 1), got " + std::to_string(value));
 }
 
 std::optional<double> optional_double(const YAML::Node& node, const std::string& key, const std::string& where) {
@@ -81,6 +92,8 @@ ModelConfig parse_model_yaml(const std::string& text, const std::string& name) {
   m.add_qkv_bias = yaml_get<bool>(node, "add_qkv_bias", name, m.add_qkv_bias);
   m.qk_layernorm = yaml_get<bool>(node, "qk_layernorm", name, m.qk_layernorm);
   m.attention_backend = yaml_get<std::string>(node, "attention_backend", name, m.attention_backend);
+  m.hidden_dropout = yaml_get<double>(node, "hidden_dropout", name, m.hidden_dropout);
+  m.attention_dropout = yaml_get<double>(node, "attention_dropout", name, m.attention_dropout);
   validate(m, name);
   return m;
 }
@@ -105,6 +118,8 @@ void validate(const ModelConfig& m, const std::string& where) {
                     " does not divide num_attention_heads=" + std::to_string(m.num_attention_heads));
   require_one_of(m.normalization, {"RMSNorm", "LayerNorm"}, "normalization", where);
   require_one_of(m.attention_backend, {"flash", "unfused"}, "attention_backend", where);
+  require_probability(m.hidden_dropout, "hidden_dropout", where);
+  require_probability(m.attention_dropout, "attention_dropout", where);
 }
 
 HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& name) {
@@ -187,7 +202,9 @@ nlohmann::json to_json(const ModelConfig& m) {
           {"add_bias_linear", m.add_bias_linear},
           {"add_qkv_bias", m.add_qkv_bias},
           {"qk_layernorm", m.qk_layernorm},
-          {"attention_backend", m.attention_backend}};
+          {"attention_backend", m.attention_backend},
+          {"hidden_dropout", m.hidden_dropout},
+          {"attention_dropout", m.attention_dropout}};
 }
 
 ModelConfig model_from_json(const nlohmann::json& j, const std::string& path) {
@@ -213,6 +230,8 @@ ModelConfig model_from_json(const nlohmann::json& j, const std::string& path) {
   m.add_qkv_bias = require_as<bool>(j, "add_qkv_bias", path);
   m.qk_layernorm = require_as<bool>(j, "qk_layernorm", path);
   m.attention_backend = require_as<std::string>(j, "attention_backend", path);
+  m.hidden_dropout = require_as<double>(j, "hidden_dropout", path);
+  m.attention_dropout = require_as<double>(j, "attention_dropout", path);
   validate(m, "graph: " + path);
   return m;
 }
@@ -286,7 +305,15 @@ nlohmann::json to_json(const TrainingConfig& t) {
           {"seq_length", nullable_to_json(t.seq_length)},
           {"dtype", t.dtype},
           {"recompute", t.recompute},
-          {"distributed_optimizer", t.distributed_optimizer}};
+          {"recompute_modules", t.recompute_modules},
+          {"recompute_method", nullable_to_json(t.recompute_method)},
+          {"recompute_num_layers", nullable_to_json(t.recompute_num_layers)},
+          {"distributed_optimizer", t.distributed_optimizer},
+          {"overlap_grad_reduce", t.overlap_grad_reduce},
+          {"overlap_param_gather", t.overlap_param_gather},
+          {"ddp_bucket_size", nullable_to_json(t.ddp_bucket_size)},
+          {"tp_comm_overlap", t.tp_comm_overlap},
+          {"clip_grad", t.clip_grad}};
 }
 
 TrainingConfig training_from_json(const nlohmann::json& j, const std::string& path) {
@@ -296,7 +323,15 @@ TrainingConfig training_from_json(const nlohmann::json& j, const std::string& pa
   t.seq_length = read_nullable<int64_t>(j, "seq_length", path);
   t.dtype = require_as<std::string>(j, "dtype", path);
   t.recompute = require_as<std::string>(j, "recompute", path);
+  t.recompute_modules = require_as<std::vector<std::string>>(j, "recompute_modules", path);
+  t.recompute_method = read_nullable<std::string>(j, "recompute_method", path);
+  t.recompute_num_layers = read_nullable<int64_t>(j, "recompute_num_layers", path);
   t.distributed_optimizer = require_as<bool>(j, "distributed_optimizer", path);
+  t.overlap_grad_reduce = require_as<bool>(j, "overlap_grad_reduce", path);
+  t.overlap_param_gather = require_as<bool>(j, "overlap_param_gather", path);
+  t.ddp_bucket_size = read_nullable<int64_t>(j, "ddp_bucket_size", path);
+  t.tp_comm_overlap = require_as<bool>(j, "tp_comm_overlap", path);
+  t.clip_grad = require_as<double>(j, "clip_grad", path);
   return t;
 }
 

@@ -31,6 +31,8 @@ struct ModelConfig {
   bool add_qkv_bias = false;
   bool qk_layernorm = false;
   std::string attention_backend = "flash";  // flash | unfused
+  double hidden_dropout = 0.0;     // after attention and after the MLP (Megatron's hidden_dropout)
+  double attention_dropout = 0.0;  // on the attention probabilities (Megatron's attention_dropout)
 };
 
 struct TopologyLevel {
@@ -72,7 +74,16 @@ struct TrainingConfig {
   std::optional<int64_t> seq_length;  // overrides the model's seq_length
   std::string dtype = "bf16";         // bf16 | fp16 | fp8
   std::string recompute = "none";     // none | selective | full
+  std::vector<std::string> recompute_modules;  // selective: core_attn | mlp | layernorm | moe_act (none given: core_attn)
+  std::optional<std::string> recompute_method;  // full: uniform | block (default uniform)
+  std::optional<int64_t> recompute_num_layers;  // full: layers per checkpoint (uniform) or checkpointed (block); default 1
   bool distributed_optimizer = false;
+  // Communication overlap (docs/syssim-shard.md "Communication overlap") and clipping.
+  bool overlap_grad_reduce = false;           // DP gradient reduction per bucket, during backward
+  bool overlap_param_gather = false;          // distributed optimizer's all-gather during the next forward
+  std::optional<int64_t> ddp_bucket_size;     // parameters per bucket (default max(4e7, 1e6 * dp))
+  bool tp_comm_overlap = false;               // TP collectives in chunks pipelined with their GEMMs
+  double clip_grad = 1.0;                     // gradient-norm clipping threshold; 0 disables
 };
 
 ModelConfig load_model_yaml(const std::string& path);

@@ -1,5 +1,6 @@
 #include "mem/mem.hpp"
 
+#include <set>
 #include <vector>
 
 namespace syssim {
@@ -12,104 +13,150 @@ constexpr double kWeightBytes = 2;
 constexpr double kMainGradBytes = 4;
 constexpr double kOptimizerStateBytes = 12;
 
-struct TransientPeak {
+// The memory of one pipeline rank at its peak.
+struct StageMemory {
+  double param_bytes = 0;
+  double grad_bytes = 0;
+  double optimizer_state_bytes = 0;
   double activation_bytes = 0;
   double temporary_bytes = 0;
   std::string module;
-};
-
-// How one buffer is used by the op sequence.
-struct BufferUse {
-  bool used = false;
-  bool written = false;
-  bool written_in_forward = false;
-  bool read_in_backward = false;
-  size_t last_use = 0;  // position of the last op that reads or writes it
+  int64_t microbatches_in_flight = 0;
+  double total_bytes() const {
+    return param_bytes + grad_bytes + optimizer_state_bytes + activation_bytes + temporary_bytes;
+  }
 };
 
 // Parameters and gradients are model states, counted per parameter instead.
 bool is_transient(const ShardBuffer& buffer) { return buffer.role != "param" && buffer.role != "grad"; }
 
-// One micro-batch's ops (forward then backward) followed by the step ops, each in id order.
-std::vector<const ShardOp*> op_sequence(const ShardSection& shard) {
-  std::vector<const ShardOp*> sequence;
-  for (const char* scope : {"microbatch", "step"})
-    for (const ShardOp& op : shard.ops)
-      if (op.scope == scope) sequence.push_back(&op);
-  return sequence;
-}
+// Replays the op instances a rank runs, in the order of its schedule (shard issue_order). A
+// transient buffer exists once per micro-batch (once per step for step ops' buffers); each
+// instance is live from the first op that writes it (one nobody writes, like the token ids:
+// from the start of its micro-batch on the rank) until the last op that uses it has
+// finished. The peak is the largest sum of live bytes while an op runs, its inputs and
+// outputs both allocated.
+void transient_peak(const ShardSection& shard, int64_t rank, StageMemory& stage) {
+  std::vector<ScheduledOp> order = issue_order(shard, rank);
+  const size_t instance_slots = static_cast<size_t>(shard.num_microbatches) + 1;  // slot 0: step ops
+  auto slot_of = [](const ScheduledOp& s) { return static_cast<size_t>(s.microbatch + 1); };
 
-// A transient buffer is live from its first write (inputs that no op writes: from the start)
-// until the last op that uses it has finished. The peak is the largest sum of live bytes
-// while an op runs, with its inputs and outputs both allocated.
-TransientPeak transient_peak(const ShardSection& shard) {
-  std::vector<const ShardOp*> sequence = op_sequence(shard);
-  std::vector<BufferUse> uses(shard.buffers.size());
-  for (size_t position = 0; position < sequence.size(); ++position) {
-    const ShardOp& op = *sequence[position];
-    for (int64_t b : op.reads) {
-      uses[b].used = true, uses[b].last_use = position;
-      if (op.phase == "bwd") uses[b].read_in_backward = true;
+  // The rank's transient buffers, numbered densely, and whether each is saved for backward:
+  // written by a forward op and read by a backward one.
+  std::vector<int64_t> local(shard.buffers.size(), -1);
+  std::vector<int64_t> buffers;
+  std::vector<bool> written_in_forward, read_in_backward;
+  auto local_index = [&](int64_t b) {
+    if (local[b] < 0) {
+      local[b] = static_cast<int64_t>(buffers.size());
+      buffers.push_back(b);
+      written_in_forward.push_back(false);
+      read_in_backward.push_back(false);
     }
+    return static_cast<size_t>(local[b]);
+  };
+  for (const ShardOp& op : shard.ops) {
+    if (op.stage != rank) continue;
+    for (int64_t b : op.reads)
+      if (is_transient(shard.buffers[b]) && op.phase == "bwd") read_in_backward[local_index(b)] = true;
+    for (int64_t b : op.writes)
+      if (is_transient(shard.buffers[b]) && op.phase == "fwd") written_in_forward[local_index(b)] = true;
+    for (const auto* list : {&op.reads, &op.writes})
+      for (int64_t b : *list)
+        if (is_transient(shard.buffers[b])) local_index(b);
+  }
+
+  // First write and last use of each buffer instance, and where each micro-batch starts.
+  const size_t instances = buffers.size() * instance_slots;
+  std::vector<int64_t> first_write(instances, -1), last_use(instances, -1);
+  std::vector<int64_t> slot_start(instance_slots, -1);
+  slot_start[0] = 0;
+  for (size_t position = 0; position < order.size(); ++position) {
+    const ShardOp& op = shard.ops[order[position].op];
+    size_t slot = slot_of(order[position]);
+    if (slot_start[slot] < 0) slot_start[slot] = static_cast<int64_t>(position);
+    for (const auto* list : {&op.reads, &op.writes})
+      for (int64_t b : *list)
+        if (is_transient(shard.buffers[b])) last_use[local[b] * instance_slots + slot] = static_cast<int64_t>(position);
     for (int64_t b : op.writes) {
-      uses[b].used = true, uses[b].written = true, uses[b].last_use = position;
-      if (op.phase == "fwd") uses[b].written_in_forward = true;
+      if (!is_transient(shard.buffers[b])) continue;
+      int64_t& first = first_write[local[b] * instance_slots + slot];
+      if (first < 0) first = static_cast<int64_t>(position);
     }
   }
 
-  // Live bytes split as at the peak: activations saved for backward, and the rest.
-  std::vector<bool> live(shard.buffers.size(), false);
-  TransientPeak now;
-  auto bytes_of_kind = [&](size_t b) -> double& {
-    bool saved_for_backward = uses[b].written_in_forward && uses[b].read_in_backward;
-    return saved_for_backward ? now.activation_bytes : now.temporary_bytes;
+  // Live bytes per position, split into saved activations and the rest.
+  auto saved = [&](size_t i) { return written_in_forward[i] && read_in_backward[i]; };
+  auto allocated_at = [&](size_t instance) {
+    return first_write[instance] >= 0 ? first_write[instance] : slot_start[instance % instance_slots];
   };
-  auto allocate = [&](size_t b) {
-    if (live[b] || !is_transient(shard.buffers[b])) return;
-    live[b] = true;
-    bytes_of_kind(b) += shard.buffers[b].bytes;
-  };
-  for (size_t b = 0; b < uses.size(); ++b)
-    if (uses[b].used && !uses[b].written) allocate(b);
-
-  TransientPeak peak;
-  double peak_bytes = -1;
-  for (size_t position = 0; position < sequence.size(); ++position) {
-    const ShardOp& op = *sequence[position];
-    for (int64_t b : op.writes) allocate(b);
-    if (now.activation_bytes + now.temporary_bytes > peak_bytes) {
-      peak_bytes = now.activation_bytes + now.temporary_bytes;
-      peak = TransientPeak{now.activation_bytes, now.temporary_bytes, op.module};
-    }
-    for (const std::vector<int64_t>* buffers : {&op.reads, &op.writes})
-      for (int64_t b : *buffers)
-        if (live[b] && uses[b].last_use == position) {
-          live[b] = false;
-          bytes_of_kind(b) -= shard.buffers[b].bytes;
-        }
+  std::vector<double> activation_delta(order.size() + 1, 0.0), temporary_delta(order.size() + 1, 0.0);
+  for (size_t instance = 0; instance < instances; ++instance) {
+    if (last_use[instance] < 0) continue;
+    size_t i = instance / instance_slots;
+    std::vector<double>& delta = saved(i) ? activation_delta : temporary_delta;
+    double bytes = shard.buffers[buffers[i]].bytes;
+    delta[allocated_at(instance)] += bytes;
+    delta[last_use[instance] + 1] -= bytes;
   }
-  return peak;
+  double activation = 0, temporary = 0, peak = -1;
+  int64_t peak_position = -1;
+  for (size_t position = 0; position < order.size(); ++position) {
+    activation += activation_delta[position];
+    temporary += temporary_delta[position];
+    if (activation + temporary > peak) {
+      peak = activation + temporary;
+      peak_position = static_cast<int64_t>(position);
+      stage.activation_bytes = activation;
+      stage.temporary_bytes = temporary;
+      stage.module = shard.ops[order[position].op].module;
+    }
+  }
+  // Micro-batches in flight at the peak: those with saved activations live there.
+  std::set<size_t> in_flight;
+  for (size_t instance = 0; instance < instances; ++instance)
+    if (instance % instance_slots > 0 && last_use[instance] >= peak_position && saved(instance / instance_slots) &&
+        allocated_at(instance) <= peak_position)
+      in_flight.insert(instance % instance_slots);
+  stage.microbatches_in_flight = static_cast<int64_t>(in_flight.size());
 }
 
 }  // namespace
 
 void account_memory(Graph& g) {
   const ShardSection& shard = need_section(g.shard, "shard", "syssim-shard");
-  MemSection mem;
-  mem.param_bytes = shard.params_local * kWeightBytes;
-  mem.grad_bytes = shard.params_local * kMainGradBytes;
-  // The distributed optimizer shards master weights and moments over the data-parallel ranks.
-  double optimizer_shards = shard.training.distributed_optimizer ? static_cast<double>(shard.parallelism.dp) : 1.0;
-  mem.optimizer_state_bytes = shard.params_local * kOptimizerStateBytes / optimizer_shards;
+  const int64_t pp = shard.parallelism.pp;
+  if (static_cast<int64_t>(shard.stage_params_local.size()) != pp)
+    throw DataError("/shard/stage_params_local: " + std::to_string(shard.stage_params_local.size()) +
+                    " entries for pp=" + std::to_string(pp) + " pipeline ranks");
+  // The distributed optimizer shards master weights and moments over the data-parallel
+  // group, which spans the context-parallel ranks too.
+  double optimizer_shards =
+      shard.training.distributed_optimizer ? static_cast<double>(shard.parallelism.dp * shard.parallelism.cp) : 1.0;
 
-  TransientPeak peak = transient_peak(shard);
-  mem.activation_bytes = peak.activation_bytes;
-  mem.temporary_bytes = peak.temporary_bytes;
-  mem.peak_module = peak.module;
-  mem.peak_memory_gb =
-      (mem.param_bytes + mem.grad_bytes + mem.optimizer_state_bytes + mem.activation_bytes + mem.temporary_bytes) /
-      kBytesPerGB;
-  mem.pp_stage_memory_gb = {mem.peak_memory_gb};
+  MemSection mem;
+  StageMemory heaviest;
+  for (int64_t rank = 0; rank < pp; ++rank) {
+    StageMemory stage;
+    double params = shard.stage_params_local[rank];
+    stage.param_bytes = params * kWeightBytes;
+    stage.grad_bytes = params * kMainGradBytes;
+    stage.optimizer_state_bytes = params * kOptimizerStateBytes / optimizer_shards;
+    transient_peak(shard, rank, stage);
+    mem.pp_stage_memory_gb.push_back(stage.total_bytes() / kBytesPerGB);
+    mem.pp_stage_microbatches_in_flight.push_back(stage.microbatches_in_flight);
+    if (rank == 0 || stage.total_bytes() > heaviest.total_bytes()) {
+      heaviest = stage;
+      mem.peak_pp_stage = rank;
+    }
+  }
+  mem.param_bytes = heaviest.param_bytes;
+  mem.grad_bytes = heaviest.grad_bytes;
+  mem.optimizer_state_bytes = heaviest.optimizer_state_bytes;
+  mem.activation_bytes = heaviest.activation_bytes;
+  mem.temporary_bytes = heaviest.temporary_bytes;
+  mem.peak_module = heaviest.module;
+  mem.peak_memory_gb = heaviest.total_bytes() / kBytesPerGB;
 
   if (g.cost && g.cost->hardware.gpu_memory_GB) {
     double capacity_gb = *g.cost->hardware.gpu_memory_GB;

@@ -17,6 +17,8 @@ json to_json(const MemSection& m) {
           {"temporary_bytes", m.temporary_bytes},
           {"peak_memory_gb", m.peak_memory_gb},
           {"pp_stage_memory_gb", m.pp_stage_memory_gb},
+          {"pp_stage_microbatches_in_flight", m.pp_stage_microbatches_in_flight},
+          {"peak_pp_stage", m.peak_pp_stage},
           {"peak_module", m.peak_module},
           {"gpu_memory_gb", nullable_to_json(m.gpu_memory_gb)},
           {"oom", oom_to_json(m.oom)}};
@@ -31,6 +33,8 @@ MemSection mem_from_json(const json& j, const std::string& path) {
   m.temporary_bytes = require_as<double>(j, "temporary_bytes", path);
   m.peak_memory_gb = require_as<double>(j, "peak_memory_gb", path);
   m.pp_stage_memory_gb = require_as<std::vector<double>>(j, "pp_stage_memory_gb", path);
+  m.pp_stage_microbatches_in_flight = require_as<std::vector<int64_t>>(j, "pp_stage_microbatches_in_flight", path);
+  m.peak_pp_stage = require_as<int64_t>(j, "peak_pp_stage", path);
   m.peak_module = require_as<std::string>(j, "peak_module", path);
   m.gpu_memory_gb = read_nullable<double>(j, "gpu_memory_gb", path);
   const json& oom = require(j, "oom", path);

@@ -1,5 +1,6 @@
 // The "mem" section (docs/graph-format.md), owned by syssim-mem: memory of one GPU.
 #pragma once
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -20,7 +21,9 @@ struct MemSection {
   double activation_bytes = 0;  // saved for backward, at the peak
   double temporary_bytes = 0;   // other live buffers at the peak
   double peak_memory_gb = 0;
-  std::vector<double> pp_stage_memory_gb;
+  std::vector<double> pp_stage_memory_gb;            // peak of each pipeline rank
+  std::vector<int64_t> pp_stage_microbatches_in_flight;  // micro-batches with activations live at that peak
+  int64_t peak_pp_stage = 0;                         // the heaviest rank, whose breakdown the fields give
   std::string peak_module;  // module of the op running at the peak
   std::optional<double> gpu_memory_gb;
   std::optional<OomInfo> oom;

@@ -73,6 +73,28 @@ std::string memory_block(const MemSection& mem) {
                 {"oom", oom_text(mem)}});
 }
 
+// "[a, b, c]" with each value printed by `text`.
+template <typename T>
+std::string list_text(const std::vector<T>& values, std::string (*text)(T)) {
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + text(values[i]);
+  return out + "]";
+}
+std::string integer(int64_t value) { return std::to_string(value); }
+
+// Per pipeline stage, with pp > 1 only; the simulated fields when `sim` is given.
+std::vector<std::string> pipeline_blocks(const ShardSection& shard, const MemSection& mem, const SimSection* sim) {
+  if (shard.parallelism.pp == 1) return {};
+  std::vector<Field> fields = {{"schedule", shard.pipeline_schedule}};
+  if (sim) {
+    fields.push_back({"bubble_fraction", percent(sim->bubble_fraction)});
+    fields.push_back({"per_pp_rank_step_time_ms", list_text(sim->per_pp_rank_step_time_ms, ms)});
+  }
+  fields.push_back({"pp_stage_memory_gb", list_text(mem.pp_stage_memory_gb, gb)});
+  fields.push_back({"microbatches_in_flight", list_text(mem.pp_stage_microbatches_in_flight, integer)});
+  return {block("Pipeline", 2, fields)};
+}
+
 // The memory fields and the configurations, shared by both JSON reports.
 json memory_json(const Graph& g, const ShardSection& shard, const MemSection& mem) {
   return {{"param_bytes", mem.param_bytes},
@@ -82,6 +104,8 @@ json memory_json(const Graph& g, const ShardSection& shard, const MemSection& me
           {"temporary_bytes", mem.temporary_bytes},
           {"peak_memory_gb", mem.peak_memory_gb},
           {"pp_stage_memory_gb", mem.pp_stage_memory_gb},
+          {"pp_stage_microbatches_in_flight", mem.pp_stage_microbatches_in_flight},
+          {"pipeline_schedule", shard.pipeline_schedule},
           {"bottlenecks", {{"peak_module", mem.peak_module}, {"oom", oom_to_json(mem.oom)}}},
           {"model", g.model ? to_json(*g.model) : json()},
           {"parallelism", to_json(shard.parallelism)},
@@ -89,7 +113,7 @@ json memory_json(const Graph& g, const ShardSection& shard, const MemSection& me
           {"hardware", g.cost ? to_json(g.cost->hardware) : json()}};
 }
 
-std::string full_text(const MemSection& mem, const SimSection& sim, const Throughput& rate) {
+std::string full_text(const ShardSection& shard, const MemSection& mem, const SimSection& sim, const Throughput& rate) {
   std::string top_ops = "[";
   for (size_t i = 0; i < std::min(kTextTopOps, sim.top_ops.size()); ++i)
     top_ops += (i ? ", " : "") + timed_text(sim.top_ops[i]);
@@ -102,18 +126,25 @@ std::string full_text(const MemSection& mem, const SimSection& sim, const Throug
              {"binding_pp_stage", std::to_string(sim.binding_pp_stage)},
              {"peak_module", mem.peak_module},
              {"oom", oom_text(mem)}});
-  return block("SimulationReport", 0,
-               {{"step_time_ms", ms(sim.step_time_ms)},
-                {"forward_ms", ms(sim.forward_ms), true},
-                {"backward_ms", ms(sim.backward_ms), true},
-                {"optimizer_ms", ms(sim.optimizer_ms), true},
-                {"collective_total_ms", ms(sim.collective_total_ms)},
-                {"collective_exposed", ms(sim.collective_exposed_ms)},
-                {"achieved_tflops", fixed(rate.achieved_tflops, 2)},
-                {"mfu", percent(rate.mfu)},
-                {"hfu", percent(rate.hfu)},
-                {"peak_memory_gb", gb(mem.peak_memory_gb)}},
-               {memory_block(mem), bottlenecks});
+  std::vector<std::string> blocks = {memory_block(mem)};
+  for (const std::string& pipeline : pipeline_blocks(shard, mem, &sim)) blocks.push_back(pipeline);
+  blocks.push_back(bottlenecks);
+  std::vector<Field> fields = {{"step_time_ms", ms(sim.step_time_ms)},
+                               {"forward_ms", ms(sim.forward_ms), true},
+                               {"backward_ms", ms(sim.backward_ms), true},
+                               {"optimizer_ms", ms(sim.optimizer_ms), true},
+                               {"collective_total_ms", ms(sim.collective_total_ms)},
+                               {"collective_exposed", ms(sim.collective_exposed_ms)}};
+  // With context parallelism: attention's K/V exchange, and how much of it the compute does not hide.
+  auto cp = sim.collective_by_group_ms.find("cp");
+  if (cp != sim.collective_by_group_ms.end())
+    fields.push_back({"cp_attention_comm_ms", ms(cp->second.total_ms) + " (exposed " + ms(cp->second.exposed_ms) + ")", true});
+  for (Field field : std::vector<Field>{{"achieved_tflops", fixed(rate.achieved_tflops, 2)},
+                                        {"mfu", percent(rate.mfu)},
+                                        {"hfu", percent(rate.hfu)},
+                                        {"peak_memory_gb", gb(mem.peak_memory_gb)}})
+    fields.push_back(field);
+  return block("SimulationReport", 0, fields, blocks);
 }
 
 json full_json(const Graph& g, const ShardSection& shard, const MemSection& mem, const SimSection& sim,
@@ -137,8 +168,20 @@ json full_json(const Graph& g, const ShardSection& shard, const MemSection& mem,
                  {"achieved_tflops", rate.achieved_tflops},
                  {"mfu", rate.mfu},
                  {"hfu", rate.hfu},
-                 {"per_pp_rank_step_time_ms", sim.per_pp_rank_step_time_ms}});
+                 {"per_pp_rank_step_time_ms", sim.per_pp_rank_step_time_ms},
+                 {"bubble_fraction", sim.bubble_fraction},
+                 {"collective_by_group_ms", to_json(sim)["collective_by_group_ms"]}});
   return report;
+}
+
+// The recomputed ops of every micro-batch on all GPUs. The shard ops are those of one rank of
+// each pipeline stage, so they run on the tp*cp*dp ranks of their stage.
+double recomputed_flops_per_step(const ShardSection& shard) {
+  double per_microbatch = 0;
+  for (const ShardOp& op : shard.ops)
+    if (op.recompute) per_microbatch += op.flops;
+  const ParallelismConfig& p = shard.parallelism;
+  return per_microbatch * static_cast<double>(shard.num_microbatches) * static_cast<double>(p.world_size() / p.pp);
 }
 
 }  // namespace
@@ -154,8 +197,9 @@ Throughput throughput(const Graph& g) {
   Throughput rate;
   rate.achieved_tflops = shard.model_flops_per_step / (step_time_s * num_gpus) / kFlopsPerTflop;
   rate.mfu = rate.achieved_tflops / cost.hardware.peak_tflops_mm;
-  // Without activation recomputation a rank executes no FLOPs beyond the model's (docs/metrics.md).
-  rate.hfu = rate.mfu;
+  // HFU adds the FLOPs the GPUs execute again to recompute activations (docs/metrics.md).
+  double hardware_flops = shard.model_flops_per_step + recomputed_flops_per_step(shard);
+  rate.hfu = hardware_flops / (step_time_s * num_gpus) / kFlopsPerTflop / cost.hardware.peak_tflops_mm;
   return rate;
 }
 
@@ -165,7 +209,7 @@ std::string render_report(const Graph& g, const std::string& format) {
   const SimSection& sim = need_section(g.sim, "sim", "syssim-sim");
   const MemSection& mem = need_section(g.mem, "mem", "syssim-mem");
   Throughput rate = throughput(g);
-  if (format == "text") return full_text(mem, sim, rate);
+  if (format == "text") return full_text(shard, mem, sim, rate);
   return full_json(g, shard, mem, sim, rate).dump(2) + "\n";
 }
 
@@ -174,8 +218,10 @@ std::string render_memory_report(const Graph& g, const std::string& format) {
   const ShardSection& shard = need_section(g.shard, "shard", "syssim-shard");
   const MemSection& mem = need_section(g.mem, "mem", "syssim-mem");
   if (format == "json") return memory_json(g, shard, mem).dump(2) + "\n";
-  std::string bottlenecks = block("Bottlenecks", 2, {{"peak_module", mem.peak_module}, {"oom", oom_text(mem)}});
-  return block("SimulationReport", 0, {{"peak_memory_gb", gb(mem.peak_memory_gb)}}, {memory_block(mem), bottlenecks});
+  std::vector<std::string> blocks = {memory_block(mem)};
+  for (const std::string& pipeline : pipeline_blocks(shard, mem, nullptr)) blocks.push_back(pipeline);
+  blocks.push_back(block("Bottlenecks", 2, {{"peak_module", mem.peak_module}, {"oom", oom_text(mem)}}));
+  return block("SimulationReport", 0, {{"peak_memory_gb", gb(mem.peak_memory_gb)}}, blocks);
 }
 
 }  // namespace syssim

@@ -1,3 +1,14 @@
+// The once-per-step ops of data parallelism and the optimizer, as Megatron-LM issues them:
+// the gradient reduction in buckets (DistributedDataParallel), the TP all-reduce of
+// sequence-parallel norm gradients, gradient-norm clipping, Adam, and the distributed
+// optimizer's parameter all-gather (docs/syssim-shard.md, "Communication overlap").
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <tuple>
+
+#include "common/error.hpp"
 #include "shard/passes.hpp"
 
 namespace syssim {
@@ -10,62 +21,229 @@ constexpr double kAdamBytesPerParam = 30;
 // weight decay (5).
 constexpr double kAdamFlopsPerParam = 12;
 constexpr double kFp32Bytes = 4;
+// Megatron-LM DistributedDataParallel's default bucket: max(40000000, 1000000 * dp) parameters.
+constexpr int64_t kMinBucketParams = 40000000;
+constexpr int64_t kBucketParamsPerDataParallelRank = 1000000;
+// Squared L2 norm: a multiply and an add per gradient; clipping: one multiply.
+constexpr double kNormFlopsPerParam = 2;
+constexpr double kClipFlopsPerParam = 1;
+
+// A weight gradient of this rank and the op that writes it last in a micro-batch's backward.
+struct LocalGrad {
+  int64_t buffer = 0;
+  int64_t weight = 0;  // buffer of its weight
+  double params = 0;
+  bool tp_replicated = false;  // a weight every TP rank holds whole (norms)
+  int64_t producer = std::numeric_limits<int64_t>::max();  // none: never written
+};
+
+// Gradients reduced by one collective, and their weights.
+struct Bucket {
+  std::vector<int64_t> grads;
+  std::vector<int64_t> weights;
+  double params = 0;
+};
+
+std::string json_number(double value) { return nlohmann::json(value).dump(); }
+
+// Megatron-LM's argument checks (arguments.py) and DDP bucketing rules.
+void check_step_options(const TrainingConfig& t) {
+  if (t.overlap_param_gather && !t.distributed_optimizer)
+    throw UsageError("overlap_param_gather needs --distributed-optimizer (as in Megatron-LM)");
+  if (t.overlap_param_gather && !t.overlap_grad_reduce)
+    throw UsageError("overlap_param_gather needs --overlap-grad-reduce (as in Megatron-LM)");
+  if (t.ddp_bucket_size && *t.ddp_bucket_size < 1)
+    throw UsageError("ddp_bucket_size=" + std::to_string(*t.ddp_bucket_size) + " must be at least 1");
+  if (t.ddp_bucket_size && !t.overlap_grad_reduce)
+    throw UsageError("ddp_bucket_size=" + std::to_string(*t.ddp_bucket_size) +
+                     " needs --overlap-grad-reduce (without it Megatron-LM reduces all gradients in one bucket)");
+  if (!(t.clip_grad >= 0)) throw UsageError("clip_grad=" + json_number(t.clip_grad) + " must be at least 0");
+}
+
+// The rank's gradients in the order backward finishes them (by last writer; gradients one op
+// writes together in reverse tensor order, as Megatron-LM walks parameters in reverse).
+std::vector<LocalGrad> grads_in_backward_order(const ShardContext& context, const std::vector<ShardOp>& ops) {
+  std::map<int64_t, int64_t> last_writer;
+  for (const ShardOp& op : ops)
+    if (op.scope == "microbatch")
+      for (int64_t b : op.writes) last_writer[b] = op.id;
+  std::map<std::string, int64_t> weight_named;
+  for (const auto& t : context.trace.tensors)
+    if (t.role == "param") weight_named[t.param] = t.id;
+  std::vector<LocalGrad> grads;
+  for (const auto& t : context.trace.tensors) {
+    if (t.role != "grad") continue;
+    std::string where = "/trace/tensors/" + std::to_string(t.id);
+    auto weight = weight_named.find(t.param);
+    if (weight == weight_named.end()) throw DataError(where + "/param: no weight named '" + t.param + "'");
+    LocalGrad grad{t.id, weight->second, numel(t.dims).evaluate(context.full_axes, where),
+                   !has_tensor_parallel_axis(t.dims)};
+    if (last_writer.count(t.id)) grad.producer = last_writer[t.id];
+    grads.push_back(grad);
+  }
+  std::sort(grads.begin(), grads.end(), [](const LocalGrad& a, const LocalGrad& b) {
+    return std::tie(a.producer, b.buffer) < std::tie(b.producer, a.buffer);
+  });
+  return grads;
+}
+
+// Megatron-LM's _ParamAndGradBuffer: walking the parameters in backward order, a bucket is
+// closed as soon as it holds bucket_size parameters or more; no bucket size: one bucket.
+std::vector<Bucket> make_buckets(const std::vector<LocalGrad>& grads, std::optional<int64_t> bucket_size) {
+  std::vector<Bucket> buckets(1);
+  for (const LocalGrad& grad : grads) {
+    if (bucket_size && buckets.back().params >= static_cast<double>(*bucket_size)) buckets.emplace_back();
+    buckets.back().grads.push_back(grad.buffer);
+    buckets.back().weights.push_back(grad.weight);
+    buckets.back().params += grad.params;
+  }
+  return buckets;
+}
+
+// Megatron-LM sets the bucket size to infinity (one bucket) without --overlap-grad-reduce. Its
+// default counts the DP ranks without CP (get_data_parallel_world_size(), whose
+// with_context_parallel is false), although the reduction spans dp x cp ranks.
+std::optional<int64_t> bucket_size(const ShardContext& context) {
+  const TrainingConfig& t = context.options.training;
+  if (!t.overlap_grad_reduce) return std::nullopt;
+  if (t.ddp_bucket_size) return t.ddp_bucket_size;
+  return std::max(kMinBucketParams, kBucketParamsPerDataParallelRank * context.options.parallelism.dp);
+}
+
+ShardOp step_op(const std::string& name, const std::string& kind, const std::string& module) {
+  ShardOp op;
+  op.name = name;
+  op.kind = kind;
+  op.phase = "optimizer";
+  op.pass = "step";
+  op.module = module;
+  op.scope = "step";
+  op.stream = "compute";
+  op.dtype = "fp32";
+  return op;
+}
 
 ShardOp step_collective(const ShardContext& context, const std::string& collective, const std::string& group,
-                        double message_bytes, const std::string& module) {
-  ShardOp c = make_collective(context, collective, group, message_bytes, "optimizer", "step");
+                        double message_bytes, const std::string& module, const std::string& scope = "step") {
+  ShardOp c = make_collective(context, collective, group, message_bytes, "optimizer", scope);
+  c.pass = "step";
   c.module = module;
   return c;
+}
+
+std::string bucket_module(const std::string& what, size_t bucket) { return what + ".bucket_" + std::to_string(bucket); }
+
+// The distributed optimizer's all-gather of one bucket's updated 16-bit weights.
+ShardOp param_gather(const ShardContext& context, const Bucket& bucket, size_t index, const std::string& scope) {
+  ShardOp c = step_collective(context, "all_gather", "dp", bucket.params * dtype_size(context.options.training.dtype),
+                              bucket_module("distributed_optimizer_params", index), scope);
+  c.writes = bucket.weights;
+  return c;
+}
+
+// The last microbatch op of each stream: streams run in order, so when these have finished
+// in the last micro-batch, its backward is over.
+std::vector<int64_t> end_of_backward(const std::vector<ShardOp>& ops) {
+  std::map<std::string, int64_t> last;
+  for (const ShardOp& op : ops)
+    if (op.scope == "microbatch") last[op.stream] = op.id;
+  std::vector<int64_t> ids;
+  for (const auto& [stream, id] : last) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+// Megatron-LM's clip_grad_norm_fp32: the squared norm of the local fp32 gradients, summed over
+// the ranks holding other parts of them (TP, and DP with the distributed optimizer, whose
+// ranks hold a shard each), then every gradient scaled by clip_grad / norm.
+void add_grad_norm_and_clip(const ShardContext& context, OpRewriter& rewriter, const std::vector<int64_t>& grads,
+                            double norm_params, bool distributed) {
+  int64_t norm = rewriter.emitter().add_buffer(kFp32Bytes, "activation");
+  ShardOp squared_norm = step_op("optimizer::grad_norm", "math", "optimizer.clip_grad");
+  squared_norm.flops = norm_params * kNormFlopsPerParam;
+  squared_norm.bytes = norm_params * kFp32Bytes + kFp32Bytes;
+  squared_norm.reads = grads;
+  squared_norm.writes = {norm};
+  rewriter.add(squared_norm);
+  std::vector<std::string> groups;
+  if (context.tp() > 1) groups.push_back("tp");
+  if (distributed) groups.push_back("dp");
+  for (const std::string& group : groups) {
+    ShardOp c = step_collective(context, "all_reduce", group, kFp32Bytes, "optimizer.clip_grad");
+    c.reads = c.writes = {norm};
+    rewriter.add(c);
+  }
+  ShardOp clip = step_op("optimizer::clip_grad", "math", "optimizer.clip_grad");
+  clip.flops = norm_params * kClipFlopsPerParam;
+  clip.bytes = norm_params * 2 * kFp32Bytes + kFp32Bytes;
+  clip.reads = grads;
+  clip.reads.push_back(norm);
+  clip.writes = grads;
+  rewriter.add(clip);
 }
 
 }  // namespace
 
 void add_step_ops(const ShardContext& context, ShardSection& shard) {
+  const TrainingConfig& t = context.options.training;
+  check_step_options(t);
+  const int64_t data_parallel = context.data_parallel_size();  // dp x cp
+  bool distributed = t.distributed_optimizer && data_parallel > 1;
+
   OpRewriter rewriter(shard);
+  std::vector<LocalGrad> local_grads = grads_in_backward_order(context, rewriter.old_ops());
+  shard.training.ddp_bucket_size = bucket_size(context);  // as simulated: none for one bucket
+  std::vector<Bucket> buckets = make_buckets(local_grads, shard.training.ddp_bucket_size);
+  // --overlap-param-gather: the next step's forward waits for each bucket's weights; they are
+  // gathered in forward order, the reverse of the buckets.
+  if (distributed && t.overlap_param_gather)
+    for (size_t i = buckets.size(); i-- > 0;) rewriter.add(param_gather(context, buckets[i], i, "step_start"));
   for (const ShardOp& op : rewriter.old_ops()) rewriter.keep(op.id);
 
   std::vector<int64_t> grads, replicated_grads;
   double replicated_grad_bytes = 0;
-  for (const auto& t : context.trace.tensors) {
-    if (t.role != "grad") continue;
-    grads.push_back(t.id);
-    if (!has_tensor_parallel_axis(t.dims)) {
-      replicated_grads.push_back(t.id);
-      replicated_grad_bytes += numel(t.dims).evaluate(context.full_axes, "/trace/tensors/" + std::to_string(t.id)) *
-                               kFp32Bytes;
+  for (const LocalGrad& grad : local_grads) {
+    grads.push_back(grad.buffer);
+    if (grad.tp_replicated) {
+      replicated_grads.push_back(grad.buffer);
+      replicated_grad_bytes += grad.params * kFp32Bytes;
     }
   }
-  const auto& p = context.options.parallelism;
-  bool distributed = context.options.training.distributed_optimizer && p.dp > 1;
+  // Each bucket is reduced once its gradients are final: with --overlap-grad-reduce as soon as
+  // backward has written them (the deps its reads give), otherwise after the whole backward.
+  if (data_parallel > 1) {
+    std::vector<int64_t> wait_for = t.overlap_grad_reduce ? std::vector<int64_t>{} : end_of_backward(shard.ops);
+    for (size_t i = 0; i < buckets.size(); ++i) {
+      ShardOp c = step_collective(context, distributed ? "reduce_scatter" : "all_reduce", "dp",
+                                  buckets[i].params * kFp32Bytes, bucket_module("data_parallel_grads", i));
+      c.reads = c.writes = buckets[i].grads;
+      rewriter.add(c, wait_for);
+    }
+  }
+  // Megatron-LM's finalize_model_grads: after the DP reduction, the TP all-reduce of the
+  // gradients of the SP-replicated weights.
   if (context.sequence_parallel() && !replicated_grads.empty()) {
     ShardOp c = step_collective(context, "all_reduce", "tp", replicated_grad_bytes, "sequence_parallel_norm_grads");
     c.reads = c.writes = replicated_grads;
     rewriter.add(c);
   }
-  if (p.dp > 1) {
-    ShardOp c = step_collective(context, distributed ? "reduce_scatter" : "all_reduce", "dp",
-                                shard.params_local * kFp32Bytes, "data_parallel_grads");
-    c.reads = c.writes = grads;
-    rewriter.add(c);
-  }
-  double shard_params = distributed ? shard.params_local / p.dp : shard.params_local;
-  ShardOp adam;
-  adam.name = "optimizer::adam";
-  adam.kind = "optimizer";
-  adam.phase = "optimizer";
-  adam.pass = "step";
-  adam.module = "optimizer";
-  adam.scope = "step";
-  adam.stream = "compute";
-  adam.dtype = "fp32";
+  double shard_params = distributed ? shard.params_local / data_parallel : shard.params_local;
+  if (t.clip_grad > 0) add_grad_norm_and_clip(context, rewriter, grads, shard_params, distributed);
+
+  ShardOp adam = step_op("optimizer::adam", "optimizer", "optimizer");
   adam.flops = shard_params * kAdamFlopsPerParam;
   adam.bytes = shard_params * kAdamBytesPerParam;
   adam.reads = grads;
-  int64_t adam_id = rewriter.add(adam);
-  if (distributed)
-    rewriter.add(step_collective(context, "all_gather", "dp", shard.params_local * dtype_size(context.options.training.dtype),
-                                 "distributed_optimizer_params"),
-                 {adam_id});
+  std::vector<int64_t> optimizer_step = {rewriter.add(adam)};
+  if (distributed && !t.overlap_param_gather)
+    for (size_t i = 0; i < buckets.size(); ++i)
+      optimizer_step.push_back(rewriter.add(param_gather(context, buckets[i], i, "step"), {optimizer_step[0]}));
+  // Megatron-LM zeroes the fp32 gradient buffer at the start of each step (zero_grad_buffer):
+  // in a run of steps, once this step's optimizer step and synchronous gathers are done.
+  ShardOp zero = step_op("ddp::zero_grad_buffer", "memory", "grad_buffer");
+  zero.bytes = shard.params_local * kFp32Bytes;
+  zero.writes = grads;
+  rewriter.add(zero, optimizer_step);
 }
 
 }  // namespace syssim

@@ -16,14 +16,49 @@ struct ShardContext {
   AxisValues sequence_axes;  // full_axes with s / tp under sequence parallelism
   int64_t tp() const { return options.parallelism.tp; }
   bool sequence_parallel() const { return options.parallelism.sp && tp() > 1; }
+  // Megatron-LM's data-parallel group with context parallelism: gradients and the
+  // distributed optimizer's shards span dp x cp ranks, which all hold the same weights.
+  int64_t data_parallel_size() const { return options.parallelism.dp * options.parallelism.cp; }
 };
+
+// Pipeline parallelism (docs/parallelism.md), before any op exists: the decoder layers of
+// each virtual stage and each pipeline rank's schedule (shard.pp_layout, pipeline_schedule,
+// schedule). UsageError or DataError for combinations Megatron-LM refuses.
+void plan_pipeline(const ModelConfig& model, const ShardOptions& options, ShardSection& shard);
+// Sets the stage and chunk of every microbatch op from shard.pp_layout: a decoder layer's
+// virtual stage, the first for the embedding, the last for final norm, output layer and loss.
+void assign_pipeline_stages(ShardSection& shard);
+// The last pass: stages every op again (ops later passes inserted included), receives what
+// an op needs from a neighbouring virtual stage by a "pp" send_recv, runs the tied
+// embeddings' gradient sum on both ranks holding them, splits each once-per-step op into the
+// share of every pipeline rank (all-reducing the gradient norm over the pipeline and the
+// tied embeddings' gradients between their ranks), and counts each rank's parameters.
+void apply_pipeline_parallel(const ShardContext& context, ShardSection& shard);
 
 // Instantiates every traced op for one rank and inserts the tensor-parallel collectives.
 void instantiate_trace(const ShardContext& context, ShardSection& shard);
 
-// Once per step: TP all-reduce of SP-replicated weight gradients, the DP gradient
-// reduction, Adam, and the distributed optimizer's parameter all-gather.
+// With cp > 1, replaces each flash-attention op by Transformer Engine's K/V exchange between
+// the context-parallel ranks (ring of send_recv steps, or all-gather) and its attention steps.
+void apply_context_parallel(const ShardContext& context, ShardSection& shard);
+
+// Activation recomputation (--recompute selective|full): re-emits the forward ops of each
+// recomputed region before the backward ops that need them, which read the recomputed buffers.
+void apply_recompute(const ShardContext& context, ShardSection& shard);
+// The recompute settings: combinations Megatron-LM refuses (UsageError) and a layer count
+// the model does not have (DataError).
+void check_recompute(const ModelConfig& model, const ShardOptions& options);
+
+// Once per step: the DP gradient reduction in buckets (overlapped with backward under
+// --overlap-grad-reduce), TP all-reduce of SP-replicated weight gradients, gradient-norm
+// clipping, Adam, the distributed optimizer's parameter all-gather (after Adam, or before
+// the next forward under --overlap-param-gather), and the zeroing of the gradient buffer.
 void add_step_ops(const ShardContext& context, ShardSection& shard);
+
+// --tp-comm-overlap (Transformer Engine's userbuffers, in the transformer layers): an
+// all-gather feeding a GEMM becomes a ring of send_recv steps feeding tp GEMM chunks; a
+// forward GEMM whose output is reduce-scattered runs in 4 chunks, each reduce-scattered.
+void apply_tp_comm_overlap(const ShardContext& context, ShardSection& shard);
 
 // Bytes of one element of a graph dtype.
 double dtype_size(const std::string& dtype);

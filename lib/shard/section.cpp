@@ -1,11 +1,113 @@
 #include "shard/section.hpp"
 
+#include <algorithm>
+#include <map>
+#include <tuple>
+
 #include "common/json_util.hpp"
 
 namespace syssim {
 namespace {
 
+json schedule_to_json(const PipelineSchedule& schedule) {
+  json ranks = json::array();
+  for (const auto& slots : schedule) {
+    json rank = json::array();
+    for (const ScheduleSlot& slot : slots)
+      rank.push_back({{"chunk", slot.chunk}, {"microbatch", slot.microbatch}, {"pass", slot.pass}});
+    ranks.push_back(rank);
+  }
+  return ranks;
+}
+
+PipelineSchedule schedule_from_json(const json& j, const std::string& path) {
+  PipelineSchedule schedule;
+  if (!j.is_array()) throw DataError("graph: " + path + ": expected an array of slot lists, got " + j.dump());
+  for (size_t r = 0; r < j.size(); ++r) {
+    if (!j[r].is_array())
+      throw DataError("graph: " + path + "/" + std::to_string(r) + ": expected an array of slots, got " + j[r].dump());
+    std::vector<ScheduleSlot>& slots = schedule.emplace_back();
+    for (size_t i = 0; i < j[r].size(); ++i) {
+      std::string p = path + "/" + std::to_string(r) + "/" + std::to_string(i);
+      ScheduleSlot slot{require_as<int64_t>(j[r][i], "chunk", p), require_as<int64_t>(j[r][i], "microbatch", p),
+                        require_as<std::string>(j[r][i], "pass", p)};
+      if (slot.pass != "forward" && slot.pass != "backward" && slot.pass != "weight")
+        throw DataError("graph: " + p + "/pass: expected forward, backward or weight, got \"" + slot.pass + "\"");
+      if (slot.chunk < 0 || slot.microbatch < 0)
+        throw DataError("graph: " + p + ": chunk and microbatch must not be negative");
+      slots.push_back(slot);
+    }
+  }
+  return schedule;
+}
+
+// The slot pass that runs an op: recomputed forward ops run at the start of the backward.
+std::string slot_pass_of(const ShardOp& op) { return op.recompute ? "backward" : op.pass; }
+
 }  // namespace
+
+std::vector<ScheduledOp> issue_order(const ShardSection& shard, int64_t stage) {
+  const std::string where = "/shard/schedule/" + std::to_string(stage);
+  if (stage < 0 || stage >= static_cast<int64_t>(shard.schedule.size()))
+    throw DataError("/shard/schedule: no slot list for pipeline rank " + std::to_string(stage));
+  const std::vector<ScheduleSlot>& slots = shard.schedule[stage];
+  const int64_t microbatches = shard.num_microbatches;
+
+  // Position of each (chunk, micro-batch, pass) slot; a weight slot takes the weight ops
+  // out of the backward slot of the same chunk and micro-batch.
+  std::map<std::tuple<int64_t, int64_t, std::string>, size_t> position;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const ScheduleSlot& s = slots[i];
+    if (s.microbatch >= microbatches)
+      throw DataError(where + "/" + std::to_string(i) + ": micro-batch " + std::to_string(s.microbatch) +
+                      " does not exist (num_microbatches=" + std::to_string(microbatches) + ")");
+    if (!position.emplace(std::tuple{s.chunk, s.microbatch, s.pass}, i).second)
+      throw DataError(where + "/" + std::to_string(i) + ": a second " + s.pass + " slot for chunk " +
+                      std::to_string(s.chunk) + ", micro-batch " + std::to_string(s.microbatch));
+  }
+  auto find = [&](int64_t chunk, int64_t microbatch, const std::string& pass) -> std::optional<size_t> {
+    auto it = position.find({chunk, microbatch, pass});
+    return it == position.end() ? std::nullopt : std::optional<size_t>(it->second);
+  };
+
+  std::map<std::pair<int64_t, std::string>, std::vector<int64_t>> ops_of;  // (chunk, pass) -> ops
+  std::vector<ScheduledOp> order;
+  for (const ShardOp& op : shard.ops) {
+    if (op.stage != stage) continue;
+    if (op.scope == "step_start") order.push_back({op.id, -1});
+    if (op.scope != "microbatch") continue;
+    std::string pass = slot_pass_of(op);
+    if (pass != "forward" && pass != "backward" && pass != "weight")
+      throw DataError("/shard/ops/" + std::to_string(op.id) + "/pass: a microbatch op needs forward, backward or "
+                      "weight, got \"" + op.pass + "\"");
+    for (int64_t m = 0; m < microbatches; ++m) {
+      std::string slot_pass = pass == "weight" && !find(op.chunk, m, "weight") ? "backward" : pass;
+      std::string slot_name = slot_pass + " slot of chunk " + std::to_string(op.chunk) + ", micro-batch " +
+                              std::to_string(m);
+      std::optional<size_t> slot = find(op.chunk, m, slot_pass);
+      if (!slot) throw DataError(where + ": no " + slot_name + ", which op " + std::to_string(op.id) + " needs");
+      std::string previous = slot_pass == "weight" ? "backward" : "forward";
+      std::optional<size_t> before = find(op.chunk, m, previous);
+      if (slot_pass != "forward" && (!before || *before > *slot))
+        throw DataError(where + ": the " + slot_name + " is not preceded by its " + previous + " slot");
+    }
+    ops_of[{op.chunk, pass}].push_back(op.id);
+  }
+  for (const ScheduleSlot& s : slots) {
+    std::vector<int64_t> ops = ops_of[{s.chunk, s.pass}];
+    // Without a weight slot the backward slot runs the weight ops too, in op order as
+    // autograd does.
+    if (s.pass == "backward" && !find(s.chunk, s.microbatch, "weight")) {
+      const std::vector<int64_t>& weight = ops_of[{s.chunk, "weight"}];
+      ops.insert(ops.end(), weight.begin(), weight.end());
+      std::sort(ops.begin(), ops.end());
+    }
+    for (int64_t op : ops) order.push_back({op, s.microbatch});
+  }
+  for (const ShardOp& op : shard.ops)
+    if (op.stage == stage && op.scope == "step") order.push_back({op.id, -1});
+  return order;
+}
 
 json to_json(const ShardSection& s) {
   json buffers = json::array();
@@ -38,7 +140,11 @@ json to_json(const ShardSection& s) {
           {"params_local", s.params_local},
           {"model_flops_per_step", s.model_flops_per_step},
           {"buffers", buffers},
-          {"ops", ops}};
+          {"ops", ops},
+          {"pipeline_schedule", s.pipeline_schedule},
+          {"pp_layout", s.pp_layout},
+          {"stage_params_local", s.stage_params_local},
+          {"schedule", schedule_to_json(s.schedule)}};
 }
 
 ShardSection shard_from_json(const json& j, const std::string& path) {
@@ -104,6 +210,10 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
     }
     s.ops.push_back(std::move(op));
   }
+  s.pipeline_schedule = require_as<std::string>(j, "pipeline_schedule", path);
+  s.pp_layout = require_as<std::vector<int64_t>>(j, "pp_layout", path);
+  s.stage_params_local = require_as<std::vector<double>>(j, "stage_params_local", path);
+  s.schedule = schedule_from_json(require(j, "schedule", path), path + "/schedule");
   return s;
 }
 

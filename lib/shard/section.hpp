@@ -9,6 +9,7 @@
 
 #include "common/expr.hpp"
 #include "config/config.hpp"
+#include "shard/schedule.hpp"
 
 namespace syssim {
 
@@ -34,7 +35,7 @@ struct ShardOp {
   int64_t stage = 0;   // pipeline rank that runs it
   int64_t chunk = 0;   // virtual pipeline chunk of that rank
   bool recompute = false;  // a forward op run again in the backward pass
-  std::string stream;  // compute | tp | dp
+  std::string stream;  // compute | tp | cp | dp | pp
   std::string dtype;   // compute dtype: bf16 | fp16 | fp32 | ...
   std::vector<int64_t> deps;  // ops of the same scope (or, for step ops, of any scope) that must finish first
   double flops = 0;
@@ -42,8 +43,8 @@ struct ShardOp {
   std::vector<int64_t> reads;
   std::vector<int64_t> writes;
   // Collectives only.
-  std::string collective;  // all_reduce | all_gather | reduce_scatter
-  std::string group;       // tp | dp
+  std::string collective;  // all_reduce | all_gather | reduce_scatter | send_recv
+  std::string group;       // tp | cp | dp | pp | embedding
   int64_t group_size = 1;
   double message_bytes = 0;  // the full (unsharded) buffer the collective operates on
 };
@@ -59,7 +60,25 @@ struct ShardSection {
   double model_flops_per_step = 0;  // Megatron-LM's count, all GPUs
   std::vector<ShardBuffer> buffers;
   std::vector<ShardOp> ops;
+  // Pipeline parallelism (docs/parallelism.md).
+  std::string pipeline_schedule = "1f1b";    // 1f1b | interleaved | gpipe | zb-h1
+  std::vector<int64_t> pp_layout;            // decoder layers per virtual stage (chunk * pp + rank)
+  std::vector<double> stage_params_local;    // parameters each pipeline rank holds
+  PipelineSchedule schedule;                 // each pipeline rank's slots, in order
 };
+
+// One op instance a pipeline rank runs: `op` for micro-batch `microbatch` (-1 for the
+// step_start and step ops, which run once).
+struct ScheduledOp {
+  int64_t op = 0;
+  int64_t microbatch = -1;
+};
+
+// The op instances pipeline rank `stage` runs, in issue order: its step_start ops, the ops
+// of each of its schedule slots (docs/graph-format.md), then its step ops; each group in op
+// id order. Throws DataError when the schedule does not run every microbatch op of the
+// rank exactly once per micro-batch.
+std::vector<ScheduledOp> issue_order(const ShardSection& shard, int64_t stage);
 
 nlohmann::json to_json(const ShardSection& shard);
 ShardSection shard_from_json(const nlohmann::json& j, const std::string& path);

@@ -24,11 +24,7 @@ void check_layout(const ModelConfig& model, const ShardOptions& options, int64_t
   for (auto [value, name] : {std::pair{p.tp, "tp"}, {p.dp, "dp"}, {p.cp, "cp"}, {p.pp, "pp"},
                              {t.micro_batch, "micro_batch"}, {t.global_batch, "global_batch"}, {seq, "seq_length"}})
     if (value < 1) throw UsageError(std::string(name) + "=" + str(value) + " must be at least 1");
-  if (p.pp > 1) throw UsageError("pp=" + str(p.pp) + ": pipeline parallelism is not simulated yet (use pp=1)");
-  if (p.vpp) throw UsageError("vpp=" + str(*p.vpp) + ": virtual pipeline stages need pipeline parallelism, which is not simulated yet");
-  if (p.cp > 1) throw UsageError("cp=" + str(p.cp) + ": context parallelism is not simulated yet (use cp=1)");
-  if (t.recompute != "none")
-    throw UsageError("recompute=" + t.recompute + ": activation recomputation is not simulated yet (use none)");
+  check_recompute(model, options);
   if (t.dtype == "fp8")
     throw UsageError("dtype=fp8: fp8 recipes (casts, scaling, amax) are not simulated yet (use bf16 or fp16)");
   if (t.dtype != "bf16" && t.dtype != "fp16")
@@ -38,7 +34,12 @@ void check_layout(const ModelConfig& model, const ShardOptions& options, int64_t
   require_divides(p.tp, "tp", model.num_attention_heads, "num_attention_heads");
   require_divides(p.tp, "tp", model.num_query_groups, "num_query_groups");
   require_divides(p.tp, "tp", model.ffn_hidden_size, "ffn_hidden_size");
-  if (p.sp && p.tp > 1) require_divides(p.tp, "tp", seq, "seq_length (sequence parallelism)");
+  // Context parallelism: each rank holds 2 of the 2*cp sequence chunks (Megatron-LM's
+  // load-balanced causal split needs seq_length % (2*cp) == 0).
+  require_divides(p.cp, "cp", seq, "seq_length");
+  if (p.cp > 1) require_divides(2 * p.cp, "2*cp", seq, "seq_length (load-balanced causal split)");
+  if (p.sp && p.tp > 1)
+    require_divides(p.tp * p.cp, p.cp > 1 ? "tp*cp" : "tp", seq, "seq_length (sequence parallelism)");
   if (!model.rope && seq > model.max_position_embeddings)
     throw DataError("seq_length=" + str(seq) + " exceeds max_position_embeddings=" + str(model.max_position_embeddings));
   require_divides(t.micro_batch * p.dp, "micro_batch*dp", t.global_batch, "global_batch");
@@ -48,7 +49,7 @@ AxisValues rank_axes(const ModelConfig& model, const TraceSection& trace, const 
   int64_t tp = options.parallelism.tp;
   AxisValues axes = trace.axes;
   axes["b"] = static_cast<double>(options.training.micro_batch);
-  axes["s"] = static_cast<double>(seq);
+  axes["s"] = static_cast<double>(seq / options.parallelism.cp);
   axes["g"] = static_cast<double>(model.num_query_groups / tp);
   axes["f"] = static_cast<double>(model.ffn_hidden_size / tp);
   axes["v"] = static_cast<double>(padded_vocab_size(model, tp) / tp);
@@ -117,7 +118,7 @@ ShardOp make_collective(const ShardContext& context, const std::string& collecti
   c.dtype = context.options.training.dtype;
   c.collective = collective;
   c.group = group;
-  c.group_size = group == "tp" ? p.tp : group == "cp" ? p.cp : p.dp;
+  c.group_size = group == "tp" ? p.tp : group == "cp" ? p.cp : context.data_parallel_size();
   c.message_bytes = message_bytes;
   c.bytes = message_bytes;
   return c;
@@ -131,7 +132,8 @@ void shard_graph(Graph& graph, const ShardOptions& options) {
 
   ShardContext context{model, trace, options, seq, rank_axes(model, trace, options, seq), {}};
   context.sequence_axes = context.full_axes;
-  if (context.sequence_parallel()) context.sequence_axes["s"] = static_cast<double>(seq / context.tp());
+  if (context.sequence_parallel())
+    context.sequence_axes["s"] = static_cast<double>(seq / (options.parallelism.cp * context.tp()));
 
   ShardSection shard;
   shard.parallelism = options.parallelism;
@@ -141,9 +143,15 @@ void shard_graph(Graph& graph, const ShardOptions& options) {
   shard.num_microbatches = options.training.global_batch / (options.training.micro_batch * options.parallelism.dp);
   shard.axes = context.full_axes;
   shard.model_flops_per_step = megatron_model_flops(model, options.training.global_batch, seq, context.tp());
+  plan_pipeline(model, options, shard);
   count_parameters(context, shard);
   instantiate_trace(context, shard);
+  assign_pipeline_stages(shard);
+  apply_context_parallel(context, shard);
+  apply_recompute(context, shard);
   add_step_ops(context, shard);
+  apply_tp_comm_overlap(context, shard);
+  apply_pipeline_parallel(context, shard);
   graph.shard = std::move(shard);
 }
 

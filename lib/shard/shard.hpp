@@ -13,6 +13,13 @@ struct ShardOptions {
   ParallelismConfig parallelism;
   TrainingConfig training;
   std::optional<int64_t> gpus;  // when given, must equal tp*cp*pp*dp
+  // Pipeline parallelism (docs/parallelism.md). Schedule: 1f1b | interleaved | gpipe | zb-h1;
+  // empty: interleaved when vpp > 1, else 1f1b.
+  std::string pipeline_schedule;
+  std::vector<int64_t> pp_layout;  // decoder layers per virtual stage; empty: an even split
+  std::optional<int64_t> decoder_first_pipeline_num_layers;  // Megatron-LM's uneven first/last
+  std::optional<int64_t> decoder_last_pipeline_num_layers;   // pipeline rank (all its chunks)
+  std::string cp_comm_type = "p2p";  // Megatron-LM's cp_comm_type: p2p (K/V ring) | all_gather
 };
 
 // Sets graph.shard from graph.model and graph.trace; throws DataError for impossible

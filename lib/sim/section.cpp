@@ -15,6 +15,9 @@ TimedOp timed_from(const json& j, const std::string& path) {
 json to_json(const SimSection& s) {
   json top = json::array();
   for (const auto& t : s.top_ops) top.push_back(timed(t));
+  json groups = json::object();
+  for (const auto& [group, time] : s.collective_by_group_ms)
+    groups[group] = {{"total_ms", time.total_ms}, {"exposed_ms", time.exposed_ms}};
   return {{"step_time_ms", s.step_time_ms},
           {"forward_ms", s.forward_ms},
           {"backward_ms", s.backward_ms},
@@ -22,6 +25,8 @@ json to_json(const SimSection& s) {
           {"collective_total_ms", s.collective_total_ms},
           {"collective_exposed_ms", s.collective_exposed_ms},
           {"by_op_type_ms", s.by_op_type_ms},
+          {"collective_by_group_ms", groups},
+          {"bubble_fraction", s.bubble_fraction},
           {"per_pp_rank_step_time_ms", s.per_pp_rank_step_time_ms},
           {"top_ops", top},
           {"dominant_op_type", s.dominant_op_type},
@@ -39,6 +44,13 @@ SimSection sim_from_json(const json& j, const std::string& path) {
   s.collective_total_ms = require_as<double>(j, "collective_total_ms", path);
   s.collective_exposed_ms = require_as<double>(j, "collective_exposed_ms", path);
   s.by_op_type_ms = require_as<std::map<std::string, double>>(j, "by_op_type_ms", path);
+  const json& groups = require(j, "collective_by_group_ms", path);
+  if (!groups.is_object()) throw DataError("graph: " + path + "/collective_by_group_ms: expected an object");
+  for (const auto& [group, time] : groups.items()) {
+    std::string p = path + "/collective_by_group_ms/" + group;
+    s.collective_by_group_ms[group] = GroupTime{require_as<double>(time, "total_ms", p), require_as<double>(time, "exposed_ms", p)};
+  }
+  s.bubble_fraction = require_as<double>(j, "bubble_fraction", path);
   s.per_pp_rank_step_time_ms = require_as<std::vector<double>>(j, "per_pp_rank_step_time_ms", path);
   const json& top = require(j, "top_ops", path);
   for (size_t i = 0; i < top.size(); ++i) s.top_ops.push_back(timed_from(top[i], path + "/top_ops/" + std::to_string(i)));

@@ -12,6 +12,12 @@ struct TimedOp {
   double time_ms = 0;  // summed over all micro-batches
 };
 
+// Time of the collectives of one group on a rank.
+struct GroupTime {
+  double total_ms = 0;    // summed durations
+  double exposed_ms = 0;  // wall time one runs while the compute stream is idle
+};
+
 struct SimSection {
   double step_time_ms = 0;
   double forward_ms = 0;    // compute-stream busy time of forward ops
@@ -20,11 +26,13 @@ struct SimSection {
   double collective_total_ms = 0;    // summed duration of all collectives
   double collective_exposed_ms = 0;  // wall time when a collective runs and the compute stream is idle
   std::map<std::string, double> by_op_type_ms;  // summed duration per op kind
+  std::map<std::string, GroupTime> collective_by_group_ms;  // tp, cp, dp, pp, embedding
   std::vector<double> per_pp_rank_step_time_ms;
   std::vector<TimedOp> top_ops;  // longest first
   std::string dominant_op_type;
   TimedOp longest_collective;
   int64_t binding_pp_stage = 0;
+  double bubble_fraction = 0;  // binding rank: share of its micro-batch phase waiting for other ranks
   double hardware_flops_per_rank = 0;  // FLOPs executed by one rank in the step
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/topological_sort.hpp>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <queue>
@@ -17,7 +18,8 @@ constexpr size_t kTopOps = 10;
 // One run of a shard op: once per micro-batch for microbatch-scope ops, once per step otherwise.
 struct Instance {
   int64_t op = 0;
-  size_t queue = 0;  // index of its (rank, stream) queue
+  int64_t microbatch = -1;  // -1 for step_start and step ops
+  size_t queue = 0;         // index of its (rank, stream) queue
   double duration_us = 0;
   std::vector<size_t> dependents;
   size_t unfinished_deps = 0;
@@ -25,7 +27,8 @@ struct Instance {
   double finish_us = 0;
 };
 
-// An in-order stream of one rank, like a CUDA stream: one instance at a time, in issue order.
+// An in-order stream of one pipeline rank, like a CUDA stream: one instance at a time, in
+// issue order.
 struct StreamQueue {
   int64_t rank = 0;
   std::string stream;
@@ -41,18 +44,31 @@ struct Timeline {
 
 std::string op_path(int64_t id) { return "/shard/ops/" + std::to_string(id); }
 
-// Refuses deps on ops that do not exist, microbatch ops that wait for a step op, and cycles.
-void check_deps(const ShardSection& shard) {
+// Refuses deps on ops that do not exist, deps that run against the scopes' order (a
+// microbatch op waiting for a step op, a step_start op for anything but step_start ops),
+// ops of pipeline ranks the schedule does not have, and cycles.
+void check_ops(const ShardSection& shard) {
+  const int64_t ranks = static_cast<int64_t>(shard.schedule.size());
+  if (ranks != shard.parallelism.pp)
+    throw DataError("/shard/schedule: " + std::to_string(ranks) + " slot lists for pp=" +
+                    std::to_string(shard.parallelism.pp) + " pipeline ranks");
   using DependencyGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
   DependencyGraph graph(shard.ops.size());
-  for (const ShardOp& op : shard.ops)
+  for (const ShardOp& op : shard.ops) {
+    if (op.stage < 0 || op.stage >= ranks)
+      throw DataError(op_path(op.id) + "/stage: pipeline rank " + std::to_string(op.stage) + " does not exist (pp=" +
+                      std::to_string(ranks) + ")");
     for (int64_t dep : op.deps) {
       if (dep < 0 || dep >= static_cast<int64_t>(shard.ops.size()))
         throw DataError(op_path(op.id) + "/deps: op " + std::to_string(dep) + " does not exist");
-      if (op.scope == "microbatch" && shard.ops[dep].scope != "microbatch")
+      const std::string& dep_scope = shard.ops[dep].scope;
+      if (op.scope == "microbatch" && dep_scope == "step")
         throw DataError(op_path(op.id) + "/deps: microbatch op depends on step op " + std::to_string(dep));
+      if (op.scope == "step_start" && dep_scope != "step_start")
+        throw DataError(op_path(op.id) + "/deps: step_start op depends on " + dep_scope + " op " + std::to_string(dep));
       boost::add_edge(dep, op.id, graph);
     }
+  }
   std::vector<DependencyGraph::vertex_descriptor> order;
   try {
     boost::topological_sort(graph, std::back_inserter(order));
@@ -61,33 +77,38 @@ void check_deps(const ShardSection& shard) {
   }
 }
 
-// Expands the step of one rank: micro-batches back to back in op order, then the step ops.
-// Step ops that depend on a microbatch op wait for its instance in the last micro-batch.
-Timeline expand_step(const ShardSection& shard, const CostSection& cost, int64_t rank) {
+// Expands the step of every pipeline rank in the issue order of its schedule. A dep of a
+// microbatch op means its instance in the same micro-batch; a dep of a step op on a
+// microbatch op, its instance in the last micro-batch; a dep on a step_start or step op,
+// its single instance.
+Timeline expand_step(const ShardSection& shard, const CostSection& cost) {
   Timeline t;
-  std::map<std::string, size_t> queue_of_stream;
-  std::vector<std::vector<size_t>> instances_of(shard.ops.size());
-  auto issue = [&](const ShardOp& op) {
-    auto [it, added] = queue_of_stream.emplace(op.stream, t.queues.size());
-    if (added) t.queues.push_back(StreamQueue{rank, op.stream, {}, 0, false});
-    size_t index = t.instances.size();
-    t.queues[it->second].instances.push_back(index);
-    instances_of[op.id].push_back(index);
-    t.instances.push_back(Instance{op.id, it->second, cost.ops[op.id].time_us, {}, op.deps.size(), 0, 0});
-  };
-  for (int64_t m = 0; m < shard.num_microbatches; ++m)
-    for (const ShardOp& op : shard.ops)
-      if (op.scope == "microbatch") issue(op);
-  for (const ShardOp& op : shard.ops)
-    if (op.scope == "step") issue(op);
-
-  for (const ShardOp& op : shard.ops)
-    for (size_t m = 0; m < instances_of[op.id].size(); ++m)
-      for (int64_t dep : op.deps) {
-        const std::vector<size_t>& dep_instances = instances_of[dep];
-        size_t dep_index = op.scope == "microbatch" ? dep_instances[m] : dep_instances.back();
-        t.instances[dep_index].dependents.push_back(instances_of[op.id][m]);
-      }
+  std::map<std::pair<int64_t, std::string>, size_t> queue_of;
+  std::vector<std::vector<size_t>> instances_of(shard.ops.size());  // by micro-batch; [0] for once-ops
+  for (int64_t rank = 0; rank < shard.parallelism.pp; ++rank)
+    for (const ScheduledOp& scheduled : issue_order(shard, rank)) {
+      const ShardOp& op = shard.ops[scheduled.op];
+      auto [it, added] = queue_of.emplace(std::pair{rank, op.stream}, t.queues.size());
+      if (added) t.queues.push_back(StreamQueue{rank, op.stream, {}, 0, false});
+      size_t index = t.instances.size();
+      t.queues[it->second].instances.push_back(index);
+      std::vector<size_t>& of_op = instances_of[op.id];
+      size_t slot = static_cast<size_t>(std::max<int64_t>(scheduled.microbatch, 0));
+      of_op.resize(std::max(of_op.size(), slot + 1));
+      of_op[slot] = index;
+      t.instances.push_back(
+          Instance{op.id, scheduled.microbatch, it->second, cost.ops[op.id].time_us, {}, op.deps.size(), 0, 0});
+    }
+  for (size_t index = 0; index < t.instances.size(); ++index) {
+    const Instance& instance = t.instances[index];
+    for (int64_t dep : shard.ops[instance.op].deps) {
+      const std::vector<size_t>& dep_instances = instances_of[dep];
+      size_t dep_index = shard.ops[dep].scope != "microbatch" ? dep_instances.front()
+                         : instance.microbatch < 0        ? dep_instances.back()
+                                                          : dep_instances[instance.microbatch];
+      t.instances[dep_index].dependents.push_back(index);
+    }
+  }
   return t;
 }
 
@@ -131,103 +152,146 @@ void run(Timeline& t) {
   for (const StreamQueue& queue : t.queues)
     if (queue.head < queue.instances.size()) {
       int64_t op = t.instances[queue.instances[queue.head]].op;
-      throw DataError(op_path(op) + ": never starts on stream \"" + queue.stream +
-                      "\": its deps wait, directly or through stream order, for ops issued after it");
+      throw DataError(op_path(op) + ": never starts on stream \"" + queue.stream + "\" of pipeline rank " +
+                      std::to_string(queue.rank) + ": its deps wait, directly or through stream order, for ops issued after it");
     }
 }
 
-// Wall time of one rank during which a collective runs while its compute stream is idle.
-double exposed_collective_us(const ShardSection& shard, const Timeline& t, int64_t rank) {
+// The instances of one pipeline rank.
+std::vector<const Instance*> instances_of_rank(const Timeline& t, int64_t rank) {
+  std::vector<const Instance*> instances;
+  for (const Instance& instance : t.instances)
+    if (t.queues[instance.queue].rank == rank) instances.push_back(&instance);
+  return instances;
+}
+
+// Wall time, up to `until_us`, during which some instance for which `counts` holds runs
+// while no instance for which `busy` holds does.
+double time_running_while_idle(const std::vector<const Instance*>& instances,
+                               const std::function<bool(const Instance&)>& counts,
+                               const std::function<bool(const Instance&)>& busy, double until_us) {
   struct Edge {
     double time_us;
-    int collectives;  // +1 when one starts, -1 when one finishes
-    int compute;
+    int counted;  // +1 when one starts, -1 when one finishes
+    int busy;
   };
   std::vector<Edge> edges;
-  for (const Instance& instance : t.instances) {
-    const StreamQueue& queue = t.queues[instance.queue];
-    int collective = shard.ops[instance.op].kind == "collective";
-    int compute = queue.stream == "compute";
-    if (queue.rank != rank || (!collective && !compute)) continue;
-    edges.push_back(Edge{instance.start_us, collective, compute});
-    edges.push_back(Edge{instance.finish_us, -collective, -compute});
+  for (const Instance* instance : instances) {
+    int c = counts(*instance), b = busy(*instance);
+    if (!c && !b) continue;
+    edges.push_back(Edge{instance->start_us, c, b});
+    edges.push_back(Edge{instance->finish_us, -c, -b});
   }
   std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.time_us < b.time_us; });
-  int collectives = 0, compute = 0;
-  double exposed_us = 0, previous_us = 0;
+  int counted = 0, busy_now = 0;
+  double total_us = 0, previous_us = 0;
   for (const Edge& edge : edges) {
-    if (collectives > 0 && compute == 0) exposed_us += edge.time_us - previous_us;
-    collectives += edge.collectives;
-    compute += edge.compute;
-    previous_us = edge.time_us;
+    double now_us = std::min(edge.time_us, until_us);
+    if (counted > 0 && busy_now == 0) total_us += now_us - previous_us;
+    counted += edge.counted;
+    busy_now += edge.busy;
+    previous_us = now_us;
   }
-  return exposed_us;
+  return total_us;
+}
+
+// Wall time, up to `until_us`, during which none of the instances runs.
+double idle_us(std::vector<const Instance*> instances, double until_us) {
+  std::sort(instances.begin(), instances.end(),
+            [](const Instance* a, const Instance* b) { return a->start_us < b->start_us; });
+  double idle = 0, covered_until = 0;
+  for (const Instance* instance : instances) {
+    if (instance->start_us >= until_us) break;
+    if (instance->start_us > covered_until) idle += instance->start_us - covered_until;
+    covered_until = std::max(covered_until, instance->finish_us);
+  }
+  return idle + std::max(0.0, until_us - covered_until);
 }
 
 TimedOp timed(const ShardOp& op, double time_us) {
   return TimedOp{std::to_string(op.id) + "_" + op.name, time_us * kMsPerUs};
 }
 
-// The finish time of each rank's last op: its streams run in order, so their last instances.
-std::vector<double> finish_us_per_rank(const Timeline& t) {
-  std::vector<double> finish_us;
-  for (const StreamQueue& queue : t.queues) {
-    if (finish_us.size() <= static_cast<size_t>(queue.rank)) finish_us.resize(queue.rank + 1, 0.0);
-    if (!queue.instances.empty())
-      finish_us[queue.rank] = std::max(finish_us[queue.rank], t.instances[queue.instances.back()].finish_us);
-  }
-  return finish_us;
-}
-
-// Phase and kind totals over all instances.
-void add_durations(const ShardSection& shard, const Timeline& t, SimSection& sim) {
-  for (const Instance& instance : t.instances) {
-    const ShardOp& op = shard.ops[instance.op];
-    double ms = instance.duration_us * kMsPerUs;
+// Phase, kind and collective-group totals of one rank's instances.
+void add_durations(const ShardSection& shard, const std::vector<const Instance*>& instances, SimSection& sim) {
+  for (const Instance* instance : instances) {
+    const ShardOp& op = shard.ops[instance->op];
+    double ms = instance->duration_us * kMsPerUs;
     sim.by_op_type_ms[op.kind] += ms;
-    sim.hardware_flops_per_rank += op.flops;
-    if (op.kind == "collective")
+    if (op.kind == "collective") {
       sim.collective_total_ms += ms;
-    else if (op.phase == "fwd")
+      sim.collective_by_group_ms[op.group].total_ms += ms;
+    } else if (op.phase == "fwd") {
       sim.forward_ms += ms;
-    else if (op.phase == "bwd")
+    } else if (op.phase == "bwd") {
       sim.backward_ms += ms;
-    else if (op.phase == "optimizer")
+    } else if (op.phase == "optimizer") {
       sim.optimizer_ms += ms;
-    else
+    } else {
       throw DataError(op_path(op.id) + "/phase: expected fwd, bwd or optimizer, got \"" + op.phase + "\"");
+    }
   }
   double dominant_ms = -1;
   for (const auto& [kind, ms] : sim.by_op_type_ms)
     if (ms > dominant_ms) dominant_ms = ms, sim.dominant_op_type = kind;
 }
 
-// The longest ops and the longest collective, by duration summed over their instances.
-void find_longest_ops(const ShardSection& shard, const Timeline& t, SimSection& sim) {
+// The longest ops and the longest collective of one rank, by duration summed over instances.
+void find_longest_ops(const ShardSection& shard, const std::vector<const Instance*>& instances, SimSection& sim) {
   std::vector<double> op_time_us(shard.ops.size(), 0.0);
-  for (const Instance& instance : t.instances) op_time_us[instance.op] += instance.duration_us;
-  std::vector<int64_t> by_time(shard.ops.size());
-  for (size_t i = 0; i < by_time.size(); ++i) by_time[i] = static_cast<int64_t>(i);
-  std::stable_sort(by_time.begin(), by_time.end(), [&](int64_t a, int64_t b) { return op_time_us[a] > op_time_us[b]; });
-  for (size_t i = 0; i < std::min(kTopOps, by_time.size()); ++i)
-    sim.top_ops.push_back(timed(shard.ops[by_time[i]], op_time_us[by_time[i]]));
-  auto longest = std::find_if(by_time.begin(), by_time.end(),
-                              [&](int64_t id) { return shard.ops[id].kind == "collective"; });
-  if (longest != by_time.end()) sim.longest_collective = timed(shard.ops[*longest], op_time_us[*longest]);
+  std::vector<bool> on_rank(shard.ops.size(), false);
+  for (const Instance* instance : instances) {
+    op_time_us[instance->op] += instance->duration_us;
+    on_rank[instance->op] = true;
+  }
+  std::vector<int64_t> ran;
+  for (size_t id = 0; id < on_rank.size(); ++id)
+    if (on_rank[id]) ran.push_back(static_cast<int64_t>(id));
+  std::stable_sort(ran.begin(), ran.end(), [&](int64_t a, int64_t b) { return op_time_us[a] > op_time_us[b]; });
+  for (size_t i = 0; i < std::min(kTopOps, ran.size()); ++i) sim.top_ops.push_back(timed(shard.ops[ran[i]], op_time_us[ran[i]]));
+  auto longest = std::find_if(ran.begin(), ran.end(), [&](int64_t id) { return shard.ops[id].kind == "collective"; });
+  if (longest != ran.end()) sim.longest_collective = timed(shard.ops[*longest], op_time_us[*longest]);
 }
 
+// Step time of each rank (the finish of its last instance), the binding rank (the slowest),
+// and that rank's totals, exposed communication and pipeline bubble (docs/syssim-sim.md).
 SimSection summarize(const ShardSection& shard, const Timeline& t) {
   SimSection sim;
-  add_durations(shard, t, sim);
-  find_longest_ops(shard, t, sim);
-  std::vector<double> finish_us = finish_us_per_rank(t);
+  std::vector<double> finish_us(shard.parallelism.pp, 0.0);
+  double flops = 0;
+  for (const Instance& instance : t.instances) {
+    int64_t rank = t.queues[instance.queue].rank;
+    finish_us[rank] = std::max(finish_us[rank], instance.finish_us);
+    flops += shard.ops[instance.op].flops;
+  }
+  sim.hardware_flops_per_rank = flops / static_cast<double>(shard.parallelism.pp);
   for (double us : finish_us) sim.per_pp_rank_step_time_ms.push_back(us * kMsPerUs);
   auto binding = std::max_element(finish_us.begin(), finish_us.end());
-  if (binding != finish_us.end()) {
-    sim.binding_pp_stage = binding - finish_us.begin();
-    sim.step_time_ms = *binding * kMsPerUs;
-    sim.collective_exposed_ms = exposed_collective_us(shard, t, sim.binding_pp_stage) * kMsPerUs;
-  }
+  sim.binding_pp_stage = binding - finish_us.begin();
+  sim.step_time_ms = *binding * kMsPerUs;
+
+  std::vector<const Instance*> instances = instances_of_rank(t, sim.binding_pp_stage);
+  add_durations(shard, instances, sim);
+  find_longest_ops(shard, instances, sim);
+  auto on_stream = [&](const std::string& stream) {
+    return [&t, stream](const Instance& i) { return t.queues[i.queue].stream == stream; };
+  };
+  auto collective_of = [&](const std::string& group) {
+    return [&shard, group](const Instance& i) {
+      const ShardOp& op = shard.ops[i.op];
+      return op.kind == "collective" && (group.empty() || op.group == group);
+    };
+  };
+  sim.collective_exposed_ms = time_running_while_idle(instances, collective_of(""), on_stream("compute"), *binding) * kMsPerUs;
+  for (auto& [group, totals] : sim.collective_by_group_ms)
+    totals.exposed_ms = time_running_while_idle(instances, collective_of(group), on_stream("compute"), *binding) * kMsPerUs;
+
+  // The bubble: until the pipeline has run its last micro-batch op (on any rank), the time
+  // none of the binding rank's streams runs anything, waiting for other pipeline ranks.
+  double pipeline_end_us = 0;
+  for (const Instance& instance : t.instances)
+    if (instance.microbatch >= 0) pipeline_end_us = std::max(pipeline_end_us, instance.finish_us);
+  if (pipeline_end_us > 0) sim.bubble_fraction = idle_us(instances, pipeline_end_us) / pipeline_end_us;
   return sim;
 }
 
@@ -241,8 +305,8 @@ void simulate_graph(Graph& g) {
                     " shard ops; rerun syssim-cost on this shard section");
   if (shard.num_microbatches < 1)
     throw DataError("/shard/num_microbatches: expected at least 1, got " + std::to_string(shard.num_microbatches));
-  check_deps(shard);
-  Timeline timeline = expand_step(shard, cost, 0);  // one pipeline stage: rank 0 only
+  check_ops(shard);
+  Timeline timeline = expand_step(shard, cost);
   run(timeline);
   g.sim = summarize(shard, timeline);
 }

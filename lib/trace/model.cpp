@@ -65,18 +65,28 @@ class TrainingStep {
       word_embeddings_ = parameter("embedding.word_embeddings.weight", {n_.v, n_.h});
       x = call("syssim::embedding", {word_embeddings_, token_ids()})[0];
     }
-    if (model_.rope) return x;
-    ModuleScope scope("embedding.position_embeddings", "none");
-    Tensor table = parameter("embedding.position_embeddings.weight", {n_.p, n_.h});
-    Tensor positions = call("syssim::embedding", {table, recorder_.input(meta({n_.s}, at::kLong))})[0];
-    return x + positions.unsqueeze(1);  // broadcast over the batch
+    if (!model_.rope) {
+      ModuleScope scope("embedding.position_embeddings", "none");
+      Tensor table = parameter("embedding.position_embeddings.weight", {n_.p, n_.h});
+      Tensor positions = call("syssim::embedding", {table, recorder_.input(meta({n_.s}, at::kLong))})[0];
+      x = x + positions.unsqueeze(1);  // broadcast over the batch
+    }
+    return dropout("embedding.embedding_dropout", x, model_.hidden_dropout);
   }
 
+  // Megatron's bias-dropout-add: the branch is dropped out before the residual add.
   Tensor decoder_layer(const std::string& prefix, const Tensor& x) {
     Tensor attention = self_attention(prefix + ".self_attention", norm(prefix + ".input_layernorm", x));
-    Tensor hidden = residual(prefix, x, attention);
+    Tensor hidden = residual(prefix, x, dropout(prefix + ".self_attn_bda", attention, model_.hidden_dropout));
     Tensor mlp_out = mlp(prefix + ".mlp", norm(prefix + ".pre_mlp_layernorm", hidden));
-    return residual(prefix, hidden, mlp_out);
+    return residual(prefix, hidden, dropout(prefix + ".mlp_bda", mlp_out, model_.hidden_dropout));
+  }
+
+  // Dropout with probability p (none when p is 0), keeping its mask for backward.
+  Tensor dropout(const std::string& module, const Tensor& x, double p) {
+    if (p == 0) return x;
+    ModuleScope scope(module, "none");
+    return call("syssim::dropout", {x, p})[0];
   }
 
   Tensor residual(const std::string& module, const Tensor& x, const Tensor& branch) {
@@ -140,6 +150,7 @@ class TrainingStep {
     Tensor values = batched(repeat_groups(v));
     Tensor scores = at::bmm(batched(q), keys.transpose(1, 2)).view({n_.b, heads, n_.s, n_.s});
     Tensor probs = call("syssim::scale_mask_softmax", {scores, 1.0 / std::sqrt(static_cast<double>(n_.d))})[0];
+    probs = dropout(module, probs, model_.attention_dropout);  // the flash kernel regenerates its mask instead
     Tensor context = at::bmm(probs.view({n_.b * heads, n_.s, n_.s}), values);
     return context.view({n_.b, heads, n_.s, n_.d}).permute({2, 0, 1, 3}).contiguous().view({n_.s, n_.b, heads * n_.d});
   }

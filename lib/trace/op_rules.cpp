@@ -33,6 +33,8 @@ const std::map<std::string, OpRule> kOpRules = {
     {"syssim::swiglu_backward", {"math", R::kPerOutputElement, 5}},
     {"syssim::cross_entropy", {"math", R::kPerInputElement, 5}},
     {"syssim::cross_entropy_backward", {"math", R::kPerOutputElement, 3}},
+    {"syssim::dropout", {"math", R::kPerOutputElement, 2}},           // compare with p, scale
+    {"syssim::dropout_backward", {"math", R::kPerOutputElement, 2}},  // mask, scale
     {"aten::bmm", {"gemm", R::kBatchedMatmul}},
     {"aten::baddbmm", {"gemm", R::kBatchedMatmul}},
     {"aten::mm", {"gemm", R::kBatchedMatmul}},

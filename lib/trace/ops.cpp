@@ -35,13 +35,17 @@ Tensors weight_grads(const Shape& widths, const Tensor& x, bool with_bias, const
 
 int64_t heads_times_dim(const Tensor& t) { return t.size(-2) * t.size(-1); }
 
+// Per-row fp32 statistics of a norm over the last dim (mean, reciprocal standard deviation).
+Tensor row_statistics(const Tensor& x) { return at::empty(shape_with_tail(x, 1, {}), x.options().dtype(at::kFloat)); }
+
 TORCH_LIBRARY(syssim, m) {
   m.def("embedding(Tensor weight, Tensor ids) -> Tensor");
   m.def("embedding_backward(Tensor grad, Tensor ids, int rows) -> Tensor");
-  m.def("rms_norm(Tensor x, Tensor weight) -> Tensor");
-  m.def("rms_norm_backward(Tensor grad, Tensor x, Tensor weight) -> (Tensor, Tensor)");
-  m.def("layer_norm(Tensor x, Tensor weight, Tensor bias) -> Tensor");
-  m.def("layer_norm_backward(Tensor grad, Tensor x, Tensor weight) -> (Tensor, Tensor, Tensor)");
+  m.def("rms_norm(Tensor x, Tensor weight) -> (Tensor, Tensor)");
+  m.def("rms_norm_backward(Tensor grad, Tensor x, Tensor weight, Tensor rstd) -> (Tensor, Tensor)");
+  m.def("layer_norm(Tensor x, Tensor weight, Tensor bias) -> (Tensor, Tensor, Tensor)");
+  m.def("layer_norm_backward(Tensor grad, Tensor x, Tensor weight, Tensor mean, Tensor rstd)"
+        " -> (Tensor, Tensor, Tensor)");
   m.def("qkv_linear(Tensor x, Tensor wq, Tensor wk, Tensor wv, Tensor? bq, Tensor? bk, Tensor? bv, int head_dim)"
         " -> (Tensor, Tensor, Tensor)");
   m.def("qkv_linear_dgrad(Tensor gq, Tensor gk, Tensor gv, Tensor wq, Tensor wk, Tensor wv) -> Tensor");
@@ -57,8 +61,10 @@ TORCH_LIBRARY(syssim, m) {
   m.def("linear_wgrad(Tensor grad, Tensor x, bool bias) -> Tensor[]");
   m.def("swiglu(Tensor x) -> Tensor");
   m.def("swiglu_backward(Tensor grad, Tensor x) -> Tensor");
-  m.def("cross_entropy(Tensor logits, Tensor labels) -> Tensor");
-  m.def("cross_entropy_backward(Tensor grad, Tensor logits, Tensor labels) -> Tensor");
+  m.def("cross_entropy(Tensor logits, Tensor labels) -> (Tensor, Tensor)");
+  m.def("cross_entropy_backward(Tensor grad, Tensor softmax, Tensor labels, ScalarType dtype) -> Tensor");
+  m.def("dropout(Tensor x, float p) -> (Tensor, Tensor)");
+  m.def("dropout_backward(Tensor grad, Tensor mask, float p) -> Tensor");
 }
 
 // Shapes and dtypes only: nothing is computed on the meta device.
@@ -69,14 +75,17 @@ TORCH_LIBRARY_IMPL(syssim, Meta, m) {
   m.impl("embedding_backward", [](const Tensor& grad, const Tensor&, int64_t rows) {
     return meta_empty({rows, grad.size(-1)}, grad);
   });
-  m.impl("rms_norm", [](const Tensor& x, const Tensor&) { return at::empty_like(x); });
-  m.impl("rms_norm_backward", [](const Tensor&, const Tensor& x, const Tensor& weight) {
+  m.impl("rms_norm", [](const Tensor& x, const Tensor&) { return std::make_tuple(at::empty_like(x), row_statistics(x)); });
+  m.impl("rms_norm_backward", [](const Tensor&, const Tensor& x, const Tensor& weight, const Tensor&) {
     return std::make_tuple(at::empty_like(x), at::empty_like(weight));
   });
-  m.impl("layer_norm", [](const Tensor& x, const Tensor&, const Tensor&) { return at::empty_like(x); });
-  m.impl("layer_norm_backward", [](const Tensor&, const Tensor& x, const Tensor& weight) {
-    return std::make_tuple(at::empty_like(x), at::empty_like(weight), at::empty_like(weight));
+  m.impl("layer_norm", [](const Tensor& x, const Tensor&, const Tensor&) {
+    return std::make_tuple(at::empty_like(x), row_statistics(x), row_statistics(x));
   });
+  m.impl("layer_norm_backward",
+         [](const Tensor&, const Tensor& x, const Tensor& weight, const Tensor&, const Tensor&) {
+           return std::make_tuple(at::empty_like(x), at::empty_like(weight), at::empty_like(weight));
+         });
   m.impl("qkv_linear", [](const Tensor& x, const Tensor& wq, const Tensor& wk, const Tensor& wv,
                           const OptionalTensor&, const OptionalTensor&, const OptionalTensor&, int64_t head_dim) {
     auto heads = [&](const Tensor& w) { return meta_empty(shape_with_tail(x, 1, {w.size(0) / head_dim, head_dim}), x); };
@@ -107,11 +116,20 @@ TORCH_LIBRARY_IMPL(syssim, Meta, m) {
   });
   m.impl("swiglu", [](const Tensor& x) { return meta_empty(shape_with_tail(x, 1, {x.size(-1) / 2}), x); });
   m.impl("swiglu_backward", [](const Tensor&, const Tensor& x) { return at::empty_like(x); });
+  // Megatron's vocab-parallel cross entropy computes in fp32: the loss per token and the
+  // softmax it keeps for backward; the backward writes the logits' gradient in their dtype.
   m.impl("cross_entropy", [](const Tensor& logits, const Tensor& labels) {
-    return at::empty(labels.sizes(), logits.options().dtype(at::kFloat));
+    return std::make_tuple(at::empty(labels.sizes(), logits.options().dtype(at::kFloat)),
+                           at::empty(logits.sizes(), logits.options().dtype(at::kFloat)));
   });
-  m.impl("cross_entropy_backward",
-         [](const Tensor&, const Tensor& logits, const Tensor&) { return at::empty_like(logits); });
+  m.impl("cross_entropy_backward", [](const Tensor&, const Tensor& softmax, const Tensor&, at::ScalarType dtype) {
+    return at::empty_like(softmax, softmax.options().dtype(dtype));
+  });
+  // The mask is one byte per element, as torch's native_dropout keeps it.
+  m.impl("dropout", [](const Tensor& x, double) {
+    return std::make_tuple(at::empty_like(x), at::empty(x.sizes(), x.options().dtype(at::kBool)));
+  });
+  m.impl("dropout_backward", [](const Tensor& grad, const Tensor&, double) { return at::empty_like(grad); });
 }
 
 // Autograd: forward and backward call the ops below the autograd dispatch key, so that each
@@ -131,29 +149,41 @@ struct EmbeddingFunction : Function<EmbeddingFunction> {
   }
 };
 
+// Ops whose first output is differentiable and whose others (statistics, masks) are not: no
+// gradient flows to those, and autograd must not materialize zeros for them.
+variable_list with_statistics(AutogradContext* ctx, variable_list outputs) {
+  for (size_t i = 1; i < outputs.size(); ++i) ctx->mark_non_differentiable({outputs[i]});
+  ctx->set_materialize_grads(false);
+  return outputs;
+}
+
+// The norms keep their input and per-row statistics for backward, as Apex's and Transformer
+// Engine's fused kernels do.
 struct RmsNormFunction : Function<RmsNormFunction> {
-  static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& weight) {
+  static variable_list forward(AutogradContext* ctx, const Tensor& x, const Tensor& weight) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    ctx->save_for_backward({x, weight});
-    return call("syssim::rms_norm", {x, weight})[0];
+    variable_list out = call("syssim::rms_norm", {x, weight});
+    ctx->save_for_backward({x, weight, out[1]});
+    return with_statistics(ctx, out);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     at::AutoDispatchBelowADInplaceOrView guard;
     variable_list saved = ctx->get_saved_variables();
-    return call("syssim::rms_norm_backward", {grads[0], saved[0], saved[1]});
+    return call("syssim::rms_norm_backward", {grads[0], saved[0], saved[1], saved[2]});
   }
 };
 
 struct LayerNormFunction : Function<LayerNormFunction> {
-  static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  static variable_list forward(AutogradContext* ctx, const Tensor& x, const Tensor& weight, const Tensor& bias) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    ctx->save_for_backward({x, weight});
-    return call("syssim::layer_norm", {x, weight, bias})[0];
+    variable_list out = call("syssim::layer_norm", {x, weight, bias});
+    ctx->save_for_backward({x, weight, out[1], out[2]});
+    return with_statistics(ctx, out);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    variable_list saved = ctx->get_saved_variables();
-    return call("syssim::layer_norm_backward", {grads[0], saved[0], saved[1]});
+    variable_list s = ctx->get_saved_variables();
+    return call("syssim::layer_norm_backward", {grads[0], s[0], s[1], s[2], s[3]});
   }
 };
 
@@ -247,15 +277,33 @@ struct SwigluFunction : Function<SwigluFunction> {
 };
 
 struct CrossEntropyFunction : Function<CrossEntropyFunction> {
-  static Tensor forward(AutogradContext* ctx, const Tensor& logits, const Tensor& labels) {
+  static variable_list forward(AutogradContext* ctx, const Tensor& logits, const Tensor& labels) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    ctx->save_for_backward({logits, labels});
-    return call("syssim::cross_entropy", {logits, labels})[0];
+    variable_list out = call("syssim::cross_entropy", {logits, labels});
+    ctx->save_for_backward({out[1], labels});
+    ctx->saved_data["logits_dtype"] = static_cast<int64_t>(logits.scalar_type());
+    return with_statistics(ctx, out);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     at::AutoDispatchBelowADInplaceOrView guard;
     variable_list saved = ctx->get_saved_variables();
-    return {call("syssim::cross_entropy_backward", {grads[0], saved[0], saved[1]})[0], Tensor()};
+    auto logits_dtype = static_cast<at::ScalarType>(ctx->saved_data["logits_dtype"].toInt());
+    return {call("syssim::cross_entropy_backward", {grads[0], saved[0], saved[1], logits_dtype})[0], Tensor()};
+  }
+};
+
+struct DropoutFunction : Function<DropoutFunction> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& x, double p) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    variable_list out = call("syssim::dropout", {x, p});
+    ctx->save_for_backward({out[1]});
+    ctx->saved_data["p"] = p;
+    return with_statistics(ctx, out);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    Tensor mask = ctx->get_saved_variables()[0];
+    return {call("syssim::dropout_backward", {grads[0], mask, ctx->saved_data["p"]})[0], Tensor()};
   }
 };
 
@@ -263,9 +311,13 @@ struct CrossEntropyFunction : Function<CrossEntropyFunction> {
 // forward op carries the sequence number of the autograd node it creates.
 TORCH_LIBRARY_IMPL(syssim, Autograd, m) {
   m.impl("embedding", [](const Tensor& weight, const Tensor& ids) { return EmbeddingFunction::apply(weight, ids); });
-  m.impl("rms_norm", [](const Tensor& x, const Tensor& weight) { return RmsNormFunction::apply(x, weight); });
+  m.impl("rms_norm", [](const Tensor& x, const Tensor& weight) {
+    variable_list out = RmsNormFunction::apply(x, weight);
+    return std::make_tuple(out[0], out[1]);
+  });
   m.impl("layer_norm", [](const Tensor& x, const Tensor& weight, const Tensor& bias) {
-    return LayerNormFunction::apply(x, weight, bias);
+    variable_list out = LayerNormFunction::apply(x, weight, bias);
+    return std::make_tuple(out[0], out[1], out[2]);
   });
   m.impl("qkv_linear", [](const Tensor& x, const Tensor& wq, const Tensor& wk, const Tensor& wv,
                           const OptionalTensor& bq, const OptionalTensor& bk, const OptionalTensor& bv,
@@ -281,8 +333,14 @@ TORCH_LIBRARY_IMPL(syssim, Autograd, m) {
     return LinearFunction::apply(x, weight, bias);
   });
   m.impl("swiglu", [](const Tensor& x) { return SwigluFunction::apply(x); });
-  m.impl("cross_entropy",
-         [](const Tensor& logits, const Tensor& labels) { return CrossEntropyFunction::apply(logits, labels); });
+  m.impl("cross_entropy", [](const Tensor& logits, const Tensor& labels) {
+    variable_list out = CrossEntropyFunction::apply(logits, labels);
+    return std::make_tuple(out[0], out[1]);
+  });
+  m.impl("dropout", [](const Tensor& x, double p) {
+    variable_list out = DropoutFunction::apply(x, p);
+    return std::make_tuple(out[0], out[1]);
+  });
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ pairs='[.shard.ops, .cost.ops] | transpose'
 @test "syssim-cost --version prints the graph format version" {
   run syssim-cost --version
   assert_success
-  assert_output --regexp "^syssim-cost [0-9.]+ \(graph format 1\.0\)$"
+  assert_output --regexp "^syssim-cost [0-9.]+ \(graph format 1\.1\)$"
 }
 
 @test "an unknown flag is bad usage (exit 2, one line)" {

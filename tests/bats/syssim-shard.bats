@@ -11,7 +11,7 @@ load common
 @test "syssim-shard --version prints the graph format version" {
   run syssim-shard --version
   assert_success
-  assert_output --regexp "^syssim-shard [0-9.]+ \(graph format 1\.0\)$"
+  assert_output --regexp "^syssim-shard [0-9.]+ \(graph format 1\.1\)$"
 }
 
 @test "an unknown flag is bad usage (exit 2, one line)" {
@@ -38,13 +38,15 @@ load common
   assert_output "syssim-shard: error: tp*cp*pp*dp=8 does not match gpus=16"
 }
 
-@test "pipeline and context parallelism are refused, not ignored" {
-  run syssim-shard -i "$(trace_of llama3-8b)" --pp 2
-  assert_failure 2
-  assert_output "syssim-shard: error: pp=2: pipeline parallelism is not simulated yet (use pp=1)"
-  run syssim-shard -i "$(trace_of llama3-8b)" --cp 2
-  assert_failure 2
-  assert_output "syssim-shard: error: cp=2: context parallelism is not simulated yet (use cp=1)"
+@test "pipeline parallelism splits the layers into stages (more in pipeline.bats)" {
+  run jq -c '.shard.pp_layout' "$(stage_of llama3-8b shard --pp 2)"
+  assert_output "[16,16]"
+}
+
+@test "context parallelism splits the sequence (more in context.bats)" {
+  syssim-shard -i "$(trace_of llama3-8b)" --cp 2 --global-batch 4 -o "$BATS_TEST_TMPDIR/cp.graph"
+  run jq '.shard.axes.s' "$BATS_TEST_TMPDIR/cp.graph"
+  assert_output "4096"
 }
 
 @test "empty and truncated input are errors, not crashes" {
@@ -88,6 +90,12 @@ load common
   # The provenance records both stages.
   run jq -r '[.provenance[].tool] | join(",")' "$BATS_TEST_TMPDIR/s.graph"
   assert_output "syssim-trace,syssim-shard"
+}
+
+@test "-o on a device writes through it and leaves the device in place" {
+  run syssim-shard -i "$(trace_of llama3-8b)" --tp 2 -o /dev/null
+  assert_success
+  [ -c /dev/null ]
 }
 
 @test "the same input gives the same bytes" {

@@ -230,6 +230,8 @@ TEST(Presets, Qwen3AndGpt3HaveThePublishedArchitecture) {
   EXPECT_FALSE(g.rope);
   EXPECT_TRUE(g.add_bias_linear);
   EXPECT_TRUE(g.tie_word_embeddings);
+  EXPECT_DOUBLE_EQ(g.hidden_dropout, 0.1);  // Megatron-Core's default, kept by NeMo's GPTConfig
+  EXPECT_DOUBLE_EQ(g.attention_dropout, 0.1);
 }
 
 // Vendor datasheets cited in configs/hardware/h100-sxm-80gb.yaml (dense peaks).
@@ -305,6 +307,8 @@ TEST(Loader, MinimalModelGetsDocumentedDefaults) {
   EXPECT_DOUBLE_EQ(m.rms_norm_eps, 1e-6);
   EXPECT_EQ(m.normalization, "RMSNorm");
   EXPECT_EQ(m.attention_backend, "flash");
+  EXPECT_DOUBLE_EQ(m.hidden_dropout, 0.0);
+  EXPECT_DOUBLE_EQ(m.attention_dropout, 0.0);
 }
 
 TEST(Loader, UnknownModelKeyNamesFileKeyAndNearestKey) {
@@ -371,6 +375,12 @@ TEST(Loader, InvalidValuesAreRejected) {
             std::string::npos);
   text = std::string(kValidModel) + "attention_backend: sdpa\n";
   EXPECT_NE(error_of([&] { syssim::parse_model_yaml(text, "m.yaml"); }).find("flash|unfused"), std::string::npos);
+  text = std::string(kValidModel) + "hidden_dropout: 1.0\n";
+  EXPECT_EQ(error_of([&] { syssim::parse_model_yaml(text, "m.yaml"); }),
+            "m.yaml: key 'hidden_dropout' must be in [0, 1), got 1.000000");
+  text = std::string(kValidModel) + "attention_dropout: -0.1\n";
+  EXPECT_NE(error_of([&] { syssim::parse_model_yaml(text, "m.yaml"); }).find("'attention_dropout' must be in [0, 1)"),
+            std::string::npos);
   std::string hw = kValidHardware;
   hw.replace(hw.find("peak_tflops_mm: 100"), 19, "peak_tflops_mm: fast");
   EXPECT_NE(error_of([&] { syssim::parse_hardware_yaml(hw, "h.yaml"); }).find("'peak_tflops_mm' has invalid value"),

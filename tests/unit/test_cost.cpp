@@ -129,6 +129,55 @@ TEST(Collectives, InterNodeGroupNeedsTheInterNodeBandwidth) {
   }
 }
 
+TEST(Collectives, SendRecvIsOneRingStepOnTheLinkOfTheContextParallelGroup) {
+  // tp=2, cp=4: the cp group spans 8 ranks, one node. An 8 MiB K/V block:
+  // 8388608 B / 450e9 B/s = 18.6413511 us, plus one hop of 2 us.
+  ParallelismConfig p;
+  p.tp = 2;
+  p.cp = 4;
+  OpCost cost = cost_of_one(collective_op("send_recv", "cp", 4, 8388608.0), p);
+  EXPECT_NEAR(cost.time_us, 18.6413511 + 2, 1e-6);
+  EXPECT_EQ(cost.bound, "network");
+  // tp=8, cp=8 spans 64 ranks: every ring neighbour is on another node.
+  // 8388608 / 50e9 s = 167.77216 us, plus one hop of 5 us.
+  p.tp = 8;
+  p.cp = 8;
+  EXPECT_NEAR(cost_of_one(collective_op("send_recv", "cp", 8, 8388608.0), p).time_us, 172.77216, 1e-6);
+}
+
+TEST(Collectives, PipelineSendRecvUsesTheLinkBetweenTheTwoStages) {
+  // tp 2 x dp 2: pipeline stage s of position i is rank 4 s + i, so with 8 GPUs per node
+  // stages 0-1 share node 0 and 2-3 node 1. A 1 MB activation received by stage 1 from stage
+  // 0 (forward) crosses NVLink: 1e6 / 450e9 s + 2 us = 4.2222 us; received by stage 1 from
+  // stage 2 (backward) it crosses nodes: 1e6 / 50e9 s + 5 us = 25 us.
+  ParallelismConfig p;
+  p.tp = 2;
+  p.dp = 2;
+  p.pp = 4;
+  ShardOp recv = collective_op("send_recv", "pp", 2, 1e6);
+  recv.stage = 1;
+  recv.phase = "fwd";
+  EXPECT_NEAR(cost_of_one(recv, p).time_us, 1e6 / 450e9 * 1e6 + 2, 1e-9);
+  recv.phase = "bwd";
+  EXPECT_NEAR(cost_of_one(recv, p).time_us, 1e6 / 50e9 * 1e6 + 5, 1e-9);
+  // Interleaved: chunk 1 of stage 0 (virtual stage 4) receives from virtual stage 3 on stage
+  // 3, in the other node.
+  recv.stage = 0;
+  recv.chunk = 1;
+  recv.phase = "fwd";
+  p.vpp = 2;
+  EXPECT_NEAR(cost_of_one(recv, p).time_us, 25, 1e-9);
+}
+
+TEST(Collectives, EmbeddingGroupAllReducesBetweenFirstAndLastStage) {
+  // pp 2 with tp 4: ranks 0-3 and 4-7 share a node. The ring all-reduce of two ranks: 2 x 1/2
+  // x 9e6 B / 450 GB/s + 2 x 2 us = 24 us.
+  ParallelismConfig p;
+  p.tp = 4;
+  p.pp = 2;
+  EXPECT_NEAR(cost_of_one(collective_op("all_reduce", "embedding", 2, 9e6), p).time_us, 24, 1e-9);
+}
+
 TEST(Collectives, GroupOfOneTakesNoTime) {
   EXPECT_DOUBLE_EQ(cost_of_one(collective_op("all_reduce", "dp", 1, 1e9)).time_us, 0.0);
 }

@@ -17,6 +17,7 @@ ShardOp op(int64_t id, const std::string& module, const std::string& phase, std:
   o.module = module;
   o.phase = phase;
   o.scope = scope;
+  o.pass = scope != "microbatch" ? "step" : phase == "fwd" ? "forward" : "backward";
   o.reads = std::move(reads);
   o.writes = std::move(writes);
   return o;
@@ -36,7 +37,9 @@ ShardOp op(int64_t id, const std::string& module, const std::string& phase, std:
 ShardSection one_layer() {
   ShardSection s;
   s.params_local = 1e6;
+  s.stage_params_local = {1e6};
   s.parallelism.dp = 4;
+  s.schedule = {{{0, 0, "forward"}, {0, 0, "backward"}}};
   s.buffers = {buffer(0, 1e6 * 2, "param"), buffer(1, 100, "input"),      buffer(2, 1000, "activation"),
                buffer(3, 300, "activation"), buffer(4, 500, "activation"), buffer(5, 500, "activation"),
                buffer(6, 200, "activation"), buffer(7, 1e6 * 4, "grad")};
@@ -104,6 +107,51 @@ TEST(Capacity, OutOfMemoryWhenThePeakExceedsTheGpu) {
   EXPECT_DOUBLE_EQ(oom.oom->capacity_gb, 0.01);
   EXPECT_DOUBLE_EQ(oom.oom->required_gb, 0.018002);
   EXPECT_NEAR(oom.oom->excess_gb, 0.008002, 1e-15);
+}
+
+TEST(Activations, EveryMicroBatchOfTheScheduleIsReplayed) {
+  // Two micro-batches back to back: the first's buffers are freed before the second starts,
+  // so the peak is one micro-batch's, with one micro-batch in flight.
+  ShardSection shard = one_layer();
+  shard.num_microbatches = 2;
+  shard.schedule = {{{0, 0, "forward"}, {0, 0, "backward"}, {0, 1, "forward"}, {0, 1, "backward"}}};
+  MemSection mem = account(shard);
+  EXPECT_DOUBLE_EQ(mem.activation_bytes + mem.temporary_bytes, 2000);
+  EXPECT_EQ(mem.pp_stage_microbatches_in_flight, std::vector<int64_t>{1});
+  // Both forwards before the backwards (GPipe): at the first loss_grad, micro-batch 1's h and y
+  // (1500) are live too, and its input x was freed by its embed.
+  shard.schedule = {{{0, 0, "forward"}, {0, 1, "forward"}, {0, 0, "backward"}, {0, 1, "backward"}}};
+  mem = account(shard);
+  EXPECT_DOUBLE_EQ(mem.activation_bytes, 3000);
+  EXPECT_DOUBLE_EQ(mem.temporary_bytes, 500);
+  EXPECT_EQ(mem.pp_stage_microbatches_in_flight, std::vector<int64_t>{2});
+}
+
+TEST(ModelStates, EachPipelineRankCountsTheParametersItHolds) {
+  // Two ranks each running a copy of the layer on its own buffers, rank 0 holding 2e6
+  // parameters and rank 1 1e6: 18 bytes per parameter plus each one's 2000-byte peak.
+  ShardSection shard = one_layer();
+  ShardSection copy = one_layer();
+  const int64_t offset = static_cast<int64_t>(shard.buffers.size());
+  for (ShardBuffer b : copy.buffers) {
+    b.id += offset;
+    shard.buffers.push_back(b);
+  }
+  for (ShardOp op : copy.ops) {
+    op.id += static_cast<int64_t>(copy.ops.size());
+    op.stage = 1;
+    for (auto* list : {&op.reads, &op.writes})
+      for (int64_t& b : *list) b += offset;
+    shard.ops.push_back(op);
+  }
+  shard.parallelism.pp = 2;
+  shard.stage_params_local = {2e6, 1e6};
+  shard.schedule = {{{0, 0, "forward"}, {0, 0, "backward"}}, {{0, 0, "forward"}, {0, 0, "backward"}}};
+  MemSection mem = account(shard);
+  EXPECT_EQ(mem.pp_stage_memory_gb, (std::vector<double>{(36e6 + 2000) / 1e9, (18e6 + 2000) / 1e9}));
+  EXPECT_EQ(mem.peak_pp_stage, 0);
+  EXPECT_DOUBLE_EQ(mem.param_bytes, 4e6);
+  EXPECT_DOUBLE_EQ(mem.peak_memory_gb, (36e6 + 2000) / 1e9);
 }
 
 TEST(Capacity, NeedsTheShardSection) {

@@ -75,6 +75,13 @@ ModelConfig small_unfused_gqa() {
   return m;
 }
 
+// Megatron-Core's default dropout (NeMo's GPT configs keep it).
+ModelConfig with_dropout(ModelConfig m) {
+  m.hidden_dropout = 0.1;
+  m.attention_dropout = 0.1;
+  return m;
+}
+
 AxisValues with_batch(const TraceSection& trace, double b, double s) {
   AxisValues values = trace.axes;
   values["b"] = b;
@@ -132,6 +139,13 @@ TEST_F(LlamaTrace, EveryLayerHasTheSameOps) {
     // bwd: dgrad + wgrad for 4 GEMMs, 2 norms, 2 rope, attention, swiglu, 2 gradient accumulations.
     EXPECT_EQ((per_layer[{layer, "bwd"}]), 16) << "layer " << layer;
   }
+}
+
+TEST_F(LlamaTrace, RmsNormKeepsItsFp32ReciprocalStandardDeviation) {
+  const TraceOp& norm = find_op(*trace_, "decoder.layers.0.pre_mlp_layernorm", "syssim::rms_norm", "fwd");
+  ASSERT_EQ(norm.outputs.size(), 2u);
+  EXPECT_EQ(norm.outputs[1].dtype, "fp32");
+  EXPECT_EQ(dims_to_strings(norm.outputs[1].dims), (std::vector<std::string>{"s", "b"}));
 }
 
 TEST_F(LlamaTrace, Fc1IsAColumnParallelGemmOverTheFusedGateAndUp) {
@@ -259,6 +273,85 @@ TEST(Trace, SymbolicShapesAreExactForUnfusedGpt) { expect_symbolic_matches_concr
 
 TEST(Trace, SymbolicShapesAreExactForUnfusedGroupedQueryAttention) {
   expect_symbolic_matches_concrete(small_unfused_gqa(), 3, 512);
+}
+
+TEST(Trace, SymbolicShapesAreExactWithDropout) {
+  expect_symbolic_matches_concrete(with_dropout(small_unfused_gpt()), 2, 1024);
+  ModelConfig flash = with_dropout(small_unfused_gpt());
+  flash.attention_backend = "flash";
+  expect_symbolic_matches_concrete(flash, 3, 512);
+}
+
+std::vector<const TraceOp*> ops_named(const TraceSection& trace, const std::string& name, std::optional<int64_t> layer) {
+  std::vector<const TraceOp*> found;
+  for (const TraceOp& op : trace.ops)
+    if (op.name == name && op.layer == layer) found.push_back(&op);
+  return found;
+}
+
+TEST(Trace, DropoutKeepsAOneByteMaskForBackward) {
+  TraceSection trace = trace_model(with_dropout(small_unfused_gpt()));
+  std::vector<const TraceOp*> forward = ops_named(trace, "syssim::dropout", 1);
+  std::vector<const TraceOp*> backward = ops_named(trace, "syssim::dropout_backward", 1);
+  // On the attention probabilities, after attention and after the MLP (bias-dropout-add).
+  ASSERT_EQ(forward.size(), 3u);
+  ASSERT_EQ(backward.size(), 3u);
+  std::vector<std::string> modules, mask_dims;
+  for (const TraceOp* op : forward) {
+    modules.push_back(op->module);
+    ASSERT_EQ(op->outputs.size(), 2u);
+    EXPECT_EQ(op->outputs[1].dtype, "bool");
+    mask_dims.push_back(numel(op->outputs[1].dims).to_string());
+  }
+  EXPECT_EQ(modules, (std::vector<std::string>{"decoder.layers.1.self_attention.core_attention",
+                                               "decoder.layers.1.self_attn_bda", "decoder.layers.1.mlp_bda"}));
+  EXPECT_EQ(mask_dims, (std::vector<std::string>{"b*g*s^2", "b*h*s", "b*h*s"}));
+  // Each backward reads its forward's mask, not the dropped-out tensor.
+  for (const TraceOp* op : backward) {
+    const TraceOp& fwd = trace.ops.at(*op->fwd_op);
+    ASSERT_EQ(op->inputs.size(), 2u);
+    EXPECT_EQ(op->inputs[1].tensor, fwd.outputs[1].tensor);
+  }
+  // The embedding's output is dropped out too (Megatron's embedding_dropout).
+  EXPECT_EQ(ops_named(trace, "syssim::dropout", std::nullopt).size(), 1u);
+}
+
+TEST(Trace, FlashAttentionRegeneratesItsDropoutMask) {
+  ModelConfig flash = with_dropout(small_unfused_gpt());
+  flash.attention_backend = "flash";
+  EXPECT_EQ(ops_named(trace_model(flash), "syssim::dropout", 0).size(), 2u);
+  EXPECT_TRUE(ops_named(trace_model(small_unfused_gpt()), "syssim::dropout", 0).empty());  // p = 0
+}
+
+TEST(Trace, NormsKeepTheirFp32StatisticsForBackward) {
+  TraceSection trace = trace_model(small_unfused_gpt());
+  const TraceOp& norm = find_op(trace, "decoder.layers.0.input_layernorm", "syssim::layer_norm", "fwd");
+  const TraceOp& grad = find_op(trace, "decoder.layers.0.input_layernorm", "syssim::layer_norm_backward", "bwd");
+  ASSERT_EQ(norm.outputs.size(), 3u);  // output, mean, reciprocal standard deviation
+  for (size_t i : {1, 2}) {
+    EXPECT_EQ(norm.outputs[i].dtype, "fp32");
+    EXPECT_EQ(dims_to_strings(norm.outputs[i].dims), (std::vector<std::string>{"s", "b"}));
+  }
+  std::set<int64_t> read;
+  for (const TensorRef& r : grad.inputs) read.insert(r.tensor);
+  EXPECT_TRUE(read.count(norm.outputs[1].tensor) && read.count(norm.outputs[2].tensor));
+}
+
+TEST(Trace, CrossEntropyKeepsAnFp32SoftmaxInsteadOfTheLogits) {
+  TraceSection trace = trace_model(small_unfused_gpt());
+  const TraceOp& loss = find_op(trace, "loss", "syssim::cross_entropy", "fwd");
+  const TraceOp& grad = find_op(trace, "loss", "syssim::cross_entropy_backward", "bwd");
+  ASSERT_EQ(loss.outputs.size(), 2u);
+  EXPECT_EQ(loss.outputs[1].dtype, "fp32");
+  EXPECT_EQ(dims_to_strings(loss.outputs[1].dims), (std::vector<std::string>{"s", "b", "v"}));
+  EXPECT_EQ(grad.inputs[1].tensor, loss.outputs[1].tensor);
+  for (const TensorRef& r : grad.inputs) EXPECT_NE(r.tensor, loss.inputs[0].tensor);  // the bf16 logits die
+  EXPECT_EQ(grad.outputs[0].dtype, "bf16");  // the gradient in the logits' dtype
+  // Read 2 bytes and write 4 per logit (plus 4 per token for the loss); backward reads 4, writes 2.
+  const AxisValues at = with_batch(trace, 1, 1024);
+  const double logits = 1024.0 * 50257;
+  EXPECT_EQ(loss.bytes.evaluate(at, "loss"), logits * 6 + 1024 * (8 + 4));
+  EXPECT_EQ(grad.bytes.evaluate(at, "grad"), logits * 6 + 1024 * (4 + 8));
 }
 
 TEST(Trace, UnfusedGroupedQueryAttentionCopiesKeysAndValues) {

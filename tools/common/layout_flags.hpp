@@ -13,8 +13,19 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
   app.add_flag("--sp", p.sp, "Sequence parallelism (with --tp > 1)");
   app.add_option("--dp", p.dp, "Data-parallel size")->check(CLI::PositiveNumber);
   app.add_option("--cp", p.cp, "Context-parallel size")->check(CLI::PositiveNumber);
+  app.add_option("--cp-comm-type", options.cp_comm_type, "K/V exchange of context parallelism")
+      ->check(CLI::IsMember({"p2p", "all_gather"}));
   app.add_option("--pp", p.pp, "Pipeline-parallel size")->check(CLI::PositiveNumber);
   app.add_option("--vpp", p.vpp, "Virtual pipeline stages per rank")->check(CLI::PositiveNumber);
+  app.add_option("--pipeline-schedule", options.pipeline_schedule,
+                 "Pipeline schedule (default: interleaved with --vpp > 1, else 1f1b)")
+      ->check(CLI::IsMember({"1f1b", "interleaved", "gpipe", "zb-h1"}));
+  app.add_option("--pp-layout", options.pp_layout, "Decoder layers per virtual pipeline stage, comma-separated")
+      ->delimiter(',');
+  app.add_option("--decoder-first-pipeline-num-layers", options.decoder_first_pipeline_num_layers,
+                 "Decoder layers of the first pipeline rank (the others split the rest evenly)");
+  app.add_option("--decoder-last-pipeline-num-layers", options.decoder_last_pipeline_num_layers,
+                 "Decoder layers of the last pipeline rank (the others split the rest evenly)");
   app.add_option("--gpus", options.gpus, "GPU count; must equal tp*cp*pp*dp")->check(CLI::PositiveNumber);
   app.add_option("--micro-batch", t.micro_batch, "Micro-batch size")->check(CLI::PositiveNumber);
   app.add_option("--global-batch", t.global_batch, "Global batch size")->check(CLI::PositiveNumber);
@@ -23,7 +34,23 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
   app.add_option("--dtype", t.dtype, "Training precision")->check(CLI::IsMember({"bf16", "fp16", "fp8"}));
   app.add_option("--recompute", t.recompute, "Activation recomputation")
       ->check(CLI::IsMember({"none", "selective", "full"}));
+  app.add_option("--recompute-modules", t.recompute_modules,
+                 "Modules --recompute selective recomputes, comma-separated (default core_attn)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"core_attn", "mlp", "layernorm", "moe_act"}));
+  app.add_option("--recompute-method", t.recompute_method,
+                 "--recompute full: uniform (checkpoints of N layers) or block (the first N layers); default uniform")
+      ->check(CLI::IsMember({"uniform", "block"}));
+  app.add_option("--recompute-num-layers", t.recompute_num_layers, "N of --recompute-method (default 1)");
   app.add_flag("--distributed-optimizer", t.distributed_optimizer, "Shard optimizer state over data parallel ranks");
+  app.add_flag("--overlap-grad-reduce", t.overlap_grad_reduce, "Reduce gradients per bucket during the backward pass");
+  app.add_flag("--overlap-param-gather", t.overlap_param_gather,
+               "All-gather the distributed optimizer's weights during the next forward pass");
+  app.add_option("--ddp-bucket-size", t.ddp_bucket_size,
+                 "Parameters per gradient bucket (default max(40000000, 1000000 * dp))")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--tp-comm-overlap", t.tp_comm_overlap, "Pipeline TP all-gathers/reduce-scatters with their GEMMs (needs --sp)");
+  app.add_option("--clip-grad", t.clip_grad, "Gradient-norm clipping threshold; 0 disables (default 1.0)");
 }
 
 }  // namespace syssim::tool

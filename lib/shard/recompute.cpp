@@ -1,0 +1,251 @@
+// Activation recomputation as Megatron-LM does it (docs/memory.md): the forward ops of each
+// recomputed region run again in the backward pass, just before the first backward op that
+// needs what they produced, and the backward ops read the recomputed buffers. The forward
+// buffers are then dead after the forward pass, which the memory stage sees by itself.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "common/error.hpp"
+#include "shard/passes.hpp"
+
+namespace syssim {
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+// Megatron-LM's --recompute-modules of a dense model and the module paths each checkpoints.
+// layernorm is Megatron's CheckpointWithoutOutput: the norm's output is dropped too.
+const std::map<std::string, std::vector<std::string>> kRecomputeModules = {
+    {"core_attn", {"core_attention"}},
+    {"mlp", {"mlp"}},
+    {"layernorm", {"input_layernorm", "pre_mlp_layernorm"}},
+};
+const char* const kMoeActivation = "moe_act";
+
+std::vector<std::string> selected_modules(const TrainingConfig& training) {
+  return training.recompute_modules.empty() ? std::vector<std::string>{"core_attn"} : training.recompute_modules;
+}
+
+// Whether one of the dot-separated names of a module path is `component` ("mlp" is in
+// "decoder.layers.3.mlp.linear_fc1", not in "decoder.layers.3.mlp_bda").
+bool has_component(const std::string& module, const std::string& component) {
+  return ("." + module + ".").find("." + component + ".") != std::string::npos;
+}
+
+bool is_layer_forward_op(const ShardOp& op) { return op.phase == "fwd" && op.scope == "microbatch" && op.layer; }
+
+// A set of forward ops run again together (one checkpointed function).
+struct Region {
+  std::vector<int64_t> ops;        // old ids, in forward order
+  bool keeps_outputs = true;       // outputs read outside the region stay stored (torch checkpoint)
+  std::set<int64_t> dropped;       // buffers it writes that the backward reads recomputed
+  bool recomputed = false;
+};
+
+// Full recompute: per pipeline stage and model chunk, uniform groups consecutive layers in
+// checkpoints of n; block checkpoints each of the first n layers and stores the others.
+std::vector<Region> full_regions(const std::vector<ShardOp>& ops, const std::string& method, int64_t n) {
+  std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> layers_of_chunk;  // (stage, chunk) -> layers
+  for (const ShardOp& op : ops) {
+    if (!is_layer_forward_op(op)) continue;
+    auto& layers = layers_of_chunk[{op.stage, op.chunk}];
+    if (std::find(layers.begin(), layers.end(), *op.layer) == layers.end()) layers.push_back(*op.layer);
+  }
+  std::map<int64_t, size_t> region_of_layer;
+  std::vector<Region> regions;
+  for (const auto& [chunk, layers] : layers_of_chunk)
+    for (size_t i = 0; i < layers.size(); ++i) {
+      if (method == "block" && static_cast<int64_t>(i) >= n) break;
+      if (method == "block" || i % n == 0) regions.emplace_back();
+      region_of_layer[layers[i]] = regions.size() - 1;
+    }
+  for (const ShardOp& op : ops)
+    if (is_layer_forward_op(op) && region_of_layer.count(*op.layer)) regions[region_of_layer[*op.layer]].ops.push_back(op.id);
+  return regions;
+}
+
+// Selective recompute: per layer, one region per chosen module.
+std::vector<Region> selective_regions(const std::vector<ShardOp>& ops, const std::vector<std::string>& modules) {
+  std::map<std::pair<int64_t, std::string>, size_t> region_of;  // (layer, module component) -> region
+  std::vector<Region> regions;
+  for (const ShardOp& op : ops) {
+    if (!is_layer_forward_op(op)) continue;
+    for (const std::string& name : modules)
+      for (const std::string& component : kRecomputeModules.at(name)) {
+        if (!has_component(op.module, component)) continue;
+        auto [it, added] = region_of.emplace(std::pair{*op.layer, component}, regions.size());
+        if (added) {
+          regions.emplace_back();
+          regions.back().keeps_outputs = name != "layernorm";
+        }
+        regions[it->second].ops.push_back(op.id);
+      }
+  }
+  return regions;
+}
+
+class Recomputer {
+ public:
+  Recomputer(const ShardContext& context, ShardSection& shard) : context_(context), shard_(shard), rewriter_(shard) {}
+
+  void run(std::vector<Region> regions) {
+    regions_ = std::move(regions);
+    find_dropped_buffers();
+    for (const ShardOp& op : rewriter_.old_ops()) {
+      if (op.phase == "bwd" && op.scope == "microbatch")
+        for (size_t r = 0; r < regions_.size(); ++r)
+          if (!regions_[r].recomputed && needs(op, r)) recompute(r);
+      ShardOp kept = op;
+      substitute(kept.reads);
+      substitute(kept.writes);
+      note_issued(rewriter_.keep(op.id, kept), op.stream);
+    }
+  }
+
+  const std::vector<ShardOp>& old_ops() const { return rewriter_.old_ops(); }
+
+ private:
+  // A region drops every buffer it produces except, for a torch checkpoint, its outputs: the
+  // buffers a forward op outside the region reads (the next layer's input, the attention
+  // context the projection keeps).
+  void find_dropped_buffers() {
+    const auto& ops = rewriter_.old_ops();
+    std::vector<int64_t> producer(shard_.buffers.size(), -1);
+    for (const ShardOp& op : ops)
+      for (int64_t b : op.writes)
+        if (producer[b] < 0) producer[b] = op.id;
+    std::vector<int64_t> region_of_op(ops.size(), -1);
+    for (size_t r = 0; r < regions_.size(); ++r)
+      for (int64_t id : regions_[r].ops) region_of_op[id] = static_cast<int64_t>(r);
+    std::vector<std::set<int64_t>> read_outside(regions_.size());
+    for (const ShardOp& op : ops)
+      if (op.phase == "fwd")
+        for (int64_t b : op.reads)
+          if (producer[b] >= 0 && region_of_op[producer[b]] >= 0 && region_of_op[producer[b]] != region_of_op[op.id])
+            read_outside[region_of_op[producer[b]]].insert(b);
+    for (size_t r = 0; r < regions_.size(); ++r) {
+      Region& region = regions_[r];
+      for (int64_t id : region.ops)
+        for (int64_t b : ops[id].writes)
+          if (producer[b] == id && !(region.keeps_outputs && read_outside[r].count(b))) {
+            region.dropped.insert(b);
+            dropping_region_[b] = r;
+          }
+      for (int64_t id : region.ops)
+        if (ops[id].trace_op) trace_ops_[*ops[id].trace_op] = r;
+    }
+  }
+
+  // Whether backward op `op` needs region's forward: it reads a dropped buffer, or it is the
+  // backward of one of the region's ops (Megatron recomputes when the backward reaches it).
+  bool needs(const ShardOp& op, size_t r) const {
+    for (int64_t b : op.reads)
+      if (regions_[r].dropped.count(b)) return true;
+    if (!op.trace_op) return false;
+    const auto& fwd_op = context_.trace.ops[*op.trace_op].fwd_op;
+    if (!fwd_op) return false;
+    auto it = trace_ops_.find(*fwd_op);
+    return it != trace_ops_.end() && it->second == r;
+  }
+
+  void recompute(size_t r) {
+    Region& region = regions_[r];
+    region.recomputed = true;
+    const auto& ops = rewriter_.old_ops();
+    // A region that reads what another region dropped (mlp after layernorm) needs it first.
+    for (int64_t id : region.ops)
+      for (int64_t b : ops[id].reads) {
+        auto it = dropping_region_.find(b);
+        if (it != dropping_region_.end() && it->second != r && !regions_[it->second].recomputed) recompute(it->second);
+      }
+    // Issued when the backward reaches it: after the compute op before it.
+    std::vector<int64_t> launch_after;
+    if (last_compute_op_ >= 0) launch_after.push_back(last_compute_op_);
+    std::map<int64_t, int64_t> fresh;  // buffer the region writes -> its recomputed copy
+    for (int64_t id : region.ops) {
+      ShardOp copy = ops[id];
+      copy.recompute = true;
+      copy.phase = "bwd";
+      copy.pass = "backward";
+      for (int64_t& b : copy.reads) b = fresh.count(b) ? fresh[b] : current(b);
+      for (int64_t& b : copy.writes) {
+        if (!fresh.count(b)) {
+          const ShardBuffer& original = shard_.buffers[b];
+          fresh[b] = rewriter_.emitter().add_buffer(original.bytes, original.role);
+        }
+        b = fresh[b];
+      }
+      note_issued(rewriter_.add(copy, launch_after), copy.stream);
+    }
+    for (int64_t b : region.dropped) recomputed_[b] = fresh.at(b);
+  }
+
+  int64_t current(int64_t buffer) const {
+    auto it = recomputed_.find(buffer);
+    return it == recomputed_.end() ? buffer : it->second;
+  }
+
+  void substitute(std::vector<int64_t>& buffers) const {
+    for (int64_t& b : buffers) b = current(b);
+  }
+
+  void note_issued(int64_t id, const std::string& stream) {
+    if (stream == "compute") last_compute_op_ = id;
+  }
+
+  const ShardContext& context_;
+  ShardSection& shard_;
+  OpRewriter rewriter_;
+  std::vector<Region> regions_;
+  std::map<int64_t, size_t> dropping_region_;  // dropped buffer -> its region
+  std::map<int64_t, size_t> trace_ops_;        // traced forward op -> its region
+  std::map<int64_t, int64_t> recomputed_;      // dropped buffer -> the copy later readers use
+  int64_t last_compute_op_ = -1;
+};
+
+}  // namespace
+
+void check_recompute(const ModelConfig& model, const ShardOptions& options) {
+  const TrainingConfig& t = options.training;
+  if (t.recompute != "none" && t.recompute != "selective" && t.recompute != "full")
+    throw UsageError("recompute=" + t.recompute + ": expected none, selective or full");
+  if (t.recompute_method && t.recompute != "full")
+    throw UsageError("recompute_method=" + *t.recompute_method + " needs recompute=full");
+  if (t.recompute_num_layers && t.recompute != "full")
+    throw UsageError("recompute_num_layers=" + str(*t.recompute_num_layers) + " needs recompute=full");
+  if (t.recompute_method && *t.recompute_method != "uniform" && *t.recompute_method != "block")
+    throw UsageError("recompute_method=" + *t.recompute_method + ": expected uniform or block");
+  for (const std::string& name : t.recompute_modules) {
+    if (t.recompute != "selective") throw UsageError("recompute_modules=" + name + " needs recompute=selective");
+    if (name == kMoeActivation)
+      throw UsageError("recompute_modules=moe_act: the model has no experts (mixture of experts is not simulated)");
+    if (!kRecomputeModules.count(name))
+      throw UsageError("recompute_modules=" + name + ": expected core_attn, mlp, layernorm or moe_act");
+  }
+  if (t.recompute_num_layers) {
+    int64_t n = *t.recompute_num_layers;
+    if (n < 1) throw UsageError("recompute_num_layers=" + str(n) + " must be at least 1");
+    int64_t stage_layers = model.num_layers / options.parallelism.pp;
+    if (n > stage_layers)
+      throw DataError("recompute_num_layers=" + str(n) + " exceeds the layers of a pipeline stage, num_layers/pp=" +
+                      str(stage_layers));
+  }
+}
+
+void apply_recompute(const ShardContext& context, ShardSection& shard) {
+  TrainingConfig& t = shard.training;
+  if (t.recompute == "none") return;
+  // The shard section records the settings simulated, defaults resolved.
+  if (t.recompute == "selective") t.recompute_modules = selected_modules(t);
+  if (t.recompute == "full") {
+    t.recompute_method = t.recompute_method.value_or("uniform");
+    t.recompute_num_layers = t.recompute_num_layers.value_or(1);
+  }
+  Recomputer recomputer(context, shard);
+  const auto& ops = recomputer.old_ops();
+  recomputer.run(t.recompute == "full" ? full_regions(ops, *t.recompute_method, *t.recompute_num_layers)
+                                       : selective_regions(ops, t.recompute_modules));
+}
+
+}  // namespace syssim

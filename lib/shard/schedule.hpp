@@ -1,0 +1,31 @@
+// Pipeline schedules as data (docs/parallelism.md): each pipeline rank runs a list of slots,
+// one pass of one micro-batch through one of its model chunks. The simulator and the memory
+// accounting replay these lists, so a new schedule (DualPipe, ZB-V, ...) is a new list,
+// not a change of either.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace syssim {
+
+struct ScheduleSlot {
+  int64_t chunk = 0;       // the rank's model chunk (virtual stage chunk * pp + rank)
+  int64_t microbatch = 0;
+  std::string pass;        // forward | backward | weight
+};
+
+inline bool operator==(const ScheduleSlot& a, const ScheduleSlot& b) {
+  return a.chunk == b.chunk && a.microbatch == b.microbatch && a.pass == b.pass;
+}
+
+// One slot list per pipeline rank, in the order the rank runs them.
+using PipelineSchedule = std::vector<std::vector<ScheduleSlot>>;
+
+// The schedule `name` (1f1b | interleaved | gpipe | zb-h1) for pp ranks with vpp chunks each
+// and num_microbatches micro-batches. Throws UsageError for an unknown name and for
+// combinations the schedule does not support (interleaved: num_microbatches a multiple of
+// pp; zb-h1 and gpipe: vpp = 1).
+PipelineSchedule make_schedule(const std::string& name, int64_t pp, int64_t vpp, int64_t num_microbatches);
+
+}  // namespace syssim

@@ -1,0 +1,233 @@
+// Activation memory and recomputation checked against the closed forms of Korthikanti et
+// al. 2022, "Reducing Activation Recomputation in Large Transformer Models" (arXiv
+// 2205.05198), on a GPT traced at real sizes, sharded and accounted by the real stages.
+// docs/memory.md explains the one difference, the LayerNorm statistics.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "common/error.hpp"
+#include "driver/driver.hpp"
+#include "mem/mem.hpp"
+#include "report/report.hpp"
+#include "shard/shard.hpp"
+#include "trace/trace.hpp"
+
+namespace syssim {
+namespace {
+
+// The model of the paper's formulas: 16-bit activations, unfused attention with dropout on
+// the probabilities, a GELU MLP with ffn = 4h, dropout after attention and after the MLP.
+constexpr double s = 1024, b = 2, h = 2048, a = 16, t = 4;
+// Two fp32 statistics per token (mean and reciprocal standard deviation) for each of a
+// layer's two LayerNorms, which the paper leaves out: 2 norms x 2 x 4 bytes x s*b.
+constexpr double kLayerNormStatistics = 16 * s * b;
+
+ModelConfig gpt(int64_t layers) {
+  ModelConfig m;
+  m.name = "gpt-korthikanti";
+  m.num_layers = layers;
+  m.hidden_size = static_cast<int64_t>(h);
+  m.num_attention_heads = static_cast<int64_t>(a);
+  m.num_query_groups = static_cast<int64_t>(a);
+  m.kv_channels = static_cast<int64_t>(h / a);
+  m.ffn_hidden_size = static_cast<int64_t>(4 * h);
+  m.seq_length = static_cast<int64_t>(s);
+  m.max_position_embeddings = static_cast<int64_t>(s);
+  m.vocab_size = 50257;
+  m.swiglu = false;
+  m.rope = false;
+  m.tie_word_embeddings = true;
+  m.normalization = "LayerNorm";
+  m.add_bias_linear = true;
+  m.attention_backend = "unfused";
+  m.hidden_dropout = 0.1;
+  m.attention_dropout = 0.1;
+  return m;
+}
+
+ShardOptions layout(int64_t tp, bool sp, const std::string& recompute = "none") {
+  ShardOptions options;
+  options.parallelism.tp = tp;
+  options.parallelism.sp = sp;
+  options.training.micro_batch = static_cast<int64_t>(b);
+  options.training.global_batch = static_cast<int64_t>(b);
+  options.training.recompute = recompute;
+  return options;
+}
+
+Graph sharded(const ModelConfig& model, const ShardOptions& options) {
+  Graph g;
+  g.model = model;
+  g.trace = trace_model(model);
+  shard_graph(g, options);
+  return g;
+}
+
+// Bytes of the buffers that a forward op of `layer` writes and a backward op (recomputation
+// included) reads: what the layer keeps for the backward pass. Its input is the previous
+// layer's output, counted there; the last layer's output is the final norm's input.
+double saved_for_backward(const ShardSection& shard, int64_t layer) {
+  std::set<int64_t> written, read;
+  for (const ShardOp& op : shard.ops) {
+    if (op.phase == "fwd" && op.layer == layer) written.insert(op.writes.begin(), op.writes.end());
+    if (op.phase == "bwd") read.insert(op.reads.begin(), op.reads.end());
+  }
+  double bytes = 0;
+  for (int64_t buffer : written)
+    if (read.count(buffer)) bytes += shard.buffers[buffer].bytes;
+  return bytes;
+}
+
+void expect_every_layer_saves(const Graph& g, double bytes) {
+  for (int64_t layer = 0; layer < g.model->num_layers; ++layer)
+    EXPECT_DOUBLE_EQ(saved_for_backward(*g.shard, layer), bytes) << "layer " << layer;
+}
+
+TEST(Activations, WithoutParallelismTheLayerSavesSbh34Plus5asOverH) {
+  expect_every_layer_saves(sharded(gpt(3), layout(1, false)), s * b * h * (34 + 5 * a * s / h) + kLayerNormStatistics);
+}
+
+TEST(Activations, TensorParallelismSplitsAllButTheNormAndDropoutRegions) {
+  expect_every_layer_saves(sharded(gpt(3), layout(4, false)),
+                           s * b * h * (10 + 24 / t + 5 * a * s / (h * t)) + kLayerNormStatistics);
+}
+
+TEST(Activations, SequenceParallelismSplitsTheRest) {
+  expect_every_layer_saves(sharded(gpt(3), layout(4, true)),
+                           s * b * h / t * (34 + 5 * a * s / h) + kLayerNormStatistics / t);
+}
+
+TEST(Activations, SelectiveRecomputeDropsTheAttentionScores) {
+  expect_every_layer_saves(sharded(gpt(3), layout(4, true, "selective")), s * b * h / t * 34 + kLayerNormStatistics / t);
+  expect_every_layer_saves(sharded(gpt(3), layout(1, false, "selective")), s * b * h * 34 + kLayerNormStatistics);
+}
+
+TEST(Activations, FullRecomputeStoresOnlyTheLayerInput) {
+  expect_every_layer_saves(sharded(gpt(3), layout(1, false, "full")), 2 * s * b * h);
+  expect_every_layer_saves(sharded(gpt(3), layout(4, true, "full")), 2 * s * b * h / t);
+  // Without SP every TP rank keeps the whole input (Korthikanti's 2sbh, not 2sbh/t).
+  expect_every_layer_saves(sharded(gpt(3), layout(4, false, "full")), 2 * s * b * h);
+}
+
+TEST(Activations, UniformRecomputeKeepsTheInputOfEachGroupOfLayers) {
+  ShardOptions options = layout(1, false, "full");
+  options.training.recompute_num_layers = 2;
+  Graph g = sharded(gpt(4), options);
+  // Layers 0-1 and 2-3 are checkpoints: the output of layer 1 is the input of the second; the
+  // output of layer 3 is the final norm's input.
+  for (int64_t layer : {0, 2}) EXPECT_DOUBLE_EQ(saved_for_backward(*g.shard, layer), 0) << layer;
+  for (int64_t layer : {1, 3}) EXPECT_DOUBLE_EQ(saved_for_backward(*g.shard, layer), 2 * s * b * h) << layer;
+  EXPECT_EQ(g.shard->training.recompute_method, "uniform");
+}
+
+TEST(Activations, BlockRecomputeCheckpointsTheFirstLayersOnly) {
+  ShardOptions options = layout(1, false, "full");
+  options.training.recompute_method = "block";
+  options.training.recompute_num_layers = 1;
+  Graph g = sharded(gpt(3), options);
+  EXPECT_DOUBLE_EQ(saved_for_backward(*g.shard, 0), 2 * s * b * h);
+  for (int64_t layer : {1, 2})
+    EXPECT_DOUBLE_EQ(saved_for_backward(*g.shard, layer), s * b * h * (34 + 5 * a * s / h) + kLayerNormStatistics);
+}
+
+TEST(Activations, SelectiveModulesDropWhatEachRecomputes) {
+  // mlp: fc1's input is the norm output (kept), its output (8sbh), the GELU output (8sbh) are
+  // recomputed; layernorm: both norm outputs (2sbh each) and their statistics.
+  ShardOptions options = layout(1, false, "selective");
+  options.training.recompute_modules = {"core_attn", "mlp", "layernorm"};
+  Graph g = sharded(gpt(3), options);
+  expect_every_layer_saves(g, s * b * h * (34 - 16 - 4));
+}
+
+TEST(Activations, PeakMemoryGrowsByOneLayerOfSavedActivations) {
+  auto transient_peak = [](int64_t layers, const ShardOptions& options) {
+    Graph g = sharded(gpt(layers), options);
+    account_memory(g);
+    return g.mem->activation_bytes + g.mem->temporary_bytes;
+  };
+  for (bool sp : {false, true}) {
+    ShardOptions none = layout(4, sp), full = layout(4, sp, "full");
+    double norms = sp ? kLayerNormStatistics / t : kLayerNormStatistics;
+    double per_layer = sp ? s * b * h / t * (34 + 5 * a * s / h) : s * b * h * (10 + 24 / t + 5 * a * s / (h * t));
+    EXPECT_DOUBLE_EQ(transient_peak(3, none) - transient_peak(2, none), per_layer + norms) << "sp " << sp;
+    EXPECT_DOUBLE_EQ(transient_peak(3, full) - transient_peak(2, full), 2 * s * b * h / (sp ? t : 1)) << "sp " << sp;
+  }
+}
+
+TEST(Recompute, FullRecomputeRerunsEachLayerWithItsCollectives) {
+  Graph g = sharded(gpt(2), layout(4, true, "full"));
+  std::map<int64_t, int> forward, recomputed, recomputed_collectives;
+  for (const ShardOp& op : g.shard->ops) {
+    if (!op.layer) continue;
+    if (op.phase == "fwd") ++forward[*op.layer];
+    if (op.recompute) {
+      EXPECT_EQ(op.phase, "bwd");
+      EXPECT_EQ(op.pass, "backward");
+      ++recomputed[*op.layer];
+      if (op.kind == "collective") ++recomputed_collectives[*op.layer];
+    }
+  }
+  for (int64_t layer : {0, 1}) {
+    EXPECT_EQ(recomputed[layer], forward[layer]);
+    // All-gathers before QKV and fc1, reduce-scatters after the projection and fc2.
+    EXPECT_EQ(recomputed_collectives[layer], 4);
+  }
+}
+
+TEST(Recompute, BadCombinationsAreRefused) {
+  Graph g;
+  g.model = gpt(2);
+  g.trace = trace_model(*g.model);
+  auto message = [&](const ShardOptions& options) -> std::string {
+    try {
+      shard_graph(g, options);
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  ShardOptions o = layout(1, false, "selective");
+  o.training.recompute_num_layers = 2;
+  EXPECT_EQ(message(o), "recompute_num_layers=2 needs recompute=full");
+  o = layout(1, false, "none");
+  o.training.recompute_method = "block";
+  EXPECT_EQ(message(o), "recompute_method=block needs recompute=full");
+  o = layout(1, false, "full");
+  o.training.recompute_modules = {"mlp"};
+  EXPECT_EQ(message(o), "recompute_modules=mlp needs recompute=selective");
+  o = layout(1, false, "full");
+  o.training.recompute_num_layers = 0;
+  EXPECT_EQ(message(o), "recompute_num_layers=0 must be at least 1");
+  EXPECT_THROW(shard_graph(g, o), UsageError);
+  o.training.recompute_num_layers = 3;
+  EXPECT_EQ(message(o), "recompute_num_layers=3 exceeds the layers of a pipeline stage, num_layers/pp=2");
+  EXPECT_THROW(shard_graph(g, o), DataError);
+  o = layout(1, false, "selective");
+  o.training.recompute_modules = {"moe_act"};
+  EXPECT_EQ(message(o), "recompute_modules=moe_act: the model has no experts (mixture of experts is not simulated)");
+}
+
+// HFU counts the recomputed forward, MFU does not. With full recompute every layer's forward
+// runs twice: the layers' hardware FLOPs are 4/3 of their model FLOPs (Narayanan et al. 2021).
+TEST(Utilization, FullRecomputeAddsAThirdOfTheLayerFlopsToHfu) {
+  HardwareConfig h100 = load_hardware_yaml(std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-80gb.yaml");
+  const ModelConfig model = gpt(2);
+  ShardOptions none = layout(1, false), full = layout(1, false, "full");
+  none.training.global_batch = full.training.global_batch = 2 * static_cast<int64_t>(b);  // two micro-batches
+  Graph plain = simulate(model, h100, none), recomputed = simulate(model, h100, full);
+  Throughput plain_rate = throughput(plain), recomputed_rate = throughput(recomputed);
+  EXPECT_DOUBLE_EQ(plain_rate.hfu, plain_rate.mfu);
+  EXPECT_GT(recomputed.sim->step_time_ms, plain.sim->step_time_ms);
+  EXPECT_LT(recomputed.mem->peak_memory_gb, plain.mem->peak_memory_gb);
+
+  // Megatron's model FLOPs of a GPT layer per sequence: 3 x (24 s h^2 + 4 s^2 h); the logits 6 s h V.
+  const double sequences = 2 * b, layers = 2, vocab = 50304;
+  const double layer_forward = 24 * s * h * h + 4 * s * s * h;
+  const double model_flops = sequences * (3 * layers * layer_forward + 6 * s * h * vocab);
+  const double recomputed_flops = sequences * layers * layer_forward;  // the GEMMs; norms etc. add ~0.1%
+  EXPECT_NEAR(recomputed_rate.hfu / recomputed_rate.mfu, 1 + recomputed_flops / model_flops, 2e-3);
+}
+
+}  // namespace
+}  // namespace syssim
