@@ -7,30 +7,16 @@
 
 #include "common/error.hpp"
 #include "shard/shard.hpp"
+#include "trace_builder.hpp"
 
 namespace syssim {
 namespace {
 
 constexpr double kSeq = 8192, kHeads = 32, kGroups = 8, kHeadDim = 128, kHidden = 4096, kBf16 = 2;
 
-ModelConfig llama3_8b_layer() {
-  ModelConfig m;
-  m.name = "llama3-8b-layer";
-  m.num_layers = 1;
-  m.hidden_size = 4096;
-  m.num_attention_heads = 32;
-  m.num_query_groups = 8;
-  m.kv_channels = 128;
-  m.ffn_hidden_size = 14336;
-  m.seq_length = 8192;
-  m.max_position_embeddings = 8192;
-  m.vocab_size = 128256;
-  return m;
-}
+ModelConfig llama3_8b_layer() { return testing::dense_model("llama3-8b-layer", 4096, 32, 8, 14336, 8192, 128256); }
 
-TensorRef ref(int64_t tensor, const std::vector<std::string>& dims) {
-  return TensorRef{tensor, dims_from_strings(dims, "test"), "bf16"};
-}
+using testing::ref;
 
 // Tensors: 0 x, 1-3 the Q/K/V weights, 4 q, 5 k, 6 v, 7 attention output, 8 output gradient,
 // 9 dq, 10 dk, 11 dv, 12-14 the weights' gradients. Ops: 0 QKV projection, 1 flash attention,
@@ -38,51 +24,29 @@ TensorRef ref(int64_t tensor, const std::vector<std::string>& dims) {
 Graph attention_graph() {
   Graph g;
   g.model = llama3_8b_layer();
-  TraceSection t;
-  t.axes = {{"h", 4096}, {"g", 8}, {"r", 4}, {"d", 128}, {"f", 14336}, {"v", 128256}, {"p", 8192}};
+  testing::TraceBuilder t{{}, "decoder.layers.0.self_attention"};
+  t.trace.axes = {{"h", 4096}, {"g", 8}, {"r", 4}, {"d", 128}, {"f", 14336}, {"v", 128256}, {"p", 8192}};
   const std::vector<std::string> hidden = {"s", "b", "h"}, query = {"s", "b", "g*r", "d"}, key = {"s", "b", "g", "d"};
-  auto tensor = [&](const std::vector<std::string>& dims, const std::string& role, const std::string& param = "") {
-    t.tensors.push_back(TraceTensor{static_cast<int64_t>(t.tensors.size()), dims_from_strings(dims, "test"), "bf16",
-                                    role, param});
-  };
-  tensor(hidden, "activation");
-  tensor({"g*r*d", "h"}, "param", "wq");
-  tensor({"g*d", "h"}, "param", "wk");
-  tensor({"g*d", "h"}, "param", "wv");
-  for (const auto* dims : {&query, &key, &key, &query, &query, &query, &key, &key}) tensor(*dims, "activation");
-  tensor({"g*r*d", "h"}, "grad", "wq");
-  tensor({"g*d", "h"}, "grad", "wk");
-  tensor({"g*d", "h"}, "grad", "wv");
-  auto op = [&](const std::string& name, const std::string& kind, const std::string& phase, const std::string& role,
-                std::vector<TensorRef> in, std::vector<TensorRef> out, const std::string& flops,
-                const std::string& bytes, std::optional<int64_t> fwd = std::nullopt) {
-    TraceOp o;
-    o.id = static_cast<int64_t>(t.ops.size());
-    o.name = name;
-    o.kind = kind;
-    o.phase = phase;
-    o.layer = 0;
-    o.module = "decoder.layers.0.self_attention";
-    o.tp_role = role;
-    o.inputs = std::move(in);
-    o.outputs = std::move(out);
-    o.fwd_op = fwd;
-    o.flops = Poly::parse(flops, "test");
-    o.bytes = Poly::parse(bytes, "test");
-    t.ops.push_back(o);
-  };
-  op("syssim::qkv_linear", "gemm", "fwd", "column",
-     {ref(0, hidden), ref(1, {"g*r*d", "h"}), ref(2, {"g*d", "h"}), ref(3, {"g*d", "h"})},
-     {ref(4, query), ref(5, key), ref(6, key)}, "2*b*d*g*h*r*s + 4*b*d*g*h*s", "2*b*h*s");
-  op("syssim::flash_attn", "attention", "fwd", "none", {ref(4, query), ref(5, key), ref(6, key)}, {ref(7, query)},
-     "2*b*d*g*r*s^2", "4*b*d*g*r*s + 4*b*d*g*s");
-  op("syssim::flash_attn_backward", "attention", "bwd", "none",
-     {ref(8, query), ref(4, query), ref(5, key), ref(6, key), ref(7, query)}, {ref(9, query), ref(10, key), ref(11, key)},
-     "5*b*d*g*r*s^2", "8*b*d*g*r*s + 8*b*d*g*s", 1);
-  op("syssim::qkv_linear_wgrad", "gemm", "bwd", "column", {ref(9, query), ref(10, key), ref(11, key), ref(0, hidden)},
-     {ref(12, {"g*r*d", "h"}), ref(13, {"g*d", "h"}), ref(14, {"g*d", "h"})}, "2*b*d*g*h*r*s + 4*b*d*g*h*s",
-     "2*b*h*s", 0);
-  g.trace = t;
+  t.tensor(hidden, "activation");
+  t.tensor({"g*r*d", "h"}, "param", "wq");
+  t.tensor({"g*d", "h"}, "param", "wk");
+  t.tensor({"g*d", "h"}, "param", "wv");
+  for (const auto* dims : {&query, &key, &key, &query, &query, &query, &key, &key}) t.tensor(*dims, "activation");
+  t.tensor({"g*r*d", "h"}, "grad", "wq");
+  t.tensor({"g*d", "h"}, "grad", "wk");
+  t.tensor({"g*d", "h"}, "grad", "wv");
+  t.op("syssim::qkv_linear", "gemm", "fwd", "column",
+       {ref(0, hidden), ref(1, {"g*r*d", "h"}), ref(2, {"g*d", "h"}), ref(3, {"g*d", "h"})},
+       {ref(4, query), ref(5, key), ref(6, key)}, "2*b*d*g*h*r*s + 4*b*d*g*h*s", "2*b*h*s");
+  t.op("syssim::flash_attn", "attention", "fwd", "none", {ref(4, query), ref(5, key), ref(6, key)}, {ref(7, query)},
+       "2*b*d*g*r*s^2", "4*b*d*g*r*s + 4*b*d*g*s");
+  t.op("syssim::flash_attn_backward", "attention", "bwd", "none",
+       {ref(8, query), ref(4, query), ref(5, key), ref(6, key), ref(7, query)},
+       {ref(9, query), ref(10, key), ref(11, key)}, "5*b*d*g*r*s^2", "8*b*d*g*r*s + 8*b*d*g*s", 1);
+  t.op("syssim::qkv_linear_wgrad", "gemm", "bwd", "column", {ref(9, query), ref(10, key), ref(11, key), ref(0, hidden)},
+       {ref(12, {"g*r*d", "h"}), ref(13, {"g*d", "h"}), ref(14, {"g*d", "h"})}, "2*b*d*g*h*r*s + 4*b*d*g*h*s",
+       "2*b*h*s", 0);
+  g.trace = t.trace;
   return g;
 }
 
@@ -133,7 +97,8 @@ TEST(ContextParallel, EachRankDoesTheCausalAttentionOverCpInCpEqualSteps) {
     EXPECT_DOUBLE_EQ(total_flops(forward), kCausalForward / cp);
     EXPECT_DOUBLE_EQ(total_flops(backward), kCausalBackward / cp);
     // Every step is one diagonal block's work: causal attention of s/cp queries over s/cp keys.
-    for (const ShardOp* step : forward) EXPECT_DOUBLE_EQ(step->flops, 2 * (kSeq / cp) * (kSeq / cp) * kHeads * kHeadDim);
+    for (const ShardOp* step : forward)
+      EXPECT_DOUBLE_EQ(step->flops, 2 * (kSeq / cp) * (kSeq / cp) * kHeads * kHeadDim);
   }
 }
 

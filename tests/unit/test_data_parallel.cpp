@@ -11,28 +11,12 @@
 #include "cost/cost.hpp"
 #include "shard/shard.hpp"
 #include "sim/sim.hpp"
+#include "trace_builder.hpp"
 
 namespace syssim {
 namespace {
 
-TensorRef ref(int64_t tensor, const std::vector<std::string>& dims) {
-  return TensorRef{tensor, dims_from_strings(dims, "test"), "bf16"};
-}
-
-ModelConfig model_of(int64_t hidden, int64_t ffn) {
-  ModelConfig m;
-  m.name = "small";
-  m.num_layers = 1;
-  m.hidden_size = hidden;
-  m.num_attention_heads = 16;
-  m.num_query_groups = 16;
-  m.kv_channels = hidden / 16;
-  m.ffn_hidden_size = ffn;
-  m.seq_length = 2048;
-  m.max_position_embeddings = 2048;
-  m.vocab_size = 50257;
-  return m;
-}
+using testing::ref;
 
 // Tensors: 0 x, 1 norm.weight [h], 2 y (norm output), 3 fc1.weight [f,h], 4 z [s,b,f],
 // 5 fc2.weight [h,f], 6 out, 7 grad out, 8 grad z, 9 grad fc2.weight, 10 grad y,
@@ -41,59 +25,41 @@ ModelConfig model_of(int64_t hidden, int64_t ffn) {
 // 7 norm backward. Backward finishes the gradients of fc2, fc1, norm in that order.
 Graph small_graph(int64_t hidden = 1024, int64_t ffn = 4096) {
   Graph g;
-  g.model = model_of(hidden, ffn);
-  TraceSection t;
-  t.axes = {{"h", static_cast<double>(hidden)}, {"g", 16}, {"r", 1}, {"d", hidden / 16.0},
-            {"f", static_cast<double>(ffn)}, {"v", 50257}, {"p", 2048}};
-  auto tensor = [&](const std::vector<std::string>& dims, const std::string& role, const std::string& param = "") {
-    t.tensors.push_back(TraceTensor{static_cast<int64_t>(t.tensors.size()), dims_from_strings(dims, "test"), "bf16",
-                                    role, param});
-  };
-  tensor({"s", "b", "h"}, "activation");
-  tensor({"h"}, "param", "norm.weight");
-  tensor({"s", "b", "h"}, "activation");
-  tensor({"f", "h"}, "param", "fc1.weight");
-  tensor({"s", "b", "f"}, "activation");
-  tensor({"h", "f"}, "param", "fc2.weight");
-  tensor({"s", "b", "h"}, "activation");
-  tensor({"s", "b", "h"}, "activation");
-  tensor({"s", "b", "f"}, "activation");
-  tensor({"h", "f"}, "grad", "fc2.weight");
-  tensor({"s", "b", "h"}, "activation");
-  tensor({"f", "h"}, "grad", "fc1.weight");
-  tensor({"s", "b", "h"}, "activation");
-  tensor({"h"}, "grad", "norm.weight");
-  auto op = [&](const std::string& name, const std::string& kind, const std::string& phase, const std::string& role,
-                std::vector<TensorRef> in, std::vector<TensorRef> out, const std::string& flops,
-                std::optional<int64_t> fwd = std::nullopt) {
-    TraceOp o;
-    o.id = static_cast<int64_t>(t.ops.size());
-    o.name = name;
-    o.kind = kind;
-    o.phase = phase;
-    o.layer = 0;
-    o.module = "decoder.layers.0.mlp";
-    o.tp_role = role;
-    o.inputs = std::move(in);
-    o.outputs = std::move(out);
-    o.fwd_op = fwd;
-    o.flops = Poly::parse(flops, "test");
-    o.bytes = Poly::parse("2*s*b*h", "test");
-    t.ops.push_back(o);
-  };
+  g.model = testing::dense_model("small", hidden, 16, 16, ffn, 2048, 50257);
+  testing::TraceBuilder t{{}, "decoder.layers.0.mlp"};
+  t.trace.axes = {{"h", static_cast<double>(hidden)}, {"g", 16},    {"r", 1},   {"d", hidden / 16.0},
+                  {"f", static_cast<double>(ffn)},    {"v", 50257}, {"p", 2048}};
+  t.tensor({"s", "b", "h"}, "activation");
+  t.tensor({"h"}, "param", "norm.weight");
+  t.tensor({"s", "b", "h"}, "activation");
+  t.tensor({"f", "h"}, "param", "fc1.weight");
+  t.tensor({"s", "b", "f"}, "activation");
+  t.tensor({"h", "f"}, "param", "fc2.weight");
+  t.tensor({"s", "b", "h"}, "activation");
+  t.tensor({"s", "b", "h"}, "activation");
+  t.tensor({"s", "b", "f"}, "activation");
+  t.tensor({"h", "f"}, "grad", "fc2.weight");
+  t.tensor({"s", "b", "h"}, "activation");
+  t.tensor({"f", "h"}, "grad", "fc1.weight");
+  t.tensor({"s", "b", "h"}, "activation");
+  t.tensor({"h"}, "grad", "norm.weight");
   const std::vector<std::string> sbh = {"s", "b", "h"}, sbf = {"s", "b", "f"};
-  op("syssim::rms_norm", "math", "fwd", "none", {ref(0, sbh), ref(1, {"h"})}, {ref(2, sbh)}, "4*s*b*h");
-  op("syssim::linear", "gemm", "fwd", "column", {ref(2, sbh), ref(3, {"f", "h"})}, {ref(4, sbf)}, "2*s*b*h*f");
-  op("syssim::linear", "gemm", "fwd", "row", {ref(4, sbf), ref(5, {"h", "f"})}, {ref(6, sbh)}, "2*s*b*h*f");
-  op("syssim::linear_dgrad", "gemm", "bwd", "row", {ref(7, sbh), ref(5, {"h", "f"})}, {ref(8, sbf)}, "2*s*b*h*f", 2);
-  op("syssim::linear_wgrad", "gemm", "bwd", "row", {ref(7, sbh), ref(4, sbf)}, {ref(9, {"h", "f"})}, "2*s*b*h*f", 2);
-  op("syssim::linear_dgrad", "gemm", "bwd", "column", {ref(8, sbf), ref(3, {"f", "h"})}, {ref(10, sbh)}, "2*s*b*h*f",
-     1);
-  op("syssim::linear_wgrad", "gemm", "bwd", "column", {ref(8, sbf), ref(2, sbh)}, {ref(11, {"f", "h"})}, "2*s*b*h*f",
-     1);
-  op("syssim::rms_norm_backward", "math", "bwd", "none", {ref(10, sbh), ref(0, sbh), ref(1, {"h"})},
-     {ref(12, sbh), ref(13, {"h"})}, "6*s*b*h", 0);
-  g.trace = t;
+  t.op("syssim::rms_norm", "math", "fwd", "none", {ref(0, sbh), ref(1, {"h"})}, {ref(2, sbh)}, "4*s*b*h", "2*s*b*h");
+  t.op("syssim::linear", "gemm", "fwd", "column", {ref(2, sbh), ref(3, {"f", "h"})}, {ref(4, sbf)}, "2*s*b*h*f",
+       "2*s*b*h");
+  t.op("syssim::linear", "gemm", "fwd", "row", {ref(4, sbf), ref(5, {"h", "f"})}, {ref(6, sbh)}, "2*s*b*h*f",
+       "2*s*b*h");
+  t.op("syssim::linear_dgrad", "gemm", "bwd", "row", {ref(7, sbh), ref(5, {"h", "f"})}, {ref(8, sbf)}, "2*s*b*h*f",
+       "2*s*b*h", 2);
+  t.op("syssim::linear_wgrad", "gemm", "bwd", "row", {ref(7, sbh), ref(4, sbf)}, {ref(9, {"h", "f"})}, "2*s*b*h*f",
+       "2*s*b*h", 2);
+  t.op("syssim::linear_dgrad", "gemm", "bwd", "column", {ref(8, sbf), ref(3, {"f", "h"})}, {ref(10, sbh)}, "2*s*b*h*f",
+       "2*s*b*h", 1);
+  t.op("syssim::linear_wgrad", "gemm", "bwd", "column", {ref(8, sbf), ref(2, sbh)}, {ref(11, {"f", "h"})}, "2*s*b*h*f",
+       "2*s*b*h", 1);
+  t.op("syssim::rms_norm_backward", "math", "bwd", "none", {ref(10, sbh), ref(0, sbh), ref(1, {"h"})},
+       {ref(12, sbh), ref(13, {"h"})}, "6*s*b*h", "2*s*b*h", 0);
+  g.trace = t.trace;
   return g;
 }
 
@@ -130,9 +96,8 @@ std::vector<const ShardOp*> ops_of(const ShardSection& s, const std::string& mod
 }
 
 const ShardOp& op_named(const ShardSection& s, const std::string& name, const std::string& module = "") {
-  auto it = std::find_if(s.ops.begin(), s.ops.end(), [&](const ShardOp& op) {
-    return op.name == name && (module.empty() || op.module == module);
-  });
+  auto it = std::find_if(s.ops.begin(), s.ops.end(),
+                         [&](const ShardOp& op) { return op.name == name && (module.empty() || op.module == module); });
   if (it == s.ops.end()) throw std::runtime_error("no op " + name);
   return *it;
 }

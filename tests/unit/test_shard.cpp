@@ -4,83 +4,48 @@
 
 #include "common/error.hpp"
 #include "shard/shard.hpp"
+#include "trace_builder.hpp"
 
 namespace syssim {
 namespace {
 
-TensorRef ref(int64_t tensor, const std::vector<std::string>& dims, const std::string& dtype = "bf16") {
-  return TensorRef{tensor, dims_from_strings(dims, "test"), dtype};
-}
+using testing::ref;
 
-ModelConfig small_model() {
-  ModelConfig m;
-  m.name = "small";
-  m.num_layers = 1;
-  m.hidden_size = 1024;
-  m.num_attention_heads = 16;
-  m.num_query_groups = 16;
-  m.kv_channels = 64;
-  m.ffn_hidden_size = 4096;
-  m.seq_length = 2048;
-  m.max_position_embeddings = 2048;
-  m.vocab_size = 50257;
-  return m;
-}
+ModelConfig small_model() { return testing::dense_model("small", 1024, 16, 16, 4096, 2048, 50257); }
 
 // Buffers: 0 x (norm input), 1 y (norm output), 2 w1 [f,h], 3 z [s,b,f], 4 w2 [h,f], 5 out,
 // 6 grad out, 7 grad z, 8 grad w2, 9 grad y, 10 grad w1.
 Graph small_graph() {
   Graph g;
   g.model = small_model();
-  TraceSection t;
-  t.axes = {{"h", 1024}, {"g", 16}, {"r", 1}, {"d", 64}, {"f", 4096}, {"v", 50257}, {"p", 2048}};
-  auto tensor = [&](const std::vector<std::string>& dims, const std::string& role, const std::string& param = "") {
-    t.tensors.push_back(TraceTensor{static_cast<int64_t>(t.tensors.size()), dims_from_strings(dims, "test"), "bf16",
-                                    role, param});
-  };
-  tensor({"s", "b", "h"}, "activation");
-  tensor({"s", "b", "h"}, "activation");
-  tensor({"f", "h"}, "param", "fc1.weight");
-  tensor({"s", "b", "f"}, "activation");
-  tensor({"h", "f"}, "param", "fc2.weight");
-  tensor({"s", "b", "h"}, "activation");
-  tensor({"s", "b", "h"}, "activation");
-  tensor({"s", "b", "f"}, "activation");
-  tensor({"h", "f"}, "grad", "fc2.weight");
-  tensor({"s", "b", "h"}, "activation");
-  tensor({"f", "h"}, "grad", "fc1.weight");
-  auto op = [&](const std::string& name, const std::string& kind, const std::string& phase, const std::string& role,
-                std::vector<TensorRef> in, std::vector<TensorRef> out, const std::string& flops,
-                std::optional<int64_t> fwd = std::nullopt) {
-    TraceOp o;
-    o.id = static_cast<int64_t>(t.ops.size());
-    o.name = name;
-    o.kind = kind;
-    o.phase = phase;
-    o.layer = 0;
-    o.module = "decoder.layers.0.mlp";
-    o.tp_role = role;
-    o.inputs = std::move(in);
-    o.outputs = std::move(out);
-    o.fwd_op = fwd;
-    o.flops = Poly::parse(flops, "test");
-    o.bytes = Poly::parse("2*s*b*h", "test");
-    t.ops.push_back(o);
-  };
-  op("syssim::rms_norm", "math", "fwd", "none", {ref(0, {"s", "b", "h"})}, {ref(1, {"s", "b", "h"})}, "4*s*b*h");
-  op("syssim::linear", "gemm", "fwd", "column", {ref(1, {"s", "b", "h"}), ref(2, {"f", "h"})},
-     {ref(3, {"s", "b", "f"})}, "2*s*b*h*f");
-  op("syssim::linear", "gemm", "fwd", "row", {ref(3, {"s", "b", "f"}), ref(4, {"h", "f"})},
-     {ref(5, {"s", "b", "h"})}, "2*s*b*h*f");
-  op("syssim::linear_dgrad", "gemm", "bwd", "row", {ref(6, {"s", "b", "h"}), ref(4, {"h", "f"})},
-     {ref(7, {"s", "b", "f"})}, "2*s*b*h*f", 2);
-  op("syssim::linear_wgrad", "gemm", "bwd", "row", {ref(6, {"s", "b", "h"}), ref(3, {"s", "b", "f"})},
-     {ref(8, {"h", "f"})}, "2*s*b*h*f", 2);
-  op("syssim::linear_dgrad", "gemm", "bwd", "column", {ref(7, {"s", "b", "f"}), ref(2, {"f", "h"})},
-     {ref(9, {"s", "b", "h"})}, "2*s*b*h*f", 1);
-  op("syssim::linear_wgrad", "gemm", "bwd", "column", {ref(7, {"s", "b", "f"}), ref(1, {"s", "b", "h"})},
-     {ref(10, {"f", "h"})}, "2*s*b*h*f", 1);
-  g.trace = t;
+  testing::TraceBuilder t{{}, "decoder.layers.0.mlp"};
+  t.trace.axes = {{"h", 1024}, {"g", 16}, {"r", 1}, {"d", 64}, {"f", 4096}, {"v", 50257}, {"p", 2048}};
+  t.tensor({"s", "b", "h"}, "activation");
+  t.tensor({"s", "b", "h"}, "activation");
+  t.tensor({"f", "h"}, "param", "fc1.weight");
+  t.tensor({"s", "b", "f"}, "activation");
+  t.tensor({"h", "f"}, "param", "fc2.weight");
+  t.tensor({"s", "b", "h"}, "activation");
+  t.tensor({"s", "b", "h"}, "activation");
+  t.tensor({"s", "b", "f"}, "activation");
+  t.tensor({"h", "f"}, "grad", "fc2.weight");
+  t.tensor({"s", "b", "h"}, "activation");
+  t.tensor({"f", "h"}, "grad", "fc1.weight");
+  t.op("syssim::rms_norm", "math", "fwd", "none", {ref(0, {"s", "b", "h"})}, {ref(1, {"s", "b", "h"})}, "4*s*b*h",
+       "2*s*b*h");
+  t.op("syssim::linear", "gemm", "fwd", "column", {ref(1, {"s", "b", "h"}), ref(2, {"f", "h"})},
+       {ref(3, {"s", "b", "f"})}, "2*s*b*h*f", "2*s*b*h");
+  t.op("syssim::linear", "gemm", "fwd", "row", {ref(3, {"s", "b", "f"}), ref(4, {"h", "f"})}, {ref(5, {"s", "b", "h"})},
+       "2*s*b*h*f", "2*s*b*h");
+  t.op("syssim::linear_dgrad", "gemm", "bwd", "row", {ref(6, {"s", "b", "h"}), ref(4, {"h", "f"})},
+       {ref(7, {"s", "b", "f"})}, "2*s*b*h*f", "2*s*b*h", 2);
+  t.op("syssim::linear_wgrad", "gemm", "bwd", "row", {ref(6, {"s", "b", "h"}), ref(3, {"s", "b", "f"})},
+       {ref(8, {"h", "f"})}, "2*s*b*h*f", "2*s*b*h", 2);
+  t.op("syssim::linear_dgrad", "gemm", "bwd", "column", {ref(7, {"s", "b", "f"}), ref(2, {"f", "h"})},
+       {ref(9, {"s", "b", "h"})}, "2*s*b*h*f", "2*s*b*h", 1);
+  t.op("syssim::linear_wgrad", "gemm", "bwd", "column", {ref(7, {"s", "b", "f"}), ref(1, {"s", "b", "h"})},
+       {ref(10, {"f", "h"})}, "2*s*b*h*f", "2*s*b*h", 1);
+  g.trace = t.trace;
   return g;
 }
 
@@ -145,8 +110,8 @@ TEST(Shard, SequenceParallelGathersBeforeColumnAndScattersAfterRow) {
   // Forward: gather the norm output, reduce-scatter fc2's output. Backward: gather the
   // output gradient for fc2's dgrad+wgrad (once), gather fc1's input for its wgrad (launched
   // before fc1's dgrad), reduce-scatter fc1's input gradient.
-  EXPECT_EQ(kinds, (std::vector<std::string>{"fwd:all_gather", "fwd:reduce_scatter", "bwd:all_gather",
-                                             "bwd:all_gather", "bwd:reduce_scatter"}));
+  EXPECT_EQ(kinds, (std::vector<std::string>{"fwd:all_gather", "fwd:reduce_scatter", "bwd:all_gather", "bwd:all_gather",
+                                             "bwd:reduce_scatter"}));
   // The norm works on s/tp tokens: 4 FLOPs * 1024 tokens * 1024.
   EXPECT_DOUBLE_EQ(g.shard->ops[0].flops, 4.0 * 1024 * 1024);
   // Its output is a [s/tp, b, h] buffer; the gathered copy is the whole sequence.
@@ -167,8 +132,8 @@ TEST(Shard, DataParallelAddsGradientReductionAndAdam) {
   EXPECT_EQ(c[0]->collective, "all_reduce");
   EXPECT_EQ(c[0]->scope, "step");
   EXPECT_DOUBLE_EQ(c[0]->message_bytes, 2.0 * 1024 * 4096 * 4);  // fp32 gradients
-  const ShardOp& adam = *std::find_if(g.shard->ops.begin(), g.shard->ops.end(),
-                                      [](const ShardOp& op) { return op.kind == "optimizer"; });
+  const ShardOp& adam =
+      *std::find_if(g.shard->ops.begin(), g.shard->ops.end(), [](const ShardOp& op) { return op.kind == "optimizer"; });
   EXPECT_EQ(adam.kind, "optimizer");
   EXPECT_DOUBLE_EQ(adam.bytes, 2.0 * 1024 * 4096 * 30);
 }

@@ -1,0 +1,64 @@
+// Hand-built traces for the shard-stage tests: the records the tracer writes, made small
+// enough that the expected numbers can be worked out by hand.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "trace/section.hpp"
+
+namespace syssim::testing {
+
+inline TensorRef ref(int64_t tensor, const std::vector<std::string>& dims, const std::string& dtype = "bf16") {
+  return TensorRef{tensor, dims_from_strings(dims, "test"), dtype};
+}
+
+// A dense model with the given shape; the other fields keep their defaults.
+inline ModelConfig dense_model(const std::string& name, int64_t hidden, int64_t heads, int64_t groups, int64_t ffn,
+                               int64_t seq, int64_t vocab) {
+  ModelConfig m;
+  m.name = name;
+  m.num_layers = 1;
+  m.hidden_size = hidden;
+  m.num_attention_heads = heads;
+  m.num_query_groups = groups;
+  m.kv_channels = hidden / heads;
+  m.ffn_hidden_size = ffn;
+  m.seq_length = seq;
+  m.max_position_embeddings = seq;
+  m.vocab_size = vocab;
+  return m;
+}
+
+// Appends tensors and ops of layer 0 in `module`, numbering them in order.
+struct TraceBuilder {
+  TraceSection trace;
+  std::string module;
+
+  void tensor(const std::vector<std::string>& dims, const std::string& role, const std::string& param = "") {
+    trace.tensors.push_back(
+        TraceTensor{static_cast<int64_t>(trace.tensors.size()), dims_from_strings(dims, "test"), "bf16", role, param});
+  }
+
+  void op(const std::string& name, const std::string& kind, const std::string& phase, const std::string& tp_role,
+          std::vector<TensorRef> inputs, std::vector<TensorRef> outputs, const std::string& flops,
+          const std::string& bytes, std::optional<int64_t> fwd_op = std::nullopt) {
+    TraceOp o;
+    o.id = static_cast<int64_t>(trace.ops.size());
+    o.name = name;
+    o.kind = kind;
+    o.phase = phase;
+    o.layer = 0;
+    o.module = module;
+    o.tp_role = tp_role;
+    o.inputs = std::move(inputs);
+    o.outputs = std::move(outputs);
+    o.fwd_op = fwd_op;
+    o.flops = Poly::parse(flops, "test");
+    o.bytes = Poly::parse(bytes, "test");
+    trace.ops.push_back(std::move(o));
+  }
+};
+
+}  // namespace syssim::testing
