@@ -1,10 +1,13 @@
 // syssim: the driver. `run` and `memory` run every stage in one process (docs/syssim.md).
 
+#include <iostream>
+
 #include "common/io.hpp"
 #include "common/version.hpp"
 #include "driver/driver.hpp"
 #include "layout_flags.hpp"
 #include "tool.hpp"
+#include "validate/validate.hpp"
 
 namespace {
 
@@ -38,7 +41,21 @@ int main(int argc, char** argv) {
     command->add_option("-o,--output", output, "Output file, written atomically (default: standard output)");
     syssim::tool::add_layout_flags(*command, request.options);
   }
+  CLI::App* validate = app.add_subcommand("validate", "Compare predictions with a table of measured runs");
+  std::string measured, validate_format = "table";
+  syssim::ValidateOptions validate_options;
+  validate->add_option("measured", measured, "CSV of measured runs (docs/validation.md)")->required();
+  validate->add_option("--format", validate_format, "Output format")->check(CLI::IsMember({"table", "csv", "json"}));
+  validate->add_option("--hardware-dir", validate_options.hardware_dir, "Folder of the hardware presets");
+  validate->add_option("-o,--output", output, "Output file, written atomically (default: standard output)");
   return syssim::tool::guarded_main("syssim", app, argc, argv, [&] {
+    if (validate->parsed()) {
+      syssim::ValidationResult result =
+          syssim::validate_measured(syssim::read_input(measured), measured, validate_options);
+      for (const std::string& warning : result.warnings) std::cerr << "syssim: warning: " << warning << "\n";
+      syssim::write_output(output, syssim::render_validation(result, validate_format));
+      return;
+    }
     CLI::App* command = commands[0]->parsed() ? commands[0] : commands[1];
     if (!model.empty()) request.model_path = model;
     if (!hardware.empty()) request.hardware_path = hardware;

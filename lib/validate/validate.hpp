@@ -1,0 +1,77 @@
+// syssim validate: predicts every row of a table of measured training runs (the layout of
+// ../shared/validation/measured.csv) and compares step time and memory (docs/validation.md).
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "shard/shard.hpp"
+
+namespace syssim {
+
+// RFC 4180 CSV: quoted fields may hold commas, newlines and doubled quotes. The first record
+// is the header; every record must have as many fields. Throws DataError naming source:line.
+struct CsvTable {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> records;
+  std::vector<int64_t> record_lines;  // line where each record starts
+};
+CsvTable parse_csv(const std::string& text, const std::string& source);
+
+using MeasuredRow = std::map<std::string, std::string>;  // column -> cell ("" when empty)
+
+// What syssim simulates for one measured row, or why it cannot.
+struct RowPlan {
+  std::string skip_reason;  // non-empty: the row is not simulated
+  ModelConfig model;
+  std::string hardware_path;
+  ShardOptions options;
+  std::vector<std::string> assumptions;  // defaults taken for cells the source leaves empty
+};
+
+// Maps a row's columns onto a model, a hardware preset (a file of hardware_dir) and a layout.
+RowPlan plan_row(const MeasuredRow& row, const std::string& hardware_dir);
+
+struct RowResult {
+  int64_t line = 0;
+  std::string source_id, model, layout, skip_reason;
+  int64_t gpus = 0;
+  double measured_step_s = 0, predicted_step_s = 0, step_error_pct = 0;  // signed: (pred - meas) / meas
+  std::optional<double> measured_peak_mem_gb;
+  double predicted_peak_mem_gb = 0;
+  bool predicted_oom = false;
+  bool measured_oom = false;  // the measured_oom column; without it the run is taken to have run
+  std::vector<std::string> assumptions;
+  bool expressed() const { return skip_reason.empty(); }
+};
+
+// Linear interpolation between closest ranks (position q*(n-1) of the sorted values).
+double percentile(std::vector<double> values, double q);
+
+struct ErrorStats {
+  std::string group;  // a source_id, or "all"
+  int64_t rows = 0;
+  double median = 0, p90 = 0, max = 0;  // of the absolute % step-time error
+};
+// One entry per source_id (sorted) with at least one expressed row, then "all".
+std::vector<ErrorStats> step_error_stats(const std::vector<RowResult>& rows);
+
+struct ValidationResult {
+  std::vector<RowResult> rows;
+  std::vector<std::string> warnings;  // for the tool to print (unknown columns)
+};
+
+struct ValidateOptions {
+  std::string hardware_dir;  // folder of the hardware presets; empty: the repository's configs/hardware
+};
+
+// Plans and simulates every row; rows that cannot be simulated carry their reason.
+ValidationResult validate_measured(const std::string& csv_text, const std::string& source,
+                                   const ValidateOptions& options);
+
+// format: table | csv | json.
+std::string render_validation(const ValidationResult& result, const std::string& format);
+
+}  // namespace syssim
