@@ -24,6 +24,17 @@ std::vector<TensorRef> refs_from_json(const json& j, const std::string& key, con
 
 }  // namespace
 
+AxisValues architecture_axes(const ModelConfig& model) {
+  auto value = [](int64_t v) { return static_cast<double>(v); };
+  return {{"h", value(model.hidden_size)},
+          {"g", value(model.num_query_groups)},
+          {"r", value(model.num_attention_heads / model.num_query_groups)},
+          {"d", value(model.kv_channels)},
+          {"f", value(model.ffn_hidden_size)},
+          {"v", value(model.vocab_size)},
+          {"p", value(model.max_position_embeddings)}};
+}
+
 json to_json(const TraceSection& t) {
   json tensors = json::array();
   for (const auto& x : t.tensors)

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/expr.hpp"
+#include "config/config.hpp"
 
 namespace syssim {
 
@@ -47,6 +48,9 @@ struct TraceSection {
   std::vector<TraceTensor> tensors;
   std::vector<TraceOp> ops;
 };
+
+// The values of the architecture axes (h, g, r, d, f, v, p) of a model: trace.axes.
+AxisValues architecture_axes(const ModelConfig& model);
 
 nlohmann::json to_json(const TraceSection& trace);
 TraceSection trace_from_json(const nlohmann::json& j, const std::string& path);

@@ -59,17 +59,6 @@ Poly bytes_of(const std::vector<TensorRef>& refs) {
   return bytes;
 }
 
-// Unpadded: syssim-shard pads the vocabulary as Megatron does, which depends on tp.
-AxisSizeMap architecture_sizes(const ModelConfig& model) {
-  return {{"h", model.hidden_size},
-          {"g", model.num_query_groups},
-          {"r", model.num_attention_heads / model.num_query_groups},
-          {"d", model.kv_channels},
-          {"f", model.ffn_hidden_size},
-          {"v", model.vocab_size},
-          {"p", model.max_position_embeddings}};
-}
-
 }  // namespace
 
 ConcreteTrace trace_concrete(const ModelConfig& model, const std::map<std::string, int64_t>& axis_sizes) {
@@ -95,7 +84,7 @@ TraceSection trace_model(const ModelConfig& model) {
   const AxisSizeMap primes = tracing_sizes(model);
   ConcreteTrace concrete = trace_concrete(model, primes);
   TraceSection trace;
-  for (const auto& [axis, size] : architecture_sizes(model)) trace.axes[axis] = static_cast<double>(size);
+  trace.axes = architecture_axes(model);  // v unpadded: syssim-shard pads it for its tp
   for (size_t id = 0; id < concrete.ops.size(); ++id) {
     const ConcreteOp& c = concrete.ops[id];
     const std::string where = "op " + std::to_string(id) + " (" + c.name + ")";

@@ -43,32 +43,31 @@ std::string cell(const MeasuredRow& row, const std::string& column) {
 
 bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
 
-std::optional<int64_t> int_cell(const MeasuredRow& row, const std::string& column) {
+// The cell parsed whole by `parse` (std::stoll, std::stod), or nothing when it is empty.
+template <typename T, typename Parse>
+std::optional<T> parsed_cell(const MeasuredRow& row, const std::string& column, const char* expected, Parse parse) {
   std::string text = cell(row, column);
   if (text.empty()) return std::nullopt;
   size_t used = 0;
-  int64_t value = 0;
+  T value = 0;
   try {
-    value = std::stoll(text, &used);
+    value = parse(text, &used);
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used != text.size()) throw DataError("column '" + column + "': expected an integer, got '" + text + "'");
+  if (used != text.size())
+    throw DataError("column '" + column + "': expected " + expected + ", got '" + text + "'");
   return value;
 }
 
+std::optional<int64_t> int_cell(const MeasuredRow& row, const std::string& column) {
+  return parsed_cell<int64_t>(row, column, "an integer",
+                              [](const std::string& text, size_t* used) { return std::stoll(text, used); });
+}
+
 std::optional<double> number_cell(const MeasuredRow& row, const std::string& column) {
-  std::string text = cell(row, column);
-  if (text.empty()) return std::nullopt;
-  size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size()) throw DataError("column '" + column + "': expected a number, got '" + text + "'");
-  return value;
+  return parsed_cell<double>(row, column, "a number",
+                             [](const std::string& text, size_t* used) { return std::stod(text, used); });
 }
 
 int64_t required_int(const MeasuredRow& row, const std::string& column) {

@@ -14,7 +14,7 @@ namespace {
 
 constexpr double kSeq = 8192, kHeads = 32, kGroups = 8, kHeadDim = 128, kHidden = 4096, kBf16 = 2;
 
-ModelConfig llama3_8b_layer() { return testing::dense_model("llama3-8b-layer", 4096, 32, 8, 14336, 8192, 128256); }
+ModelConfig llama3_8b_layer() { return testing::dense_model("llama3-8b-layer", 1, 4096, 32, 8, 14336, 8192, 128256); }
 
 using testing::ref;
 
@@ -24,8 +24,7 @@ using testing::ref;
 Graph attention_graph() {
   Graph g;
   g.model = llama3_8b_layer();
-  testing::TraceBuilder t{{}, "decoder.layers.0.self_attention"};
-  t.trace.axes = {{"h", 4096}, {"g", 8}, {"r", 4}, {"d", 128}, {"f", 14336}, {"v", 128256}, {"p", 8192}};
+  testing::TraceBuilder t(*g.model, "decoder.layers.0.self_attention");
   const std::vector<std::string> hidden = {"s", "b", "h"}, query = {"s", "b", "g*r", "d"}, key = {"s", "b", "g", "d"};
   t.tensor(hidden, "activation");
   t.tensor({"g*r*d", "h"}, "param", "wq");

@@ -25,10 +25,8 @@ using testing::ref;
 // 7 norm backward. Backward finishes the gradients of fc2, fc1, norm in that order.
 Graph small_graph(int64_t hidden = 1024, int64_t ffn = 4096) {
   Graph g;
-  g.model = testing::dense_model("small", hidden, 16, 16, ffn, 2048, 50257);
-  testing::TraceBuilder t{{}, "decoder.layers.0.mlp"};
-  t.trace.axes = {{"h", static_cast<double>(hidden)}, {"g", 16},    {"r", 1},   {"d", hidden / 16.0},
-                  {"f", static_cast<double>(ffn)},    {"v", 50257}, {"p", 2048}};
+  g.model = testing::dense_model("small", 1, hidden, 16, 16, ffn, 2048, 50257);
+  testing::TraceBuilder t(*g.model, "decoder.layers.0.mlp");
   t.tensor({"s", "b", "h"}, "activation");
   t.tensor({"h"}, "param", "norm.weight");
   t.tensor({"s", "b", "h"}, "activation");

@@ -12,6 +12,7 @@
 #include "report/report.hpp"
 #include "shard/shard.hpp"
 #include "trace/trace.hpp"
+#include "trace_builder.hpp"
 
 namespace syssim {
 namespace {
@@ -24,22 +25,9 @@ constexpr double s = 1024, b = 2, h = 2048, a = 16, t = 4;
 constexpr double kLayerNormStatistics = 16 * s * b;
 
 ModelConfig gpt(int64_t layers) {
-  ModelConfig m;
-  m.name = "gpt-korthikanti";
-  m.num_layers = layers;
-  m.hidden_size = static_cast<int64_t>(h);
-  m.num_attention_heads = static_cast<int64_t>(a);
-  m.num_query_groups = static_cast<int64_t>(a);
-  m.kv_channels = static_cast<int64_t>(h / a);
-  m.ffn_hidden_size = static_cast<int64_t>(4 * h);
-  m.seq_length = static_cast<int64_t>(s);
-  m.max_position_embeddings = static_cast<int64_t>(s);
-  m.vocab_size = 50257;
-  m.swiglu = false;
-  m.rope = false;
-  m.tie_word_embeddings = true;
-  m.normalization = "LayerNorm";
-  m.add_bias_linear = true;
+  auto n = [](double v) { return static_cast<int64_t>(v); };
+  ModelConfig m =
+      testing::megatron_gpt(testing::dense_model("gpt-korthikanti", layers, n(h), n(a), n(a), n(4 * h), n(s), 50257));
   m.attention_backend = "unfused";
   m.hidden_dropout = 0.1;
   m.attention_dropout = 0.1;
@@ -99,7 +87,8 @@ TEST(Activations, SequenceParallelismSplitsTheRest) {
 }
 
 TEST(Activations, SelectiveRecomputeDropsTheAttentionScores) {
-  expect_every_layer_saves(sharded(gpt(3), layout(4, true, "selective")), s * b * h / t * 34 + kLayerNormStatistics / t);
+  expect_every_layer_saves(sharded(gpt(3), layout(4, true, "selective")),
+                           s * b * h / t * 34 + kLayerNormStatistics / t);
   expect_every_layer_saves(sharded(gpt(3), layout(1, false, "selective")), s * b * h * 34 + kLayerNormStatistics);
 }
 

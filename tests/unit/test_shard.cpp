@@ -11,15 +11,14 @@ namespace {
 
 using testing::ref;
 
-ModelConfig small_model() { return testing::dense_model("small", 1024, 16, 16, 4096, 2048, 50257); }
+ModelConfig small_model() { return testing::dense_model("small", 1, 1024, 16, 16, 4096, 2048, 50257); }
 
 // Buffers: 0 x (norm input), 1 y (norm output), 2 w1 [f,h], 3 z [s,b,f], 4 w2 [h,f], 5 out,
 // 6 grad out, 7 grad z, 8 grad w2, 9 grad y, 10 grad w1.
 Graph small_graph() {
   Graph g;
   g.model = small_model();
-  testing::TraceBuilder t{{}, "decoder.layers.0.mlp"};
-  t.trace.axes = {{"h", 1024}, {"g", 16}, {"r", 1}, {"d", 64}, {"f", 4096}, {"v", 50257}, {"p", 2048}};
+  testing::TraceBuilder t(*g.model, "decoder.layers.0.mlp");
   t.tensor({"s", "b", "h"}, "activation");
   t.tensor({"s", "b", "h"}, "activation");
   t.tensor({"f", "h"}, "param", "fc1.weight");

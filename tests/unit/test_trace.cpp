@@ -7,44 +7,15 @@
 #include "common/error.hpp"
 #include "trace/recorder.hpp"
 #include "trace/trace.hpp"
+#include "trace_builder.hpp"
 
 namespace syssim {
 namespace {
 
-ModelConfig llama3_8b() {
-  ModelConfig m;
-  m.name = "llama3-8b";
-  m.num_layers = 32;
-  m.hidden_size = 4096;
-  m.num_attention_heads = 32;
-  m.num_query_groups = 8;
-  m.kv_channels = 128;
-  m.ffn_hidden_size = 14336;
-  m.seq_length = 8192;
-  m.max_position_embeddings = 8192;
-  m.vocab_size = 128256;
-  return m;  // swiglu, rope, RMSNorm, untied, no biases, flash attention: the defaults
-}
+ModelConfig llama3_8b() { return testing::dense_model("llama3-8b", 32, 4096, 32, 8, 14336, 8192, 128256); }
 
-// GPT-3 175B as Megatron trains it: LayerNorm, GELU, learned positions, biases, tied embeddings.
 ModelConfig gpt3_175b() {
-  ModelConfig m;
-  m.name = "gpt3-175b";
-  m.num_layers = 96;
-  m.hidden_size = 12288;
-  m.num_attention_heads = 96;
-  m.num_query_groups = 96;
-  m.kv_channels = 128;
-  m.ffn_hidden_size = 49152;
-  m.seq_length = 2048;
-  m.max_position_embeddings = 2048;
-  m.vocab_size = 50257;
-  m.swiglu = false;
-  m.rope = false;
-  m.tie_word_embeddings = true;
-  m.normalization = "LayerNorm";
-  m.add_bias_linear = true;
-  return m;
+  return testing::megatron_gpt(testing::dense_model("gpt3-175b", 96, 12288, 96, 96, 49152, 2048, 50257));
 }
 
 // A small GPT with Megatron's unfused attention path.
@@ -113,11 +84,11 @@ const TraceSection* LlamaTrace::trace_ = nullptr;
 
 TEST_F(LlamaTrace, ParameterCountIsTheClosedForm) {
   const double h = 4096, heads = 32, groups = 8, d = 128, f = 14336, v = 128256, layers = 32;
-  const double per_layer = h * heads * d           // q
-                           + 2 * h * groups * d    // k, v
-                           + heads * d * h         // attention output projection
-                           + 3 * h * f             // gate, up, down
-                           + 2 * h;                // two RMSNorms
+  const double per_layer = h * heads * d         // q
+                           + 2 * h * groups * d  // k, v
+                           + heads * d * h       // attention output projection
+                           + 3 * h * f           // gate, up, down
+                           + 2 * h;              // two RMSNorms
   const double closed_form = 2 * v * h + layers * per_layer + h;
   EXPECT_EQ(closed_form, 8030261248.0);
   EXPECT_EQ(parameter_count(*trace_), closed_form);
@@ -208,7 +179,8 @@ TEST_F(LlamaTrace, EveryParameterHasAGradientOfItsShape) {
     if (t.role == "param") params[t.param] = dims_to_strings(t.dims);
     if (t.role == "grad") grads[t.param] = dims_to_strings(t.dims);
   }
-  EXPECT_EQ(params.size(), 2 + 32 * 8 + 1u);  // embedding, output; per layer q, k, v, proj, fc1, fc2, 2 norms; final norm
+  EXPECT_EQ(params.size(),
+            2 + 32 * 8 + 1u);  // embedding, output; per layer q, k, v, proj, fc1, fc2, 2 norms; final norm
   EXPECT_EQ(grads, params);
   EXPECT_EQ(params["decoder.layers.3.self_attention.linear_qkv.weight_k"], (std::vector<std::string>{"d*g", "h"}));
 }
@@ -282,7 +254,8 @@ TEST(Trace, SymbolicShapesAreExactWithDropout) {
   expect_symbolic_matches_concrete(flash, 3, 512);
 }
 
-std::vector<const TraceOp*> ops_named(const TraceSection& trace, const std::string& name, std::optional<int64_t> layer) {
+std::vector<const TraceOp*> ops_named(const TraceSection& trace, const std::string& name,
+                                      std::optional<int64_t> layer) {
   std::vector<const TraceOp*> found;
   for (const TraceOp& op : trace.ops)
     if (op.name == name && op.layer == layer) found.push_back(&op);
@@ -380,9 +353,7 @@ TEST(Trace, OpWithoutCostRuleFails) {
   }
 }
 
-TEST(Trace, MissingAxisSizeFails) {
-  EXPECT_THROW(trace_concrete(llama3_8b(), {{"b", 1}, {"s", 16}}), DataError);
-}
+TEST(Trace, MissingAxisSizeFails) { EXPECT_THROW(trace_concrete(llama3_8b(), {{"b", 1}, {"s", 16}}), DataError); }
 
 }  // namespace
 }  // namespace syssim

@@ -14,12 +14,13 @@ inline TensorRef ref(int64_t tensor, const std::vector<std::string>& dims, const
   return TensorRef{tensor, dims_from_strings(dims, "test"), dtype};
 }
 
-// A dense model with the given shape; the other fields keep their defaults.
-inline ModelConfig dense_model(const std::string& name, int64_t hidden, int64_t heads, int64_t groups, int64_t ffn,
-                               int64_t seq, int64_t vocab) {
+// A dense model with the given shape; the other fields keep their defaults (Llama-style:
+// RMSNorm, SwiGLU, RoPE, untied, no biases, flash attention).
+inline ModelConfig dense_model(const std::string& name, int64_t layers, int64_t hidden, int64_t heads, int64_t groups,
+                               int64_t ffn, int64_t seq, int64_t vocab) {
   ModelConfig m;
   m.name = name;
-  m.num_layers = 1;
+  m.num_layers = layers;
   m.hidden_size = hidden;
   m.num_attention_heads = heads;
   m.num_query_groups = groups;
@@ -31,8 +32,23 @@ inline ModelConfig dense_model(const std::string& name, int64_t hidden, int64_t 
   return m;
 }
 
-// Appends tensors and ops of layer 0 in `module`, numbering them in order.
+// GPT as Megatron trains it: LayerNorm, GELU, learned positions, biases, tied embeddings.
+inline ModelConfig megatron_gpt(ModelConfig m) {
+  m.swiglu = false;
+  m.rope = false;
+  m.tie_word_embeddings = true;
+  m.normalization = "LayerNorm";
+  m.add_bias_linear = true;
+  return m;
+}
+
+// Appends tensors and ops of layer 0 in `module`, numbering them in order; the trace's axes
+// are the model's architecture.
 struct TraceBuilder {
+  TraceBuilder(const ModelConfig& model, std::string op_module) : module(std::move(op_module)) {
+    trace.axes = architecture_axes(model);
+  }
+
   TraceSection trace;
   std::string module;
 
