@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/csv.hpp"
 #include "common/error.hpp"
 #include "driver/driver.hpp"
 
@@ -28,6 +29,10 @@ const std::vector<std::string> kRequiredColumns = {"source_id", "model", "layers
                                                    "micro_batch", "global_batch", "dtype", "measured_step_s"};
 
 constexpr int64_t kGpt2BpeVocab = 50257;  // GPT-2 BPE, which NeMo's GPT3 configs use
+// NeMo's performance scripts train Nemotron-3 and -4 with NullTokenizer(vocab_size=256000)
+// (NVIDIA/NeMo scripts/performance/llm/pretrain_nemotron{3_8b,3_22b,4_15b,4_340b}.py).
+constexpr int64_t kNemotronVocab = 256000;
+constexpr double kTera = 1e12;
 constexpr double kPercent = 100.0;
 constexpr double kMsPerS = 1000.0;
 
@@ -85,32 +90,53 @@ std::optional<bool> flag_cell(const MeasuredRow& row, const std::string& column)
   return true;
 }
 
-std::string hardware_preset(const MeasuredRow& row, const std::string& hardware_dir) {
-  std::string chosen = cell(row, "hardware");
-  if (!chosen.empty()) {
-    bool is_path = chosen.find('/') != std::string::npos ||
-                   (chosen.size() > 5 && chosen.substr(chosen.size() - 5) == ".yaml");
-    return is_path ? chosen : hardware_dir + "/" + chosen + ".yaml";
-  }
+// The `gpu` cells of ../shared/validation/README.md and the presets that describe them.
+const std::map<std::string, std::string> kPresetOfGpu = {
+    {"H100-80GB", "h100-sxm-80gb"}, {"A100-80GB", "a100-sxm-80gb"}, {"GB200", "gb200-nvl72"}};
+
+// The row's `hardware` cell, else what --hardware-map says for its gpu, else the built-in
+// preset of the gpu: a preset name of hardware_dir or a YAML path.
+std::string hardware_preset(const MeasuredRow& row, const std::string& hardware_dir,
+                            const std::map<std::string, std::string>& hardware_map) {
   std::string gpu = cell(row, "gpu");
-  if (gpu == "H100-80GB") return hardware_dir + "/h100-sxm-80gb.yaml";
-  if (gpu == "A100-80GB") return hardware_dir + "/a100-sxm-80gb.yaml";
-  throw Unsupported{"no hardware preset for gpu '" + gpu + "'"};
+  std::string chosen = cell(row, "hardware");
+  if (chosen.empty() && hardware_map.count(gpu)) chosen = hardware_map.at(gpu);
+  if (chosen.empty() && kPresetOfGpu.count(gpu)) chosen = kPresetOfGpu.at(gpu);
+  if (chosen.empty()) throw Unsupported{"no hardware preset for gpu '" + gpu + "'"};
+  bool is_path = chosen.find('/') != std::string::npos ||
+                 (chosen.size() > 5 && chosen.substr(chosen.size() - 5) == ".yaml");
+  return is_path ? chosen : hardware_dir + "/" + chosen + ".yaml";
+}
+
+// Sources older than Megatron-LM's sequence parallelism and distributed optimizer (2022) that
+// reduce gradients after the backward pass: Narayanan et al. 2021 and BLOOM's Megatron-DeepSpeed
+// (its pipeline engine reduces gradients after the last micro-batch). Empty cells take these off.
+bool predates_megatron_2022(const MeasuredRow& row) {
+  std::string source = cell(row, "source_id");
+  return source == "NARAYANAN21" || source == "BLOOM_176B";
+}
+
+// Sources published before FlashAttention (Dao et al., May 2022) ran Megatron's unfused
+// attention: batched GEMMs around a fused scale-mask-softmax kernel (Korthikanti et al.'s
+// selective recomputation recomputes exactly that softmax and dropout).
+bool predates_flash_attention(const MeasuredRow& row) {
+  std::string source = cell(row, "source_id");
+  return source == "NARAYANAN21" || source == "KORTHIKANTI22" || source == "BLOOM_176B";
 }
 
 // Architecture from the model's name: Llama* is Llama (RMSNorm, SwiGLU, RoPE, untied, no
-// biases); GPT*, Nemotron-3 and BLOOM are Megatron's GPT (LayerNorm, GELU, biases, learned
-// positions, tied embeddings). BLOOM's ALiBi is taken as learned positions (same GEMMs).
+// biases); Nemotron-3 and -4 are NeMo's Nemotron (LayerNorm, squared-ReLU, RoPE, untied, no
+// biases); GPT* and BLOOM are Megatron's GPT (LayerNorm, GELU, biases, learned positions, tied
+// embeddings). BLOOM's ALiBi is taken as learned positions (same GEMMs).
 ModelConfig architecture(const MeasuredRow& row, std::vector<std::string>& assumptions) {
   std::string name = cell(row, "model");
   ModelConfig model;
   model.name = name;
   bool llama = starts_with(name, "Llama");
-  bool gpt = starts_with(name, "GPT") || starts_with(name, "Nemotron3") || starts_with(name, "Nemotron-3") ||
-             starts_with(name, "BLOOM");
-  if (starts_with(name, "Nemotron4") || starts_with(name, "Nemotron-4"))
-    throw Unsupported{"squared-ReLU MLP (Nemotron-4) not simulated yet"};
-  if (!llama && !gpt) throw Unsupported{"no architecture known for model '" + name + "'"};
+  bool nemotron = false;
+  for (const char* prefix : {"Nemotron3", "Nemotron-3", "Nemotron4", "Nemotron-4"}) nemotron |= starts_with(name, prefix);
+  bool gpt = starts_with(name, "GPT") || starts_with(name, "BLOOM");
+  if (!llama && !nemotron && !gpt) throw Unsupported{"no architecture known for model '" + name + "'"};
   model.num_layers = required_int(row, "layers");
   model.hidden_size = required_int(row, "hidden");
   model.num_attention_heads = required_int(row, "heads");
@@ -118,7 +144,12 @@ ModelConfig architecture(const MeasuredRow& row, std::vector<std::string>& assum
   model.kv_channels = model.num_attention_heads > 0 ? model.hidden_size / model.num_attention_heads : 0;
   model.seq_length = required_int(row, "seq_length");
   model.max_position_embeddings = model.seq_length;
-  if (std::string backend = cell(row, "attention_backend"); !backend.empty()) model.attention_backend = backend;
+  if (std::string backend = cell(row, "attention_backend"); !backend.empty()) {
+    model.attention_backend = backend;
+  } else if (predates_flash_attention(row)) {
+    model.attention_backend = "unfused";
+    assumptions.push_back("attention_backend=unfused (the source predates FlashAttention)");
+  }
   if (llama) {
     model.ffn_hidden_size = required_int(row, "ffn_hidden");
     model.vocab_size = required_int(row, "vocab");
@@ -126,9 +157,20 @@ ModelConfig architecture(const MeasuredRow& row, std::vector<std::string>& assum
     return model;
   }
   model.swiglu = false;
-  model.rope = false;
   model.normalization = "LayerNorm";
   model.rms_norm_eps = 1e-5;
+  if (nemotron) {
+    // NeMo's NemotronConfig (nemo/collections/llm/gpt/model/nemotron.py): squared_relu, RoPE
+    // (on half of each head, rotary_percent 0.5; syssim rotates all of it), LayerNorm with a
+    // zero-centred gamma (same kernel cost), no biases, untied embeddings, no dropout.
+    model.activation = "squared_relu";
+    model.ffn_hidden_size = required_int(row, "ffn_hidden");
+    std::optional<int64_t> vocab = int_cell(row, "vocab");
+    model.vocab_size = vocab.value_or(kNemotronVocab);
+    if (!vocab) assumptions.push_back("vocab=256000 (NeMo's Nemotron NullTokenizer)");
+    return model;
+  }
+  model.rope = false;
   model.add_bias_linear = true;
   model.tie_word_embeddings = true;
   model.hidden_dropout = 0.1;  // Megatron-LM's GPT default, as configs/models/gpt3-*.yaml
@@ -143,12 +185,15 @@ ModelConfig architecture(const MeasuredRow& row, std::vector<std::string>& assum
 
 TrainingConfig training(const MeasuredRow& row, int64_t dp, std::vector<std::string>& assumptions) {
   TrainingConfig t;
-  t.micro_batch = required_int(row, "micro_batch");
+  // Papers and READMEs that leave it out: Megatron-LM's own GPT-3 example trains with micro-batch
+  // 1 (examples/gpt3/train_gpt3_175b_distributed.sh, --micro-batch-size 1).
+  std::optional<int64_t> micro_batch = int_cell(row, "micro_batch");
+  t.micro_batch = micro_batch.value_or(1);
+  if (!micro_batch) assumptions.push_back("micro_batch=1");
   t.global_batch = required_int(row, "global_batch");
   t.seq_length = required_int(row, "seq_length");
   std::string dtype = cell(row, "dtype");
-  if (dtype == "fp8") throw Unsupported{"fp8 not simulated yet"};
-  if (dtype == "bf16" || dtype == "fp16") {
+  if (dtype == "bf16" || dtype == "fp16" || dtype == "fp8") {
     t.dtype = dtype;
   } else if (starts_with(dtype, "fp16/bf16")) {
     t.dtype = "bf16";
@@ -162,12 +207,22 @@ TrainingConfig training(const MeasuredRow& row, int64_t dp, std::vector<std::str
   if (method != "none" && method != "full" && method != "selective")
     throw Unsupported{"recompute '" + recompute + "' not recognised"};
   t.recompute = method;
+  const bool legacy = predates_megatron_2022(row);
   std::optional<bool> distributed = flag_cell(row, "distributed_optimizer");
-  t.distributed_optimizer = distributed.value_or(true);
-  if (!distributed) assumptions.push_back("distributed_optimizer=1");
+  t.distributed_optimizer = distributed.value_or(!legacy);
+  if (!distributed) assumptions.push_back(legacy ? "distributed_optimizer=0" : "distributed_optimizer=1");
+  // fp8 rows name no recipe: NVIDIA's NeMo recipes run Transformer Engine's delayed scaling with
+  // fp8 parameters (nemo/collections/llm/recipes/precision/mixed_precision.py,
+  // bf16_with_fp8_mixed: fp8_recipe "delayed", fp8_param_gather True; the performance scripts'
+  // --fp8_recipe defaults to "ds", scripts/performance/argument_parser.py).
+  if (t.dtype == "fp8") {
+    t.fp8_recipe = "delayed";
+    t.fp8_param_gather = t.distributed_optimizer;
+    assumptions.push_back(t.fp8_param_gather ? "fp8_recipe=delayed, fp8_param_gather=1" : "fp8_recipe=delayed");
+  }
   // Megatron recipes overlap the gradient reduction, and the parameter all-gather with the
   // distributed optimizer; there is nothing to overlap without data parallelism.
-  t.overlap_grad_reduce = flag_cell(row, "overlap_grad_reduce").value_or(dp > 1);
+  t.overlap_grad_reduce = flag_cell(row, "overlap_grad_reduce").value_or(dp > 1 && !legacy);
   t.overlap_param_gather =
       flag_cell(row, "overlap_param_gather").value_or(t.overlap_grad_reduce && t.distributed_optimizer);
   return t;
@@ -177,18 +232,94 @@ ShardOptions layout(const MeasuredRow& row, std::vector<std::string>& assumption
   ShardOptions options;
   ParallelismConfig& p = options.parallelism;
   int64_t gpus = required_int(row, "num_gpus");
-  p.tp = int_cell(row, "tp").value_or(1);
-  p.pp = int_cell(row, "pp").value_or(1);
+  p.tp = required_int(row, "tp");
+  p.pp = required_int(row, "pp");
   p.cp = int_cell(row, "cp").value_or(1);
   p.vpp = int_cell(row, "vpp");
   int64_t model_parallel = p.tp * p.pp * p.cp;
   p.dp = int_cell(row, "dp").value_or(model_parallel > 0 ? gpus / model_parallel : 0);
   std::optional<bool> sp = flag_cell(row, "sp");
-  p.sp = sp.value_or(p.tp > 1);  // NVIDIA recipes enable SP whenever tp > 1
-  if (!sp && p.sp) assumptions.push_back("sp=1");
+  p.sp = sp.value_or(p.tp > 1 && !predates_megatron_2022(row));  // NVIDIA recipes enable SP whenever tp > 1
+  if (!sp && p.tp > 1) assumptions.push_back(p.sp ? "sp=1" : "sp=0");
   options.gpus = gpus;
   options.training = training(row, p.dp, assumptions);
   return options;
+}
+
+// Layers that pp*vpp does not divide: Megatron recipes count the embedding and the loss as a
+// layer each when that divides (NeMo's llama31_405b recipe sets account_for_embedding/loss_in_
+// pipeline_split; BLOOM's 'type:transformer|embedding' partition splits 70 layers and its two
+// tied embeddings as 72 blocks on 12 stages, bigscience train/tr11-176B-ml/README.md).
+void balance_pipeline(const ModelConfig& model, ShardOptions& options, std::vector<std::string>& assumptions) {
+  const ParallelismConfig& p = options.parallelism;
+  const int64_t stages = p.pp * p.vpp.value_or(1);
+  if (p.pp == 1 || model.num_layers % stages == 0 || (model.num_layers + 2) % stages != 0) return;
+  options.account_for_embedding_in_pipeline_split = options.account_for_loss_in_pipeline_split = true;
+  assumptions.push_back("embedding and loss counted as pipeline layers");
+}
+
+// FLOPs per step by the formulas the sources report their throughput with, for global batch B,
+// sequence s, l layers, hidden h, vocabulary V.
+enum class FlopsFormula {
+  // Narayanan et al. 2021 eq. 3, with the recomputed forward pass: 96 B s l h^2 (1 + s/6h +
+  // V/16lh); Megatron-DeepSpeed's throughput_calculator (megatron/utils.py) for BLOOM is the same.
+  kNarayananWithRecompute,
+  // Korthikanti et al. 2022 Section 6 model FLOPs (their MFU): 72 B s l h^2 (1 + s/6h + V/12lh).
+  kKorthikantiModel,
+  // Megatron-LM's num_floating_point_operations (megatron_model_flops).
+  kMegatronModel,
+};
+
+struct ThroughputConvention {
+  FlopsFormula formula;
+  std::string formula_name;
+  double mfu_peak_tflops;  // the peak the source's MFU divides by
+};
+
+// Sources whose throughput figures convert back to a step time (docs/validation.md).
+const std::map<std::string, ThroughputConvention> kThroughputConventions = {
+    {"NARAYANAN21", {FlopsFormula::kNarayananWithRecompute, "Narayanan et al. 2021 eq. 3", 312}},
+    {"BLOOM_176B", {FlopsFormula::kNarayananWithRecompute, "Narayanan et al. 2021 eq. 3", 312}},
+    {"KORTHIKANTI22", {FlopsFormula::kKorthikantiModel, "Korthikanti et al. 2022 model FLOPs", 312}},
+    // The README's MFU is its TFLOP/s over H100's 989 (465.9 / 989 = 0.471).
+    {"MLM_README_H100", {FlopsFormula::kMegatronModel, "Megatron-LM num_floating_point_operations", 989}},
+};
+
+double step_flops(FlopsFormula formula, const ModelConfig& m, const ShardOptions& o) {
+  const double B = o.training.global_batch, s = static_cast<double>(*o.training.seq_length);
+  const double l = m.num_layers, h = m.hidden_size, V = m.vocab_size;
+  switch (formula) {
+    case FlopsFormula::kNarayananWithRecompute:
+      return 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+    case FlopsFormula::kKorthikantiModel:
+      return 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+    case FlopsFormula::kMegatronModel:
+      return megatron_model_flops(m, o.training.global_batch, *o.training.seq_length, o.parallelism.tp);
+  }
+  return 0;
+}
+
+// The measured step time: the row's own, else recovered from its TFLOP/s per GPU or its MFU
+// with the source's FLOP formula. Sets plan.measured_step_s and plan.measured_from.
+void measured_step_time(const MeasuredRow& row, RowPlan& plan) {
+  if (std::optional<double> step = number_cell(row, "measured_step_s")) {
+    plan.measured_step_s = *step;
+    plan.measured_from = "measured_step_s";
+    return;
+  }
+  std::optional<double> tflops = number_cell(row, "measured_tflops_per_gpu");
+  std::optional<double> mfu = number_cell(row, "measured_mfu");
+  if (!tflops && !mfu) throw Unsupported{"no measured step time"};
+  auto convention = kThroughputConventions.find(cell(row, "source_id"));
+  if (convention == kThroughputConventions.end())
+    throw Unsupported{"no measured step time, and the FLOP formula of source '" + cell(row, "source_id") +
+                      "' is not known"};
+  const ThroughputConvention& c = convention->second;
+  plan.measured_from = tflops ? "measured_tflops_per_gpu" : "measured_mfu";
+  double per_gpu_tflops = tflops ? *tflops : *mfu * c.mfu_peak_tflops;
+  plan.measured_step_s = step_flops(c.formula, plan.model, plan.options) /
+                         (per_gpu_tflops * kTera * static_cast<double>(*plan.options.gpus));
+  plan.assumptions.push_back("measured_step_s from " + plan.measured_from + " (" + c.formula_name + ")");
 }
 
 std::string layout_text(const ShardOptions& o) {
@@ -225,6 +356,11 @@ std::string oom_text(const RowResult& r) {
   return r.predicted_oom == r.measured_oom ? verdict : verdict + " MISMATCH";
 }
 
+// A step time the source did not give itself (derived from its throughput) is marked with '*'.
+std::string measured_text(const RowResult& r) {
+  return fixed(r.measured_step_s, 3) + (r.measured_from == "measured_step_s" ? "" : "*");
+}
+
 std::string render_table(const ValidationResult& result) {
   std::ostringstream out;
   out << "source_id        model                                        gpus layout                          "
@@ -235,13 +371,16 @@ std::string render_table(const ValidationResult& result) {
                       (r.measured_peak_mem_gb ? fixed(*r.measured_peak_mem_gb, 1) : std::string("-"));
     out << std::left << std::setw(16) << r.source_id << " " << std::setw(44) << r.model << " " << std::right
         << std::setw(4) << r.gpus << " " << std::left << std::setw(36) << r.layout << " " << std::right
-        << std::setw(10) << fixed(r.measured_step_s, 3) << " " << std::setw(11) << fixed(r.predicted_step_s, 3)
+        << std::setw(10) << measured_text(r) << " " << std::setw(11) << fixed(r.predicted_step_s, 3)
         << " " << std::setw(8) << signed_pct(r.step_error_pct) << "  " << std::setw(16) << mem << "  "
         << oom_text(r) << "\n";
   }
   int64_t expressed = std::count_if(result.rows.begin(), result.rows.end(), [](const RowResult& r) { return r.expressed(); });
   int64_t mismatches = std::count_if(result.rows.begin(), result.rows.end(),
                                      [](const RowResult& r) { return r.expressed() && r.predicted_oom != r.measured_oom; });
+  if (std::any_of(result.rows.begin(), result.rows.end(),
+                  [](const RowResult& r) { return r.expressed() && r.measured_from != "measured_step_s"; }))
+    out << "(* measured step time derived from the source's TFLOP/s or MFU)\n";
   out << "\nSummary\n";
   out << "  rows: " << result.rows.size() << ", expressed: " << expressed
       << ", skipped: " << result.rows.size() - expressed << ", OOM verdict mismatches: " << mismatches << "\n";
@@ -265,16 +404,17 @@ std::string csv_field(const std::string& text) {
 std::string render_csv(const ValidationResult& result) {
   std::ostringstream out;
   out << "line,source_id,model,gpus,layout,measured_step_s,predicted_step_s,step_error_pct,"
-         "measured_peak_mem_gb,predicted_peak_mem_gb,predicted_oom,measured_oom,skip_reason\n";
+         "measured_peak_mem_gb,predicted_peak_mem_gb,predicted_oom,measured_oom,measured_from,skip_reason\n";
   for (const RowResult& r : result.rows) {
     out << r.line << "," << csv_field(r.source_id) << "," << csv_field(r.model) << "," << r.gpus << ","
         << csv_field(r.layout) << ",";
     if (r.expressed())
       out << fixed(r.measured_step_s, 4) << "," << fixed(r.predicted_step_s, 4) << "," << fixed(r.step_error_pct, 2)
           << "," << (r.measured_peak_mem_gb ? fixed(*r.measured_peak_mem_gb, 2) : "") << ","
-          << fixed(r.predicted_peak_mem_gb, 2) << "," << r.predicted_oom << "," << r.measured_oom << ",\n";
+          << fixed(r.predicted_peak_mem_gb, 2) << "," << r.predicted_oom << "," << r.measured_oom << ","
+          << r.measured_from << ",\n";
     else
-      out << ",,,,,,," << csv_field(r.skip_reason) << "\n";
+      out << ",,,,,,,," << csv_field(r.skip_reason) << "\n";
   }
   return out.str();
 }
@@ -288,6 +428,7 @@ std::string render_json(const ValidationResult& result) {
     } else {
       j.update({{"layout", r.layout},
                 {"measured_step_s", r.measured_step_s},
+                {"measured_from", r.measured_from},
                 {"predicted_step_s", r.predicted_step_s},
                 {"step_error_pct", r.step_error_pct},
                 {"measured_peak_mem_gb", r.measured_peak_mem_gb ? nlohmann::json(*r.measured_peak_mem_gb) : nullptr},
@@ -309,74 +450,17 @@ std::string render_json(const ValidationResult& result) {
 
 }  // namespace
 
-CsvTable parse_csv(const std::string& text, const std::string& source) {
-  std::vector<std::vector<std::string>> records;
-  std::vector<int64_t> starts;
-  std::vector<std::string> record;
-  std::string field;
-  bool quoted = false, field_started = false;
-  int64_t line = 1, quote_line = 0;
-  auto end_record = [&] {
-    record.push_back(field);
-    bool blank = record.size() == 1 && record[0].empty() && !field_started;
-    if (!blank) records.push_back(record);
-    else starts.pop_back();
-    record.clear();
-    field.clear();
-    field_started = false;
-  };
-  starts.push_back(line);
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
-        field += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        if (c == '\n') ++line;
-        field += c;
-      }
-    } else if (c == '"' && field.empty()) {
-      quoted = field_started = true;
-      quote_line = line;
-    } else if (c == ',') {
-      record.push_back(field);
-      field.clear();
-      field_started = true;
-    } else if (c == '\n' || c == '\r') {
-      if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
-      end_record();
-      starts.push_back(++line);
-    } else {
-      field += c;
-      field_started = true;
-    }
-  }
-  if (quoted) throw DataError(source + ":" + std::to_string(quote_line) + ": quoted field is not closed");
-  end_record();
-  if (records.empty()) throw DataError(source + ": no header line");
-  CsvTable table;
-  table.header = records.front();
-  for (size_t r = 1; r < records.size(); ++r) {
-    if (records[r].size() != table.header.size())
-      throw DataError(source + ":" + std::to_string(starts[r]) + ": " + std::to_string(records[r].size()) +
-                      " fields, the header has " + std::to_string(table.header.size()));
-    table.records.push_back(records[r]);
-    table.record_lines.push_back(starts[r]);
-  }
-  return table;
-}
 
-RowPlan plan_row(const MeasuredRow& row, const std::string& hardware_dir) {
+RowPlan plan_row(const MeasuredRow& row, const std::string& hardware_dir,
+                 const std::map<std::string, std::string>& hardware_map) {
   RowPlan plan;
   try {
-    if (!number_cell(row, "measured_step_s")) throw Unsupported{"no measured step time"};
     if (int_cell(row, "ep").value_or(1) > 1) throw Unsupported{"mixture-of-experts not simulated yet"};
-    plan.hardware_path = hardware_preset(row, hardware_dir);
+    plan.hardware_path = hardware_preset(row, hardware_dir, hardware_map);
     plan.options = layout(row, plan.assumptions);
     plan.model = architecture(row, plan.assumptions);
+    balance_pipeline(plan.model, plan.options, plan.assumptions);
+    measured_step_time(row, plan);
   } catch (const Unsupported& unsupported) {
     plan.skip_reason = unsupported.reason;
   } catch (const std::runtime_error& error) {  // DataError, UsageError: a cell syssim refuses
@@ -385,15 +469,17 @@ RowPlan plan_row(const MeasuredRow& row, const std::string& hardware_dir) {
   return plan;
 }
 
-double percentile(std::vector<double> values, double q) {
-  if (values.empty()) throw DataError("percentile of no values");
-  std::sort(values.begin(), values.end());
-  double position = q * static_cast<double>(values.size() - 1);
-  size_t below = static_cast<size_t>(std::floor(position));
-  size_t above = std::min(below + 1, values.size() - 1);
-  double fraction = position - static_cast<double>(below);
-  return values[below] + fraction * (values[above] - values[below]);
+std::map<std::string, std::string> parse_hardware_map(const std::vector<std::string>& assignments) {
+  std::map<std::string, std::string> map;
+  for (const std::string& assignment : assignments) {
+    size_t equals = assignment.find('=');
+    if (equals == std::string::npos || equals == 0 || equals + 1 == assignment.size())
+      throw UsageError("--hardware-map=" + assignment + ": expected GPU=PRESET_OR_YAML");
+    map[assignment.substr(0, equals)] = assignment.substr(equals + 1);
+  }
+  return map;
 }
+
 
 std::vector<ErrorStats> step_error_stats(const std::vector<RowResult>& rows) {
   std::map<std::string, std::vector<double>> by_source;
@@ -429,7 +515,7 @@ ValidationResult validate_measured(const std::string& csv_text, const std::strin
     result.warnings.push_back(source + ": ignoring unknown columns: " + list);
   }
   std::string hardware_dir = options.hardware_dir.empty() ? SYSSIM_HARDWARE_DIR : options.hardware_dir;
-  std::map<std::string, HardwareConfig> hardware_cache;
+  std::map<std::string, CostEstimator> estimators;  // by hardware path: each bundle loaded once
   for (size_t r = 0; r < table.records.size(); ++r) {
     MeasuredRow row;
     for (size_t c = 0; c < table.header.size(); ++c) row[table.header[c]] = table.records[r][c];
@@ -437,20 +523,21 @@ ValidationResult validate_measured(const std::string& csv_text, const std::strin
     out.line = table.record_lines[r];
     out.source_id = cell(row, "source_id");
     out.model = cell(row, "model");
-    RowPlan plan = plan_row(row, hardware_dir);
+    RowPlan plan = plan_row(row, hardware_dir, options.hardware_map);
     out.skip_reason = plan.skip_reason;
     out.assumptions = plan.assumptions;
     if (plan.skip_reason.empty()) {
       try {
         out.gpus = *plan.options.gpus;
         out.layout = layout_text(plan.options);
-        out.measured_step_s = *number_cell(row, "measured_step_s");
+        out.measured_step_s = plan.measured_step_s;
+        out.measured_from = plan.measured_from;
         out.measured_peak_mem_gb = number_cell(row, "measured_peak_mem_gb");
         out.measured_oom = flag_cell(row, "measured_oom").value_or(false);
         validate(plan.model, source + ":" + std::to_string(out.line));
-        if (!hardware_cache.count(plan.hardware_path))
-          hardware_cache.emplace(plan.hardware_path, load_hardware_yaml(plan.hardware_path));
-        Graph graph = simulate(plan.model, hardware_cache.at(plan.hardware_path), plan.options);
+        if (!estimators.count(plan.hardware_path))
+          estimators.emplace(plan.hardware_path, CostEstimator(load_hardware_yaml(plan.hardware_path)));
+        Graph graph = simulate(plan.model, estimators.at(plan.hardware_path), plan.options);
         out.predicted_step_s = graph.sim->step_time_ms / kMsPerS;
         out.step_error_pct = (out.predicted_step_s - out.measured_step_s) / out.measured_step_s * kPercent;
         out.predicted_peak_mem_gb = graph.mem->peak_memory_gb;

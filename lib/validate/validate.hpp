@@ -6,19 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "common/csv.hpp"
 #include "config/config.hpp"
 #include "shard/shard.hpp"
 
 namespace syssim {
 
-// RFC 4180 CSV: quoted fields may hold commas, newlines and doubled quotes. The first record
-// is the header; every record must have as many fields. Throws DataError naming source:line.
-struct CsvTable {
-  std::vector<std::string> header;
-  std::vector<std::vector<std::string>> records;
-  std::vector<int64_t> record_lines;  // line where each record starts
-};
-CsvTable parse_csv(const std::string& text, const std::string& source);
 
 using MeasuredRow = std::map<std::string, std::string>;  // column -> cell ("" when empty)
 
@@ -29,10 +22,14 @@ struct RowPlan {
   std::string hardware_path;
   ShardOptions options;
   std::vector<std::string> assumptions;  // defaults taken for cells the source leaves empty
+  double measured_step_s = 0;
+  std::string measured_from;  // the column the measured step time comes from (docs/validation.md)
 };
 
-// Maps a row's columns onto a model, a hardware preset (a file of hardware_dir) and a layout.
-RowPlan plan_row(const MeasuredRow& row, const std::string& hardware_dir);
+// Maps a row's columns onto a model, a hardware preset (a file of hardware_dir, or what
+// hardware_map names for the row's gpu) and a layout.
+RowPlan plan_row(const MeasuredRow& row, const std::string& hardware_dir,
+                 const std::map<std::string, std::string>& hardware_map = {});
 
 struct RowResult {
   int64_t line = 0;
@@ -43,12 +40,11 @@ struct RowResult {
   double predicted_peak_mem_gb = 0;
   bool predicted_oom = false;
   bool measured_oom = false;  // the measured_oom column; without it the run is taken to have run
+  std::string measured_from;  // measured_step_s, or the throughput column it was derived from
   std::vector<std::string> assumptions;
   bool expressed() const { return skip_reason.empty(); }
 };
 
-// Linear interpolation between closest ranks (position q*(n-1) of the sorted values).
-double percentile(std::vector<double> values, double q);
 
 struct ErrorStats {
   std::string group;  // a source_id, or "all"
@@ -65,7 +61,11 @@ struct ValidationResult {
 
 struct ValidateOptions {
   std::string hardware_dir;  // folder of the hardware presets; empty: the repository's configs/hardware
+  std::map<std::string, std::string> hardware_map;  // gpu cell -> preset name or YAML path
 };
+
+// --hardware-map values "GPU=PRESET_OR_YAML"; throws UsageError naming a malformed one.
+std::map<std::string, std::string> parse_hardware_map(const std::vector<std::string>& assignments);
 
 // Plans and simulates every row; rows that cannot be simulated carry their reason.
 ValidationResult validate_measured(const std::string& csv_text, const std::string& source,

@@ -2,7 +2,11 @@
 // skipped, and the error statistics (hand-made numbers).
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "common/error.hpp"
+#include "trace/trace.hpp"
+#include "trace_builder.hpp"
 #include "validate/validate.hpp"
 
 namespace syssim {
@@ -36,6 +40,51 @@ MeasuredRow gpt_row() {
   row["sp"] = "0";
   row["recompute"] = "full (activation recomputation; counted in FLOPs)";
   row["distributed_optimizer"] = "0";
+  return row;
+}
+
+// A Narayanan et al. 2021 Table 1 row: TFLOP/s per GPU, no step time, no micro-batch.
+MeasuredRow narayanan_row() {
+  MeasuredRow row = gpt_row();
+  row["source_id"] = "NARAYANAN21";
+  row["model"] = "GPT-1.7B(Narayanan21)";
+  row["layers"] = "24";
+  row["hidden"] = "2304";
+  row["ffn_hidden"] = "9216";
+  row["heads"] = "24";
+  row["vocab"] = "51200";
+  row["seq_length"] = "2048";
+  row["num_gpus"] = "32";
+  row["tp"] = row["pp"] = "1";
+  row["sp"] = row["micro_batch"] = row["measured_step_s"] = row["distributed_optimizer"] = "";
+  row["global_batch"] = "512";
+  row["dtype"] = "fp16/bf16 mixed (16-bit)";
+  row["measured_tflops_per_gpu"] = "137";
+  return row;
+}
+
+// BLOOM-176B at iteration 85376 (bigscience tr11-176B-ml README): 104.70 s, 149.77 TFLOP/s.
+MeasuredRow bloom_row() {
+  MeasuredRow row = gpt_row();
+  row["source_id"] = "BLOOM_176B";
+  row["model"] = "BLOOM-176B";
+  row["layers"] = "70";
+  row["hidden"] = "14336";
+  row["ffn_hidden"] = "57344";
+  row["heads"] = "112";
+  row["vocab"] = "250880";
+  row["seq_length"] = "2048";
+  row["num_gpus"] = "384";
+  row["tp"] = "4";
+  row["pp"] = "12";
+  row["sp"] = "";
+  row["micro_batch"] = "2";
+  row["global_batch"] = "2048";
+  row["dtype"] = "bf16";
+  row["recompute"] = "full (DeepSpeed activation checkpointing)";
+  row["distributed_optimizer"] = "ZeRO-1 (DeepSpeed BF16Optimizer)";
+  row["measured_step_s"] = "104.70";
+  row["measured_tflops_per_gpu"] = "149.77";
   return row;
 }
 
@@ -125,6 +174,170 @@ TEST(ValidateRow, OptionalColumnsOverrideTheDefaults) {
   EXPECT_EQ(plan.hardware_path, "/presets/h200-sxm.yaml");
   row["hardware"] = "my/node.yaml";
   EXPECT_EQ(plan_row(row, kPresets).hardware_path, "my/node.yaml");
+  row = llama_row();
+  row["overlap_param_gather"] = "0";
+  plan = plan_row(row, kPresets);
+  EXPECT_TRUE(plan.options.training.overlap_grad_reduce);
+  EXPECT_FALSE(plan.options.training.overlap_param_gather);
+}
+
+TEST(ValidateRow, GpuCellsMapToPresetsAndHardwareMapOverridesThem) {
+  MeasuredRow row = llama_row();
+  row["gpu"] = "GB200";
+  EXPECT_EQ(plan_row(row, kPresets).hardware_path, "/presets/gb200-nvl72.yaml");
+  EXPECT_EQ(plan_row(row, kPresets, {{"GB200", "b200"}}).hardware_path, "/presets/b200.yaml");
+  EXPECT_EQ(plan_row(row, kPresets, {{"GB200", "racks/nvl72.yaml"}}).hardware_path, "racks/nvl72.yaml");
+  row["hardware"] = "h200-sxm";  // the row's own cell wins
+  EXPECT_EQ(plan_row(row, kPresets, {{"GB200", "b200"}}).hardware_path, "/presets/h200-sxm.yaml");
+  row = llama_row();
+  row["gpu"] = "TPU-v5p";
+  EXPECT_EQ(plan_row(row, kPresets).skip_reason, "no hardware preset for gpu 'TPU-v5p'");
+  EXPECT_EQ(plan_row(row, kPresets, {{"TPU-v5p", "my/tpu.yaml"}}).hardware_path, "my/tpu.yaml");
+}
+
+TEST(ValidateRow, HardwareMapAssignmentsNeedAGpuAndAPreset) {
+  EXPECT_EQ(parse_hardware_map({"GB200=b200", "H100-80GB=h100.yaml", "GB200=gb200-nvl72"}),
+            (std::map<std::string, std::string>{{"GB200", "gb200-nvl72"}, {"H100-80GB", "h100.yaml"}}));
+  for (const char* bad : {"GB200", "=b200", "GB200="}) {
+    try {
+      parse_hardware_map({bad});
+      FAIL() << bad;
+    } catch (const UsageError& e) {
+      EXPECT_EQ(std::string(e.what()), std::string("--hardware-map=") + bad + ": expected GPU=PRESET_OR_YAML");
+    }
+  }
+}
+
+TEST(ValidateRow, MeasuredOomColumnSaysTheRunFailed) {
+  std::string csv =
+      "source_id,model,layers,hidden,ffn_hidden,heads,kv_heads,vocab,seq_length,gpu,num_gpus,tp,pp,micro_batch,"
+      "global_batch,dtype,measured_step_s,measured_oom\n"
+      "T,Llama-tiny,2,256,512,4,4,1024,128,H100-80GB,2,2,1,1,8,bf16,0.5,1\n"
+      "T,Llama-tiny,2,256,512,4,4,1024,128,H100-80GB,2,2,1,1,8,bf16,0.5,0\n";
+  ValidationResult result = validate_measured(csv, "t.csv", {std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware"});
+  ASSERT_EQ(result.rows.size(), 2u);
+  EXPECT_TRUE(result.rows[0].measured_oom);
+  EXPECT_FALSE(result.rows[1].measured_oom);
+  EXPECT_FALSE(result.rows[0].predicted_oom);  // a tiny model: the first row is an OOM mismatch
+}
+
+TEST(ValidateRow, NemotronIsNemosSquaredReluModel) {
+  MeasuredRow row = llama_row();
+  row["model"] = "Nemotron4-15B";
+  row["layers"] = "32";
+  row["hidden"] = "6144";
+  row["ffn_hidden"] = "24576";
+  row["heads"] = "48";
+  row["vocab"] = "";
+  row["seq_length"] = "4096";
+  row["pp"] = "1";
+  row["vpp"] = "";
+  row["cp"] = "1";
+  row["num_gpus"] = "16";
+  RowPlan plan = plan_row(row, kPresets);
+  ASSERT_EQ(plan.skip_reason, "");
+  const ModelConfig& m = plan.model;
+  EXPECT_FALSE(m.swiglu);
+  EXPECT_EQ(m.activation, "squared_relu");
+  EXPECT_TRUE(m.rope);
+  EXPECT_EQ(m.normalization, "LayerNorm");
+  EXPECT_FALSE(m.add_bias_linear);
+  EXPECT_FALSE(m.tie_word_embeddings);
+  EXPECT_EQ(m.hidden_dropout, 0);
+  EXPECT_EQ(m.num_query_groups, 8);
+  EXPECT_EQ(m.vocab_size, 256000);
+  EXPECT_NE(std::find(plan.assumptions.begin(), plan.assumptions.end(), "vocab=256000 (NeMo's Nemotron NullTokenizer)"),
+            plan.assumptions.end());
+  row["model"] = "Nemotron3-8B";  // Nemotron-3 is the same architecture
+  EXPECT_EQ(plan_row(row, kPresets).model.activation, "squared_relu");
+}
+
+TEST(ValidateRow, LayersThePipelineDoesNotDivideCountTheEmbeddingAndLoss) {
+  MeasuredRow row = llama_row();  // Llama-3.1-405B, pp 8 vpp 8 as the DGXC recipe
+  row["layers"] = "126";
+  row["pp"] = "8";
+  row["vpp"] = "8";
+  row["num_gpus"] = "128";
+  RowPlan plan = plan_row(row, kPresets);
+  ASSERT_EQ(plan.skip_reason, "");
+  EXPECT_TRUE(plan.options.account_for_embedding_in_pipeline_split);
+  EXPECT_TRUE(plan.options.account_for_loss_in_pipeline_split);
+  EXPECT_NE(std::find(plan.assumptions.begin(), plan.assumptions.end(), "embedding and loss counted as pipeline layers"),
+            plan.assumptions.end());
+  row["pp"] = "9";  // the older pp 9 vpp 7 recipe: 63 virtual stages of 2 layers
+  row["vpp"] = "7";
+  row["num_gpus"] = "144";
+  plan = plan_row(row, kPresets);
+  EXPECT_FALSE(plan.options.account_for_embedding_in_pipeline_split);
+  EXPECT_FALSE(plan.options.account_for_loss_in_pipeline_split);
+}
+
+TEST(ValidateRow, BloomIsMegatronDeepSpeedOf2022) {
+  RowPlan plan = plan_row(bloom_row(), kPresets);
+  ASSERT_EQ(plan.skip_reason, "");
+  EXPECT_EQ(plan.measured_from, "measured_step_s");
+  EXPECT_DOUBLE_EQ(plan.measured_step_s, 104.70);
+  // 70 layers and the two tied embeddings as 72 blocks on 12 stages: 5, 6 x 10, 5.
+  EXPECT_TRUE(plan.options.account_for_embedding_in_pipeline_split);
+  EXPECT_TRUE(plan.options.account_for_loss_in_pipeline_split);
+  EXPECT_FALSE(plan.options.parallelism.sp);  // before sequence parallelism
+  EXPECT_TRUE(plan.options.training.distributed_optimizer);  // ZeRO-1, as the row says
+  EXPECT_FALSE(plan.options.training.overlap_grad_reduce);   // DeepSpeed's pipeline engine reduces at the end
+  EXPECT_EQ(plan.model.vocab_size, 250880);
+}
+
+TEST(ValidateStepTime, NarayananRowFromItsTflopsByEquation3) {
+  RowPlan plan = plan_row(narayanan_row(), kPresets);
+  ASSERT_EQ(plan.skip_reason, "");
+  EXPECT_EQ(plan.measured_from, "measured_tflops_per_gpu");
+  // 96 B s l h^2 (1 + s/6h + V/16lh), B 512, s 2048, l 24, h 2304, V 51200:
+  // 96*512*2048*24*2304^2 = 12,824,703,626,379,264 times 1 + 2048/13824 + 51200/884736 = 1.2060185
+  // is 1.54668e16 FLOPs; over 32 GPUs at 137 TFLOP/s: 3.52802 s.
+  EXPECT_NEAR(plan.measured_step_s, 3.52802, 1e-5);
+  EXPECT_NE(std::find(plan.assumptions.begin(), plan.assumptions.end(),
+                      "measured_step_s from measured_tflops_per_gpu (Narayanan et al. 2021 eq. 3)"),
+            plan.assumptions.end());
+  // Megatron-LM of 2021: no sequence parallelism, no distributed optimizer, no overlap.
+  EXPECT_EQ(plan.options.training.micro_batch, 1);
+  EXPECT_FALSE(plan.options.training.distributed_optimizer);
+  EXPECT_FALSE(plan.options.training.overlap_grad_reduce);
+}
+
+TEST(ValidateStepTime, BloomTflopsGiveBackItsLoggedStepTime) {
+  // Megatron-DeepSpeed's TFLOP/s use the same formula: without the logged 104.70 s, the
+  // 149.77 TFLOP/s on 384 GPUs give 6.0212e18 FLOPs / 5.7512e16 FLOP/s = 104.695 s.
+  MeasuredRow row = bloom_row();
+  row["measured_step_s"] = "";
+  RowPlan plan = plan_row(row, kPresets);
+  ASSERT_EQ(plan.skip_reason, "");
+  EXPECT_EQ(plan.measured_from, "measured_tflops_per_gpu");
+  EXPECT_LT(std::fabs(plan.measured_step_s - 104.70) / 104.70, 1e-3);
+}
+
+TEST(ValidateStepTime, MfuRowsUseTheSourcesPeakAndModelFlops) {
+  // Korthikanti et al. 2022 model FLOPs 72 B s l h^2 (1 + s/6h + V/12lh) at the A100's 312 TFLOP/s:
+  // the 22B row (B 4, s 2048, l 48, h 6144, V 51200, 8 GPUs) at its 41.5% MFU.
+  MeasuredRow row = gpt_row();
+  row["source_id"] = "KORTHIKANTI22";
+  row["layers"] = "48";
+  row["hidden"] = "6144";
+  row["heads"] = "64";
+  row["vocab"] = "51200";
+  row["seq_length"] = "2048";
+  row["num_gpus"] = "8";
+  row["pp"] = "1";
+  row["micro_batch"] = row["global_batch"] = "4";
+  row["measured_step_s"] = "";
+  row["measured_mfu"] = "0.415";
+  RowPlan plan = plan_row(row, kPresets);
+  ASSERT_EQ(plan.skip_reason, "");
+  EXPECT_EQ(plan.measured_from, "measured_mfu");
+  // 72*4*2048*48*6144^2 = 1.068725e15 times 1 + 2048/36864 + 51200/3538944 = 1.070023 is
+  // 1.143561e15 FLOPs; over 8 x 0.415 x 312 TFLOP/s: 1.10399 s (the paper's Table 5: 1.10 s).
+  EXPECT_NEAR(plan.measured_step_s, 1.10399, 1e-5);
+  row["source_id"] = "SOMEONE";
+  EXPECT_EQ(plan_row(row, kPresets).skip_reason,
+            "no measured step time, and the FLOP formula of source 'SOMEONE' is not known");
 }
 
 TEST(ValidateRow, SkipReasonsSayWhatIsMissing) {
@@ -133,13 +346,12 @@ TEST(ValidateRow, SkipReasonsSayWhatIsMissing) {
     row[column] = value;
     return plan_row(row, kPresets).skip_reason;
   };
-  EXPECT_EQ(reason("dtype", "fp8"), "fp8 not simulated yet");
+  EXPECT_EQ(reason("dtype", "int8"), "dtype 'int8' not recognised");
   EXPECT_EQ(reason("ep", "8"), "mixture-of-experts not simulated yet");
-  EXPECT_EQ(reason("gpu", "GB200"), "no hardware preset for gpu 'GB200'");
-  EXPECT_EQ(reason("model", "Nemotron4-15B"), "squared-ReLU MLP (Nemotron-4) not simulated yet");
   EXPECT_EQ(reason("model", "Grok-1"), "no architecture known for model 'Grok-1'");
   EXPECT_EQ(reason("measured_step_s", ""), "no measured step time");
-  EXPECT_EQ(reason("micro_batch", ""), "column 'micro_batch' is empty");
+  EXPECT_EQ(reason("global_batch", ""), "column 'global_batch' is empty");
+  EXPECT_EQ(reason("tp", ""), "column 'tp' is empty");
   EXPECT_EQ(reason("tp", "four"), "column 'tp': expected an integer, got 'four'");
 }
 
@@ -159,7 +371,7 @@ TEST(ValidateStats, PerSourceThenAllOfTheAbsoluteErrors) {
     return r;
   };
   std::vector<ErrorStats> stats = step_error_stats(
-      {row("B", -10), row("A", 5), row("B", 20), row("B", -30), row("A", 99, "fp8 not simulated yet")});
+      {row("B", -10), row("A", 5), row("B", 20), row("B", -30), row("A", 99, "dtype 'int8' not recognised")});
   ASSERT_EQ(stats.size(), 3u);
   EXPECT_EQ(stats[0].group, "A");
   EXPECT_EQ(stats[0].rows, 1);
@@ -180,20 +392,84 @@ TEST(ValidateRun, SimulatesExpressedRowsAndExplainsTheRest) {
       "global_batch,dtype,measured_step_s,colour,notes\n"
       "T,Llama-tiny,2,256,512,4,4,1024,128,H100-80GB,2,2,1,1,8,bf16,0.5,red,\"a, b\"\n"
       "T,Llama-tiny,2,256,512,4,4,1024,128,H100-80GB,3,3,1,1,8,bf16,0.5,red,heads 4 not divisible by tp 3\n"
-      "T,Llama-tiny,2,256,512,4,4,1024,128,H100-80GB,2,2,1,1,8,fp8,0.5,red,\n";
+      "T,Llama-tiny,2,256,512,4,4,1024,128,H100-80GB,2,2,1,1,8,int8,0.5,red,\n";
   ValidationResult result = validate_measured(csv, "t.csv", {std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware"});
   EXPECT_EQ(result.warnings, (std::vector<std::string>{"t.csv: ignoring unknown columns: colour"}));
   ASSERT_EQ(result.rows.size(), 3u);
   const RowResult& simulated = result.rows[0];
   ASSERT_TRUE(simulated.expressed()) << simulated.skip_reason;
   EXPECT_EQ(simulated.layout, "tp2+sp pp1 dp1 mbs1 gbs8");
+  EXPECT_EQ(simulated.measured_from, "measured_step_s");
   EXPECT_GT(simulated.predicted_step_s, 0);
   EXPECT_DOUBLE_EQ(simulated.step_error_pct, (simulated.predicted_step_s - 0.5) / 0.5 * 100);
   EXPECT_FALSE(simulated.predicted_oom);
   EXPECT_FALSE(result.rows[1].expressed());  // the library's own one-line refusal
   EXPECT_NE(result.rows[1].skip_reason.find("tp=3"), std::string::npos) << result.rows[1].skip_reason;
-  EXPECT_EQ(result.rows[2].skip_reason, "fp8 not simulated yet");
+  EXPECT_EQ(result.rows[2].skip_reason, "dtype 'int8' not recognised");
   EXPECT_EQ(result.rows[2].line, 4);
+}
+
+// The shard stage's split of the decoder layers over virtual pipeline stages when the embedding
+// and the loss count as layers (Megatron-LM's account_for_embedding/loss_in_pipeline_split),
+// which validate uses for the layer counts pp*vpp does not divide. Layer counts by hand.
+class PipelineSplit : public ::testing::Test {
+ protected:
+  static std::vector<int64_t> layout(int64_t layers, int64_t pp, std::optional<int64_t> vpp, bool embedding,
+                                     bool loss) {
+    Graph graph;
+    graph.model = testing::dense_model("tiny", layers, 64, 4, 4, 128, 64, 256);
+    graph.trace = trace_model(*graph.model);
+    ShardOptions options;
+    options.parallelism.pp = pp;
+    options.parallelism.vpp = vpp;
+    options.training.global_batch = pp;  // one micro-batch per stage
+    options.account_for_embedding_in_pipeline_split = embedding;
+    options.account_for_loss_in_pipeline_split = loss;
+    shard_graph(graph, options);
+    return graph.shard->pp_layout;
+  }
+  static std::vector<int64_t> stages(std::vector<std::pair<int64_t, int64_t>> runs) {  // (count, layers)
+    std::vector<int64_t> out;
+    for (auto [count, layers] : runs) out.insert(out.end(), count, layers);
+    return out;
+  }
+};
+
+TEST_F(PipelineSplit, Llama405bOnSixtyFourVirtualStages) {
+  // 126 + 2 = 128 counted layers, 2 per virtual stage; the embedding's and the loss's stages
+  // build one decoder layer each: 1 + 62 * 2 + 1 = 126.
+  EXPECT_EQ(layout(126, 16, 4, true, true), stages({{1, 1}, {62, 2}, {1, 1}}));
+  EXPECT_EQ(layout(126, 8, 8, true, true), stages({{1, 1}, {62, 2}, {1, 1}}));
+  // pp 16 alone: 128 / 16 = 8 per rank, 7 on the first and the last.
+  EXPECT_EQ(layout(126, 16, std::nullopt, true, true), stages({{1, 7}, {14, 8}, {1, 7}}));
+}
+
+TEST_F(PipelineSplit, BloomSeventyLayersOnTwelveStages) {
+  EXPECT_EQ(layout(70, 12, std::nullopt, true, true), stages({{1, 5}, {10, 6}, {1, 5}}));
+}
+
+TEST_F(PipelineSplit, EmbeddingOrLossAlone) {
+  EXPECT_EQ(layout(31, 4, std::nullopt, true, false), (std::vector<int64_t>{7, 8, 8, 8}));
+  EXPECT_EQ(layout(31, 4, std::nullopt, false, true), (std::vector<int64_t>{8, 8, 8, 7}));
+}
+
+TEST_F(PipelineSplit, CountedLayersMustDivideAndExcludeExplicitLayouts) {
+  try {  // the older 405B recipe: 128 counted layers on 9 x 7 = 63 virtual stages
+    layout(126, 9, 7, true, true);
+    FAIL() << "no error";
+  } catch (const DataError& e) {
+    EXPECT_STREQ(e.what(),
+                 "pp*vpp=63 does not divide num_layers=126 plus 2 for the embedding and loss (128)");
+  }
+  Graph graph;
+  graph.model = testing::dense_model("tiny", 8, 64, 4, 4, 128, 64, 256);
+  graph.trace = trace_model(*graph.model);
+  ShardOptions options;
+  options.parallelism.pp = 2;
+  options.training.global_batch = 2;
+  options.account_for_embedding_in_pipeline_split = true;
+  options.pp_layout = {4, 4};
+  EXPECT_THROW(shard_graph(graph, options), UsageError);
 }
 
 }  // namespace

@@ -1,0 +1,102 @@
+// Kernels of the calibration data and their roofline: FLOPs and bytes counted as syssim-trace
+// counts the same ops (lib/trace/op_rules.cpp, docs/syssim-trace.md "FLOPs" and "Recording rules").
+#include <algorithm>
+#include <map>
+
+#include "calibrate/calibrate.hpp"
+#include "calibrate/detail.hpp"
+#include "common/error.hpp"
+#include "common/json_util.hpp"
+
+namespace syssim {
+namespace {
+
+constexpr double kBytesPerGB = 1e9;
+constexpr double kFlopsPerTflop = 1e12;
+constexpr double kUsPerS = 1e6;
+constexpr double kStatisticBytes = 4;  // the norm's per-row reciprocal standard deviation is fp32
+
+DataError unknown_dtype(const std::string& dtype) {
+  return DataError("kernel dtype \"" + dtype + "\": expected bf16, fp16, fp8, fp4 or fp32");
+}
+
+// The tensor-core peak of a dtype; fp32 GEMMs run on the CUDA cores (no TF32 by default).
+double tensor_core_peak_tflops(const std::string& dtype, const HardwareConfig& hw) {
+  auto required = [&](const std::optional<double>& peak, const char* key) {
+    if (!peak) throw DataError("hardware " + hw.name + ": " + key + " is required by " + dtype + " GEMM and attention");
+    return *peak;
+  };
+  if (dtype == "bf16" || dtype == "fp16") return hw.peak_tflops_mm;
+  if (dtype == "fp8") return required(hw.peak_tflops_mm_fp8, "peak_tflops_mm_fp8");
+  if (dtype == "fp4") return required(hw.peak_tflops_mm_fp4, "peak_tflops_mm_fp4");
+  if (dtype == "fp32") return hw.peak_tflops_math;
+  throw unknown_dtype(dtype);
+}
+
+}  // namespace
+
+Kernel gemm_kernel(double m, double n, double k, const std::string& dtype) {
+  double elt = calibrate_detail::dtype_bytes(dtype);
+  return Kernel{"gemm", dtype, false, {{"m", m}, {"n", n}, {"k", k}}, 2 * m * n * k, elt * (m * k + k * n + m * n)};
+}
+
+Kernel attention_kernel(double b, double s, double heads, double kv_heads, double head_dim, bool causal,
+                        const std::string& dtype, bool backward) {
+  double elt = calibrate_detail::dtype_bytes(dtype);
+  // Two matmuls of 2*s*s*d per head forward, half the blocks when causal; backward 5 (x2.5).
+  double forward_flops = 4 * b * s * s * heads * head_dim * (causal ? 0.5 : 1.0);
+  // Forward reads q, k, v and writes the output; backward reads the output gradient, q, k, v and
+  // the output and writes dq, dk, dv.
+  double q_elements = b * s * heads * head_dim, kv_elements = b * s * kv_heads * head_dim;
+  double elements = backward ? 4 * q_elements + 4 * kv_elements : 2 * q_elements + 2 * kv_elements;
+  return Kernel{"attention",
+                dtype,
+                backward,
+                {{"b", b}, {"s_q", s}, {"s_kv", s}, {"heads", heads}, {"kv_heads", kv_heads},
+                 {"head_dim", head_dim}, {"causal", causal ? 1.0 : 0.0}},
+                forward_flops * (backward ? 2.5 : 1.0),
+                elt * elements};
+}
+
+Kernel norm_kernel(double rows, double dim, const std::string& dtype, bool backward) {
+  double elt = calibrate_detail::dtype_bytes(dtype);
+  // RMSNorm: 4 FLOPs per output element forward, 8 backward. Forward reads x and the weight and
+  // writes y and the statistic; backward reads the gradient, x, the weight and the statistic and
+  // writes dx and the weight gradient.
+  double bytes = backward ? elt * (3 * rows * dim + 2 * dim) : elt * (2 * rows * dim + dim);
+  return Kernel{"norm",
+                dtype,
+                backward,
+                {{"rows", rows}, {"dim", dim}},
+                (backward ? 8 : 4) * rows * dim,
+                bytes + kStatisticBytes * rows};
+}
+
+double roofline_us(const Kernel& kernel, const HardwareConfig& hw) {
+  bool tensor_core = kernel.family == "gemm" || kernel.family == "attention";
+  double peak_tflops = tensor_core ? tensor_core_peak_tflops(kernel.dtype, hw) : hw.peak_tflops_math;
+  double compute_us = kernel.flops / (peak_tflops * kFlopsPerTflop) * kUsPerS;
+  double memory_us = kernel.bytes / (hw.peak_memory_bandwidth_GBps * kBytesPerGB) * kUsPerS;
+  return std::max(compute_us, memory_us);
+}
+
+namespace calibrate_detail {
+
+double dtype_bytes(const std::string& dtype) {
+  static const std::map<std::string, double> kBytes = {
+      {"fp32", 4}, {"bf16", 2}, {"fp16", 2}, {"fp8", 1}, {"fp4", 0.5}};
+  auto it = kBytes.find(dtype);
+  if (it == kBytes.end()) throw unknown_dtype(dtype);
+  return it->second;
+}
+
+nlohmann::json peaks_json(const HardwareConfig& hw) {
+  return {{"peak_tflops_mm", hw.peak_tflops_mm},
+          {"peak_tflops_mm_fp8", nullable_to_json(hw.peak_tflops_mm_fp8)},
+          {"peak_tflops_mm_fp4", nullable_to_json(hw.peak_tflops_mm_fp4)},
+          {"peak_tflops_math", hw.peak_tflops_math},
+          {"peak_memory_bandwidth_GBps", hw.peak_memory_bandwidth_GBps}};
+}
+
+}  // namespace calibrate_detail
+}  // namespace syssim

@@ -1,0 +1,143 @@
+// A fitted bundle at prediction time: the manifest's checks, then one booster per family.
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "calibrate/calibrate.hpp"
+#include "calibrate/detail.hpp"
+#include "common/error.hpp"
+#include "common/io.hpp"
+
+namespace syssim {
+
+using namespace calibrate_detail;
+
+namespace {
+
+// j[key]; DataError naming the manifest and the key when it is missing.
+const nlohmann::json& manifest_entry(const nlohmann::json& j, const std::string& key, const std::string& where) {
+  if (!j.is_object() || !j.contains(key)) throw DataError(where + ": missing key '" + key + "'");
+  return j.at(key);
+}
+
+// j[key] as T; DataError naming the manifest, the key and the value otherwise.
+template <typename T>
+T manifest_value(const nlohmann::json& j, const std::string& key, const std::string& where) {
+  const nlohmann::json& value = manifest_entry(j, key, where);
+  try {
+    return value.get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw DataError(where + ": key '" + key + "': unexpected value " + value.dump());
+  }
+}
+
+struct FamilyModel {
+  Booster booster;
+  std::set<std::string> dtypes;      // compute dtypes the residual applies to
+  std::set<std::string> directions;  // forward, backward
+  // Covered dtypes predicted with the features of the same kernel in the measured dtype.
+  std::map<std::string, std::string> transferred;
+};
+
+// The kernel whose features the residual is read at: a transferred dtype's kernel re-expressed
+// in the measured dtype (same shape and FLOPs, bytes at the measured width).
+Kernel feature_kernel(const Kernel& kernel, const FamilyModel& model) {
+  auto it = model.transferred.find(kernel.dtype);
+  if (it == model.transferred.end()) return kernel;
+  Kernel measured = kernel;
+  measured.dtype = it->second;
+  measured.bytes = kernel.bytes * dtype_bytes(it->second) / dtype_bytes(kernel.dtype);
+  return measured;
+}
+
+}  // namespace
+
+struct CalibratedModel::Impl {
+  std::string directory;
+  HardwareConfig hardware;
+  std::map<std::string, FamilyModel> families;
+};
+
+CalibratedModel::CalibratedModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CalibratedModel::CalibratedModel(CalibratedModel&&) noexcept = default;
+CalibratedModel& CalibratedModel::operator=(CalibratedModel&&) noexcept = default;
+CalibratedModel::~CalibratedModel() = default;
+
+CalibratedModel CalibratedModel::load(const std::string& dir, const HardwareConfig& hw) {
+  const std::string path = dir + "/" + kManifestFile;
+  nlohmann::json manifest;
+  try {
+    manifest = nlohmann::json::parse(read_input(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(path + ": not valid JSON: " + e.what());
+  }
+  auto schema = manifest_value<std::string>(manifest, "schema", path);
+  if (schema != kManifestSchema)
+    throw DataError(path + ": schema: expected \"" + kManifestSchema + "\", got \"" + schema + "\"");
+  auto version = manifest_value<std::string>(manifest, "schema_version", path);
+  if (version != kManifestSchemaVersion)
+    throw DataError(path + ": schema_version: this syssim reads version " + kManifestSchemaVersion + ", got \"" +
+                    version + "\"; refit the bundle with `syssim calibrate`");
+  const nlohmann::json& fitted = manifest_entry(manifest, "hardware", path);
+  const nlohmann::json peaks = peaks_json(hw);
+  for (const auto& [key, peak] : peaks.items()) {
+    auto it = fitted.find(key);
+    nlohmann::json fitted_peak = it == fitted.end() ? nlohmann::json() : *it;
+    if (fitted_peak != peak)
+      throw DataError(path + ": hardware/" + key + ": the bundle was fitted against " + fitted_peak.dump() +
+                      ", hardware " + hw.name + " has " + peak.dump());
+  }
+
+  auto impl = std::make_unique<Impl>();
+  impl->directory = dir;
+  impl->hardware = hw;
+  const nlohmann::json& families = manifest_entry(manifest, "families", path);
+  for (const auto& [family, entry] : families.items()) {
+    const std::string where = path + ": families/" + family;
+    auto features = manifest_value<std::vector<std::string>>(entry, "features", where);
+    if (features != feature_names(family))
+      throw DataError(where + "/features: fitted on other features than this syssim computes; refit the bundle");
+    auto model_file = manifest_value<std::string>(entry, "model_file", where);
+    Booster booster = Booster::load(read_input(dir + "/" + model_file), dir + "/" + model_file);
+    if (booster.feature_count() != features.size())
+      throw DataError(dir + "/" + model_file + ": model has " + std::to_string(booster.feature_count()) +
+                      " features, the manifest lists " + std::to_string(features.size()));
+    impl->families.emplace(
+        family, FamilyModel{std::move(booster), manifest_value<std::set<std::string>>(entry, "dtypes_covered", where),
+                            manifest_value<std::set<std::string>>(entry, "directions", where),
+                            manifest_value<std::map<std::string, std::string>>(entry, "dtypes_transferred", where)});
+  }
+  return CalibratedModel(std::move(impl));
+}
+
+bool CalibratedModel::covers(const Kernel& kernel) const {
+  auto it = impl_->families.find(kernel.family);
+  return it != impl_->families.end() && it->second.dtypes.count(kernel.dtype) > 0 &&
+         it->second.directions.count(kernel.backward ? "backward" : "forward") > 0;
+}
+
+std::vector<double> CalibratedModel::predict_us(const std::vector<Kernel>& kernels) const {
+  std::map<std::string, std::vector<size_t>> by_family;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    if (!covers(kernels[i]))
+      throw DataError(impl_->directory + ": no fitted model for " + kernels[i].dtype + " " + kernels[i].family +
+                      (kernels[i].backward ? " backward" : " forward") + " kernels");
+    by_family[kernels[i].family].push_back(i);
+  }
+  std::vector<double> times(kernels.size());
+  for (const auto& [family, indices] : by_family) {
+    const FamilyModel& model = impl_->families.at(family);
+    std::vector<float> features;
+    for (size_t i : indices) append_features(feature_kernel(kernels[i], model), features);
+    std::vector<float> residuals = model.booster.predict(DMatrix(features, feature_names(family).size()));
+    for (size_t row = 0; row < indices.size(); ++row) {
+      double roofline = roofline_us(kernels[indices[row]], impl_->hardware);
+      times[indices[row]] = std::max(roofline, roofline * std::exp(static_cast<double>(residuals[row])));
+    }
+  }
+  return times;
+}
+
+const std::string& CalibratedModel::directory() const { return impl_->directory; }
+
+}  // namespace syssim

@@ -1,0 +1,22 @@
+// CSV tables (the measured runs of syssim validate, the kernel timings of syssim calibrate)
+// and the percentiles their summaries report.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace syssim {
+
+// RFC 4180 CSV: quoted fields may hold commas, newlines and doubled quotes. The first record
+// is the header; every record must have as many fields. Throws DataError naming source:line.
+struct CsvTable {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> records;
+  std::vector<int64_t> record_lines;  // line where each record starts
+};
+CsvTable parse_csv(const std::string& text, const std::string& source);
+
+// Linear interpolation between closest ranks (position q*(n-1) of the sorted values).
+double percentile(std::vector<double> values, double q);
+
+}  // namespace syssim

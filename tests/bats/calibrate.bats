@@ -1,0 +1,99 @@
+#!/usr/bin/env bats
+# syssim calibrate: fitting the calibrated cost estimator (docs/calibration.md).
+load common
+bats_require_minimum_version 1.5.0
+
+GH200_DATA="$ROOT/tests/data/calibration/gh200-fp16"
+
+# Every 40th row of the committed GH200 data (about 4,200 GEMMs, 330 attentions, 1,640 norms),
+# made once per test file.
+small_data() {
+  local dir="$BATS_FILE_TMPDIR/small"
+  if [ ! -d "$dir" ]; then
+    mkdir -p "$dir"
+    for f in gemm attention rmsnorm; do awk 'NR == 1 || NR % 40 == 0' "$GH200_DATA/$f.csv" >"$dir/$f.csv"; done
+  fi
+  echo "$dir"
+}
+
+@test "calibrate fits each family, prints one line per family and writes the bundle" {
+  run --separate-stderr syssim calibrate --data "$(small_data)" --dtype fp16 --hardware "$H100" \
+    -o "$BATS_TEST_TMPDIR/bundle"
+  assert_success
+  assert_equal "$stderr" ""
+  assert_line --index 0 --regexp "^family +dtype +fitted +held_out +skipped +overhead_us +median_% +p95_%$"
+  assert_line --index 1 --regexp "^gemm +fp16 +[0-9]+ +[0-9]+ +0 "
+  assert_line --index 2 --regexp "^attention +fp16 +[0-9]+ +[0-9]+ +[0-9]+ "
+  assert_line --index 3 --regexp "^norm +fp16 +[0-9]+ +[0-9]+ +0 "
+  [ "${#lines[@]}" -eq 4 ]
+  run ls "$BATS_TEST_TMPDIR/bundle"
+  assert_output "$(printf 'attention.ubj\ngemm.ubj\nmanifest.json\nnorm.ubj')"
+
+  local manifest="$BATS_TEST_TMPDIR/bundle/manifest.json"
+  jq -e '.schema == "syssim-calibration" and .schema_version == "1"
+    and .hardware == {"name": "h100-sxm-80gb", "peak_tflops_mm": 989, "peak_tflops_mm_fp8": 1979,
+                      "peak_tflops_mm_fp4": null, "peak_tflops_math": 67, "peak_memory_bandwidth_GBps": 3350}
+    and (.families | keys) == ["attention", "gemm", "norm"]' "$manifest" >/dev/null
+  jq -e '.families[] | has("model_file", "source_file", "features", "dtype_measured", "dtypes_covered",
+    "dtypes_transferred", "directions", "rows_fitted", "rows_held_out", "rows_skipped", "held_out_median_error_pct",
+    "held_out_p95_error_pct", "measurement_overhead_us", "xgboost_params", "boosting_rounds")' "$manifest" >/dev/null
+  jq -e '.families.gemm.dtypes_covered == ["bf16", "fp16", "fp8"] and .families.gemm.source_file == "gemm.csv"
+    and .families.attention.directions == ["forward"]' "$manifest" >/dev/null
+  # Rows: every 40th of 169,838 GEMMs, all measured; 13,098 attentions with 1,404 at -1.
+  local gemm_rows attention_skipped
+  gemm_rows=$(($(wc -l <"$(small_data)/gemm.csv") - 1))
+  attention_skipped=$(awk -F, '$6 == -1' "$(small_data)/attention.csv" | wc -l)
+  jq -e --argjson rows "$gemm_rows" --argjson skipped "$attention_skipped" '
+    .families.gemm.rows_fitted + .families.gemm.rows_held_out == $rows
+    and .families.attention.rows_skipped == $skipped and $skipped > 0' "$manifest" >/dev/null
+  # The GEMM model is within 10% of the held-out measurements for half of them.
+  jq -e '.families.gemm.held_out_median_error_pct < 10' "$manifest" >/dev/null
+}
+
+@test "calibrate writes the same bytes twice and replaces its own bundle" {
+  syssim calibrate --data "$(small_data)" --dtype fp16 --hardware "$H100" -o "$BATS_TEST_TMPDIR/a" >/dev/null
+  syssim calibrate --data "$(small_data)" --dtype fp16 --hardware "$H100" -o "$BATS_TEST_TMPDIR/b" >/dev/null
+  diff -r "$BATS_TEST_TMPDIR/a" "$BATS_TEST_TMPDIR/b"
+  syssim calibrate --data "$(small_data)" --dtype fp16 --hardware "$H100" -o "$BATS_TEST_TMPDIR/a" >/dev/null
+  diff -r "$BATS_TEST_TMPDIR/a" "$BATS_TEST_TMPDIR/b"
+  [ "$(ls "$BATS_TEST_TMPDIR")" = "$(printf 'a\nb')" ]
+}
+
+@test "calibrate names the file, line and column of a bad row, and a missing folder" {
+  run syssim calibrate --data "$BATS_TEST_TMPDIR/nope" --hardware "$H100" -o "$BATS_TEST_TMPDIR/out"
+  assert_failure 1
+  assert_output "syssim: error: $BATS_TEST_TMPDIR/nope: no such folder"
+
+  mkdir "$BATS_TEST_TMPDIR/bad"
+  printf 'M,N,K,t_measured_ms\n64,64,64,0.02\n64,64,abc,0.02\n' >"$BATS_TEST_TMPDIR/bad/gemm.csv"
+  run syssim calibrate --data "$BATS_TEST_TMPDIR/bad" --hardware "$H100" -o "$BATS_TEST_TMPDIR/out"
+  assert_failure 1
+  assert_output "syssim: error: $BATS_TEST_TMPDIR/bad/gemm.csv:3: column K: expected a positive number, got \"abc\""
+  [ ! -e "$BATS_TEST_TMPDIR/out" ]
+
+  rm "$BATS_TEST_TMPDIR/bad/gemm.csv"
+  touch "$BATS_TEST_TMPDIR/bad/silu.csv"
+  run syssim calibrate --data "$BATS_TEST_TMPDIR/bad" --hardware "$H100" -o "$BATS_TEST_TMPDIR/out"
+  assert_failure 1
+  assert_output "syssim: error: $BATS_TEST_TMPDIR/bad: none of the calibration files gemm.csv,attention.csv,rmsnorm.csv"
+}
+
+@test "calibrate refuses a bad dtype and holdout, and will not replace a folder that is not a bundle" {
+  run syssim calibrate --data "$(small_data)" --hardware "$H100" -o "$BATS_TEST_TMPDIR/out" --dtype int8
+  assert_failure 2
+  run syssim calibrate --data "$(small_data)" --hardware "$H100" -o "$BATS_TEST_TMPDIR/out" --holdout 0
+  assert_failure 2
+  assert_output "syssim: error: holdout share 0.0: expected a value in (0, 1)"
+  run syssim calibrate --data "$(small_data)" --hardware "$H100" -o "$ROOT/docs"
+  assert_failure 1
+  assert_output "syssim: error: $ROOT/docs: exists and is not a calibration bundle; not replacing it"
+}
+
+# About 15 s on two cores per bundle.
+@test "the shipped bundles are reproduced byte for byte from the committed GH200 data" {
+  for hardware in h100-sxm-80gb gh200; do
+    syssim calibrate --data "$GH200_DATA" --dtype fp16 --hardware "$HARDWARE/$hardware.yaml" \
+      -o "$BATS_TEST_TMPDIR/$hardware" >/dev/null
+    diff -r "$ROOT/configs/calibration/$hardware" "$BATS_TEST_TMPDIR/$hardware"
+  done
+}
