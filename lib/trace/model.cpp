@@ -166,10 +166,19 @@ class TrainingStep {
     Tensor activated;
     {
       ModuleScope scope(module, "none");
-      activated = model_.swiglu ? call("syssim::swiglu", {hidden})[0] : at::gelu(hidden);
+      if (model_.swiglu)
+        activated = call("syssim::swiglu", {hidden})[0];
+      else if (model_.activation == "squared_relu")
+        activated = squared_relu(hidden);
+      else
+        activated = at::gelu(hidden);
     }
     return linear(module + ".linear_fc2", "row", activated, n_.h);
   }
+
+  // NeMo's squared_relu (nemo/collections/llm/fn/activation.py): torch.pow(relu(x), 2), run
+  // eagerly as two kernels; autograd's PowBackward0 is aten::pow(r, 1) and two aten::mul.
+  static Tensor squared_relu(const Tensor& x) { return at::pow(call("syssim::relu", {x})[0], 2); }
 
   const ModelConfig& model_;
   const AxisSizes n_;

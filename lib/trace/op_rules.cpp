@@ -31,6 +31,8 @@ const std::map<std::string, OpRule> kOpRules = {
     {"syssim::linear_wgrad", {"gemm", R::kLinearGrad}},
     {"syssim::swiglu", {"math", R::kPerOutputElement, 5}},
     {"syssim::swiglu_backward", {"math", R::kPerOutputElement, 5}},
+    {"syssim::relu", {"math", R::kPerOutputElement, 1}},
+    {"syssim::relu_backward", {"math", R::kPerOutputElement, 1}},  // aten::threshold_backward
     {"syssim::cross_entropy", {"math", R::kPerInputElement, 5}},
     {"syssim::cross_entropy_backward", {"math", R::kPerOutputElement, 3}},
     {"syssim::dropout", {"math", R::kPerOutputElement, 2}},           // compare with p, scale
@@ -41,6 +43,7 @@ const std::map<std::string, OpRule> kOpRules = {
     {"aten::add", {"math", R::kPerOutputElement, 1}},
     {"aten::add_", {"math", R::kPerOutputElement, 1}},
     {"aten::mul", {"math", R::kPerOutputElement, 1}},
+    {"aten::pow", {"math", R::kPerOutputElement, 1}},  // squared ReLU's x^2 (and x^1 in its backward)
     {"aten::sum", {"math", R::kPerInputElement, 1}},
     {"aten::gelu", {"math", R::kPerOutputElement, 8}},
     {"aten::gelu_backward", {"math", R::kPerOutputElement, 12}},

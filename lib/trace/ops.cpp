@@ -61,6 +61,8 @@ TORCH_LIBRARY(syssim, m) {
   m.def("linear_wgrad(Tensor grad, Tensor x, bool bias) -> Tensor[]");
   m.def("swiglu(Tensor x) -> Tensor");
   m.def("swiglu_backward(Tensor grad, Tensor x) -> Tensor");
+  m.def("relu(Tensor x) -> Tensor");
+  m.def("relu_backward(Tensor grad, Tensor out) -> Tensor");
   m.def("cross_entropy(Tensor logits, Tensor labels) -> (Tensor, Tensor)");
   m.def("cross_entropy_backward(Tensor grad, Tensor softmax, Tensor labels, ScalarType dtype) -> Tensor");
   m.def("dropout(Tensor x, float p) -> (Tensor, Tensor)");
@@ -116,6 +118,8 @@ TORCH_LIBRARY_IMPL(syssim, Meta, m) {
   });
   m.impl("swiglu", [](const Tensor& x) { return meta_empty(shape_with_tail(x, 1, {x.size(-1) / 2}), x); });
   m.impl("swiglu_backward", [](const Tensor&, const Tensor& x) { return at::empty_like(x); });
+  m.impl("relu", [](const Tensor& x) { return at::empty_like(x); });
+  m.impl("relu_backward", [](const Tensor& grad, const Tensor&) { return at::empty_like(grad); });
   // Megatron's vocab-parallel cross entropy computes in fp32: the loss per token and the
   // softmax it keeps for backward; the backward writes the logits' gradient in their dtype.
   m.impl("cross_entropy", [](const Tensor& logits, const Tensor& labels) {
@@ -276,6 +280,21 @@ struct SwigluFunction : Function<SwigluFunction> {
   }
 };
 
+// aten::relu has no Meta kernel in LibTorch 1.13 (CPU and CUDA only). Like aten::relu, it keeps
+// its output for backward, which aten::threshold_backward reads.
+struct ReluFunction : Function<ReluFunction> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    Tensor out = call("syssim::relu", {x})[0];
+    ctx->save_for_backward({out});
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return call("syssim::relu_backward", {grads[0], ctx->get_saved_variables()[0]});
+  }
+};
+
 struct CrossEntropyFunction : Function<CrossEntropyFunction> {
   static variable_list forward(AutogradContext* ctx, const Tensor& logits, const Tensor& labels) {
     at::AutoDispatchBelowADInplaceOrView guard;
@@ -333,6 +352,7 @@ TORCH_LIBRARY_IMPL(syssim, Autograd, m) {
     return LinearFunction::apply(x, weight, bias);
   });
   m.impl("swiglu", [](const Tensor& x) { return SwigluFunction::apply(x); });
+  m.impl("relu", [](const Tensor& x) { return ReluFunction::apply(x); });
   m.impl("cross_entropy", [](const Tensor& logits, const Tensor& labels) {
     variable_list out = CrossEntropyFunction::apply(logits, labels);
     return std::make_tuple(out[0], out[1]);

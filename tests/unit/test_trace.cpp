@@ -18,6 +18,16 @@ ModelConfig gpt3_175b() {
   return testing::megatron_gpt(testing::dense_model("gpt3-175b", 96, 12288, 96, 96, 49152, 2048, 50257));
 }
 
+// NeMo's Nemotron4Config15B (nemo/collections/llm/gpt/model/nemotron.py): LayerNorm, squared-ReLU
+// MLP, RoPE, GQA with 8 groups, no biases, untied; the 256000-token vocabulary of the paper.
+ModelConfig nemotron4_15b() {
+  ModelConfig m = testing::dense_model("nemotron4-15b", 32, 6144, 48, 8, 24576, 4096, 256000);
+  m.swiglu = false;
+  m.activation = "squared_relu";
+  m.normalization = "LayerNorm";
+  return m;
+}
+
 // A small GPT with Megatron's unfused attention path.
 ModelConfig small_unfused_gpt() {
   ModelConfig m = gpt3_175b();
@@ -337,6 +347,64 @@ TEST(Trace, UnfusedGroupedQueryAttentionCopiesKeysAndValues) {
   }
   EXPECT_EQ(copies, 3);
   EXPECT_EQ(batched_matmuls, 2);
+}
+
+TEST(Trace, Nemotron4ParameterCountIsThePublishedSplit) {
+  // Nemotron-4 15B (arXiv 2402.16819, Section 2): 3.2B embedding and 12.5B non-embedding parameters.
+  const double h = 6144, heads = 48, groups = 8, d = 128, f = 24576, v = 256000, layers = 32;
+  const double per_layer = h * heads * d + 2 * h * groups * d + heads * d * h  // q, k, v, projection
+                           + 2 * h * f                                          // fc1, fc2: not gated
+                           + 2 * 2 * h;                                         // two LayerNorms
+  const double embedding = 2 * v * h, non_embedding = layers * per_layer + 2 * h;
+  EXPECT_EQ(parameter_count(trace_model(nemotron4_15b())), embedding + non_embedding);
+  EXPECT_NEAR(embedding / 1e9, 3.2, 0.1);
+  EXPECT_NEAR(non_embedding / 1e9, 12.5, 0.05);
+}
+
+// Two layers of Nemotron-4 15B at real sizes: the same ops as the symbolic trace.
+TEST(Trace, SymbolicShapesAreExactForSquaredRelu) {
+  ModelConfig m = nemotron4_15b();
+  m.num_layers = 2;
+  expect_symbolic_matches_concrete(m, 2, 4096);
+}
+
+// The bytes per token of the activations a layer-0 MLP op writes in the forward pass and a
+// backward op reads: what the MLP keeps for backward.
+double mlp_bytes_kept_per_token(const TraceSection& trace) {
+  const std::string mlp = "decoder.layers.0.mlp";
+  std::set<int64_t> written_forward, kept;
+  for (const TraceOp& op : trace.ops) {
+    if (op.phase == "fwd")
+      for (const TensorRef& out : op.outputs) written_forward.insert(out.tensor);
+    if (op.phase == "bwd" && op.module.rfind(mlp, 0) == 0)
+      for (const TensorRef& in : op.inputs)
+        if (written_forward.count(in.tensor)) kept.insert(in.tensor);
+  }
+  const AxisValues at = with_batch(trace, 1, 1);
+  double bytes = 0;
+  for (int64_t t : kept) bytes += 2 * numel(trace.tensors.at(t).dims).evaluate(at, "kept");  // all bf16
+  return bytes;
+}
+
+TEST(Trace, SquaredReluRunsAsNemoEagerKernelsAndKeepsTheReluOutput) {
+  ModelConfig m = nemotron4_15b();
+  m.num_layers = 1;
+  TraceSection trace = trace_model(m);
+  std::vector<std::string> forward, backward;
+  for (const TraceOp& op : trace.ops)
+    if (op.module == "decoder.layers.0.mlp") (op.phase == "fwd" ? forward : backward).push_back(op.name);
+  // torch.pow(relu(x), 2); autograd: x^1 * 2 * grad (PowBackward0), then relu's threshold_backward.
+  EXPECT_EQ(forward, (std::vector<std::string>{"syssim::relu", "aten::pow"}));
+  EXPECT_EQ(backward, (std::vector<std::string>{"aten::pow", "aten::mul", "aten::mul", "syssim::relu_backward"}));
+  const TraceOp& relu = find_op(trace, "decoder.layers.0.mlp", "syssim::relu", "fwd");
+  const TraceOp& relu_grad = find_op(trace, "decoder.layers.0.mlp", "syssim::relu_backward", "bwd");
+  EXPECT_EQ(relu_grad.inputs[1].tensor, relu.outputs[0].tensor);  // its output, not fc1's
+  // fc1's input (2h), the ReLU output (2f, read by both backward kernels) and fc2's input (2f):
+  // as much as a GELU MLP keeps (fc1's output instead of the ReLU's), Korthikanti's 2sbh + 16sbh.
+  const double h = 6144, f = 24576;
+  EXPECT_EQ(mlp_bytes_kept_per_token(trace), 2 * h + 4 * f);
+  m.activation = "gelu";
+  EXPECT_EQ(mlp_bytes_kept_per_token(trace_model(m)), 2 * h + 4 * f);
 }
 
 TEST(Trace, OpWithoutCostRuleFails) {
