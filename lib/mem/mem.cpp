@@ -7,9 +7,8 @@ namespace syssim {
 namespace {
 
 constexpr double kBytesPerGB = 1e9;
-// Megatron mixed precision, bytes per parameter: 16-bit weights, fp32 main gradients,
-// fp32 master weights plus Adam's two moments.
-constexpr double kWeightBytes = 2;
+// Megatron mixed precision, bytes per parameter: fp32 main gradients, fp32 master weights plus
+// Adam's two moments. The weights are counted from their buffers (16-bit, or fp8 parameters).
 constexpr double kMainGradBytes = 4;
 constexpr double kOptimizerStateBytes = 12;
 
@@ -27,8 +26,25 @@ struct StageMemory {
   }
 };
 
-// Parameters and gradients are model states, counted per parameter instead.
-bool is_transient(const ShardBuffer& buffer) { return buffer.role != "param" && buffer.role != "grad"; }
+// The weights a rank keeps for the whole step: its parameters and the low-precision copies
+// Transformer Engine caches of them (docs/memory.md "Low precision").
+bool is_weight(const ShardBuffer& buffer) { return buffer.role == "param" || buffer.role == "quantized_weight"; }
+
+// Weights and gradients are model states, counted per rank instead.
+bool is_transient(const ShardBuffer& buffer) { return !is_weight(buffer) && buffer.role != "grad"; }
+
+// Bytes of the weights the ops of pipeline rank `rank` use.
+double weight_bytes(const ShardSection& shard, int64_t rank) {
+  std::set<int64_t> held;
+  for (const ShardOp& op : shard.ops)
+    if (op.stage == rank)
+      for (const auto* list : {&op.reads, &op.writes})
+        for (int64_t b : *list)
+          if (is_weight(shard.buffers[b])) held.insert(b);
+  double bytes = 0;
+  for (int64_t b : held) bytes += shard.buffers[b].bytes;
+  return bytes;
+}
 
 // Replays the op instances a rank runs, in the order of its schedule (shard issue_order). A
 // transient buffer exists once per micro-batch (once per step for step ops' buffers); each
@@ -139,7 +155,7 @@ void account_memory(Graph& g) {
   for (int64_t rank = 0; rank < pp; ++rank) {
     StageMemory stage;
     double params = shard.stage_params_local[rank];
-    stage.param_bytes = params * kWeightBytes;
+    stage.param_bytes = weight_bytes(shard, rank);
     stage.grad_bytes = params * kMainGradBytes;
     stage.optimizer_state_bytes = params * kOptimizerStateBytes / optimizer_shards;
     transient_peak(shard, rank, stage);

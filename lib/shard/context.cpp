@@ -58,15 +58,6 @@ class ContextParallelRewriter {
     return block;
   }
 
-  // An inserted op belongs to the attention's layer, module, pass and pipeline stage.
-  static void place_with(const ShardOp& attention, ShardOp& op) {
-    op.layer = attention.layer;
-    op.module = attention.module;
-    op.pass = attention.pass;
-    op.stage = attention.stage;
-    op.chunk = attention.chunk;
-    op.recompute = attention.recompute;
-  }
 
   ShardOp exchange(const ShardOp& attention, const std::string& collective, double message_bytes) const {
     ShardOp c = make_collective(context_, collective, "cp", message_bytes, attention.phase, attention.scope);

@@ -128,6 +128,7 @@ class Instantiator {
     s.dtype = context_.options.training.dtype;
     s.flops = op.flops.evaluate(axes, where + "/flops");
     s.bytes = op.bytes.evaluate(axes, where + "/bytes");
+    s.shape = kernel_shape(op, axes, s.flops, where);
     for (const auto& r : op.inputs) s.reads.push_back(current_name(r.tensor));
     for (const auto& r : op.outputs) s.writes.push_back(r.tensor);
 

@@ -55,16 +55,35 @@ void check_recompute(const ModelConfig& model, const ShardOptions& options);
 // the next forward under --overlap-param-gather), and the zeroing of the gradient buffer.
 void add_step_ops(const ShardContext& context, ShardSection& shard);
 
+// Low precision (--dtype fp8|fp4, docs/syssim-shard.md "Low precision"): the linears of the
+// transformer layers run their GEMMs in fp8 (fp4) on operands Transformer Engine quantizes
+// first (input, weight, incoming gradient), with the recipe's amax and scale-update ops; the
+// weights are quantized once per step. Every other op stays in 16 bits.
+void apply_low_precision(const ShardContext& context, ShardSection& shard);
+// The dtype and recipe settings: values and combinations Megatron-LM refuses (UsageError).
+void check_low_precision(const ShardOptions& options);
+// The 16-bit dtype of everything but the low-precision GEMMs: bf16 under fp8/fp4 training.
+std::string high_precision_dtype(const TrainingConfig& training);
+
 // --tp-comm-overlap (Transformer Engine's userbuffers, in the transformer layers): an
 // all-gather feeding a GEMM becomes a ring of send_recv steps feeding tp GEMM chunks; a
 // forward GEMM whose output is reduce-scattered runs in 4 chunks, each reduce-scattered.
 void apply_tp_comm_overlap(const ShardContext& context, ShardSection& shard);
+
+// The kernel shape (ShardOp::shape) of a traced op whose FLOPs at `axes` are `flops`.
+KernelShape kernel_shape(const TraceOp& op, const AxisValues& axes, double flops, const std::string& where);
+// Scales an op's work to `share` of its tokens (a chunk of a GEMM split along the sequence).
+void split_tokens(ShardOp& op, double share);
 
 // Bytes of one element of a graph dtype.
 double dtype_size(const std::string& dtype);
 // Whether some dimension uses an axis that tensor parallelism splits (g, f, v).
 bool has_tensor_parallel_axis(const Dims& dims);
 bool has_axis(const Dims& dims, const std::string& axis);
+
+// Puts an op inserted for `anchor` in the anchor's layer, module, pass, pipeline place and
+// recomputation.
+void place_with(const ShardOp& anchor, ShardOp& op);
 
 // A collective op of `group` (tp, cp or dp) moving `message_bytes`, not yet emitted.
 ShardOp make_collective(const ShardContext& context, const std::string& collective, const std::string& group,

@@ -56,16 +56,38 @@ std::vector<int64_t> layers_of_ranks(const ModelConfig& model, const ShardOption
   return layout;
 }
 
+// Megatron-LM's even split with the embedding and/or the loss counted as one layer each
+// (get_num_layers_to_build in megatron/core/transformer/transformer_block.py): num_layers plus
+// those must divide into pp*vpp equal virtual stages; the first (last) virtual stage then
+// builds one decoder layer fewer. 126 layers, pp 8, vpp 8: (126+2)/64 = 2 each, 1 at both ends.
+std::vector<int64_t> split_counting_embedding_and_loss(const ModelConfig& model, const ShardOptions& options,
+                                                       int64_t stages) {
+  const int64_t embedding = options.account_for_embedding_in_pipeline_split ? 1 : 0;
+  const int64_t loss = options.account_for_loss_in_pipeline_split ? 1 : 0;
+  const int64_t counted = model.num_layers + embedding + loss;
+  if (counted % stages != 0)
+    throw DataError("pp*vpp=" + str(stages) + " does not divide num_layers=" + str(model.num_layers) + " plus " +
+                    str(embedding + loss) + " for the embedding and loss (" + str(counted) + ")");
+  std::vector<int64_t> layout(stages, counted / stages);
+  layout.front() -= embedding;
+  layout.back() -= loss;
+  return layout;
+}
+
 std::vector<int64_t> pipeline_layout(const ModelConfig& model, const ShardOptions& options) {
   const auto& p = options.parallelism;
   const int64_t stages = p.pp * p.vpp.value_or(1);
   const bool uneven = options.decoder_first_pipeline_num_layers || options.decoder_last_pipeline_num_layers;
+  const bool accounted = options.account_for_embedding_in_pipeline_split || options.account_for_loss_in_pipeline_split;
   if (p.pp == 1) {
     if (p.vpp) throw UsageError("vpp=" + str(*p.vpp) + " needs pp > 1");
     if (!options.pp_layout.empty()) throw UsageError("pp_layout needs pp > 1");
     if (uneven) throw UsageError("decoder_first/last_pipeline_num_layers need pp > 1");
     return {model.num_layers};
   }
+  if (accounted && (uneven || !options.pp_layout.empty()))
+    throw UsageError("account_for_embedding/loss_in_pipeline_split apply to the even split only: not with "
+                     "pp_layout or decoder_first/last_pipeline_num_layers");
   std::vector<int64_t> layout;
   if (!options.pp_layout.empty()) {
     if (uneven) throw UsageError("pp_layout and decoder_first/last_pipeline_num_layers exclude each other");
@@ -78,6 +100,8 @@ std::vector<int64_t> pipeline_layout(const ModelConfig& model, const ShardOption
       throw DataError("pp_layout sums to " + str(sum) + " layers; num_layers=" + str(model.num_layers));
   } else if (uneven) {
     layout = layers_of_ranks(model, options);
+  } else if (accounted) {
+    layout = split_counting_embedding_and_loss(model, options, stages);
   } else {
     if (model.num_layers % stages != 0)
       throw DataError("pp*vpp=" + str(stages) + " does not divide num_layers=" + str(model.num_layers) +

@@ -121,6 +121,7 @@ json to_json(const ShardSection& s) {
               {"pass", op.pass}, {"stage", op.stage}, {"chunk", op.chunk}, {"recompute", op.recompute},
               {"stream", op.stream}, {"dtype", op.dtype}, {"deps", op.deps}, {"flops", op.flops},
               {"bytes", op.bytes}, {"reads", op.reads}, {"writes", op.writes}};
+    if (!op.shape.empty()) o["shape"] = op.shape;
     if (op.kind == "collective") {
       o["collective"] = op.collective;
       o["group"] = op.group;
@@ -198,6 +199,7 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
       if (d < 0 || d >= op.id) throw DataError("graph: " + p + "/deps: " + std::to_string(d) + " is not an earlier op");
     op.flops = require_as<double>(o, "flops", p);
     op.bytes = require_as<double>(o, "bytes", p);
+    if (o.contains("shape")) op.shape = require_as<KernelShape>(o, "shape", p);
     op.reads = require_as<std::vector<int64_t>>(o, "reads", p);
     op.writes = require_as<std::vector<int64_t>>(o, "writes", p);
     check_buffers(op.reads, p + "/reads");

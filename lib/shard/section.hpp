@@ -2,6 +2,7 @@
 // rank instantiated with parallelism and training settings, collectives included.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -22,6 +23,10 @@ struct ShardBuffer {
   std::optional<int64_t> producer;  // op that writes it first (none for params and inputs)
 };
 
+// The shape of the kernel an op runs on one rank, by kind (docs/graph-format.md): gemm m, n, k;
+// attention b, s_q, s_kv, heads, kv_heads, head_dim, causal; others rows, dim.
+using KernelShape = std::map<std::string, double>;
+
 struct ShardOp {
   int64_t id = 0;
   std::optional<int64_t> trace_op;  // the traced op this instantiates; none for inserted ops
@@ -40,6 +45,7 @@ struct ShardOp {
   std::vector<int64_t> deps;  // ops of the same scope (or, for step ops, of any scope) that must finish first
   double flops = 0;
   double bytes = 0;  // bytes read plus written in device memory
+  KernelShape shape;  // empty for collectives and ops inserted without one
   std::vector<int64_t> reads;
   std::vector<int64_t> writes;
   // Collectives only.

@@ -25,10 +25,7 @@ void check_layout(const ModelConfig& model, const ShardOptions& options, int64_t
                              {t.micro_batch, "micro_batch"}, {t.global_batch, "global_batch"}, {seq, "seq_length"}})
     if (value < 1) throw UsageError(std::string(name) + "=" + str(value) + " must be at least 1");
   check_recompute(model, options);
-  if (t.dtype == "fp8")
-    throw UsageError("dtype=fp8: fp8 recipes (casts, scaling, amax) are not simulated yet (use bf16 or fp16)");
-  if (t.dtype != "bf16" && t.dtype != "fp16")
-    throw UsageError("dtype=" + t.dtype + ": expected bf16, fp16 or fp8");
+  check_low_precision(options);
   if (options.gpus && *options.gpus != p.world_size())
     throw DataError("tp*cp*pp*dp=" + str(p.world_size()) + " does not match gpus=" + str(*options.gpus));
   require_divides(p.tp, "tp", model.num_attention_heads, "num_attention_heads");
@@ -91,6 +88,7 @@ double dtype_size(const std::string& dtype) {
   if (dtype == "fp32") return 4;
   if (dtype == "i64") return 8;
   if (dtype == "bool" || dtype == "fp8") return 1;
+  if (dtype == "fp4") return 0.5;
   throw DataError("graph: unknown dtype '" + dtype + "'");
 }
 
@@ -105,6 +103,15 @@ bool has_axis(const Dims& dims, const std::string& axis) {
   return std::any_of(dims.begin(), dims.end(), [&](const Poly& d) { return d.contains_axis(axis); });
 }
 
+void place_with(const ShardOp& anchor, ShardOp& op) {
+  op.layer = anchor.layer;
+  op.module = anchor.module;
+  op.pass = anchor.pass;
+  op.stage = anchor.stage;
+  op.chunk = anchor.chunk;
+  op.recompute = anchor.recompute;
+}
+
 ShardOp make_collective(const ShardContext& context, const std::string& collective, const std::string& group,
                         double message_bytes, const std::string& phase, const std::string& scope) {
   const auto& p = context.options.parallelism;
@@ -115,7 +122,7 @@ ShardOp make_collective(const ShardContext& context, const std::string& collecti
   c.pass = scope == "step" ? "step" : phase == "fwd" ? "forward" : "backward";
   c.scope = scope;
   c.stream = group;
-  c.dtype = context.options.training.dtype;
+  c.dtype = high_precision_dtype(context.options.training);
   c.collective = collective;
   c.group = group;
   c.group_size = group == "tp" ? p.tp : group == "cp" ? p.cp : context.data_parallel_size();
@@ -139,6 +146,7 @@ void shard_graph(Graph& graph, const ShardOptions& options) {
   shard.parallelism = options.parallelism;
   shard.training = options.training;
   shard.training.seq_length = seq;
+  shard.training.fp8_recipe = low_precision_recipe(options.training);  // as simulated: the default resolved
   shard.seq_length = seq;
   shard.num_microbatches = options.training.global_batch / (options.training.micro_batch * options.parallelism.dp);
   shard.axes = context.full_axes;
@@ -150,6 +158,7 @@ void shard_graph(Graph& graph, const ShardOptions& options) {
   apply_context_parallel(context, shard);
   apply_recompute(context, shard);
   add_step_ops(context, shard);
+  apply_low_precision(context, shard);
   apply_tp_comm_overlap(context, shard);
   apply_pipeline_parallel(context, shard);
   graph.shard = std::move(shard);

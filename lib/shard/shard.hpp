@@ -19,6 +19,10 @@ struct ShardOptions {
   std::vector<int64_t> pp_layout;  // decoder layers per virtual stage; empty: an even split
   std::optional<int64_t> decoder_first_pipeline_num_layers;  // Megatron-LM's uneven first/last
   std::optional<int64_t> decoder_last_pipeline_num_layers;   // pipeline rank (all its chunks)
+  // Megatron-LM's account_for_embedding/loss_in_pipeline_split: the even split counts the
+  // embedding (loss) as one more layer of the first (last) virtual stage.
+  bool account_for_embedding_in_pipeline_split = false;
+  bool account_for_loss_in_pipeline_split = false;
   std::string cp_comm_type = "p2p";  // Megatron-LM's cp_comm_type: p2p (K/V ring) | all_gather
 };
 

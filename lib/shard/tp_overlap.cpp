@@ -111,8 +111,7 @@ std::vector<int64_t> with_all_pieces(const std::vector<int64_t>& buffers, const 
 ShardOp chunk_of(const ShardOp& op, int64_t index, int64_t chunks, const OverlapPlan& plan) {
   ShardOp chunk = op;
   double share = 1.0 / static_cast<double>(chunks);
-  chunk.flops *= share;
-  chunk.bytes *= share;
+  split_tokens(chunk, share);
   chunk.message_bytes *= share;
   for (auto* buffers : {&chunk.reads, &chunk.writes})
     for (int64_t& b : *buffers) {

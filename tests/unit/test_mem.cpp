@@ -145,6 +145,7 @@ TEST(ModelStates, EachPipelineRankCountsTheParametersItHolds) {
     shard.ops.push_back(op);
   }
   shard.parallelism.pp = 2;
+  shard.buffers[0].bytes = 2e6 * 2;  // rank 0's weights: 2e6 bf16 parameters
   shard.stage_params_local = {2e6, 1e6};
   shard.schedule = {{{0, 0, "forward"}, {0, 0, "backward"}}, {{0, 0, "forward"}, {0, 0, "backward"}}};
   MemSection mem = account(shard);
@@ -152,6 +153,40 @@ TEST(ModelStates, EachPipelineRankCountsTheParametersItHolds) {
   EXPECT_EQ(mem.peak_pp_stage, 0);
   EXPECT_DOUBLE_EQ(mem.param_bytes, 4e6);
   EXPECT_DOUBLE_EQ(mem.peak_memory_gb, (36e6 + 2000) / 1e9);
+}
+
+// fp8 training: a once-per-step cast (step_start) writes the weight's rowwise and columnwise
+// fp8 copies, 1e6 one-byte elements and a 4-byte scale each, which the layer's ops read in
+// every micro-batch.
+ShardSection with_fp8_weight_copies(ShardSection s) {
+  s.buffers.push_back(ShardBuffer{8, 1e6 + 4, "quantized_weight", "weight", {}});
+  s.buffers.push_back(ShardBuffer{9, 1e6 + 4, "quantized_weight", "weight", {}});
+  s.ops.push_back(op(4, "cast", "fwd", {0}, {8, 9}, "step_start"));
+  s.ops[1].reads.push_back(8);
+  s.ops[3].reads.push_back(9);
+  return s;
+}
+
+TEST(ModelStates, LowPrecisionWeightCopiesAreKeptWithTheWeights) {
+  MemSection mem = account(with_fp8_weight_copies(one_layer()));
+  // 2 bytes per bf16 parameter plus the two copies; nothing else changes.
+  EXPECT_DOUBLE_EQ(mem.param_bytes, 2e6 + 2 * (1e6 + 4));
+  EXPECT_DOUBLE_EQ(mem.grad_bytes, 4e6);
+  EXPECT_DOUBLE_EQ(mem.optimizer_state_bytes, 12e6);
+  EXPECT_DOUBLE_EQ(mem.activation_bytes, 1500);
+  EXPECT_DOUBLE_EQ(mem.temporary_bytes, 500);
+}
+
+TEST(ModelStates, Fp8ParametersHoldOneBytePerParameter) {
+  // --fp8-param-gather: the parameter itself is the fp8 rowwise copy (1e6 + 4 bytes, no bf16
+  // weight), the columnwise copy is kept beside it; fp32 gradients and optimizer states stay.
+  ShardSection shard = with_fp8_weight_copies(one_layer());
+  shard.buffers[0].bytes = 1e6 + 4;
+  shard.ops[4].writes = {9};
+  shard.ops[1].reads.pop_back();
+  MemSection mem = account(shard);
+  EXPECT_DOUBLE_EQ(mem.param_bytes, 2 * (1e6 + 4));
+  EXPECT_DOUBLE_EQ(mem.grad_bytes + mem.optimizer_state_bytes, 16e6);
 }
 
 TEST(Capacity, NeedsTheShardSection) {

@@ -13,23 +13,12 @@ using testing::ref;
 
 ModelConfig small_model() { return testing::dense_model("small", 1, 1024, 16, 16, 4096, 2048, 50257); }
 
-// Buffers: 0 x (norm input), 1 y (norm output), 2 w1 [f,h], 3 z [s,b,f], 4 w2 [h,f], 5 out,
-// 6 grad out, 7 grad z, 8 grad w2, 9 grad y, 10 grad w1.
+// The buffers of testing::add_mlp_tensors.
 Graph small_graph() {
   Graph g;
   g.model = small_model();
   testing::TraceBuilder t(*g.model, "decoder.layers.0.mlp");
-  t.tensor({"s", "b", "h"}, "activation");
-  t.tensor({"s", "b", "h"}, "activation");
-  t.tensor({"f", "h"}, "param", "fc1.weight");
-  t.tensor({"s", "b", "f"}, "activation");
-  t.tensor({"h", "f"}, "param", "fc2.weight");
-  t.tensor({"s", "b", "h"}, "activation");
-  t.tensor({"s", "b", "h"}, "activation");
-  t.tensor({"s", "b", "f"}, "activation");
-  t.tensor({"h", "f"}, "grad", "fc2.weight");
-  t.tensor({"s", "b", "h"}, "activation");
-  t.tensor({"f", "h"}, "grad", "fc1.weight");
+  testing::add_mlp_tensors(t);
   t.op("syssim::rms_norm", "math", "fwd", "none", {ref(0, {"s", "b", "h"})}, {ref(1, {"s", "b", "h"})}, "4*s*b*h",
        "2*s*b*h");
   t.op("syssim::linear", "gemm", "fwd", "column", {ref(1, {"s", "b", "h"}), ref(2, {"f", "h"})},
@@ -120,6 +109,27 @@ TEST(Shard, SequenceParallelGathersBeforeColumnAndScattersAfterRow) {
   const ShardOp& fc1 = g.shard->ops[c[0]->id + 1];
   EXPECT_EQ(fc1.name, "syssim::linear");
   EXPECT_EQ(fc1.reads.at(0), c[0]->writes.at(0));
+}
+
+// The kernel shapes the calibrated estimator reads: an m x n output reduced over k, on one
+// rank. At tp 2 with SP, fc1 is [2048 tokens, 1024] x [1024, 4096/2]; its weight gradient
+// reduces over the tokens; the norm sweeps 2048/2 rows of 1024.
+TEST(Shard, KernelShapesAreTheGemmsOfOneRank) {
+  Graph g = small_graph();
+  shard_graph(g, layout(2, true));
+  auto shape_of = [&](const std::string& name, const std::string& module_pass) {
+    for (const auto& op : g.shard->ops)
+      if (op.name == name && op.pass == module_pass) return op.shape;
+    return KernelShape{};
+  };
+  EXPECT_EQ(shape_of("syssim::rms_norm", "forward"), (KernelShape{{"rows", 1024}, {"dim", 1024}}));
+  EXPECT_EQ(shape_of("syssim::linear", "forward"), (KernelShape{{"m", 2048}, {"n", 2048}, {"k", 1024}}));
+  // fc2's dgrad (the first backward GEMM): [2048, 1024] x [1024, 2048] -> [2048, 2048].
+  EXPECT_EQ(shape_of("syssim::linear_dgrad", "backward"), (KernelShape{{"m", 2048}, {"n", 2048}, {"k", 1024}}));
+  // fc2's wgrad: grad^T [1024, 2048 tokens] x z [2048 tokens, 2048] -> [1024, 2048].
+  EXPECT_EQ(shape_of("syssim::linear_wgrad", "weight"), (KernelShape{{"m", 1024}, {"n", 2048}, {"k", 2048}}));
+  for (const auto& op : g.shard->ops)
+    if (op.kind == "collective") EXPECT_TRUE(op.shape.empty()) << op.name;
 }
 
 TEST(Shard, DataParallelAddsGradientReductionAndAdam) {

@@ -77,4 +77,21 @@ struct TraceBuilder {
   }
 };
 
+// The buffers of a norm, a column-parallel fc1 and a row-parallel fc2, forward and backward:
+// 0 x (norm input), 1 y (norm output), 2 w1 [f,h], 3 z [s,b,f], 4 w2 [h,f], 5 out, 6 grad out,
+// 7 grad z, 8 grad w2, 9 grad y, 10 grad w1.
+inline void add_mlp_tensors(TraceBuilder& t) {
+  t.tensor({"s", "b", "h"}, "activation");
+  t.tensor({"s", "b", "h"}, "activation");
+  t.tensor({"f", "h"}, "param", "fc1.weight");
+  t.tensor({"s", "b", "f"}, "activation");
+  t.tensor({"h", "f"}, "param", "fc2.weight");
+  t.tensor({"s", "b", "h"}, "activation");
+  t.tensor({"s", "b", "h"}, "activation");
+  t.tensor({"s", "b", "f"}, "activation");
+  t.tensor({"h", "f"}, "grad", "fc2.weight");
+  t.tensor({"s", "b", "h"}, "activation");
+  t.tensor({"f", "h"}, "grad", "fc1.weight");
+}
+
 }  // namespace syssim::testing
