@@ -1,12 +1,24 @@
-// syssim-cost: attaches a roofline time to every op of the shard section (docs/syssim-cost.md).
+// syssim-cost: attaches a time to every op of the shard section (docs/syssim-cost.md).
 #include "config/config.hpp"
 #include "cost/cost.hpp"
 #include "tool.hpp"
 
 int main(int argc, char** argv) {
   std::string hardware_path;
+  syssim::CostOptions options;
+  bool roofline = false;
   return syssim::tool::run_filter(
-      {"syssim-cost", "Estimate the time of every op of the shard section with the roofline model"}, argc, argv,
-      [&](CLI::App& app) { app.add_option("--hardware", hardware_path, "Hardware YAML file")->required(); },
-      [&](syssim::Graph& graph) { syssim::cost_graph(graph, syssim::load_hardware_yaml(hardware_path)); });
+      {"syssim-cost", "Estimate the time of every op of the shard section"}, argc, argv,
+      [&](CLI::App& app) {
+        app.add_option("--hardware", hardware_path, "Hardware YAML file")->required();
+        auto* calibrated = app.add_option("--calibrated", options.calibrated_model,
+                                          "Calibrated model bundle (default: the hardware's calibrated_model)");
+        app.add_flag("--roofline", roofline, "The bare roofline at peak: no calibrated model, no efficiencies")
+            ->excludes(calibrated);
+      },
+      [&](syssim::Graph& graph) {
+        if (roofline) options.estimator = "roofline";
+        if (!options.calibrated_model.empty()) options.estimator = "calibrated";
+        syssim::cost_graph(graph, syssim::load_hardware_yaml(hardware_path), options);
+      });
 }

@@ -1,7 +1,9 @@
-// syssim: the driver. `run` and `memory` run every stage in one process (docs/syssim.md).
+// syssim: the driver. `run` and `memory` run every stage in one process (docs/syssim.md);
+// `calibrate` fits the calibrated cost estimator (docs/calibration.md).
 
 #include <iostream>
 
+#include "calibrate/calibrate.hpp"
 #include "common/io.hpp"
 #include "common/version.hpp"
 #include "driver/driver.hpp"
@@ -47,9 +49,32 @@ int main(int argc, char** argv) {
   validate->add_option("measured", measured, "CSV of measured runs (docs/validation.md)")->required();
   validate->add_option("--format", validate_format, "Output format")->check(CLI::IsMember({"table", "csv", "json"}));
   validate->add_option("--hardware-dir", validate_options.hardware_dir, "Folder of the hardware presets");
+  std::vector<std::string> hardware_map;
+  validate->add_option("--hardware-map", hardware_map,
+                       "GPU=PRESET_OR_YAML: the hardware of rows with that gpu cell (repeatable)");
   validate->add_option("-o,--output", output, "Output file, written atomically (default: standard output)");
+  CLI::App* calibrate = app.add_subcommand("calibrate", "Fit the calibrated cost estimator on measured kernel times");
+  syssim::CalibrateOptions calibrate_options;
+  std::string calibrate_hardware;
+  calibrate->add_option("--data", calibrate_options.data_dir, "Folder of gemm.csv, attention.csv, rmsnorm.csv")
+      ->required();
+  calibrate->add_option("--hardware", calibrate_hardware, "Hardware YAML whose peaks the residuals are taken against")
+      ->required();
+  calibrate->add_option("-o,--output", calibrate_options.output_dir, "Bundle folder, written whole or not at all")
+      ->required();
+  calibrate->add_option("--dtype", calibrate_options.dtype, "The dtype the data was measured in (default bf16)")
+      ->check(CLI::IsMember({"bf16", "fp16", "fp8", "fp4"}));
+  calibrate->add_option("--holdout", calibrate_options.holdout_share, "Share of rows held out to measure the error")
+      ->check(CLI::Range(0.0, 1.0));
+  calibrate->add_option("--seed", calibrate_options.seed, "Seed of the held-out split and of XGBoost");
   return syssim::tool::guarded_main("syssim", app, argc, argv, [&] {
+    if (calibrate->parsed()) {
+      calibrate_options.hardware = syssim::load_hardware_yaml(calibrate_hardware);
+      syssim::write_output("-", syssim::render_calibration(syssim::calibrate(calibrate_options)));
+      return;
+    }
     if (validate->parsed()) {
+      validate_options.hardware_map = syssim::parse_hardware_map(hardware_map);
       syssim::ValidationResult result =
           syssim::validate_measured(syssim::read_input(measured), measured, validate_options);
       for (const std::string& warning : result.warnings) std::cerr << "syssim: warning: " << warning << "\n";

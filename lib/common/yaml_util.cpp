@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <vector>
 
 #include "common/error.hpp"
 #include "common/io.hpp"
@@ -97,5 +98,8 @@ template double yaml_get<double>(const YAML::Node&, const std::string&, const st
 template bool yaml_get<bool>(const YAML::Node&, const std::string&, const std::string&, const bool&);
 template std::string yaml_get<std::string>(const YAML::Node&, const std::string&, const std::string&,
                                            const std::string&);
+template std::vector<std::string> yaml_get<std::vector<std::string>>(const YAML::Node&, const std::string&,
+                                                                     const std::string&,
+                                                                     const std::vector<std::string>&);
 
 }  // namespace syssim

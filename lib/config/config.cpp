@@ -1,5 +1,7 @@
 #include "config/config.hpp"
 
+#include <algorithm>
+#include <filesystem>
 #include <sstream>
 
 #include "common/error.hpp"
@@ -12,7 +14,7 @@ namespace {
 const std::vector<std::string> kModelKeys = {
     "name", "num_layers", "hidden_size", "num_attention_heads", "num_query_groups", "kv_channels",
     "ffn_hidden_size", "seq_length", "max_position_embeddings", "vocab_size",
-    "make_vocab_size_divisible_by", "swiglu", "rope", "rope_theta", "tie_word_embeddings",
+    "make_vocab_size_divisible_by", "swiglu", "activation", "rope", "rope_theta", "tie_word_embeddings",
     "rms_norm_eps", "normalization", "add_bias_linear", "add_qkv_bias", "qk_layernorm",
     "attention_backend", "hidden_dropout", "attention_dropout", "huggingface", "overrides"};
 
@@ -20,7 +22,10 @@ const std::vector<std::string> kHardwareKeys = {
     "name", "peak_tflops_mm", "peak_tflops_math", "peak_memory_bandwidth_GBps", "gpus_per_node",
     "peak_tflops_mm_fp8", "peak_tflops_mm_fp4", "sfu_peak", "gpu_memory_GB",
     "inter_node_bandwidth_GBps", "inter_node_latency_us", "kernel_launch_us", "topology",
-    "estimator", "calibrated_model"};
+    "estimator", "calibrated_model", "calibrated_families", "efficiency", "block_scaled_formats"};
+
+// Transformer Engine's block-scaled recipes, which need tensor cores with block scaling (Blackwell).
+const std::vector<std::string> kBlockScaledFormats = {"mxfp8", "nvfp4"};
 
 const std::vector<std::string> kTopologyKeys = {"levels"};
 const std::vector<std::string> kLevelKeys = {"kind", "size", "bandwidth_GBps", "latency_us"};
@@ -83,6 +88,15 @@ ModelConfig parse_model_yaml(const std::string& text, const std::string& name) {
   m.make_vocab_size_divisible_by =
       yaml_get<int64_t>(node, "make_vocab_size_divisible_by", name, m.make_vocab_size_divisible_by);
   m.swiglu = yaml_get<bool>(node, "swiglu", name, m.swiglu);
+  if (node["activation"]) {  // swiglu | gelu | squared_relu; `swiglu:` may say the same, not the opposite
+    std::string activation = yaml_require<std::string>(node, "activation", name);
+    require_one_of(activation, {"swiglu", "gelu", "squared_relu"}, "activation", name);
+    bool gated = activation == "swiglu";
+    if (node["swiglu"] && m.swiglu != gated)
+      throw DataError(name + ": key 'activation' is '" + activation + "' but 'swiglu' is " + (m.swiglu ? "true" : "false"));
+    m.swiglu = gated;
+    if (!gated) m.activation = activation;
+  }
   m.rope = yaml_get<bool>(node, "rope", name, m.rope);
   m.rope_theta = yaml_get<double>(node, "rope_theta", name, m.rope_theta);
   m.tie_word_embeddings = yaml_get<bool>(node, "tie_word_embeddings", name, m.tie_word_embeddings);
@@ -116,13 +130,16 @@ void validate(const ModelConfig& m, const std::string& where) {
   if (m.num_attention_heads % m.num_query_groups != 0)
     throw DataError(where + ": num_query_groups=" + std::to_string(m.num_query_groups) +
                     " does not divide num_attention_heads=" + std::to_string(m.num_attention_heads));
+  require_one_of(m.activation, {"gelu", "squared_relu"}, "activation", where);
   require_one_of(m.normalization, {"RMSNorm", "LayerNorm"}, "normalization", where);
   require_one_of(m.attention_backend, {"flash", "unfused"}, "attention_backend", where);
   require_probability(m.hidden_dropout, "hidden_dropout", where);
   require_probability(m.attention_dropout, "attention_dropout", where);
 }
 
-HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& name) {
+const std::vector<std::string> kOpFamilies = {"gemm", "attention", "norm", "elementwise", "reduction"};
+
+HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& name, const std::string& base_dir) {
   YAML::Node node = load_yaml_text(text, name);
   check_keys(node, kHardwareKeys, name);
   HardwareConfig hw;
@@ -138,11 +155,31 @@ HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& n
   hw.inter_node_bandwidth_GBps = optional_double(node, "inter_node_bandwidth_GBps", name);
   hw.inter_node_latency_us = yaml_get<double>(node, "inter_node_latency_us", name, 0.0);
   hw.kernel_launch_us = yaml_get<double>(node, "kernel_launch_us", name, 0.0);
+  if (YAML::Node formats = node["block_scaled_formats"]) {
+    if (!formats.IsSequence()) throw DataError(name + ": key 'block_scaled_formats' must be a list (mxfp8, nvfp4)");
+    for (size_t i = 0; i < formats.size(); ++i) {
+      std::string where = "block_scaled_formats[" + std::to_string(i) + "]";
+      if (!formats[i].IsScalar()) throw DataError(name + ": key '" + where + "' must be mxfp8 or nvfp4");
+      hw.block_scaled_formats.push_back(formats[i].as<std::string>());
+    }
+  }
   std::string estimator = yaml_get<std::string>(node, "estimator", name, "roofline");
   if (estimator != "roofline")
     throw DataError(name + ": key 'estimator': only 'roofline' is implemented, got '" + estimator + "'");
-  if (node["calibrated_model"])
-    throw DataError(name + ": key 'calibrated_model': the calibrated estimator is not implemented yet");
+  if (YAML::Node efficiency = node["efficiency"]) {
+    check_keys(efficiency, kOpFamilies, name + ": efficiency");
+    for (const std::string& family : kOpFamilies)
+      if (efficiency[family]) hw.efficiency[family] = yaml_require<double>(efficiency, family, name + ": efficiency");
+  }
+  hw.calibrated_model = yaml_get<std::string>(node, "calibrated_model", name, "");
+  hw.calibrated_families = yaml_get<std::vector<std::string>>(node, "calibrated_families", name, {});
+  for (const std::string& family : hw.calibrated_families)
+    require_one_of(family, kOpFamilies, "calibrated_families", name);
+  if (!hw.calibrated_model.empty()) {
+    std::filesystem::path model(hw.calibrated_model);
+    std::filesystem::path base = base_dir.empty() ? std::filesystem::path(name).parent_path() : std::filesystem::path(base_dir);
+    hw.calibrated_model_dir = (model.is_absolute() ? model : base / model).lexically_normal().string();
+  }
   if (YAML::Node topology = node["topology"]) {
     check_keys(topology, kTopologyKeys, name + ": topology");
     YAML::Node levels = topology["levels"];
@@ -179,6 +216,33 @@ void validate(const HardwareConfig& hw, const std::string& where) {
     throw DataError(where + ": topology.levels[0].size=" + std::to_string(hw.topology[0].size) +
                     " must equal gpus_per_node=" + std::to_string(hw.gpus_per_node));
   for (const auto& level : hw.topology) require_positive(level.bandwidth_GBps, "bandwidth_GBps", where);
+  for (const auto& format : hw.block_scaled_formats) {
+    require_one_of(format, kBlockScaledFormats, "block_scaled_formats", where);
+    const auto& peak = format == "mxfp8" ? hw.peak_tflops_mm_fp8 : hw.peak_tflops_mm_fp4;
+    if (!peak)
+      throw DataError(where + ": block_scaled_formats lists " + format + " but " +
+                      (format == "mxfp8" ? "peak_tflops_mm_fp8" : "peak_tflops_mm_fp4") + " is not given");
+  }
+  for (const auto& [family, share] : hw.efficiency)
+    if (!(share > 0 && share <= 1))
+      throw DataError(where + ": efficiency." + family + ": expected a share in (0, 1], got " + std::to_string(share));
+}
+
+std::optional<std::string> low_precision_recipe(const TrainingConfig& t) {
+  // Megatron-LM's --fp8-recipe defaults to delayed; its --fp4-recipe to nvfp4
+  // (megatron/training/arguments.py).
+  if (t.dtype == "fp8") return t.fp8_recipe.value_or("delayed");
+  if (t.dtype == "fp4") return t.fp8_recipe.value_or("nvfp4");
+  return std::nullopt;
+}
+
+void check_precision_support(const HardwareConfig& hw, const TrainingConfig& t) {
+  std::optional<std::string> recipe = low_precision_recipe(t);
+  if (!recipe || (*recipe != "mxfp8" && *recipe != "nvfp4")) return;
+  const auto& formats = hw.block_scaled_formats;
+  if (std::find(formats.begin(), formats.end(), *recipe) == formats.end())
+    throw UsageError("fp8_recipe=" + *recipe + " needs tensor cores with " + *recipe +
+                     " block scaling; hardware " + hw.name + " has none (block_scaled_formats)");
 }
 
 nlohmann::json to_json(const ModelConfig& m) {
@@ -194,6 +258,7 @@ nlohmann::json to_json(const ModelConfig& m) {
           {"vocab_size", m.vocab_size},
           {"make_vocab_size_divisible_by", m.make_vocab_size_divisible_by},
           {"swiglu", m.swiglu},
+          {"activation", m.swiglu ? "swiglu" : m.activation},  // as the YAML key: swiglu | gelu | squared_relu
           {"rope", m.rope},
           {"rope_theta", m.rope_theta},
           {"tie_word_embeddings", m.tie_word_embeddings},
@@ -221,6 +286,8 @@ ModelConfig model_from_json(const nlohmann::json& j, const std::string& path) {
   m.vocab_size = require_as<int64_t>(j, "vocab_size", path);
   m.make_vocab_size_divisible_by = require_as<int64_t>(j, "make_vocab_size_divisible_by", path);
   m.swiglu = require_as<bool>(j, "swiglu", path);
+  if (j.contains("activation") && !m.swiglu)  // new in 1.2
+    m.activation = require_as<std::string>(j, "activation", path);
   m.rope = require_as<bool>(j, "rope", path);
   m.rope_theta = require_as<double>(j, "rope_theta", path);
   m.tie_word_embeddings = require_as<bool>(j, "tie_word_embeddings", path);
@@ -253,6 +320,10 @@ nlohmann::json to_json(const HardwareConfig& hw) {
           {"inter_node_bandwidth_GBps", nullable_to_json(hw.inter_node_bandwidth_GBps)},
           {"inter_node_latency_us", hw.inter_node_latency_us},
           {"kernel_launch_us", hw.kernel_launch_us},
+          {"block_scaled_formats", hw.block_scaled_formats},
+          {"efficiency", hw.efficiency},
+          {"calibrated_model", hw.calibrated_model},
+          {"calibrated_families", hw.calibrated_families},
           {"topology", {{"levels", levels}}}};
 }
 
@@ -271,6 +342,13 @@ HardwareConfig hardware_from_json(const nlohmann::json& j, const std::string& pa
   hw.inter_node_bandwidth_GBps = opt("inter_node_bandwidth_GBps");
   hw.inter_node_latency_us = require_as<double>(j, "inter_node_latency_us", path);
   hw.kernel_launch_us = require_as<double>(j, "kernel_launch_us", path);
+  if (j.contains("block_scaled_formats"))  // new in graph format 1.2
+    hw.block_scaled_formats = require_as<std::vector<std::string>>(j, "block_scaled_formats", path);
+  // Both keys are new in graph format 1.2.
+  if (j.contains("efficiency")) hw.efficiency = require_as<std::map<std::string, double>>(j, "efficiency", path);
+  if (j.contains("calibrated_model")) hw.calibrated_model = require_as<std::string>(j, "calibrated_model", path);
+  if (j.contains("calibrated_families"))
+    hw.calibrated_families = require_as<std::vector<std::string>>(j, "calibrated_families", path);
   const auto& levels = require(require(j, "topology", path), "levels", path + "/topology");
   for (size_t i = 0; i < levels.size(); ++i) {
     std::string p = path + "/topology/levels/" + std::to_string(i);
@@ -304,6 +382,8 @@ nlohmann::json to_json(const TrainingConfig& t) {
           {"global_batch", t.global_batch},
           {"seq_length", nullable_to_json(t.seq_length)},
           {"dtype", t.dtype},
+          {"fp8_recipe", nullable_to_json(t.fp8_recipe)},
+          {"fp8_param_gather", t.fp8_param_gather},
           {"recompute", t.recompute},
           {"recompute_modules", t.recompute_modules},
           {"recompute_method", nullable_to_json(t.recompute_method)},
@@ -322,6 +402,8 @@ TrainingConfig training_from_json(const nlohmann::json& j, const std::string& pa
   t.global_batch = require_as<int64_t>(j, "global_batch", path);
   t.seq_length = read_nullable<int64_t>(j, "seq_length", path);
   t.dtype = require_as<std::string>(j, "dtype", path);
+  if (j.contains("fp8_recipe")) t.fp8_recipe = read_nullable<std::string>(j, "fp8_recipe", path);  // new in 1.2
+  if (j.contains("fp8_param_gather")) t.fp8_param_gather = require_as<bool>(j, "fp8_param_gather", path);
   t.recompute = require_as<std::string>(j, "recompute", path);
   t.recompute_modules = require_as<std::vector<std::string>>(j, "recompute_modules", path);
   t.recompute_method = read_nullable<std::string>(j, "recompute_method", path);

@@ -2,6 +2,7 @@
 // parallelism and training. Loaders validate strictly (see docs/configs.md).
 #pragma once
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -21,7 +22,8 @@ struct ModelConfig {
   int64_t max_position_embeddings = 0;
   int64_t vocab_size = 0;
   int64_t make_vocab_size_divisible_by = 128;
-  bool swiglu = true;
+  bool swiglu = true;               // gated SwiGLU MLP; false: a plain MLP with `activation`
+  std::string activation = "gelu";  // the plain MLP's activation: gelu | squared_relu
   bool rope = true;
   double rope_theta = 10000.0;
   bool tie_word_embeddings = false;
@@ -56,7 +58,19 @@ struct HardwareConfig {
   double inter_node_latency_us = 0.0;
   double kernel_launch_us = 0.0;
   std::vector<TopologyLevel> topology;  // innermost level first
+  // Block-scaled low-precision formats the tensor cores run natively (Blackwell): mxfp8, nvfp4.
+  std::vector<std::string> block_scaled_formats;
+  // Uncalibrated estimator: the share of the roofline each op family reaches (gemm, attention,
+  // norm, elementwise, reduction); a family not listed reaches 1 (docs/syssim-cost.md).
+  std::map<std::string, double> efficiency;
+  std::string calibrated_model;      // as written in the YAML (relative to its folder), or ""
+  std::string calibrated_model_dir;  // that path resolved when the YAML was read; not in the graph
+  // The families priced with the bundle (empty: every family it has); the others use efficiency.
+  std::vector<std::string> calibrated_families;
 };
+
+// The op families of the cost estimators.
+extern const std::vector<std::string> kOpFamilies;
 
 struct ParallelismConfig {
   int64_t tp = 1;
@@ -72,7 +86,11 @@ struct TrainingConfig {
   int64_t micro_batch = 1;
   int64_t global_batch = 1;
   std::optional<int64_t> seq_length;  // overrides the model's seq_length
-  std::string dtype = "bf16";         // bf16 | fp16 | fp8
+  std::string dtype = "bf16";         // bf16 | fp16 | fp8 | fp4 (docs/syssim-shard.md "Low precision")
+  // Transformer Engine's scaling recipe of fp8/fp4 linears: delayed | current | mxfp8 (fp8),
+  // nvfp4 (fp4); none given: delayed for fp8, nvfp4 for fp4.
+  std::optional<std::string> fp8_recipe;
+  bool fp8_param_gather = false;      // fp8 weights as the parameters, all-gathered in fp8
   std::string recompute = "none";     // none | selective | full
   std::vector<std::string> recompute_modules;  // selective: core_attn | mlp | layernorm | moe_act (none given: core_attn)
   std::optional<std::string> recompute_method;  // full: uniform | block (default uniform)
@@ -89,7 +107,14 @@ struct TrainingConfig {
 ModelConfig load_model_yaml(const std::string& path);
 ModelConfig parse_model_yaml(const std::string& text, const std::string& name);
 HardwareConfig load_hardware_yaml(const std::string& path);
-HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& name);
+// A relative calibrated_model is resolved against base_dir (default: the folder of `name`).
+HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& name, const std::string& base_dir = "");
+
+// The recipe an fp8/fp4 run uses, its default resolved; none for bf16 and fp16.
+std::optional<std::string> low_precision_recipe(const TrainingConfig& training);
+// Refuses (UsageError) a block-scaled recipe (mxfp8, nvfp4) on hardware whose tensor cores
+// do not run it (block_scaled_formats).
+void check_precision_support(const HardwareConfig& hardware, const TrainingConfig& training);
 
 // Checks value ranges that do not depend on parallelism; throws DataError.
 void validate(const ModelConfig& model, const std::string& where);

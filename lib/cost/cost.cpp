@@ -1,6 +1,7 @@
 #include "cost/cost.hpp"
 
 #include <algorithm>
+#include <memory>
 
 namespace syssim {
 namespace {
@@ -16,25 +17,34 @@ struct Link {
 
 std::string op_path(const ShardOp& op) { return "/shard/ops/" + std::to_string(op.id); }
 
-double tensor_core_peak_tflops(const ShardOp& op, const HardwareConfig& hw) {
-  if (op.dtype != "fp8") return hw.peak_tflops_mm;
-  if (!hw.peak_tflops_mm_fp8)
-    throw DataError("hardware " + hw.name + ": peak_tflops_mm_fp8 is required by the fp8 op at " + op_path(op));
-  return *hw.peak_tflops_mm_fp8;
+// The estimator family of a compute op (lib/calibrate/calibrate.hpp).
+std::string family_of(const ShardOp& op) {
+  if (op.kind == "gemm" || op.kind == "attention") return op.kind;
+  if (op.kind != "math" && op.kind != "memory" && op.kind != "optimizer")
+    throw DataError(op_path(op) + "/kind: unknown op kind \"" + op.kind + "\"");
+  if (op.name.find("norm") != std::string::npos) return "norm";
+  if (op.name == "aten::sum" || op.name == "syssim::cross_entropy" || op.name == "te::amax") return "reduction";
+  return "elementwise";
 }
 
-double peak_tflops(const ShardOp& op, const HardwareConfig& hw) {
-  if (op.kind == "gemm" || op.kind == "attention") return tensor_core_peak_tflops(op, hw);
-  if (op.kind == "math" || op.kind == "memory" || op.kind == "optimizer") return hw.peak_tflops_math;
-  throw DataError(op_path(op) + "/kind: unknown op kind \"" + op.kind + "\"");
+Kernel kernel_of(const ShardOp& op) {
+  return Kernel{family_of(op), op.dtype, op.phase == "bwd", op.shape, op.flops, op.bytes};
 }
 
-OpCost compute_cost(const ShardOp& op, const HardwareConfig& hw) {
-  double compute_us = op.flops / (peak_tflops(op, hw) * kFlopsPerTflop) * kUsPerS;
-  double memory_us = op.bytes / (hw.peak_memory_bandwidth_GBps * kBytesPerGB) * kUsPerS;
-  if (hw.kernel_launch_us > std::max(compute_us, memory_us)) return {op.id, hw.kernel_launch_us, "launch"};
-  if (compute_us >= memory_us) return {op.id, compute_us, "compute"};
-  return {op.id, memory_us, "memory"};
+double roofline_of(const Kernel& kernel, const ShardOp& op, const HardwareConfig& hw) {
+  try {
+    return roofline_us(kernel, hw);
+  } catch (const DataError& e) {
+    throw DataError(std::string(e.what()) + ", needed by the " + op.dtype + " op at " + op_path(op));
+  }
+}
+
+// Which roofline term is the larger one, or the launch floor when neither reaches it.
+std::string bound_of(const Kernel& kernel, double time_us, const HardwareConfig& hw) {
+  if (time_us <= hw.kernel_launch_us) return "launch";
+  Kernel memory_only = kernel;
+  memory_only.flops = 0;
+  return roofline_us(memory_only, hw) >= roofline_us(kernel, hw) ? "memory" : "compute";
 }
 
 // Megatron orders ranks TP fastest, then CP, then DP, so a group's members lie within a
@@ -117,13 +127,62 @@ OpCost collective_cost(const ShardOp& op, const ParallelismConfig& p, const Hard
 
 }  // namespace
 
-void cost_graph(Graph& g, const HardwareConfig& hw) {
+CostEstimator::CostEstimator(HardwareConfig hardware, const CostOptions& options)
+    : hardware_(std::move(hardware)), options_(options) {
+  if (options_.estimator != "auto" && options_.estimator != "roofline" && options_.estimator != "calibrated")
+    throw UsageError("estimator: expected auto, roofline or calibrated, got '" + options_.estimator + "'");
+  std::string bundle = options_.calibrated_model.empty() ? hardware_.calibrated_model_dir : options_.calibrated_model;
+  if (options_.estimator == "calibrated" && bundle.empty())
+    throw DataError("hardware " + hardware_.name + ": the calibrated estimator needs calibrated_model in the hardware YAML or --calibrated DIR");
+  if (options_.estimator != "roofline" && !bundle.empty())
+    calibrated_ = std::make_shared<CalibratedModel>(CalibratedModel::load(bundle, hardware_));
+  if (options_.estimator == "roofline") hardware_.efficiency.clear();
+}
+
+bool CostEstimator::priced_by_bundle(const std::string& family) const {
+  const auto& chosen = hardware_.calibrated_families;
+  return chosen.empty() || std::find(chosen.begin(), chosen.end(), family) != chosen.end();
+}
+
+// Compute ops: a covered kernel takes the calibrated time, any other the roofline over its
+// family's efficiency; none is faster than the launch floor.
+void CostEstimator::cost_graph(Graph& g) const {
   const ShardSection& shard = need_section(g.shard, "shard", "syssim-shard");
-  CostSection cost{"roofline", hw, {}};
-  cost.ops.reserve(shard.ops.size());
-  for (const ShardOp& op : shard.ops)
-    cost.ops.push_back(op.kind == "collective" ? collective_cost(op, shard.parallelism, hw) : compute_cost(op, hw));
+  check_precision_support(hardware_, shard.training);
+  CostSection cost{calibrated_ ? "calibrated" : "roofline", hardware_, {}};
+  cost.ops.resize(shard.ops.size());
+  std::vector<Kernel> calibrated_kernels;
+  std::vector<size_t> calibrated_ops;
+  for (size_t i = 0; i < shard.ops.size(); ++i) {
+    const ShardOp& op = shard.ops[i];
+    if (op.kind == "collective") {
+      cost.ops[i] = collective_cost(op, shard.parallelism, hardware_);
+      continue;
+    }
+    Kernel kernel = kernel_of(op);
+    double roofline = roofline_of(kernel, op, hardware_);
+    if (calibrated_ && !kernel.dims.empty() && priced_by_bundle(kernel.family) && calibrated_->covers(kernel)) {
+      calibrated_kernels.push_back(std::move(kernel));
+      calibrated_ops.push_back(i);
+      continue;
+    }
+    auto share = hardware_.efficiency.find(kernel.family);
+    double time = roofline / (share == hardware_.efficiency.end() ? 1.0 : share->second);
+    cost.ops[i] = {op.id, std::max(time, hardware_.kernel_launch_us), bound_of(kernel, time, hardware_)};
+  }
+  if (!calibrated_kernels.empty()) {
+    std::vector<double> times = calibrated_->predict_us(calibrated_kernels);
+    for (size_t j = 0; j < times.size(); ++j) {
+      const ShardOp& op = shard.ops[calibrated_ops[j]];
+      cost.ops[calibrated_ops[j]] = {op.id, std::max(times[j], hardware_.kernel_launch_us),
+                                     bound_of(calibrated_kernels[j], times[j], hardware_)};
+    }
+  }
   g.cost = std::move(cost);
+}
+
+void cost_graph(Graph& g, const HardwareConfig& hw, const CostOptions& options) {
+  CostEstimator(hw, options).cost_graph(g);
 }
 
 }  // namespace syssim

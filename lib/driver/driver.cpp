@@ -10,12 +10,12 @@
 namespace syssim {
 namespace {
 
-Graph cost_and_shard(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options) {
+Graph cost_and_shard(const ModelConfig& model, const CostEstimator& estimator, const ShardOptions& options) {
   Graph graph;
   graph.model = model;
   graph.trace = trace_model(model);
   shard_graph(graph, options);
-  cost_graph(graph, hardware);
+  estimator.cost_graph(graph);
   return graph;
 }
 
@@ -26,20 +26,24 @@ ModelConfig model_of(const RunRequest& request) {
 
 HardwareConfig hardware_of(const RunRequest& request) {
   return request.hardware_path ? load_hardware_yaml(*request.hardware_path)
-                               : parse_hardware_yaml(kDefaultHardwareYaml, "h100-sxm-80gb.yaml");
+                               : parse_hardware_yaml(kDefaultHardwareYaml, "h100-sxm-80gb.yaml", SYSSIM_HARDWARE_DIR);
 }
 
 }  // namespace
 
-Graph simulate(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options) {
-  Graph graph = cost_and_shard(model, hardware, options);
+Graph simulate(const ModelConfig& model, const CostEstimator& estimator, const ShardOptions& options) {
+  Graph graph = cost_and_shard(model, estimator, options);
   simulate_graph(graph);
   account_memory(graph);
   return graph;
 }
 
+Graph simulate(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options) {
+  return simulate(model, CostEstimator(hardware), options);
+}
+
 Graph estimate_memory(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options) {
-  Graph graph = cost_and_shard(model, hardware, options);
+  Graph graph = cost_and_shard(model, CostEstimator(hardware), options);
   account_memory(graph);
   return graph;
 }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/graph.hpp"
+#include "cost/cost.hpp"
 #include "shard/shard.hpp"
 
 namespace syssim {
@@ -16,7 +17,9 @@ struct RunRequest {
   std::string format = "text";  // text | json
 };
 
-// Trace, shard, cost, simulate, account memory: the graph the pipe would carry.
+// Trace, shard, cost, simulate, account memory: the graph the pipe would carry. The
+// estimator form prices many jobs with one loaded calibrated model.
+Graph simulate(const ModelConfig& model, const CostEstimator& estimator, const ShardOptions& options);
 Graph simulate(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options);
 
 // Same, without the discrete-event simulation (memory fields only).

@@ -8,6 +8,19 @@ MODELS="$ROOT/configs/models"
 HARDWARE="$ROOT/configs/hardware"
 H100="$HARDWARE/h100-sxm-80gb.yaml"
 
+# The H100 preset with its calibrated model made an absolute path, so a test can copy and edit it.
+h100_copy() {
+  sed "s#^calibrated_model: \.\./#calibrated_model: $ROOT/configs/#" "$H100"
+}
+
+# The H100 preset without its bundle and efficiencies: the bare roofline.
+bare_h100() {
+  awk '/^(calibrated_model|calibrated_families):/ { next }
+       /^efficiency:/ { skip = 1; next }
+       skip && /^  / { next }
+       { skip = 0; print }' "$H100"
+}
+
 # A trace of a model, made once per test file and shared by its tests.
 trace_of() {
   local model="$1" file="$BATS_FILE_TMPDIR/$1.graph"

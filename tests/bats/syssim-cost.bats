@@ -7,6 +7,13 @@ TP2DP4=(--tp 2 --dp 4 --seq-length 1024 --global-batch 4)
 # The shard and cost ops side by side: [[shard op, cost op], ...].
 pairs='[.shard.ops, .cost.ops] | transpose'
 
+# The graph of the TP2DP4 job priced with the bare roofline (no bundle, no efficiencies).
+roofline_graph() {
+  local file="$BATS_FILE_TMPDIR/roofline.graph"
+  [ -s "$file" ] || syssim-cost --roofline --hardware "$H100" -i "$(stage_of llama3-8b shard "${TP2DP4[@]}")" -o "$file"
+  echo "$file"
+}
+
 @test "syssim-cost --help lists --hardware, -i and -o" {
   run syssim-cost --help
   assert_success
@@ -18,7 +25,7 @@ pairs='[.shard.ops, .cost.ops] | transpose'
 @test "syssim-cost --version prints the graph format version" {
   run syssim-cost --version
   assert_success
-  assert_output --regexp "^syssim-cost [0-9.]+ \(graph format 1\.1\)$"
+  assert_output --regexp "^syssim-cost [0-9.]+ \(graph format 1\.2\)$"
 }
 
 @test "an unknown flag is bad usage (exit 2, one line)" {
@@ -52,18 +59,18 @@ pairs='[.shard.ops, .cost.ops] | transpose'
 }
 
 @test "an unknown hardware key names the nearest valid key, also inside the topology" {
-  sed 's/^peak_tflops_mm:/peak_tflop_mm:/' "$H100" > "$BATS_TEST_TMPDIR/hw.yaml"
+  h100_copy | sed 's/^peak_tflops_mm:/peak_tflop_mm:/' > "$BATS_TEST_TMPDIR/hw.yaml"
   run syssim-cost --hardware "$BATS_TEST_TMPDIR/hw.yaml" -i "$(stage_of llama3-8b shard "${TP2DP4[@]}")"
   assert_failure 1
   assert_output "syssim-cost: error: $BATS_TEST_TMPDIR/hw.yaml: unknown key 'peak_tflop_mm' (did you mean 'peak_tflops_mm'?)"
-  sed 's/^      bandwidth_GBps:/      bandwith_GBps:/' "$H100" > "$BATS_TEST_TMPDIR/hw.yaml"
+  h100_copy | sed 's/^      bandwidth_GBps:/      bandwith_GBps:/' > "$BATS_TEST_TMPDIR/hw.yaml"
   run syssim-cost --hardware "$BATS_TEST_TMPDIR/hw.yaml" -i "$(stage_of llama3-8b shard "${TP2DP4[@]}")"
   assert_failure 1
   assert_output "syssim-cost: error: $BATS_TEST_TMPDIR/hw.yaml: topology.levels[0]: unknown key 'bandwith_GBps' (did you mean 'bandwidth_GBps'?)"
 }
 
 @test "a job that spans nodes needs inter_node_bandwidth_GBps" {
-  grep -v '^inter_node_bandwidth_GBps' "$H100" > "$BATS_TEST_TMPDIR/hw.yaml"
+  h100_copy | grep -v '^inter_node_bandwidth_GBps' > "$BATS_TEST_TMPDIR/hw.yaml"
   run syssim-cost --hardware "$BATS_TEST_TMPDIR/hw.yaml" \
     -i "$(stage_of llama3-8b shard --dp 16 --seq-length 1024 --global-batch 16)"
   assert_failure 1
@@ -75,7 +82,7 @@ pairs='[.shard.ops, .cost.ops] | transpose'
   assert_success
   assert_output ""
   run jq -r '.cost.estimator' "$BATS_TEST_TMPDIR/c.graph"
-  assert_output "roofline"
+  assert_output "calibrated"
   rm "$BATS_TEST_TMPDIR/c.graph"
   run syssim-cost --hardware "$BATS_TEST_TMPDIR/nope.yaml" -i "$(stage_of llama3-8b shard "${TP2DP4[@]}")" \
     -o "$BATS_TEST_TMPDIR/c.graph"
@@ -86,12 +93,12 @@ pairs='[.shard.ops, .cost.ops] | transpose'
 @test "the cost section has the estimator, the resolved hardware and one entry per shard op" {
   run jq -c '[.cost.estimator, .cost.hardware.name, .cost.hardware.peak_tflops_mm, .cost.hardware.sfu_peak,
               (.cost.ops | length) == (.shard.ops | length), ([.cost.ops[].id] == [.shard.ops[].id]),
-              ([.cost.ops[].bound] | unique)]' "$(stage_of llama3-8b cost "${TP2DP4[@]}")"
+              ([.cost.ops[].bound] | unique)]' "$(roofline_graph)"
   assert_output '["roofline","h100-sxm-80gb",989,null,true,true,["compute","launch","memory","network"]]'
 }
 
 @test "a GEMM takes max(flops / 989 TFLOP/s, bytes / 3350 GB/s, 4 us)" {
-  graph=$(stage_of llama3-8b cost "${TP2DP4[@]}")
+  graph=$(roofline_graph)
   # The layer-0 QKV GEMM, by hand.
   read -r flops bytes time bound < <(jq -r "$pairs"' | map(select(.[0].name == "syssim::qkv_linear" and .[0].layer == 0))[0]
     | "\(.[0].flops) \(.[0].bytes) \(.[1].time_us) \(.[1].bound)"' "$graph")
@@ -110,9 +117,9 @@ pairs='[.shard.ops, .cost.ops] | transpose'
       | select((($c.time_us - $want) | if . < 0 then -. else . end) > 1e-9 * $want
                or $c.bound != ["compute", "memory", "launch"][$which])
       | "\($op.id) \($op.name): \($c.time_us) us \($c.bound), expected \($want) us") | length, .[:5][]' \
-    "$(stage_of llama3-8b cost "${TP2DP4[@]}")"
+    "$(roofline_graph)"
   assert_output "0"
-  run jq '[.cost.ops[] | select(.bound == "launch")] | length > 0' "$(stage_of llama3-8b cost "${TP2DP4[@]}")"
+  run jq '[.cost.ops[] | select(.bound == "launch")] | length > 0' "$(roofline_graph)"
   assert_output "true"
 }
 
@@ -174,4 +181,60 @@ pairs='[.shard.ops, .cost.ops] | transpose'
   a=$(syssim-cost --hardware "$H100" < "$(stage_of llama3-8b shard "${TP2DP4[@]}")" | sha256sum)
   b=$(syssim-cost --hardware "$H100" < "$(stage_of llama3-8b shard "${TP2DP4[@]}")" | sha256sum)
   [ "$a" = "$b" ]
+}
+
+@test "efficiency: divides each family's roofline by its share; a family not listed keeps the roofline" {
+  bare_h100 > "$BATS_TEST_TMPDIR/hw.yaml"
+  printf 'efficiency:\n  gemm: 0.5\n  elementwise: 0.8\n' >> "$BATS_TEST_TMPDIR/hw.yaml"
+  syssim-cost --hardware "$BATS_TEST_TMPDIR/hw.yaml" -i "$(stage_of llama3-8b shard "${TP2DP4[@]}")" > "$BATS_TEST_TMPDIR/e.graph"
+  # Per op: the time over the bare roofline time, when neither is the 4 us launch floor.
+  run jq -r --slurpfile bare "$(roofline_graph)" '[.shard.ops, .cost.ops, $bare[0].cost.ops] | transpose
+    | map(select(.[0].kind != "collective" and .[2].bound != "launch" and .[1].bound != "launch"))
+    | map({name: .[0].name, kind: .[0].kind, ratio: (.[1].time_us / .[2].time_us * 1000 | round / 1000)})
+    | [(map(select(.kind == "gemm")) | map(.ratio) | unique), (map(select(.name == "syssim::swiglu")) | map(.ratio) | unique),
+       (map(select(.name == "syssim::rms_norm")) | map(.ratio) | unique)] | map(tostring) | .[]' "$BATS_TEST_TMPDIR/e.graph"
+  assert_output $'[2]\n[1.25]\n[1]'
+  run jq -r '.cost.estimator, .cost.hardware.efficiency.gemm' "$BATS_TEST_TMPDIR/e.graph"
+  assert_output $'roofline\n0.5'
+}
+
+@test "efficiency: a share outside (0, 1] or an unknown family is bad data naming it" {
+  bare_h100 > "$BATS_TEST_TMPDIR/hw.yaml"
+  printf 'efficiency:\n  gemm: 1.5\n' >> "$BATS_TEST_TMPDIR/hw.yaml"
+  run syssim-cost --hardware "$BATS_TEST_TMPDIR/hw.yaml" -i "$(stage_of llama3-8b shard "${TP2DP4[@]}")"
+  assert_failure 1
+  assert_output "syssim-cost: error: $BATS_TEST_TMPDIR/hw.yaml: efficiency.gemm: expected a share in (0, 1], got 1.500000"
+  bare_h100 > "$BATS_TEST_TMPDIR/hw.yaml"
+  printf 'efficiency:\n  gemms: 0.5\n' >> "$BATS_TEST_TMPDIR/hw.yaml"
+  run syssim-cost --hardware "$BATS_TEST_TMPDIR/hw.yaml" -i "$(stage_of llama3-8b shard "${TP2DP4[@]}")"
+  assert_failure 1
+  assert_output "syssim-cost: error: $BATS_TEST_TMPDIR/hw.yaml: efficiency: unknown key 'gemms' (did you mean 'gemm'?)"
+}
+
+@test "--roofline and --calibrated exclude each other" {
+  run syssim-cost --hardware "$H100" --roofline --calibrated "$BATS_TEST_TMPDIR" -i "$(stage_of llama3-8b shard "${TP2DP4[@]}")"
+  assert_failure 2
+}
+
+@test "the calibrated estimator prices GEMMs from the bundle, never below the roofline; the rest by efficiency" {
+  graph=$(stage_of llama3-8b cost "${TP2DP4[@]}")
+  run jq -r '.cost.estimator' "$graph"
+  assert_output "calibrated"
+  # Per compute op, the calibrated time over the bare roofline time (both above the launch floor).
+  run jq -r --slurpfile bare "$(roofline_graph)" '[.shard.ops, .cost.ops, $bare[0].cost.ops] | transpose
+    | map(select(.[0].kind != "collective" and .[2].bound != "launch" and .[1].bound != "launch"))
+    | [(map(select(.[0].kind == "gemm") | .[1].time_us / .[2].time_us) | (min >= 1), (max > 1.05)),
+       (map(select(.[0].kind == "attention") | .[1].time_us / .[2].time_us * 1000 | round / 1000) | unique),
+       (map(select(.[0].name == "syssim::swiglu") | .[1].time_us / .[2].time_us * 1000 | round / 1000) | unique)]
+    | map(tostring) | .[]' "$graph"
+  # GEMMs: never faster than the roofline, and slower for some; attention at 0.6 and
+  # element-wise ops at 0.8 of the roofline (configs/hardware/h100-sxm-80gb.yaml).
+  assert_output $'true\ntrue\n[1.667]\n[1.25]'
+}
+
+@test "a bundle fitted against other peaks is refused, naming the key and both values" {
+  run syssim-cost --hardware "$HARDWARE/a100-sxm-80gb.yaml" --calibrated "$ROOT/configs/calibration/h100-sxm-80gb" \
+    -i "$(stage_of llama3-8b shard "${TP2DP4[@]}")"
+  assert_failure 1
+  assert_output "syssim-cost: error: $ROOT/configs/calibration/h100-sxm-80gb/manifest.json: hardware/peak_memory_bandwidth_GBps: the bundle was fitted against 3350.0, hardware a100-sxm-80gb has 2039.0"
 }

@@ -11,7 +11,7 @@ load common
 @test "syssim-shard --version prints the graph format version" {
   run syssim-shard --version
   assert_success
-  assert_output --regexp "^syssim-shard [0-9.]+ \(graph format 1\.1\)$"
+  assert_output --regexp "^syssim-shard [0-9.]+ \(graph format 1\.2\)$"
 }
 
 @test "an unknown flag is bad usage (exit 2, one line)" {
@@ -23,7 +23,7 @@ load common
 @test "a bad --dtype value is bad usage" {
   run syssim-shard --dtype fp64
   assert_failure 2
-  assert_output --partial "syssim-shard: error: --dtype: fp64 not in {bf16,fp16,fp8}"
+  assert_output --partial "syssim-shard: error: --dtype: fp64 not in {bf16,fp16,fp8,fp4}"
 }
 
 @test "tp that does not divide the heads is bad data (exit 1) naming both values" {

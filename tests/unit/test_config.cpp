@@ -25,7 +25,7 @@ const std::string kRoot = SYSSIM_SOURCE_DIR;
 const std::vector<std::string> kModels = {"llama3-8b", "llama3-70b", "llama3.1-405b", "qwen3-8b",
                                           "gpt3-175b", "gpt3-5b",    "llama2-7b",     "llama2-70b"};
 const std::vector<std::string> kHardware = {"a100-sxm-80gb", "h100-sxm-80gb", "h200-sxm",
-                                            "gh200",         "b200",          "mi300x"};
+                                            "gh200",         "b200",          "mi300x",  "gb200-nvl72"};
 
 std::string model_path(const std::string& name) { return kRoot + "/configs/models/" + name + ".yaml"; }
 std::string hardware_path(const std::string& name) { return kRoot + "/configs/hardware/" + name + ".yaml"; }

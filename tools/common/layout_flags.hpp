@@ -26,12 +26,22 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
                  "Decoder layers of the first pipeline rank (the others split the rest evenly)");
   app.add_option("--decoder-last-pipeline-num-layers", options.decoder_last_pipeline_num_layers,
                  "Decoder layers of the last pipeline rank (the others split the rest evenly)");
+  app.add_flag("--account-for-embedding-in-pipeline-split", options.account_for_embedding_in_pipeline_split,
+               "Count the embedding as a layer of the first virtual stage in the even split");
+  app.add_flag("--account-for-loss-in-pipeline-split", options.account_for_loss_in_pipeline_split,
+               "Count the output layer and loss as a layer of the last virtual stage in the even split");
   app.add_option("--gpus", options.gpus, "GPU count; must equal tp*cp*pp*dp")->check(CLI::PositiveNumber);
   app.add_option("--micro-batch", t.micro_batch, "Micro-batch size")->check(CLI::PositiveNumber);
   app.add_option("--global-batch", t.global_batch, "Global batch size")->check(CLI::PositiveNumber);
   app.add_option("--seq-length", t.seq_length, "Sequence length (default: the model's seq_length)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--dtype", t.dtype, "Training precision")->check(CLI::IsMember({"bf16", "fp16", "fp8"}));
+  app.add_option("--dtype", t.dtype, "Precision of the transformer layers' linear GEMMs (fp8/fp4: Transformer Engine)")
+      ->check(CLI::IsMember({"bf16", "fp16", "fp8", "fp4"}));
+  app.add_option("--fp8-recipe", t.fp8_recipe,
+                 "Transformer Engine scaling recipe (default: delayed for fp8, nvfp4 for fp4)")
+      ->check(CLI::IsMember({"delayed", "current", "mxfp8", "nvfp4"}));
+  app.add_flag("--fp8-param-gather", t.fp8_param_gather,
+               "Keep the fp8 linears' weights in fp8 and all-gather them in fp8 (needs --distributed-optimizer)");
   app.add_option("--recompute", t.recompute, "Activation recomputation")
       ->check(CLI::IsMember({"none", "selective", "full"}));
   app.add_option("--recompute-modules", t.recompute_modules,
