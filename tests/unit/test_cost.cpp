@@ -94,6 +94,31 @@ TEST(Roofline, MathOpUsesTheVectorPeakAndCanBeMemoryBound) {
 
 TEST(Roofline, UnknownKindIsRefused) { EXPECT_THROW(cost_of_one(compute_op("conv", 1, 1)), DataError); }
 
+TEST(Efficiency, EachFamilyTakesItsShareOfTheRoofline) {
+  HardwareConfig hw = test_hardware();
+  hw.efficiency = {{"gemm", 0.5}, {"norm", 0.8}};
+  // The GEMM above at half speed: 2 * 137.4389534 us.
+  EXPECT_NEAR(cost_of_one(compute_op("gemm", 2.0 * 4096 * 4096 * 4096, 0), {}, hw).time_us, 274.8779068, 1e-6);
+  // An RMSNorm moving 2e8 bytes: 100 us at 2000 GB/s, 125 us at 80% of it.
+  ShardOp norm = compute_op("math", 0, 2e8);
+  norm.name = "syssim::rms_norm";
+  EXPECT_NEAR(cost_of_one(norm, {}, hw).time_us, 125, 1e-9);
+  // An element-wise op is not listed: the bare roofline.
+  ShardOp add = compute_op("math", 0, 2e8);
+  add.name = "aten::add";
+  EXPECT_NEAR(cost_of_one(add, {}, hw).time_us, 100, 1e-9);
+}
+
+// Every preset that names a bundle loads it: the bundle exists and was fitted against the
+// preset's peaks.
+TEST(Efficiency, PresetBundlesFitTheirHardware) {
+  for (const char* name : {"h100-sxm-80gb", "gh200"}) {
+    HardwareConfig hw = load_hardware_yaml(std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware/" + name + ".yaml");
+    ASSERT_FALSE(hw.calibrated_model_dir.empty()) << name;
+    EXPECT_NO_THROW(CostEstimator{hw}) << name;
+  }
+}
+
 TEST(Collectives, AllReduceInsideANodeUsesTheRingFormula) {
   // 2*(8-1)/8 * 2^30 B / 450e9 B/s = 4175.6626489 us, plus 2*(8-1) hops of 2 us.
   ParallelismConfig p;
