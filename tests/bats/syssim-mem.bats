@@ -87,13 +87,13 @@ ONE=(--seq-length 1024)
     "$(jq '.shard.params_local * 9 / 1e9' "$plain")"
 }
 
-@test "within the 80 GB of the H100 there is no OOM; all of llama3-8b on one GPU is" {
+@test "within the 80 GiB (85.9 GB) of the H100 there is no OOM; all of llama3-8b on one GPU is" {
   run jq -c '.mem | [.gpu_memory_gb, .oom]' "$(stage_of llama3-8b mem "${DISTOPT[@]}")"
-  assert_output '[80,null]'
+  assert_output '[85.9,null]'
   run jq -c '.mem | [.gpu_memory_gb, .oom.capacity_gb, .oom.required_gb == .peak_memory_gb,
-    (.oom.excess_gb - (.peak_memory_gb - 80) | if . < 0 then -. else . end) < 1e-9, .peak_memory_gb > 80]' \
+    (.oom.excess_gb - (.peak_memory_gb - 85.9) | if . < 0 then -. else . end) < 1e-9, .peak_memory_gb > 85.9]' \
     "$(stage_of llama3-8b mem "${ONE[@]}")"
-  assert_output '[80,80,true,true,true]'
+  assert_output '[85.9,85.9,true,true,true]'
 }
 
 @test "without a cost section the capacity is unknown: no OOM verdict" {

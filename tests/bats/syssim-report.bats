@@ -131,7 +131,7 @@ text_from_json() {
   assert_success
   assert_output "$(text_from_json "$(syssim-report -i "$graph" --format json)")"
   assert_line "    longest_collective = none"
-  assert_line --regexp "^    oom                = capacity 80\.000 GB, required 1[0-9][0-9]\.[0-9]{3} GB, excess [0-9]+\.[0-9]{3} GB$"
+  assert_line --regexp "^    oom                = capacity 85\.900 GB, required 1[0-9][0-9]\.[0-9]{3} GB, excess [0-9]+\.[0-9]{3} GB$"
 }
 
 @test "json: the api.md keys, the sim and mem sections' values" {
@@ -171,7 +171,7 @@ text_from_json() {
 @test "json: out of memory is reported with capacity, required and excess" {
   run syssim-report -i "$(stage_of llama3-8b mem "${ONE[@]}")" --format json
   run jq -c '[.bottlenecks.oom.capacity_gb, .bottlenecks.oom.required_gb == .peak_memory_gb, .bottlenecks.longest_collective]' <<< "$output"
-  assert_output '[80,true,["",0]]'
+  assert_output '[85.9,true,["",0]]'
 }
 
 @test "the report is the same from standard input and from -i" {

@@ -242,7 +242,7 @@ TEST(Presets, H100HasTheDatasheetNumbers) {
   EXPECT_FALSE(hw.peak_tflops_mm_fp4.has_value());
   EXPECT_DOUBLE_EQ(hw.peak_tflops_math, 67);
   EXPECT_DOUBLE_EQ(hw.peak_memory_bandwidth_GBps, 3350);
-  EXPECT_DOUBLE_EQ(*hw.gpu_memory_GB, 80);
+  EXPECT_DOUBLE_EQ(*hw.gpu_memory_GB, 85.9);  // 80 GiB = 85.899 GB
   EXPECT_EQ(hw.gpus_per_node, 8);
   EXPECT_DOUBLE_EQ(*hw.inter_node_bandwidth_GBps, 50);  // 400 Gb/s / 8 bits
   ASSERT_EQ(hw.topology.size(), 1u);
