@@ -28,7 +28,7 @@ const std::vector<std::string> kHardwareKeys = {
 const std::vector<std::string> kBlockScaledFormats = {"mxfp8", "nvfp4"};
 
 const std::vector<std::string> kTopologyKeys = {"levels"};
-const std::vector<std::string> kLevelKeys = {"kind", "size", "bandwidth_GBps", "latency_us"};
+const std::vector<std::string> kLevelKeys = {"kind", "size", "bandwidth_GBps", "latency_us", "efficiency"};
 
 template <typename T>
 void require_positive(T value, const std::string& key, const std::string& where) {
@@ -192,6 +192,7 @@ HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& n
       level.size = yaml_require<int64_t>(levels[i], "size", where);
       level.bandwidth_GBps = yaml_require<double>(levels[i], "bandwidth_GBps", where);
       level.latency_us = yaml_get<double>(levels[i], "latency_us", where, 0.0);
+      level.efficiency = yaml_get<double>(levels[i], "efficiency", where, 1.0);
       hw.topology.push_back(level);
     }
   }
@@ -215,7 +216,12 @@ void validate(const HardwareConfig& hw, const std::string& where) {
   if (!hw.topology.empty() && hw.topology[0].size != hw.gpus_per_node)
     throw DataError(where + ": topology.levels[0].size=" + std::to_string(hw.topology[0].size) +
                     " must equal gpus_per_node=" + std::to_string(hw.gpus_per_node));
-  for (const auto& level : hw.topology) require_positive(level.bandwidth_GBps, "bandwidth_GBps", where);
+  for (const auto& level : hw.topology) {
+    require_positive(level.bandwidth_GBps, "bandwidth_GBps", where);
+    if (!(level.efficiency > 0 && level.efficiency <= 1))
+      throw DataError(where + ": topology level '" + level.kind + "': efficiency: expected a share in (0, 1], got " +
+                      std::to_string(level.efficiency));
+  }
   for (const auto& format : hw.block_scaled_formats) {
     require_one_of(format, kBlockScaledFormats, "block_scaled_formats", where);
     const auto& peak = format == "mxfp8" ? hw.peak_tflops_mm_fp8 : hw.peak_tflops_mm_fp4;
@@ -307,7 +313,7 @@ nlohmann::json to_json(const HardwareConfig& hw) {
   nlohmann::json levels = nlohmann::json::array();
   for (const auto& l : hw.topology)
     levels.push_back({{"kind", l.kind}, {"size", l.size}, {"bandwidth_GBps", l.bandwidth_GBps},
-                      {"latency_us", l.latency_us}});
+                      {"latency_us", l.latency_us}, {"efficiency", l.efficiency}});
   return {{"name", hw.name},
           {"peak_tflops_mm", hw.peak_tflops_mm},
           {"peak_tflops_math", hw.peak_tflops_math},
@@ -355,7 +361,9 @@ HardwareConfig hardware_from_json(const nlohmann::json& j, const std::string& pa
     hw.topology.push_back(TopologyLevel{require_as<std::string>(levels[i], "kind", p),
                                         require_as<int64_t>(levels[i], "size", p),
                                         require_as<double>(levels[i], "bandwidth_GBps", p),
-                                        require_as<double>(levels[i], "latency_us", p)});
+                                        require_as<double>(levels[i], "latency_us", p),
+                                        // New in graph format 1.2.
+                                        levels[i].contains("efficiency") ? require_as<double>(levels[i], "efficiency", p) : 1.0});
   }
   validate(hw, "graph: " + path);
   return hw;

@@ -40,8 +40,9 @@ struct ModelConfig {
 struct TopologyLevel {
   std::string kind;
   int64_t size = 0;  // GPUs in one domain of this level
-  double bandwidth_GBps = 0;  // per GPU, one direction
+  double bandwidth_GBps = 0;  // per GPU, one direction: the line rate
   double latency_us = 0;
+  double efficiency = 1;      // share of the line rate NCCL's protocols deliver (bus bandwidth / line rate)
 };
 
 struct HardwareConfig {

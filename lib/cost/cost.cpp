@@ -92,7 +92,7 @@ Link link_of(const ShardOp& op, const ParallelismConfig& p, const HardwareConfig
     if (hw.topology.empty())
       throw DataError("hardware " + hw.name + ": topology.levels[0] is required by the " + op.group +
                       " collective at " + op_path(op));
-    return {hw.topology[0].bandwidth_GBps, hw.topology[0].latency_us};
+    return {hw.topology[0].bandwidth_GBps * hw.topology[0].efficiency, hw.topology[0].latency_us};
   }
   if (!hw.inter_node_bandwidth_GBps)
     throw DataError("hardware " + hw.name + ": inter_node_bandwidth_GBps is required: the " + op.group +

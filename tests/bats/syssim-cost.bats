@@ -123,18 +123,18 @@ roofline_graph() {
   assert_output "true"
 }
 
-@test "a TP all-reduce over 2 ranks in one node takes 2*(1/2)*M/450 GB/s + 2*1.9 us" {
+@test "a TP all-reduce over 2 ranks in one node takes 2*(1/2)*M/(450 GB/s * 0.822) + 2*1.9 us" {
   graph=$(stage_of llama3-8b cost "${TP2DP4[@]}")
   # One by hand: the forward all-reduce after the layer-0 attention projection, M = [s, b, h] bf16.
   read -r m time bound < <(jq -r "$pairs"' | map(select(.[0].collective == "all_reduce" and .[0].group == "tp"
     and .[0].module == "decoder.layers.0.self_attention.linear_proj" and .[0].phase == "fwd"))[0]
     | "\(.[0].message_bytes) \(.[1].time_us) \(.[1].bound)"' "$graph")
   [ "$m" = $((1024 * 1 * 4096 * 2)) ]
-  assert_close "$time" "$(awk -v m="$m" 'BEGIN { printf "%.17g", 2 * (1 / 2) * m / 450e3 + 2 * 1 * 1.9 }')"
+  assert_close "$time" "$(awk -v m="$m" 'BEGIN { printf "%.17g", 2 * (1 / 2) * m / (450e3 * 0.822) + 2 * 1 * 1.9 }')"
   [ "$bound" = network ]
   # All of them (the embedding's, the layers', the loss's small ones).
   run jq -r "$pairs"' | map(select(.[0].collective == "all_reduce" and .[0].group == "tp")) | length, map(
-      (2 * (1 / 2) * .[0].message_bytes / 450e3 + 2 * 1 * 1.9) as $want
+      (2 * (1 / 2) * .[0].message_bytes / (450e3 * 0.822) + 2 * 1 * 1.9) as $want
       | select(.[0].group_size != 2 or .[1].bound != "network"
                or ((.[1].time_us - $want) | if . < 0 then -. else . end) > 1e-9 * $want)
       | "\(.[0].id): \(.[1].time_us) us, expected \($want) us") | length' "$graph"
@@ -142,7 +142,7 @@ roofline_graph() {
   [ "${lines[1]}" = 0 ]
 }
 
-@test "the DP all-reduce of the fp32 gradients over 4 ranks in the node: 2*(3/4)*M/450 GB/s + 6*1.9 us" {
+@test "the DP all-reduce of the fp32 gradients over 4 ranks in the node: 2*(3/4)*M/(450 GB/s * 0.822) + 6*1.9 us" {
   run jq -r "$pairs"' | map(select(.[0].group == "dp"))[] | "\(.[0].collective) \(.[0].group_size) \(.[0].message_bytes) \(.[1].time_us)"' \
     "$(stage_of llama3-8b cost "${TP2DP4[@]}")"
   assert_equal "${#lines[@]}" 1
@@ -150,7 +150,7 @@ roofline_graph() {
   [ "$coll $n" = "all_reduce 4" ]
   # The fp32 gradients of the rank's parameters.
   [ "$m" = "$(jq '.shard.params_local * 4' "$(stage_of llama3-8b cost "${TP2DP4[@]}")")" ]
-  assert_close "$time" "$(awk -v m="$m" 'BEGIN { printf "%.17g", 2 * 3 / 4 * m / 450e3 + 2 * 3 * 1.9 }')"
+  assert_close "$time" "$(awk -v m="$m" 'BEGIN { printf "%.17g", 2 * 3 / 4 * m / (450e3 * 0.822) + 2 * 3 * 1.9 }')"
 }
 
 @test "a DP group of 16 ranks spans two nodes: 50 GB/s and 4 us per hop" {
@@ -161,12 +161,12 @@ roofline_graph() {
   assert_close "$time" "$(awk -v m="$m" 'BEGIN { printf "%.17g", 2 * 15 / 16 * m / 50e3 + 2 * 15 * 4.0 }')"
 }
 
-@test "docs/syssim-cost.md: an all-reduce of 1 GiB over the 8 GPUs of a node takes 4202.26 us" {
+@test "docs/syssim-cost.md: an all-reduce of 1 GiB over the 8 GPUs of a node takes 5106.48 us" {
   jq -c '.shard.ops |= map(if .collective == "all_reduce" and .group == "tp" then .message_bytes = 1073741824 else . end)' \
     "$(stage_of llama3-8b shard --tp 8 --seq-length 1024)" > "$BATS_TEST_TMPDIR/s.graph"
   run jq -r '[.shard.ops, .cost.ops] | transpose | map(select(.[0].collective == "all_reduce"))[0][1].time_us * 100 | round / 100' \
     <(syssim-cost --hardware "$H100" -i "$BATS_TEST_TMPDIR/s.graph")
-  assert_output "4202.26"
+  assert_output "5106.48"
 }
 
 @test "syssim-cost adds the cost section, one provenance entry, and passes a foreign section through" {
@@ -237,4 +237,11 @@ roofline_graph() {
     -i "$(stage_of llama3-8b shard "${TP2DP4[@]}")"
   assert_failure 1
   assert_output "syssim-cost: error: $ROOT/configs/calibration/h100-sxm-80gb/manifest.json: hardware/peak_memory_bandwidth_GBps: the bundle was fitted against 3350.0, hardware a100-sxm-80gb has 2039.0"
+}
+
+@test "a topology level's efficiency outside (0, 1] is bad data naming the level" {
+  h100_copy | sed 's/^      efficiency: 0.822 .*/      efficiency: 1.5/' > "$BATS_TEST_TMPDIR/hw.yaml"
+  run syssim-cost --hardware "$BATS_TEST_TMPDIR/hw.yaml" -i "$(stage_of llama3-8b shard "${TP2DP4[@]}")"
+  assert_failure 1
+  assert_output "syssim-cost: error: $BATS_TEST_TMPDIR/hw.yaml: topology level 'nvlink': efficiency: expected a share in (0, 1], got 1.500000"
 }
