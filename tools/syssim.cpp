@@ -8,6 +8,7 @@
 #include "common/version.hpp"
 #include "driver/driver.hpp"
 #include "layout_flags.hpp"
+#include "network/network.hpp"
 #include "tool.hpp"
 #include "validate/validate.hpp"
 
@@ -67,7 +68,24 @@ int main(int argc, char** argv) {
   calibrate->add_option("--holdout", calibrate_options.holdout_share, "Share of rows held out to measure the error")
       ->check(CLI::Range(0.0, 1.0));
   calibrate->add_option("--seed", calibrate_options.seed, "Seed of the held-out split and of XGBoost");
+  CLI::App* collective = app.add_subcommand("collective", "Predict nccl-tests' table for one collective (docs/network.md)");
+  syssim::CollectiveRequest collective_request;
+  std::string collective_hardware;
+  collective->add_option("--hardware", collective_hardware, "Hardware YAML")->required();
+  collective->add_option("--op", collective_request.collective,
+                         "all_reduce|all_gather|reduce_scatter|alltoall|broadcast|sendrecv")->required();
+  collective->add_option("--gpus", collective_request.gpus, "GPUs, placed consecutively, gpus_per_node per node")
+      ->required();
+  collective->add_option("--bytes", collective_request.bytes, "Size per rank (8, 64K, 16M, 1G)");
+  collective->add_option("--sweep", collective_request.sweep, "MIN:MAX, doubling (8B:16G)");
+  collective->add_option("--format", collective_request.format, "table, csv or json");
+  collective->add_option("-o,--output", output, "Output file, written atomically (default: standard output)");
   return syssim::tool::guarded_main("syssim", app, argc, argv, [&] {
+    if (collective->parsed()) {
+      syssim::write_output(output, syssim::collective_report(collective_request,
+                                                             syssim::load_hardware_yaml(collective_hardware)));
+      return;
+    }
     if (calibrate->parsed()) {
       calibrate_options.hardware = syssim::load_hardware_yaml(calibrate_hardware);
       syssim::write_output("-", syssim::render_calibration(syssim::calibrate(calibrate_options)));

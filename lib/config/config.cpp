@@ -22,13 +22,15 @@ const std::vector<std::string> kHardwareKeys = {
     "name", "peak_tflops_mm", "peak_tflops_math", "peak_memory_bandwidth_GBps", "gpus_per_node",
     "peak_tflops_mm_fp8", "peak_tflops_mm_fp4", "sfu_peak", "gpu_memory_GB",
     "inter_node_bandwidth_GBps", "inter_node_latency_us", "kernel_launch_us", "topology",
-    "estimator", "calibrated_model", "calibrated_families", "efficiency", "block_scaled_formats"};
+    "estimator", "calibrated_model", "calibrated_families", "efficiency", "block_scaled_formats",
+    "collective_algorithm"};
 
 // Transformer Engine's block-scaled recipes, which need tensor cores with block scaling (Blackwell).
 const std::vector<std::string> kBlockScaledFormats = {"mxfp8", "nvfp4"};
 
 const std::vector<std::string> kTopologyKeys = {"levels"};
-const std::vector<std::string> kLevelKeys = {"kind", "size", "bandwidth_GBps", "latency_us", "efficiency"};
+const std::vector<std::string> kLevelKeys = {"kind", "size", "bandwidth_GBps", "latency_us", "efficiency",
+                                             "nvls_bus_bandwidth_GBps"};
 
 template <typename T>
 void require_positive(T value, const std::string& key, const std::string& where) {
@@ -139,6 +141,14 @@ void validate(const ModelConfig& m, const std::string& where) {
 
 const std::vector<std::string> kOpFamilies = {"gemm", "attention", "norm", "elementwise", "reduction"};
 
+const std::map<std::string, std::vector<std::string>> kCollectiveAlgorithms = {
+    {"all_reduce", {"ring", "tree", "nvls", "hierarchical"}},
+    {"all_gather", {"ring"}},
+    {"reduce_scatter", {"ring"}},
+    {"alltoall", {"pairwise"}},
+    {"broadcast", {"ring"}},
+    {"sendrecv", {"p2p"}}};
+
 HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& name, const std::string& base_dir) {
   YAML::Node node = load_yaml_text(text, name);
   check_keys(node, kHardwareKeys, name);
@@ -193,7 +203,22 @@ HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& n
       level.bandwidth_GBps = yaml_require<double>(levels[i], "bandwidth_GBps", where);
       level.latency_us = yaml_get<double>(levels[i], "latency_us", where, 0.0);
       level.efficiency = yaml_get<double>(levels[i], "efficiency", where, 1.0);
+      level.nvls_bus_bandwidth_GBps = optional_double(levels[i], "nvls_bus_bandwidth_GBps", where);
       hw.topology.push_back(level);
+    }
+  }
+  if (YAML::Node forced = node["collective_algorithm"]) {
+    if (!forced.IsMap()) throw DataError(name + ": key 'collective_algorithm' must be a map like {all_reduce: ring}");
+    std::vector<std::string> collectives;
+    for (const auto& [collective, algorithms] : kCollectiveAlgorithms) collectives.push_back(collective);
+    check_keys(forced, collectives, name + ": collective_algorithm");
+    for (const auto& [collective, algorithms] : kCollectiveAlgorithms) {
+      if (!forced[collective]) continue;
+      std::string algorithm = yaml_require<std::string>(forced, collective, name + ": collective_algorithm");
+      std::vector<std::string> allowed = algorithms;
+      allowed.push_back("auto");
+      require_one_of(algorithm, allowed, "collective_algorithm." + collective, name);
+      if (algorithm != "auto") hw.collective_algorithm[collective] = algorithm;
     }
   }
   validate(hw, name);
@@ -221,6 +246,7 @@ void validate(const HardwareConfig& hw, const std::string& where) {
     if (!(level.efficiency > 0 && level.efficiency <= 1))
       throw DataError(where + ": topology level '" + level.kind + "': efficiency: expected a share in (0, 1], got " +
                       std::to_string(level.efficiency));
+    if (level.nvls_bus_bandwidth_GBps) require_positive(*level.nvls_bus_bandwidth_GBps, "nvls_bus_bandwidth_GBps", where);
   }
   for (const auto& format : hw.block_scaled_formats) {
     require_one_of(format, kBlockScaledFormats, "block_scaled_formats", where);
@@ -311,10 +337,12 @@ ModelConfig model_from_json(const nlohmann::json& j, const std::string& path) {
 
 nlohmann::json to_json(const HardwareConfig& hw) {
   nlohmann::json levels = nlohmann::json::array();
-  for (const auto& l : hw.topology)
+  for (const auto& l : hw.topology) {
     levels.push_back({{"kind", l.kind}, {"size", l.size}, {"bandwidth_GBps", l.bandwidth_GBps},
                       {"latency_us", l.latency_us}, {"efficiency", l.efficiency}});
-  return {{"name", hw.name},
+    if (l.nvls_bus_bandwidth_GBps) levels.back()["nvls_bus_bandwidth_GBps"] = *l.nvls_bus_bandwidth_GBps;
+  }
+  nlohmann::json j = {{"name", hw.name},
           {"peak_tflops_mm", hw.peak_tflops_mm},
           {"peak_tflops_math", hw.peak_tflops_math},
           {"peak_memory_bandwidth_GBps", hw.peak_memory_bandwidth_GBps},
@@ -331,6 +359,9 @@ nlohmann::json to_json(const HardwareConfig& hw) {
           {"calibrated_model", hw.calibrated_model},
           {"calibrated_families", hw.calibrated_families},
           {"topology", {{"levels", levels}}}};
+  // Optional keys, written only when set so that graphs without them read as before.
+  if (!hw.collective_algorithm.empty()) j["collective_algorithm"] = hw.collective_algorithm;
+  return j;
 }
 
 HardwareConfig hardware_from_json(const nlohmann::json& j, const std::string& path) {
@@ -363,8 +394,14 @@ HardwareConfig hardware_from_json(const nlohmann::json& j, const std::string& pa
                                         require_as<double>(levels[i], "bandwidth_GBps", p),
                                         require_as<double>(levels[i], "latency_us", p),
                                         // New in graph format 1.2.
-                                        levels[i].contains("efficiency") ? require_as<double>(levels[i], "efficiency", p) : 1.0});
+                                        levels[i].contains("efficiency") ? require_as<double>(levels[i], "efficiency", p) : 1.0,
+                                        // Optional: only NVSwitch domains with NVLS have it.
+                                        levels[i].contains("nvls_bus_bandwidth_GBps")
+                                            ? read_nullable<double>(levels[i], "nvls_bus_bandwidth_GBps", p)
+                                            : std::optional<double>()});
   }
+  if (j.contains("collective_algorithm"))
+    hw.collective_algorithm = require_as<std::map<std::string, std::string>>(j, "collective_algorithm", path);
   validate(hw, "graph: " + path);
   return hw;
 }

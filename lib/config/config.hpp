@@ -43,7 +43,13 @@ struct TopologyLevel {
   double bandwidth_GBps = 0;  // per GPU, one direction: the line rate
   double latency_us = 0;
   double efficiency = 1;      // share of the line rate NCCL's protocols deliver (bus bandwidth / line rate)
+  // Bus bandwidth of NCCL's NVLink SHARP all-reduce over the whole domain; none: no NVLS.
+  std::optional<double> nvls_bus_bandwidth_GBps = std::nullopt;
 };
+
+// The algorithms lib/network prices for each collective (nccl-tests names); the hardware key
+// collective_algorithm may force one of them, or auto (the fastest predicted).
+extern const std::map<std::string, std::vector<std::string>> kCollectiveAlgorithms;
 
 struct HardwareConfig {
   std::string name;
@@ -59,6 +65,8 @@ struct HardwareConfig {
   double inter_node_latency_us = 0.0;
   double kernel_launch_us = 0.0;
   std::vector<TopologyLevel> topology;  // innermost level first
+  // Collective (all_reduce, ...) -> the algorithm to use instead of the fastest one; none: auto.
+  std::map<std::string, std::string> collective_algorithm;
   // Block-scaled low-precision formats the tensor cores run natively (Blackwell): mxfp8, nvfp4.
   std::vector<std::string> block_scaled_formats;
   // Uncalibrated estimator: the share of the roofline each op family reaches (gemm, attention,

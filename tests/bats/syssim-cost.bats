@@ -153,20 +153,22 @@ roofline_graph() {
   assert_close "$time" "$(awk -v m="$m" 'BEGIN { printf "%.17g", 2 * 3 / 4 * m / (450e3 * 0.822) + 2 * 3 * 1.9 }')"
 }
 
-@test "a DP group of 16 ranks spans two nodes: 50 GB/s and 4 us per hop" {
+@test "a DP group of 16 ranks spans two nodes: hierarchical, M/8 over each GPU's 50 GB/s NIC (docs/network.md)" {
   run jq -r "$pairs"' | map(select(.[0].group == "dp"))[] | "\(.[0].group_size) \(.[0].message_bytes) \(.[1].time_us)"' \
     "$(stage_of llama3-8b cost --dp 16 --seq-length 1024 --global-batch 16)"
   read -r n m time <<< "$output"
   [ "$n" = 16 ]
-  assert_close "$time" "$(awk -v m="$m" 'BEGIN { printf "%.17g", 2 * 15 / 16 * m / 50e3 + 2 * 15 * 4.0 }')"
+  # Reduce-scatter and all-gather in the node (7 steps of M/8 at 450 GB/s * 0.822, 1.9 us each),
+  # between them a 2-rank ring all-reduce of M/8 per GPU on its NIC (50 GB/s, 4 us per step).
+  assert_close "$time" "$(awk -v m="$m" 'BEGIN { printf "%.17g", 2 * (7 / 8 * m / (450e3 * 0.822) + 7 * 1.9) + 2 * 1 / 2 * (m / 8) / 50e3 + 2 * 1 * 4.0 }')"
 }
 
-@test "docs/syssim-cost.md: an all-reduce of 1 GiB over the 8 GPUs of a node takes 5106.48 us" {
+@test "docs/syssim-cost.md: an all-reduce of 1 GiB over the 8 GPUs of a node takes 3918.48 us (NVLS)" {
   jq -c '.shard.ops |= map(if .collective == "all_reduce" and .group == "tp" then .message_bytes = 1073741824 else . end)' \
     "$(stage_of llama3-8b shard --tp 8 --seq-length 1024)" > "$BATS_TEST_TMPDIR/s.graph"
   run jq -r '[.shard.ops, .cost.ops] | transpose | map(select(.[0].collective == "all_reduce"))[0][1].time_us * 100 | round / 100' \
     <(syssim-cost --hardware "$H100" -i "$BATS_TEST_TMPDIR/s.graph")
-  assert_output "5106.48"
+  assert_output "3918.48"
 }
 
 @test "syssim-cost adds the cost section, one provenance entry, and passes a foreign section through" {

@@ -214,7 +214,7 @@ TEST(ValidateRow, MeasuredOomColumnSaysTheRunFailed) {
       "global_batch,dtype,measured_step_s,measured_oom\n"
       "T,Llama-tiny,2,256,512,4,4,1024,128,H100-80GB,2,2,1,1,8,bf16,0.5,1\n"
       "T,Llama-tiny,2,256,512,4,4,1024,128,H100-80GB,2,2,1,1,8,bf16,0.5,0\n";
-  ValidationResult result = validate_measured(csv, "t.csv", {std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware"});
+  ValidationResult result = validate_measured(csv, "t.csv", {std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware", {}});
   ASSERT_EQ(result.rows.size(), 2u);
   EXPECT_TRUE(result.rows[0].measured_oom);
   EXPECT_FALSE(result.rows[1].measured_oom);
@@ -393,7 +393,7 @@ TEST(ValidateRun, SimulatesExpressedRowsAndExplainsTheRest) {
       "T,Llama-tiny,2,256,512,4,4,1024,128,H100-80GB,2,2,1,1,8,bf16,0.5,red,\"a, b\"\n"
       "T,Llama-tiny,2,256,512,4,4,1024,128,H100-80GB,3,3,1,1,8,bf16,0.5,red,heads 4 not divisible by tp 3\n"
       "T,Llama-tiny,2,256,512,4,4,1024,128,H100-80GB,2,2,1,1,8,int8,0.5,red,\n";
-  ValidationResult result = validate_measured(csv, "t.csv", {std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware"});
+  ValidationResult result = validate_measured(csv, "t.csv", {std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware", {}});
   EXPECT_EQ(result.warnings, (std::vector<std::string>{"t.csv: ignoring unknown columns: colour"}));
   ASSERT_EQ(result.rows.size(), 3u);
   const RowResult& simulated = result.rows[0];

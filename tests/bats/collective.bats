@@ -1,0 +1,76 @@
+#!/usr/bin/env bats
+# syssim collective: nccl-tests' table predicted from the hardware YAML (docs/network.md).
+# Expected bus bandwidths are published nccl-tests figures or closed forms worked by hand.
+load common
+
+# busbw of the one row of `syssim collective ... --format csv`.
+busbw() { syssim collective --hardware "$H100" --format csv "$@" | awk -F, 'NR == 2 { print $4 }'; }
+
+@test "all_gather on one H100 node, 1 GiB: busbw 450 GB/s * 0.822 = 369.9 GB/s (nccl-tests issue 212)" {
+  run busbw --op all_gather --gpus 8 --bytes 1G
+  assert_success
+  assert_close "$output" 369.9 0.01
+}
+
+@test "all_reduce on one H100 node, 1 GiB: NVLS at ~480 GB/s busbw, algbw ~275 (nccl-tests issue 212)" {
+  run syssim collective --hardware "$H100" --op all_reduce --gpus 8 --bytes 1G --format csv
+  assert_success
+  IFS=, read -r size time algbw busbw algorithm <<< "${lines[1]}"
+  [ "$size" = 1073741824 ]
+  [ "$algorithm" = nvls ]
+  assert_close "$busbw" 480 0.01
+  assert_close "$algbw" 275 0.01
+}
+
+@test "ring all_reduce over 2 H100 nodes is limited by the 50 GB/s NIC; auto takes the hierarchical one" {
+  { h100_copy; echo "collective_algorithm: {all_reduce: ring}"; } > "$BATS_TEST_TMPDIR/ring.yaml"
+  run syssim collective --hardware "$BATS_TEST_TMPDIR/ring.yaml" --op all_reduce --gpus 16 --bytes 1G --format csv
+  assert_success
+  IFS=, read -r _ _ _ busbw algorithm <<< "${lines[1]}"
+  [ "$algorithm" = ring ]
+  assert_close "$busbw" 50 0.01
+  run syssim collective --hardware "$H100" --op all_reduce --gpus 16 --bytes 1G --format csv
+  [[ "${lines[1]}" == *,hierarchical ]]
+}
+
+@test "small all_reduce across nodes takes the tree, large ones not (latency against bandwidth)" {
+  run syssim collective --hardware "$H100" --op all_reduce --gpus 16 --sweep 8:1G --format csv
+  assert_success
+  [[ "${lines[1]}" == 8,*,tree ]]
+  [[ "${lines[-1]}" == 1073741824,*,hierarchical ]]
+}
+
+@test "--sweep 8B:16G doubles from 8 bytes to 16 GiB, in csv, json and the table" {
+  run syssim collective --hardware "$H100" --op alltoall --gpus 8 --sweep 8B:16G --format csv
+  assert_success
+  assert_equal "${lines[0]}" "size,time_us,algbw_GBps,busbw_GBps,algorithm"
+  assert_equal "${#lines[@]}" 33
+  [[ "${lines[1]}" == 8,* ]]
+  [[ "${lines[32]}" == 17179869184,* ]]
+  run syssim collective --hardware "$H100" --op broadcast --gpus 8 --sweep 1K:4K --format json
+  assert_success
+  assert_equal "$(jq -c '[.rows[].size]' <<< "$output")" "[1024,2048,4096]"
+  run syssim collective --hardware "$H100" --op sendrecv --gpus 8 --bytes 1M
+  assert_success
+  assert_equal "${#lines[@]}" 3
+  [[ "${lines[2]}" == *" p2p" ]]
+}
+
+@test "bad --op, bad size and GPUs that do not fill nodes are usage errors naming the value" {
+  run syssim collective --hardware "$H100" --op allreduce --gpus 8 --bytes 1G
+  assert_failure 2
+  assert_output "syssim: error: collective: expected all_reduce|all_gather|reduce_scatter|alltoall|broadcast|sendrecv, got 'allreduce'"
+  run syssim collective --hardware "$H100" --op all_reduce --gpus 8 --bytes 1T
+  assert_failure 2
+  assert_output "syssim: error: --bytes: expected a positive size like 8, 8B, 64K, 16M or 1G, got '1T'"
+  run syssim collective --hardware "$H100" --op all_reduce --gpus 12 --bytes 1G
+  assert_failure 2
+  assert_output "syssim: error: --gpus: 12 GPUs do not fill whole nodes of gpus_per_node=8 (hardware h100-sxm-80gb)"
+}
+
+@test "a forced algorithm that does not apply is bad data naming the key" {
+  { h100_copy; echo "collective_algorithm: {all_reduce: nvls}"; } > "$BATS_TEST_TMPDIR/nvls.yaml"
+  run syssim collective --hardware "$BATS_TEST_TMPDIR/nvls.yaml" --op all_reduce --gpus 4 --bytes 1G
+  assert_failure 1
+  assert_output "syssim: error: hardware h100-sxm-80gb: collective_algorithm.all_reduce: nvls does not apply to a group of 4 ranks in one node"
+}
