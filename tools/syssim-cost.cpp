@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
         app.add_option("--hardware", hardware_path, "Hardware YAML file")->required();
         auto* calibrated = app.add_option("--calibrated", options.calibrated_model,
                                           "Calibrated model bundle (default: the hardware's calibrated_model)");
-        app.add_flag("--roofline", roofline, "The bare roofline at peak: no calibrated model, no efficiencies")
+        app.add_flag("--roofline", roofline, "Compute ops at the bare roofline of the peaks: no calibrated model, no efficiency shares")
             ->excludes(calibrated);
       },
       [&](syssim::Graph& graph) {
