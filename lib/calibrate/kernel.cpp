@@ -20,19 +20,6 @@ DataError unknown_dtype(const std::string& dtype) {
   return DataError("kernel dtype \"" + dtype + "\": expected bf16, fp16, fp8, fp4 or fp32");
 }
 
-// The tensor-core peak of a dtype; fp32 GEMMs run on the CUDA cores (no TF32 by default).
-double tensor_core_peak_tflops(const std::string& dtype, const HardwareConfig& hw) {
-  auto required = [&](const std::optional<double>& peak, const char* key) {
-    if (!peak) throw DataError("hardware " + hw.name + ": " + key + " is required by " + dtype + " GEMM and attention");
-    return *peak;
-  };
-  if (dtype == "bf16" || dtype == "fp16") return hw.peak_tflops_mm;
-  if (dtype == "fp8") return required(hw.peak_tflops_mm_fp8, "peak_tflops_mm_fp8");
-  if (dtype == "fp4") return required(hw.peak_tflops_mm_fp4, "peak_tflops_mm_fp4");
-  if (dtype == "fp32") return hw.peak_tflops_math;
-  throw unknown_dtype(dtype);
-}
-
 }  // namespace
 
 Kernel gemm_kernel(double m, double n, double k, const std::string& dtype) {
@@ -74,7 +61,7 @@ Kernel norm_kernel(double rows, double dim, const std::string& dtype, bool backw
 
 double roofline_us(const Kernel& kernel, const HardwareConfig& hw) {
   bool tensor_core = kernel.family == "gemm" || kernel.family == "attention";
-  double peak_tflops = tensor_core ? tensor_core_peak_tflops(kernel.dtype, hw) : hw.peak_tflops_math;
+  double peak_tflops = tensor_core ? tensor_core_peak_tflops(hw, kernel.dtype) : hw.peak_tflops_math;
   double compute_us = kernel.flops / (peak_tflops * kFlopsPerTflop) * kUsPerS;
   double memory_us = kernel.bytes / (hw.peak_memory_bandwidth_GBps * kBytesPerGB) * kUsPerS;
   return std::max(compute_us, memory_us);

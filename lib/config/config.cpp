@@ -225,6 +225,18 @@ HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& n
   return hw;
 }
 
+double tensor_core_peak_tflops(const HardwareConfig& hw, const std::string& dtype) {
+  auto required = [&](const std::optional<double>& peak, const char* key) {
+    if (!peak) throw DataError("hardware " + hw.name + ": " + key + " is required by " + dtype + " GEMM and attention");
+    return *peak;
+  };
+  if (dtype == "bf16" || dtype == "fp16") return hw.peak_tflops_mm;
+  if (dtype == "fp8") return required(hw.peak_tflops_mm_fp8, "peak_tflops_mm_fp8");
+  if (dtype == "fp4") return required(hw.peak_tflops_mm_fp4, "peak_tflops_mm_fp4");
+  if (dtype == "fp32") return hw.peak_tflops_math;
+  throw DataError("dtype \"" + dtype + "\": expected bf16, fp16, fp8, fp4 or fp32");
+}
+
 HardwareConfig load_hardware_yaml(const std::string& path) {
   YAML::Node node = load_yaml_file(path);
   return parse_hardware_yaml(YAML::Dump(node), path);

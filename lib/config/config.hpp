@@ -125,6 +125,11 @@ std::optional<std::string> low_precision_recipe(const TrainingConfig& training);
 // do not run it (block_scaled_formats).
 void check_precision_support(const HardwareConfig& hardware, const TrainingConfig& training);
 
+// The dense tensor-core peak a GEMM of `dtype` runs at (fp32 on the vector units, no TF32):
+// the roofline of GEMM and attention, and the peak MFU is taken against. Throws DataError when
+// the hardware lacks the fp8 or fp4 peak.
+double tensor_core_peak_tflops(const HardwareConfig& hw, const std::string& dtype);
+
 // Checks value ranges that do not depend on parallelism; throws DataError.
 void validate(const ModelConfig& model, const std::string& where);
 void validate(const HardwareConfig& hardware, const std::string& where);

@@ -184,14 +184,6 @@ double recomputed_flops_per_step(const ShardSection& shard) {
   return per_microbatch * static_cast<double>(shard.num_microbatches) * static_cast<double>(p.world_size() / p.pp);
 }
 
-// The dense tensor-core peak of the training dtype, against which MFU is taken.
-double dtype_peak_tflops(const HardwareConfig& hw, const std::string& dtype) {
-  const std::optional<double>& low = dtype == "fp8" ? hw.peak_tflops_mm_fp8 : hw.peak_tflops_mm_fp4;
-  if (dtype != "fp8" && dtype != "fp4") return hw.peak_tflops_mm;
-  if (!low) throw DataError("hardware " + hw.name + ": MFU of a " + dtype + " run needs peak_tflops_mm_" + dtype);
-  return *low;
-}
-
 }  // namespace
 
 Throughput throughput(const Graph& g) {
@@ -204,7 +196,7 @@ Throughput throughput(const Graph& g) {
   double num_gpus = static_cast<double>(shard.parallelism.world_size());
   Throughput rate;
   rate.achieved_tflops = shard.model_flops_per_step / (step_time_s * num_gpus) / kFlopsPerTflop;
-  const double peak = dtype_peak_tflops(cost.hardware, shard.training.dtype);
+  const double peak = tensor_core_peak_tflops(cost.hardware, shard.training.dtype);
   rate.mfu = rate.achieved_tflops / peak;
   // HFU adds the FLOPs the GPUs execute again to recompute activations (docs/metrics.md).
   double hardware_flops = shard.model_flops_per_step + recomputed_flops_per_step(shard);

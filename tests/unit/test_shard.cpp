@@ -128,9 +128,10 @@ TEST(Shard, KernelShapesAreTheGemmsOfOneRank) {
   EXPECT_EQ(shape_of("syssim::linear_dgrad", "backward"), (KernelShape{{"m", 2048}, {"n", 2048}, {"k", 1024}}));
   // fc2's wgrad: grad^T [1024, 2048 tokens] x z [2048 tokens, 2048] -> [1024, 2048].
   EXPECT_EQ(shape_of("syssim::linear_wgrad", "weight"), (KernelShape{{"m", 1024}, {"n", 2048}, {"k", 2048}}));
-  for (const auto& op : g.shard->ops) {
-    if (op.kind == "collective") EXPECT_TRUE(op.shape.empty()) << op.name;
-  }
+  for (const auto& op : g.shard->ops)
+    if (op.kind == "collective") {
+      EXPECT_TRUE(op.shape.empty()) << op.name;
+    }
 }
 
 TEST(Shard, DataParallelAddsGradientReductionAndAdam) {
