@@ -7,6 +7,7 @@
 #include "common/error.hpp"
 #include "common/json_util.hpp"
 #include "common/yaml_util.hpp"
+#include "config/huggingface.hpp"
 
 namespace syssim {
 namespace {
@@ -30,7 +31,7 @@ const std::vector<std::string> kBlockScaledFormats = {"mxfp8", "nvfp4"};
 
 const std::vector<std::string> kTopologyKeys = {"levels"};
 const std::vector<std::string> kLevelKeys = {"kind", "size", "bandwidth_GBps", "latency_us", "efficiency",
-                                             "nvls_bus_bandwidth_GBps"};
+                                             "oversubscription", "nvls_bus_bandwidth_GBps"};
 
 template <typename T>
 void require_positive(T value, const std::string& key, const std::string& where) {
@@ -71,10 +72,10 @@ std::string stem_of(const std::string& path) {
 ModelConfig parse_model_yaml(const std::string& text, const std::string& name) {
   YAML::Node node = load_yaml_text(text, name);
   check_keys(node, kModelKeys, name);
-  if (node["huggingface"])
-    throw DataError(name + ": key 'huggingface': Hugging Face model sources are not supported yet; "
-                           "give the Megatron fields (num_layers, hidden_size, ...)");
-  if (node["overrides"]) throw DataError(name + ": key 'overrides' is only valid with 'huggingface'");
+  if (node["huggingface"])  // the fields of the model's config.json, with the overrides applied
+    node = huggingface_model_node(node, kModelKeys, name);
+  else if (node["overrides"])
+    throw DataError(name + ": key 'overrides' is only valid with 'huggingface'");
   ModelConfig m;
   m.name = yaml_get<std::string>(node, "name", name, stem_of(name));
   m.num_layers = yaml_require<int64_t>(node, "num_layers", name);
@@ -199,10 +200,12 @@ HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& n
       check_keys(levels[i], kLevelKeys, where);
       TopologyLevel level;
       level.kind = yaml_require<std::string>(levels[i], "kind", where);
-      level.size = yaml_require<int64_t>(levels[i], "size", where);
+      // Above the node, a level without a size is the whole cluster.
+      level.size = i == 0 ? yaml_require<int64_t>(levels[i], "size", where) : yaml_get<int64_t>(levels[i], "size", where, 0);
       level.bandwidth_GBps = yaml_require<double>(levels[i], "bandwidth_GBps", where);
       level.latency_us = yaml_get<double>(levels[i], "latency_us", where, 0.0);
       level.efficiency = yaml_get<double>(levels[i], "efficiency", where, 1.0);
+      level.oversubscription = yaml_get<double>(levels[i], "oversubscription", where, 1.0);
       level.nvls_bus_bandwidth_GBps = optional_double(levels[i], "nvls_bus_bandwidth_GBps", where);
       hw.topology.push_back(level);
     }
@@ -253,11 +256,23 @@ void validate(const HardwareConfig& hw, const std::string& where) {
   if (!hw.topology.empty() && hw.topology[0].size != hw.gpus_per_node)
     throw DataError(where + ": topology.levels[0].size=" + std::to_string(hw.topology[0].size) +
                     " must equal gpus_per_node=" + std::to_string(hw.gpus_per_node));
-  for (const auto& level : hw.topology) {
+  if (hw.topology.size() > 1 && hw.inter_node_bandwidth_GBps)
+    throw DataError(where + ": give the scale-out network either as topology.levels[1..] or as inter_node_bandwidth_GBps, not both");
+  for (size_t i = 0; i < hw.topology.size(); ++i) {
+    const TopologyLevel& level = hw.topology[i];
     require_positive(level.bandwidth_GBps, "bandwidth_GBps", where);
     if (!(level.efficiency > 0 && level.efficiency <= 1))
       throw DataError(where + ": topology level '" + level.kind + "': efficiency: expected a share in (0, 1], got " +
                       std::to_string(level.efficiency));
+    if (!(level.oversubscription >= 1))
+      throw DataError(where + ": topology level '" + level.kind + "': oversubscription: expected at least 1, got " +
+                      std::to_string(level.oversubscription));
+    if (i == 0) continue;
+    const int64_t inner = hw.topology[i - 1].size;
+    if (level.size < 0 || (level.size > 0 && (inner == 0 || level.size % inner != 0)))
+      throw DataError(where + ": topology.levels[" + std::to_string(i) + "].size=" + std::to_string(level.size) +
+                      ": expected a multiple of the level below's size " + std::to_string(inner) +
+                      ", or none (the whole cluster)");
     if (level.nvls_bus_bandwidth_GBps) require_positive(*level.nvls_bus_bandwidth_GBps, "nvls_bus_bandwidth_GBps", where);
   }
   for (const auto& format : hw.block_scaled_formats) {
@@ -351,7 +366,8 @@ nlohmann::json to_json(const HardwareConfig& hw) {
   nlohmann::json levels = nlohmann::json::array();
   for (const auto& l : hw.topology) {
     levels.push_back({{"kind", l.kind}, {"size", l.size}, {"bandwidth_GBps", l.bandwidth_GBps},
-                      {"latency_us", l.latency_us}, {"efficiency", l.efficiency}});
+                      {"latency_us", l.latency_us}, {"efficiency", l.efficiency},
+                      {"oversubscription", l.oversubscription}});
     if (l.nvls_bus_bandwidth_GBps) levels.back()["nvls_bus_bandwidth_GBps"] = *l.nvls_bus_bandwidth_GBps;
   }
   nlohmann::json j = {{"name", hw.name},
@@ -407,6 +423,10 @@ HardwareConfig hardware_from_json(const nlohmann::json& j, const std::string& pa
                                         require_as<double>(levels[i], "latency_us", p),
                                         // New in graph format 1.2.
                                         levels[i].contains("efficiency") ? require_as<double>(levels[i], "efficiency", p) : 1.0,
+                                        // New in graph format 1.3.
+                                        levels[i].contains("oversubscription")
+                                            ? require_as<double>(levels[i], "oversubscription", p)
+                                            : 1.0,
                                         // Optional: only NVSwitch domains with NVLS have it.
                                         levels[i].contains("nvls_bus_bandwidth_GBps")
                                             ? read_nullable<double>(levels[i], "nvls_bus_bandwidth_GBps", p)
@@ -418,9 +438,29 @@ HardwareConfig hardware_from_json(const nlohmann::json& j, const std::string& pa
   return hw;
 }
 
+std::vector<std::pair<std::string, int64_t>> rank_order(const ParallelismConfig& p) {
+  const std::map<std::string, int64_t> sizes = {{"tp", p.tp}, {"cp", p.cp}, {"ep", 1}, {"dp", p.dp}, {"pp", p.pp}};
+  std::vector<std::pair<std::string, int64_t>> order;
+  std::stringstream text(p.order);
+  for (std::string name; std::getline(text, name, '-');) {
+    auto size = sizes.find(name);
+    if (size == sizes.end())
+      throw DataError("parallelism.order \"" + p.order + "\": unknown dimension \"" + name + "\" (expected tp, cp, ep, dp, pp)");
+    for (const auto& [seen, unused] : order)
+      if (seen == name) throw DataError("parallelism.order \"" + p.order + "\": " + name + " appears twice");
+    order.emplace_back(name, size->second);
+  }
+  for (const auto& [name, size] : sizes) {
+    bool listed = std::any_of(order.begin(), order.end(), [&](const auto& dim) { return dim.first == name; });
+    if (!listed && size > 1)
+      throw DataError("parallelism.order \"" + p.order + "\": leaves out " + name + "=" + std::to_string(size));
+  }
+  return order;
+}
+
 nlohmann::json to_json(const ParallelismConfig& p) {
   return {{"tp", p.tp}, {"dp", p.dp}, {"sp", p.sp}, {"cp", p.cp}, {"pp", p.pp},
-          {"vpp", nullable_to_json(p.vpp)}, {"world_size", p.world_size()}};
+          {"vpp", nullable_to_json(p.vpp)}, {"order", p.order}, {"world_size", p.world_size()}};
 }
 
 ParallelismConfig parallelism_from_json(const nlohmann::json& j, const std::string& path) {
@@ -431,6 +471,7 @@ ParallelismConfig parallelism_from_json(const nlohmann::json& j, const std::stri
   p.cp = require_as<int64_t>(j, "cp", path);
   p.pp = require_as<int64_t>(j, "pp", path);
   p.vpp = read_nullable<int64_t>(j, "vpp", path);
+  if (j.contains("order")) p.order = require_as<std::string>(j, "order", path);  // new in graph format 1.3
   return p;
 }
 

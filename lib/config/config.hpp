@@ -37,12 +37,17 @@ struct ModelConfig {
   double attention_dropout = 0.0;  // on the attention probabilities (Megatron's attention_dropout)
 };
 
+// One tier of the cluster network, innermost first (docs/network.md): level 0 is the NVLink domain
+// of a node, the levels above it the scale-out network (rail/leaf switches, spines, ...).
 struct TopologyLevel {
   std::string kind;
-  int64_t size = 0;  // GPUs in one domain of this level
+  int64_t size = 0;  // GPUs in one domain of this level; 0 above level 0: the whole cluster
   double bandwidth_GBps = 0;  // per GPU, one direction: the line rate
   double latency_us = 0;
   double efficiency = 1;      // share of the line rate NCCL's protocols deliver (bus bandwidth / line rate)
+  // Downlink to uplink capacity of the switches below this level: when every GPU of a domain of
+  // the level below sends through this level at once, each gets bandwidth / oversubscription.
+  double oversubscription = 1;
   // Bus bandwidth of NCCL's NVLink SHARP all-reduce over the whole domain; none: no NVLS.
   std::optional<double> nvls_bus_bandwidth_GBps = std::nullopt;
 };
@@ -88,6 +93,8 @@ struct ParallelismConfig {
   int64_t cp = 1;
   int64_t pp = 1;
   std::optional<int64_t> vpp;
+  // Megatron's rank order, fastest-varying dimension first (RankGenerator's `order`).
+  std::string order = "tp-cp-ep-dp-pp";
   int64_t world_size() const { return tp * dp * cp * pp; }
 };
 
@@ -112,6 +119,11 @@ struct TrainingConfig {
   bool tp_comm_overlap = false;               // TP collectives in chunks pipelined with their GEMMs
   double clip_grad = 1.0;                     // gradient-norm clipping threshold; 0 disables
 };
+
+// The parallel dimensions in Megatron's rank order, fastest first, with their sizes: `order`
+// names each of tp, cp, ep, dp, pp at most once, and every one larger than 1 (Megatron's
+// RankGenerator); the ones it leaves out have size 1. Throws DataError naming the order.
+std::vector<std::pair<std::string, int64_t>> rank_order(const ParallelismConfig& p);
 
 ModelConfig load_model_yaml(const std::string& path);
 ModelConfig parse_model_yaml(const std::string& text, const std::string& name);

@@ -66,14 +66,15 @@ bool CostEstimator::priced_by_bundle(const std::string& family) const {
 void CostEstimator::cost_graph(Graph& g) const {
   const ShardSection& shard = need_section(g.shard, "shard", "syssim-shard");
   check_precision_support(hardware_, shard.training);
-  CostSection cost{calibrated_ ? "calibrated" : "roofline", hardware_, {}};
+  CostSection cost{calibrated_ ? "calibrated" : "roofline", hardware_, network_links(hardware_), {}};
   cost.ops.resize(shard.ops.size());
   std::vector<Kernel> calibrated_kernels;
   std::vector<size_t> calibrated_ops;
   for (size_t i = 0; i < shard.ops.size(); ++i) {
     const ShardOp& op = shard.ops[i];
     if (op.kind == "collective") {
-      cost.ops[i] = {op.id, shard_collective_time(op, shard.parallelism, hardware_).time_us, "network"};
+      CollectiveTime t = shard_collective_time(op, shard.parallelism, hardware_);
+      cost.ops[i] = {op.id, t.time_us, "network", std::move(t.phases)};
       continue;
     }
     Kernel kernel = kernel_of(op);
@@ -85,14 +86,14 @@ void CostEstimator::cost_graph(Graph& g) const {
     }
     auto share = hardware_.efficiency.find(kernel.family);
     double time = roofline / (share == hardware_.efficiency.end() ? 1.0 : share->second);
-    cost.ops[i] = {op.id, std::max(time, hardware_.kernel_launch_us), bound_of(kernel, time, hardware_)};
+    cost.ops[i] = {op.id, std::max(time, hardware_.kernel_launch_us), bound_of(kernel, time, hardware_), {}};
   }
   if (!calibrated_kernels.empty()) {
     std::vector<double> times = calibrated_->predict_us(calibrated_kernels);
     for (size_t j = 0; j < times.size(); ++j) {
       const ShardOp& op = shard.ops[calibrated_ops[j]];
       cost.ops[calibrated_ops[j]] = {op.id, std::max(times[j], hardware_.kernel_launch_us),
-                                     bound_of(calibrated_kernels[j], times[j], hardware_)};
+                                     bound_of(calibrated_kernels[j], times[j], hardware_), {}};
     }
   }
   g.cost = std::move(cost);

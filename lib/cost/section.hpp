@@ -6,20 +6,28 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "network/network.hpp"
 
 namespace syssim {
 
 struct OpCost {
   int64_t id = 0;        // the shard op
-  double time_us = 0;
+  double time_us = 0;    // alone: for a collective, the sum of its phases' times
   std::string bound;     // compute | memory | launch | network
+  std::vector<Phase> phases;  // collectives only, in order (docs/network.md)
 };
 
 struct CostSection {
   std::string estimator;  // roofline
   HardwareConfig hardware;
+  std::vector<Link> links;  // the topology's links (network_links), which phases index
   std::vector<OpCost> ops;  // one per shard op, same order
 };
+
+// Refuses links without a positive bandwidth and phases the simulator cannot run (on links that
+// do not exist, without one positive load per link, moving bytes at no bandwidth, negative
+// sizes); throws DataError naming the path under `path` (e.g. "/cost").
+void check_network(const CostSection& cost, const std::string& path);
 
 nlohmann::json to_json(const CostSection& cost);
 CostSection cost_from_json(const nlohmann::json& j, const std::string& path);

@@ -4,8 +4,9 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
-#include <numeric>
 #include <regex>
 #include <sstream>
 
@@ -17,58 +18,113 @@ namespace {
 constexpr double kBytesPerGB = 1e9;
 constexpr double kUsPerS = 1e6;
 
-struct Link {
-  double bandwidth_GBps = 0;  // per GPU, one direction, after the protocol efficiency
-  double latency_us = 0;      // per step
-};
-
 std::string describe(const GroupPlacement& group) {
   return "a group of " + std::to_string(group.size) + " ranks" +
          (group.nodes() > 1 ? " over " + std::to_string(group.nodes()) + " nodes" : " in one node");
 }
 
-Link intra_node_link(const HardwareConfig& hw, const GroupPlacement& group) {
-  if (hw.topology.empty())
-    throw DataError("hardware " + hw.name + ": topology.levels[0] is required by " + describe(group));
-  const TopologyLevel& level = hw.topology[0];
-  return {level.bandwidth_GBps * level.efficiency, level.latency_us};
+double latency_of_level(const HardwareConfig& hw, size_t level) {
+  return level < hw.topology.size() ? hw.topology[level].latency_us : hw.inter_node_latency_us;
 }
 
-Link inter_node_link(const HardwareConfig& hw, const GroupPlacement& group) {
-  if (!hw.inter_node_bandwidth_GBps)
-    throw DataError("hardware " + hw.name + ": inter_node_bandwidth_GBps is required: " + describe(group) +
-                    " crosses nodes (gpus_per_node=" + std::to_string(hw.gpus_per_node) + ")");
-  return {*hw.inter_node_bandwidth_GBps, hw.inter_node_latency_us};
+// GPUs in one domain of a level; 0: the whole cluster.
+int64_t size_of_level(const HardwareConfig& hw, size_t level) {
+  return level < hw.topology.size() ? hw.topology[level].size : 0;
 }
 
-// A flat algorithm over the whole group runs at the pace of its slowest link.
-Link slowest_link(const HardwareConfig& hw, const GroupPlacement& group) {
-  return group.nodes() > 1 ? inter_node_link(hw, group) : intra_node_link(hw, group);
+double phase_us(const Phase& phase) {
+  return phase.latency_us + (phase.bytes > 0 ? phase.bytes / (phase.bandwidth_GBps * kBytesPerGB) * kUsPerS : 0.0);
 }
 
-double transfer_us(double bytes, const Link& link) { return bytes / (link.bandwidth_GBps * kBytesPerGB) * kUsPerS; }
+// Where a group's traffic goes: the links it loads (level 0 for hops inside a node, levels 1..top
+// for the hops between nodes) and the latency of one step on the outermost of them.
+struct Route {
+  const HardwareConfig& hw;
+  const GroupPlacement& group;
+  std::vector<Link> links;
+
+  Route(const HardwareConfig& hardware, const GroupPlacement& placement)
+      : hw(hardware), group(placement), links(network_links(hardware)) {
+    if (links.empty())
+      throw DataError("hardware " + hw.name + ": topology.levels[0] is required by " + describe(group));
+    if (group.nodes() > 1 && links.size() < 2)
+      throw DataError("hardware " + hw.name + ": a scale-out network (topology.levels[1] or inter_node_bandwidth_GBps) is required: " +
+                      describe(group) + " crosses nodes (gpus_per_node=" + std::to_string(hw.gpus_per_node) + ")");
+  }
+
+  // Domains of level `level - 1` the group spans (nodes for level 1).
+  int64_t domains_below(size_t level) const {
+    if (level == 1) return group.nodes();
+    size_t index = level - 2;
+    return index < group.outer_domains.size() ? group.outer_domains[index] : 1;
+  }
+  // The outermost level the group's traffic crosses (0: it stays in one node).
+  size_t top() const {
+    size_t top = 0;
+    for (size_t level = 1; level < links.size() && domains_below(level) > 1; ++level) top = level;
+    return top;
+  }
+  double step_latency_us() const { return latency_of_level(hw, top()); }
+
+  // A phase inside one node: `bytes` on the NVLink.
+  Phase in_node(double bytes, double steps) const {
+    return finish(Phase{{0}, {1.0}, bytes, 0, steps * latency_of_level(hw, 0)});
+  }
+  // A phase between nodes: `bytes` on the rank's NIC share, `nvlink_load` times as much on its
+  // NVLink (0: none), and on each level above, the share `outer_load(level)` of the NIC bytes.
+  template <typename OuterLoad>
+  Phase across_nodes(double bytes, double steps, double nvlink_load, OuterLoad outer_load) const {
+    Phase phase{{}, {}, bytes, 0, steps * step_latency_us()};
+    if (nvlink_load > 0) phase.links.push_back(0), phase.loads.push_back(nvlink_load);
+    for (size_t level = 1; level <= top(); ++level) {
+      double load = level == 1 ? 1.0 : outer_load(level);
+      if (load > 0) phase.links.push_back(static_cast<int64_t>(level)), phase.loads.push_back(load);
+    }
+    return finish(phase);
+  }
+  // A ring (or tree, or pipelined broadcast) in rank order crosses the boundary of each domain it
+  // spans once, so a level above the NICs carries (domains spanned / nodes) of their bytes.
+  Phase ring_across_nodes(double nic_bytes, double steps, double nvlink_load) const {
+    return across_nodes(nic_bytes, steps, nvlink_load,
+                        [this](size_t level) { return static_cast<double>(domains_below(level)) / group.nodes(); });
+  }
+  Phase finish(Phase phase) const {
+    phase.bandwidth_GBps = std::numeric_limits<double>::infinity();
+    for (size_t k = 0; k < phase.links.size(); ++k)
+      phase.bandwidth_GBps = std::min(phase.bandwidth_GBps, links[phase.links[k]].bandwidth_GBps / phase.loads[k]);
+    return phase;
+  }
+};
 
 // Ring: `passes` rounds of n-1 steps, each moving M/n per rank (all-reduce is a reduce-scatter
-// then an all-gather: two passes).
-double ring_us(double passes, double bytes, int64_t ranks, const Link& link) {
-  double n = static_cast<double>(ranks);
-  return passes * ((n - 1) / n * transfer_us(bytes, link) + (n - 1) * link.latency_us);
+// then an all-gather: two passes). Across nodes every node has one ring hop out per step; NCCL
+// runs one ring per channel through every NIC, so the node's r ranks of the group share the
+// crossing: each rank's NIC carries 1/r of the ring's bytes and its NVLink the other hops, r-1 times as much.
+std::vector<Phase> ring(double passes, double bytes, const Route& route) {
+  const double n = static_cast<double>(route.group.size), r = static_cast<double>(route.group.ranks_per_node);
+  const double ring_bytes = passes * (n - 1) / n * bytes;
+  if (route.group.nodes() == 1) return {route.in_node(ring_bytes, passes * (n - 1))};
+  return {route.ring_across_nodes(ring_bytes / r, passes * (n - 1), r - 1)};
 }
 
 // Double binary tree (NCCL): a reduce up and a broadcast down, each of depth log2(n); every
-// rank receives and sends the whole message in each, so M crosses its link twice.
-double tree_all_reduce_us(double bytes, const GroupPlacement& group, const Link& link) {
-  double depth = std::ceil(std::log2(static_cast<double>(group.size)));
-  return 2 * transfer_us(bytes, link) + 2 * depth * link.latency_us;
+// rank receives and sends the whole message in each, so M crosses its link twice. Across nodes
+// a chain inside each node feeds the tree between nodes (one tree per channel through every NIC).
+std::vector<Phase> tree_all_reduce(double bytes, const Route& route) {
+  const double depth = std::ceil(std::log2(static_cast<double>(route.group.size)));
+  const double r = static_cast<double>(route.group.ranks_per_node);
+  if (route.group.nodes() == 1) return {route.in_node(2 * bytes, 2 * depth)};
+  return {route.ring_across_nodes(2 * bytes / r, 2 * depth, r - 1)};
 }
 
 // NVLink SHARP: the switch reduces and multicasts, so a rank sends its data once and receives
-// the result once; the bus bandwidth is the level's measured NVLS bus bandwidth, and the
-// latency one reduce and one multicast step.
-double nvls_all_reduce_us(double bytes, const GroupPlacement& group, const HardwareConfig& hw) {
-  const TopologyLevel& level = hw.topology[0];
-  double n = static_cast<double>(group.size);
-  return 2 * (n - 1) / n * bytes / (*level.nvls_bus_bandwidth_GBps * kBytesPerGB) * kUsPerS + 2 * level.latency_us;
+// the result once, at the algorithm bandwidth the level's measured NVLS bus bandwidth implies;
+// the latency is one reduce and one multicast step.
+std::vector<Phase> nvls_all_reduce(double bytes, const Route& route) {
+  const double n = static_cast<double>(route.group.size);
+  Phase phase = route.in_node(bytes, 2);
+  phase.bandwidth_GBps = std::min(phase.bandwidth_GBps, *route.hw.topology[0].nvls_bus_bandwidth_GBps * n / (2 * (n - 1)));
+  return {phase};
 }
 
 bool nvls_applies(const GroupPlacement& group, const HardwareConfig& hw) {
@@ -76,23 +132,54 @@ bool nvls_applies(const GroupPlacement& group, const HardwareConfig& hw) {
          group.size == hw.topology[0].size;
 }
 
-// Intra-node reduce-scatter, all-reduce of the node's 1/local share between nodes (each of the
-// local ranks on its own NIC, at once), intra-node all-gather.
-double hierarchical_all_reduce_us(double bytes, const GroupPlacement& group, const HardwareConfig& hw) {
-  Link intra = intra_node_link(hw, group), inter = inter_node_link(hw, group);
-  return 2 * ring_us(1, bytes, group.ranks_per_node, intra) +
-         ring_us(2, bytes / static_cast<double>(group.ranks_per_node), group.nodes(), inter);
+// Intra-node reduce-scatter, a ring all-reduce of the node's 1/r share between nodes (each of
+// the r local ranks in its own ring, on its own NIC share), intra-node all-gather.
+std::vector<Phase> hierarchical_all_reduce(double bytes, const Route& route) {
+  const double r = static_cast<double>(route.group.ranks_per_node), nodes = static_cast<double>(route.group.nodes());
+  Phase in_node = route.in_node((r - 1) / r * bytes, r - 1);
+  return {in_node, route.ring_across_nodes(2 * (nodes - 1) / nodes * bytes / r, 2 * (nodes - 1), 0), in_node};
+}
+
+// All-to-all: n-1 pairwise exchanges of M/n, one peer per step; across nodes each rank sends
+// the M/n of each remote peer through its own NIC share, and a level above carries the share of
+// the remote peers outside the rank's domain below it.
+std::vector<Phase> pairwise_alltoall(double bytes, const Route& route) {
+  const GroupPlacement& g = route.group;
+  const double n = static_cast<double>(g.size), r = static_cast<double>(g.ranks_per_node);
+  if (g.nodes() == 1) return {route.in_node((n - 1) / n * bytes, n - 1)};
+  return {route.across_nodes((n - r) / n * bytes, n - 1, (r - 1) / (n - r), [&](size_t level) {
+    double in_domain = n / static_cast<double>(route.domains_below(level));
+    return (n - in_domain) / (n - r);
+  })};
+}
+
+// Broadcast: the message pipelined along a ring in small chunks; the last rank waits n-1 hops.
+std::vector<Phase> ring_broadcast(double bytes, const Route& route) {
+  const double n = static_cast<double>(route.group.size), r = static_cast<double>(route.group.ranks_per_node);
+  if (route.group.nodes() == 1) return {route.in_node(bytes, n - 1)};
+  return {route.ring_across_nodes(bytes / r, n - 1, r - 1)};
+}
+
+// Send/receive: each rank sends M to its peer and receives M, one direction of its link each.
+std::vector<Phase> sendrecv(double bytes, const Route& route) {
+  if (route.group.nodes() == 1) return {route.in_node(bytes, 1)};
+  return {route.across_nodes(bytes, 1, 0, [](size_t) { return 1.0; })};
 }
 
 std::string op_path(const ShardOp& op) { return "/shard/ops/" + std::to_string(op.id); }
 
-// Megatron orders ranks TP fastest, then CP, then DP, so consecutive members of a group are
-// this many ranks apart.
-int64_t rank_stride(const ShardOp& op, const ParallelismConfig& p) {
-  if (op.group == "tp") return 1;
-  if (op.group == "cp") return p.tp;
-  if (op.group == "dp") return p.tp * p.cp;
-  throw DataError(op_path(op) + "/group: unknown collective group \"" + op.group + "\"");
+// The dimensions a tp/cp/dp-kind group varies: the data-parallel group of the gradients spans
+// dp x cp (Megatron's data-parallel group with CP), Transformer Engine's amax reduction every
+// rank of a pipeline stage.
+std::vector<std::string> dimensions_of(const ShardOp& op, const ParallelismConfig& p) {
+  if (op.group == "tp" && op.group_size == p.tp) return {"tp"};
+  if (op.group == "cp" && op.group_size == p.cp) return {"cp"};
+  if (op.group == "dp" && op.group_size == p.dp) return {"dp"};
+  if (op.group == "dp" && op.group_size == p.dp * p.cp) return {"cp", "dp"};
+  if (op.group == "dp" && op.group_size == p.tp * p.cp * p.dp) return {"tp", "cp", "dp"};
+  throw DataError(op_path(op) + "/group: a " + op.group + " group of " + std::to_string(op.group_size) +
+                  " ranks matches no parallel dimensions of tp=" + std::to_string(p.tp) + " cp=" + std::to_string(p.cp) +
+                  " dp=" + std::to_string(p.dp));
 }
 
 // The pipeline stages a pp or embedding collective connects: a send_recv joins its stage with
@@ -113,67 +200,100 @@ std::vector<int64_t> pipeline_stages(const ShardOp& op, const ParallelismConfig&
   return {op.stage, peer % p.pp};
 }
 
-// Megatron's rank order ends with PP: pipeline stage s of TP/CP/DP position i is global rank
-// s * tp*cp*dp + i. The stages talk within a node when, for every position, all their ranks
-// are in one node.
-bool stages_within_node(const std::vector<int64_t>& stages, const ParallelismConfig& p, int64_t gpus_per_node) {
-  const int64_t stride = p.tp * p.cp * p.dp;
-  for (int64_t i = 0; i < stride; ++i)
-    for (int64_t s : stages)
-      if ((s * stride + i) / gpus_per_node != (stages.front() * stride + i) / gpus_per_node) return false;
-  return true;
-}
-
-// Where the members of an op's group lie. Pipeline stages in different nodes put one member
-// in each node; a tp/cp/dp group of stride s puts gpus_per_node / s members in each node.
-GroupPlacement placement_of(const ShardOp& op, const ParallelismConfig& p, int64_t gpus_per_node) {
-  const int64_t n = op.group_size;
-  if (op.group == "pp" || op.group == "embedding")
-    return {n, stages_within_node(pipeline_stages(op, p), p, gpus_per_node) ? n : 1};
-  const int64_t stride = rank_stride(op, p);
-  if (stride * n <= gpus_per_node) return {n, n};
-  return {n, std::max<int64_t>(1, std::gcd(n, gpus_per_node / stride))};
+// The global ranks of the op's group that holds the simulated rank of its stage: the rank with
+// every other index 0, global rank = sum of index x stride in the parallelism's rank order
+// (Megatron's RankGenerator).
+std::vector<int64_t> group_ranks(const ShardOp& op, const ParallelismConfig& p) {
+  std::map<std::string, std::pair<int64_t, int64_t>> stride_and_size;
+  int64_t stride = 1;
+  for (const auto& [name, size] : rank_order(p)) {
+    stride_and_size[name] = {stride, size};
+    stride *= size;
+  }
+  const int64_t pp_stride = stride_and_size.at("pp").first;
+  if (op.group == "pp" || op.group == "embedding") {
+    std::vector<int64_t> ranks;
+    for (int64_t stage : pipeline_stages(op, p)) ranks.push_back(stage * pp_stride);
+    return ranks;
+  }
+  std::vector<int64_t> ranks = {op.stage * pp_stride};
+  for (const std::string& dimension : dimensions_of(op, p)) {
+    auto [dim_stride, size] = stride_and_size.at(dimension);
+    std::vector<int64_t> grown;
+    for (int64_t rank : ranks)
+      for (int64_t i = 0; i < size; ++i) grown.push_back(rank + i * dim_stride);
+    ranks = std::move(grown);
+  }
+  std::sort(ranks.begin(), ranks.end());
+  return ranks;
 }
 
 struct Candidate {
   std::string algorithm;
   bool applies;
-  std::function<double()> time_us;
+  std::function<std::vector<Phase>()> phases;
 };
 
-std::vector<Candidate> candidates(const std::string& collective, double bytes, const GroupPlacement& group,
-                                  const HardwareConfig& hw) {
-  auto flat = [&](std::function<double(const Link&)> f) { return [&hw, &group, f] { return f(slowest_link(hw, group)); }; };
-  const int64_t n = group.size;
+std::vector<Candidate> candidates(const std::string& collective, double bytes, const Route& route) {
+  const GroupPlacement& group = route.group;
   if (collective == "all_reduce")
-    return {{"ring", true, flat([=](const Link& l) { return ring_us(2, bytes, n, l); })},
-            {"tree", true, flat([=, &group](const Link& l) { return tree_all_reduce_us(bytes, group, l); })},
-            {"nvls", nvls_applies(group, hw), [=, &group, &hw] { return nvls_all_reduce_us(bytes, group, hw); }},
+    return {{"ring", true, [&, bytes] { return ring(2, bytes, route); }},
+            {"tree", true, [&, bytes] { return tree_all_reduce(bytes, route); }},
+            {"nvls", nvls_applies(group, route.hw), [&, bytes] { return nvls_all_reduce(bytes, route); }},
             {"hierarchical", group.nodes() > 1 && group.ranks_per_node > 1,
-             [=, &group, &hw] { return hierarchical_all_reduce_us(bytes, group, hw); }}};
+             [&, bytes] { return hierarchical_all_reduce(bytes, route); }}};
   if (collective == "all_gather" || collective == "reduce_scatter")
-    return {{"ring", true, flat([=](const Link& l) { return ring_us(1, bytes, n, l); })}};
-  // All-to-all: n-1 pairwise exchanges of M/n, one peer per step.
-  if (collective == "alltoall")
-    return {{"pairwise", true, flat([=](const Link& l) {
-               return (n - 1) * (transfer_us(bytes / static_cast<double>(n), l) + l.latency_us);
-             })}};
-  // Broadcast: the message pipelined along a ring in small chunks; the last rank waits n-1 hops.
-  if (collective == "broadcast")
-    return {{"ring", true, flat([=](const Link& l) { return transfer_us(bytes, l) + (n - 1) * l.latency_us; })}};
-  // Send/receive: each rank sends M to its peer and receives M, one direction of its link each.
-  if (collective == "sendrecv")
-    return {{"p2p", true, flat([=](const Link& l) { return transfer_us(bytes, l) + l.latency_us; })}};
+    return {{"ring", true, [&, bytes] { return ring(1, bytes, route); }}};
+  if (collective == "alltoall") return {{"pairwise", true, [&, bytes] { return pairwise_alltoall(bytes, route); }}};
+  if (collective == "broadcast") return {{"ring", true, [&, bytes] { return ring_broadcast(bytes, route); }}};
+  if (collective == "sendrecv") return {{"p2p", true, [&, bytes] { return sendrecv(bytes, route); }}};
   throw UsageError("collective: expected all_reduce|all_gather|reduce_scatter|alltoall|broadcast|sendrecv, got '" +
                    collective + "'");
 }
 
+CollectiveTime timed(const std::string& algorithm, std::vector<Phase> phases) {
+  CollectiveTime t{0, algorithm, std::move(phases)};
+  for (const Phase& phase : t.phases) t.time_us += phase_us(phase);
+  return t;
+}
+
 }  // namespace
+
+std::vector<Link> network_links(const HardwareConfig& hw) {
+  std::vector<Link> links;
+  for (size_t i = 0; i < hw.topology.size(); ++i) {
+    const TopologyLevel& level = hw.topology[i];
+    // Level 0 is a node's own NVSwitch fabric: nothing below it to oversubscribe.
+    double share = i == 0 ? 1.0 : 1.0 / level.oversubscription;
+    links.push_back({level.kind, static_cast<int64_t>(i), level.bandwidth_GBps * level.efficiency * share});
+  }
+  if (links.size() == 1 && hw.inter_node_bandwidth_GBps) links.push_back({"network", 1, *hw.inter_node_bandwidth_GBps});
+  return links;
+}
+
+GroupPlacement place_ranks(const std::vector<int64_t>& ranks, const HardwareConfig& hw) {
+  auto node_of = [&](int64_t rank) { return rank / hw.gpus_per_node; };
+  GroupPlacement group{static_cast<int64_t>(ranks.size()), 0, {}};
+  for (int64_t rank : ranks) group.ranks_per_node += node_of(rank) == node_of(ranks.front());
+  const size_t levels = network_links(hw).size();
+  for (size_t level = 1; level + 1 < levels; ++level) {
+    const int64_t size = size_of_level(hw, level);
+    std::vector<int64_t> domains;
+    for (int64_t rank : ranks) domains.push_back(size > 0 ? rank / size : 0);
+    std::sort(domains.begin(), domains.end());
+    group.outer_domains.push_back(std::unique(domains.begin(), domains.end()) - domains.begin());
+  }
+  return group;
+}
 
 CollectiveTime collective_time(const std::string& collective, double bytes, const GroupPlacement& group,
                                const HardwareConfig& hw) {
-  std::vector<Candidate> options = candidates(collective, bytes, group, hw);
-  if (group.size < 2) return {0.0, options.front().algorithm};
+  if (group.size < 2) {
+    bus_bandwidth_factor(collective, 2);  // rejects an unknown collective
+    return {};
+  }
+  Route route(hw, group);
+  std::vector<Candidate> options = candidates(collective, bytes, route);
   auto forced = hw.collective_algorithm.find(collective);
   if (forced != hw.collective_algorithm.end()) {
     for (const Candidate& c : options)
@@ -181,14 +301,14 @@ CollectiveTime collective_time(const std::string& collective, double bytes, cons
         if (!c.applies)
           throw DataError("hardware " + hw.name + ": collective_algorithm." + collective + ": " + c.algorithm +
                           " does not apply to " + describe(group));
-        return {c.time_us(), c.algorithm};
+        return timed(c.algorithm, c.phases());
       }
   }
   CollectiveTime best;
   for (const Candidate& c : options) {
     if (!c.applies) continue;
-    double time = c.time_us();
-    if (best.algorithm.empty() || time < best.time_us) best = {time, c.algorithm};
+    CollectiveTime t = timed(c.algorithm, c.phases());
+    if (best.algorithm.empty() || t.time_us < best.time_us) best = std::move(t);
   }
   return best;
 }
@@ -201,14 +321,8 @@ CollectiveTime shard_collective_time(const ShardOp& op, const ParallelismConfig&
     throw DataError(op_path(op) + "/collective: unknown collective \"" + op.collective + "\"");
   if (op.group_size < 1)
     throw DataError(op_path(op) + "/group_size: expected at least 1, got " + std::to_string(op.group_size));
-  if (op.group_size == 1) return {0.0, ""};
-  const bool pipeline = op.group == "pp" || op.group == "embedding";
-  GroupPlacement group = placement_of(op, p, hw.gpus_per_node);
-  if (group.nodes() > 1 && !hw.inter_node_bandwidth_GBps)
-    throw DataError("hardware " + hw.name + ": inter_node_bandwidth_GBps is required: the " + op.group +
-                    (pipeline ? " collective at " + op_path(op) + " connects pipeline stages on different nodes"
-                              : " group spans " + std::to_string(rank_stride(op, p) * op.group_size) +
-                                    " ranks, more than gpus_per_node=" + std::to_string(hw.gpus_per_node)));
+  if (op.group_size == 1) return {};
+  GroupPlacement group = place_ranks(group_ranks(op, p), hw);
   try {
     return collective_time(collective, op.message_bytes, group, hw);
   } catch (const DataError& e) {
@@ -255,7 +369,9 @@ std::string collective_report(const CollectiveRequest& request, const HardwareCo
   if (request.bytes.empty() == request.sweep.empty()) throw UsageError("give one of --bytes SIZE or --sweep MIN:MAX");
   std::vector<int64_t> sizes =
       request.bytes.empty() ? parse_sizes(request.sweep, "--sweep") : parse_sizes(request.bytes, "--bytes");
-  GroupPlacement group{request.gpus, std::min(request.gpus, hw.gpus_per_node)};
+  std::vector<int64_t> ranks(static_cast<size_t>(request.gpus));
+  for (int64_t rank = 0; rank < request.gpus; ++rank) ranks[rank] = rank;
+  const GroupPlacement group = place_ranks(ranks, hw);
   const double factor = bus_bandwidth_factor(request.collective, request.gpus);
 
   nlohmann::json rows = nlohmann::json::array();

@@ -1,27 +1,60 @@
-// Collective pricing (docs/network.md): NCCL's algorithms on the links of the hardware's
-// topology, the algorithm chosen the way NCCL's tuner does (the lowest predicted time), and
-// `syssim collective`, nccl-tests' table for one collective.
+// Collective pricing (docs/network.md): NCCL's algorithms as phases of traffic over the links of
+// the hardware's topology, the algorithm chosen the way NCCL's tuner does (the lowest predicted
+// time), rank placement in Megatron's order, and `syssim collective`, nccl-tests' table for one
+// collective.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "common/graph.hpp"
 #include "config/config.hpp"
+#include "shard/section.hpp"
 
 namespace syssim {
 
-// Where a group's ranks lie: `size` ranks, `ranks_per_node` of them in each node they use
-// (size when the group stays in one node).
+// The share of one network link (a topology level) that one rank gets when every GPU of its
+// domain sends at once: per GPU, one direction, after the protocol efficiency and the
+// oversubscription. Level 0 is the NVLink of a node, level 1 the GPU's share of the node's NICs,
+// level 2 and above its share of the uplinks of the switches below that level.
+struct Link {
+  std::string name;  // the topology level's kind
+  int64_t level = 0;
+  double bandwidth_GBps = 0;
+};
+
+// One step of a collective's algorithm on one rank: `latency_us` of fixed per-hop latency, then
+// a flow of `bytes` at up to `bandwidth_GBps`, which puts loads[k] * bytes on the rank's link
+// links[k] (a ring across nodes loads the NVLink with its intra-node hops too). syssim-sim
+// shares each link among the flows on it.
+struct Phase {
+  std::vector<int64_t> links;  // indices into the topology's links (network_links)
+  std::vector<double> loads;   // one per link, > 0
+  double bytes = 0;
+  double bandwidth_GBps = 0;   // alone on its links: min over k of capacity / loads[k]
+  double latency_us = 0;
+};
+
+// The links of the hardware's topology, innermost first: levels[1..] of `topology`, or the
+// shorthand inter_node_bandwidth_GBps / inter_node_latency_us as one scale-out level.
+std::vector<Link> network_links(const HardwareConfig& hw);
+
+// Where a group's ranks lie: `size` ranks, `ranks_per_node` of them in each node they use, and
+// for each scale-out level above the first the number of that level's domains below it they
+// span (outer_domains[0]: leaf groups of level 1, ...); empty: one.
 struct GroupPlacement {
   int64_t size = 1;
   int64_t ranks_per_node = 1;
+  std::vector<int64_t> outer_domains;
   int64_t nodes() const { return size / ranks_per_node; }
 };
+
+// The placement of the group of these global ranks on the hardware's levels.
+GroupPlacement place_ranks(const std::vector<int64_t>& ranks, const HardwareConfig& hw);
 
 struct CollectiveTime {
   double time_us = 0;
   std::string algorithm;
+  std::vector<Phase> phases;  // in order; time_us is the sum of their times alone
 };
 
 // The time of one collective (nccl-tests names: all_reduce, all_gather, reduce_scatter,
@@ -32,8 +65,8 @@ struct CollectiveTime {
 CollectiveTime collective_time(const std::string& collective, double bytes, const GroupPlacement& group,
                                const HardwareConfig& hw);
 
-// The time of a collective op of the shard section (its group placed in Megatron's rank order)
-// on the hardware; throws DataError naming the op when it cannot be priced.
+// The time of a collective op of the shard section (its group placed in the parallelism's rank
+// order) on the hardware; throws DataError naming the op when it cannot be priced.
 CollectiveTime shard_collective_time(const ShardOp& op, const ParallelismConfig& p, const HardwareConfig& hw);
 
 // nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md): busbw = algbw * factor.

@@ -39,6 +39,19 @@ std::string oom_text(const MemSection& mem) {
          gb(mem.oom->excess_gb) + " GB";
 }
 
+// The sim section's busiest link (of the links of that name, the most utilized); nullptr when none.
+const LinkLoad* busiest_link(const SimSection& sim) {
+  const LinkLoad* busiest = nullptr;
+  for (const LinkLoad& link : sim.links)
+    if (link.name == sim.busiest_link && (!busiest || link.utilization > busiest->utilization)) busiest = &link;
+  return busiest;
+}
+
+std::string link_text(const LinkLoad& link) {
+  return link.name + " (level " + std::to_string(link.level) + ", " + fixed(link.bandwidth_GBps, 1) +
+         " GB/s per GPU): " + percent(link.utilization) + " utilized, busy " + ms(link.busy_ms) + " ms";
+}
+
 // One "key = value" line; a nested field is indented under the one before it.
 struct Field {
   std::string key;
@@ -118,14 +131,17 @@ std::string full_text(const ShardSection& shard, const MemSection& mem, const Si
   for (size_t i = 0; i < std::min(kTextTopOps, sim.top_ops.size()); ++i)
     top_ops += (i ? ", " : "") + timed_text(sim.top_ops[i]);
   top_ops += "]";
-  std::string bottlenecks =
-      block("Bottlenecks", 2,
-            {{"dominant_op_type", sim.dominant_op_type},
-             {"top_ops_by_time", top_ops},
-             {"longest_collective", sim.longest_collective.name.empty() ? "none" : timed_text(sim.longest_collective)},
-             {"binding_pp_stage", std::to_string(sim.binding_pp_stage)},
-             {"peak_module", mem.peak_module},
-             {"oom", oom_text(mem)}});
+  std::vector<Field> bottleneck_fields = {
+      {"dominant_op_type", sim.dominant_op_type},
+      {"top_ops_by_time", top_ops},
+      {"longest_collective", sim.longest_collective.name.empty() ? "none" : timed_text(sim.longest_collective)}};
+  // When collectives ran as flows over the links (docs/syssim-sim.md, "Network flows").
+  if (const LinkLoad* busiest = busiest_link(sim)) bottleneck_fields.push_back({"busiest_link", link_text(*busiest)});
+  for (Field field : std::vector<Field>{{"binding_pp_stage", std::to_string(sim.binding_pp_stage)},
+                                        {"peak_module", mem.peak_module},
+                                        {"oom", oom_text(mem)}})
+    bottleneck_fields.push_back(field);
+  std::string bottlenecks = block("Bottlenecks", 2, bottleneck_fields);
   std::vector<std::string> blocks = {memory_block(mem)};
   for (const std::string& pipeline : pipeline_blocks(shard, mem, &sim)) blocks.push_back(pipeline);
   blocks.push_back(bottlenecks);
@@ -157,6 +173,8 @@ json full_json(const Graph& g, const ShardSection& shard, const MemSection& mem,
   bottlenecks["top_ops_by_time"] = top_ops;
   bottlenecks["longest_collective"] = {sim.longest_collective.name, sim.longest_collective.time_ms};
   bottlenecks["binding_pp_stage"] = sim.binding_pp_stage;
+  const LinkLoad* busiest = busiest_link(sim);
+  bottlenecks["busiest_link"] = busiest ? to_json(sim)["links"][busiest - sim.links.data()] : json();
   report.update({{"step_time_ms", sim.step_time_ms},
                  {"forward_ms", sim.forward_ms},
                  {"backward_ms", sim.backward_ms},
@@ -170,6 +188,7 @@ json full_json(const Graph& g, const ShardSection& shard, const MemSection& mem,
                  {"hfu", rate.hfu},
                  {"per_pp_rank_step_time_ms", sim.per_pp_rank_step_time_ms},
                  {"bubble_fraction", sim.bubble_fraction},
+                 {"collective_slowdown", sim.collective_slowdown},
                  {"collective_by_group_ms", to_json(sim)["collective_by_group_ms"]}});
   return report;
 }

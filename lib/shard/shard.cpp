@@ -28,6 +28,7 @@ void check_layout(const ModelConfig& model, const ShardOptions& options, int64_t
   check_low_precision(options);
   if (options.gpus && *options.gpus != p.world_size())
     throw DataError("tp*cp*pp*dp=" + str(p.world_size()) + " does not match gpus=" + str(*options.gpus));
+  rank_order(p);  // refuses an order that names an unknown dimension or leaves one out
   require_divides(p.tp, "tp", model.num_attention_heads, "num_attention_heads");
   require_divides(p.tp, "tp", model.num_query_groups, "num_query_groups");
   require_divides(p.tp, "tp", model.ffn_hidden_size, "ffn_hidden_size");

@@ -10,11 +10,25 @@ TimedOp timed_from(const json& j, const std::string& path) {
   return TimedOp{require_as<std::string>(j, "name", path), require_as<double>(j, "time_ms", path)};
 }
 
+json link_load(const LinkLoad& l) {
+  return {{"name", l.name},       {"level", l.level},           {"bandwidth_GBps", l.bandwidth_GBps},
+          {"busy_ms", l.busy_ms}, {"bytes", l.bytes},           {"utilization", l.utilization},
+          {"max_flows", l.max_flows}};
+}
+LinkLoad link_load_from(const json& j, const std::string& path) {
+  return LinkLoad{require_as<std::string>(j, "name", path),  require_as<int64_t>(j, "level", path),
+                  require_as<double>(j, "bandwidth_GBps", path), require_as<double>(j, "busy_ms", path),
+                  require_as<double>(j, "bytes", path),        require_as<double>(j, "utilization", path),
+                  require_as<int64_t>(j, "max_flows", path)};
+}
+
 }  // namespace
 
 json to_json(const SimSection& s) {
   json top = json::array();
   for (const auto& t : s.top_ops) top.push_back(timed(t));
+  json links = json::array();
+  for (const auto& l : s.links) links.push_back(link_load(l));
   json groups = json::object();
   for (const auto& [group, time] : s.collective_by_group_ms)
     groups[group] = {{"total_ms", time.total_ms}, {"exposed_ms", time.exposed_ms}};
@@ -32,7 +46,10 @@ json to_json(const SimSection& s) {
           {"dominant_op_type", s.dominant_op_type},
           {"longest_collective", timed(s.longest_collective)},
           {"binding_pp_stage", s.binding_pp_stage},
-          {"hardware_flops_per_rank", s.hardware_flops_per_rank}};
+          {"hardware_flops_per_rank", s.hardware_flops_per_rank},
+          {"links", links},
+          {"busiest_link", s.busiest_link},
+          {"collective_slowdown", s.collective_slowdown}};
 }
 
 SimSection sim_from_json(const json& j, const std::string& path) {
@@ -58,6 +75,12 @@ SimSection sim_from_json(const json& j, const std::string& path) {
   s.longest_collective = timed_from(require(j, "longest_collective", path), path + "/longest_collective");
   s.binding_pp_stage = require_as<int64_t>(j, "binding_pp_stage", path);
   s.hardware_flops_per_rank = require_as<double>(j, "hardware_flops_per_rank", path);
+  // Format 1.2 graphs simulated no flows: no links, collectives as long as alone.
+  if (!j.contains("links")) return s;
+  const json& links = require(j, "links", path);
+  for (size_t i = 0; i < links.size(); ++i) s.links.push_back(link_load_from(links[i], path + "/links/" + std::to_string(i)));
+  s.busiest_link = require_as<std::string>(j, "busiest_link", path);
+  s.collective_slowdown = require_as<double>(j, "collective_slowdown", path);
   return s;
 }
 

@@ -18,6 +18,17 @@ struct GroupTime {
   double exposed_ms = 0;  // wall time one runs while the compute stream is idle
 };
 
+// The traffic of one network link (a cost section link) of the binding rank over the step.
+struct LinkLoad {
+  std::string name;  // the topology level's kind
+  int64_t level = 0;
+  double bandwidth_GBps = 0;  // capacity
+  double busy_ms = 0;         // wall time with at least one flow on it
+  double bytes = 0;           // moved on it, summed over flows
+  double utilization = 0;     // bytes / (bandwidth * step time)
+  int64_t max_flows = 0;      // most flows on it at once
+};
+
 struct SimSection {
   double step_time_ms = 0;
   double forward_ms = 0;    // compute-stream busy time of forward ops
@@ -34,6 +45,9 @@ struct SimSection {
   int64_t binding_pp_stage = 0;
   double bubble_fraction = 0;  // binding rank: share of its micro-batch phase waiting for other ranks
   double hardware_flops_per_rank = 0;  // FLOPs executed by one rank in the step
+  std::vector<LinkLoad> links;  // binding rank, one per cost link
+  std::string busiest_link;     // name of the most utilized of `links`; "" when none moved bytes
+  double collective_slowdown = 1;  // binding rank: simulated / standalone collective time
 };
 
 nlohmann::json to_json(const SimSection& sim);

@@ -5,6 +5,7 @@
 #include <boost/graph/topological_sort.hpp>
 #include <functional>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <queue>
 #include <tuple>
@@ -14,17 +15,57 @@ namespace {
 
 constexpr double kMsPerUs = 1e-3;
 constexpr size_t kTopOps = 10;
+constexpr double kBytesPerUsPerGBps = 1e3;  // 1 GB/s = 1e9 bytes / 1e6 us
+// A flow with less than this share of its bytes left is done (floating-point drift of the
+// remaining-bytes bookkeeping).
+constexpr double kDoneFraction = 1e-9;
 
 // One run of a shard op: once per micro-batch for microbatch-scope ops, once per step otherwise.
 struct Instance {
   int64_t op = 0;
   int64_t microbatch = -1;  // -1 for step_start and step ops
   size_t queue = 0;         // index of its (rank, stream) queue
-  double duration_us = 0;
+  double standalone_us = 0;  // its cost time_us: its duration when it shares no link
+  double duration_us = 0;    // simulated: standalone_us, or finish - start with phases
   std::vector<size_t> dependents;
   size_t unfinished_deps = 0;
   double start_us = 0;
   double finish_us = 0;
+  int64_t flow = -1;  // its Flow when its cost has phases, else -1: it lasts standalone_us
+};
+
+// The phases of one instance whose cost has phases, and the flow of the current one.
+struct Flow {
+  size_t instance = 0;
+  int64_t rank = 0;
+  const std::vector<Phase>* phases = nullptr;
+  size_t phase = 0;           // the current one
+  double remaining_bytes = 0;
+  double cap = 0;             // bytes/us: the phase's bandwidth_GBps
+  double rate = 0;            // bytes/us, while on its links
+  uint64_t version = 0;       // bumped on every rate change: older finish events are stale
+  double next_rate = 0;       // water-filling scratch
+  bool frozen = false;        // water-filling scratch
+};
+
+// One cost link of one pipeline rank.
+struct LinkState {
+  double capacity = 0;  // bytes/us
+  int64_t flows = 0;    // on it now
+  int64_t max_flows = 0;
+  double busy_us = 0;   // wall time with at least one flow on it
+  double bytes = 0;     // moved on it: load times bytes, summed over flows
+  double spare = 0;        // water-filling scratch: capacity left
+  int64_t unfrozen = 0;    // water-filling scratch: flows not yet given a rate
+  double weight = 0;       // water-filling scratch: their summed loads on the link
+  bool saturated = false;  // water-filling scratch
+};
+
+// The links of one pipeline rank and its flows on them.
+struct RankNetwork {
+  std::vector<LinkState> links;
+  std::vector<size_t> active;  // Flow indices, in the order they started
+  double updated_us = 0;       // remaining bytes and busy times are up to this time
 };
 
 // An in-order stream of one pipeline rank, like a CUDA stream: one instance at a time, in
@@ -40,6 +81,8 @@ struct StreamQueue {
 struct Timeline {
   std::vector<Instance> instances;
   std::vector<StreamQueue> queues;
+  std::vector<Flow> flows;
+  std::vector<RankNetwork> networks;  // by pipeline rank; empty when the cost has no links
 };
 
 std::string op_path(int64_t id) { return "/shard/ops/" + std::to_string(id); }
@@ -96,9 +139,19 @@ Timeline expand_step(const ShardSection& shard, const CostSection& cost) {
       size_t slot = static_cast<size_t>(std::max<int64_t>(scheduled.microbatch, 0));
       of_op.resize(std::max(of_op.size(), slot + 1));
       of_op[slot] = index;
-      t.instances.push_back(
-          Instance{op.id, scheduled.microbatch, it->second, cost.ops[op.id].time_us, {}, op.deps.size(), 0, 0});
+      const OpCost& op_cost = cost.ops[op.id];
+      Instance instance{op.id, scheduled.microbatch, it->second, op_cost.time_us, op_cost.time_us, {}, op.deps.size()};
+      if (!op_cost.phases.empty()) {
+        instance.flow = static_cast<int64_t>(t.flows.size());
+        t.flows.push_back(Flow{index, rank, &op_cost.phases});
+      }
+      t.instances.push_back(instance);
     }
+  if (!cost.links.empty()) {
+    RankNetwork network;
+    for (const Link& link : cost.links) network.links.push_back(LinkState{link.bandwidth_GBps * kBytesPerUsPerGBps});
+    t.networks.assign(shard.parallelism.pp, network);
+  }
   for (size_t index = 0; index < t.instances.size(); ++index) {
     const Instance& instance = t.instances[index];
     for (int64_t dep : shard.ops[instance.op].deps) {
@@ -112,50 +165,206 @@ Timeline expand_step(const ShardSection& shard, const CostSection& cost) {
   return t;
 }
 
-// Runs the event loop: an instance starts when it heads its stream queue, the stream is idle
-// and its deps have finished. Events are ordered by time, then by the order they were made.
-void run(Timeline& t) {
-  struct Finish {
+// Max-min fair rates by progressive filling: all flows not yet given a rate grow together; a
+// flow at rate r puts loads[k] * r on its link k; it stops growing at its cap, or when one of
+// its links is full. Sets next_rate of the network's active flows.
+void fill_rates(RankNetwork& network, std::vector<Flow>& flows) {
+  for (LinkState& link : network.links) link.spare = link.capacity, link.unfrozen = 0, link.weight = 0;
+  for (size_t f : network.active) {
+    flows[f].frozen = false;
+    const Phase& phase = (*flows[f].phases)[flows[f].phase];
+    for (size_t k = 0; k < phase.links.size(); ++k) {
+      LinkState& link = network.links[phase.links[k]];
+      ++link.unfrozen;
+      link.weight += phase.loads[k];
+    }
+  }
+  // The rate at which a link fills up when all its flows still growing run at that rate.
+  auto link_share = [](const LinkState& link) { return std::max(0.0, link.spare) / link.weight; };
+  // Relative slack, so that links and caps equal up to rounding freeze in the same round.
+  constexpr double kSameLevel = 1 + 1e-12;
+  for (size_t left = network.active.size(); left > 0;) {
+    double level = std::numeric_limits<double>::infinity();
+    for (size_t f : network.active)
+      if (!flows[f].frozen) level = std::min(level, flows[f].cap);
+    for (const LinkState& link : network.links)
+      if (link.unfrozen > 0) level = std::min(level, link_share(link));
+    for (LinkState& link : network.links) link.saturated = link.unfrozen > 0 && link_share(link) <= level * kSameLevel;
+    for (size_t f : network.active) {
+      Flow& flow = flows[f];
+      if (flow.frozen) continue;
+      const Phase& phase = (*flow.phases)[flow.phase];
+      bool bound = flow.cap <= level * kSameLevel || std::any_of(phase.links.begin(), phase.links.end(), [&](int64_t l) {
+                     return network.links[l].saturated;
+                   });
+      if (!bound) continue;
+      flow.frozen = true;
+      flow.next_rate = std::min(flow.cap, level);
+      for (size_t k = 0; k < phase.links.size(); ++k) {
+        LinkState& link = network.links[phase.links[k]];
+        link.spare -= phase.loads[k] * flow.next_rate;
+        link.weight -= phase.loads[k];
+        --link.unfrozen;
+      }
+      --left;
+    }
+  }
+}
+
+// The event loop: an instance starts when it heads its stream queue, the stream is idle and
+// its deps have finished. An instance without phases then lasts its standalone time; one with
+// phases runs each phase's latency, then its flow over the rank's links, sharing them with the
+// rank's other flows (docs/syssim-sim.md, "Network flows"). Events are ordered by time, then
+// by the order they were made.
+class EventLoop {
+ public:
+  explicit EventLoop(Timeline& t) : t_(t) {}
+
+  void run() {
+    for (size_t q = 0; q < t_.queues.size(); ++q) try_start(q, 0.0);
+    while (!events_.empty()) {
+      Event event = events_.top();
+      events_.pop();
+      switch (event.kind) {
+        case Kind::kFinish: finish(event.instance, event.time_us); break;
+        case Kind::kLatencyEnd: start_flow(event.instance, event.time_us); break;
+        case Kind::kFlowEnd:
+          if (t_.flows[t_.instances[event.instance].flow].version == event.version) end_flow(event.instance, event.time_us);
+          break;
+      }
+    }
+    for (const StreamQueue& queue : t_.queues)
+      if (queue.head < queue.instances.size()) {
+        int64_t op = t_.instances[queue.instances[queue.head]].op;
+        throw DataError(op_path(op) + ": never starts on stream \"" + queue.stream + "\" of pipeline rank " +
+                        std::to_string(queue.rank) + ": its deps wait, directly or through stream order, for ops issued after it");
+      }
+  }
+
+ private:
+  enum class Kind : uint8_t { kFinish, kLatencyEnd, kFlowEnd };
+  struct Event {
     double time_us;
     uint64_t sequence;
     size_t instance;
+    Kind kind;
+    uint64_t version;  // kFlowEnd: the flow's version when it was made
   };
-  auto later = [](const Finish& a, const Finish& b) {
-    return std::tie(a.time_us, a.sequence) > std::tie(b.time_us, b.sequence);
+  struct Later {
+    bool operator()(const Event& a, const Event& b) const {
+      return std::tie(a.time_us, a.sequence) > std::tie(b.time_us, b.sequence);
+    }
   };
-  std::priority_queue<Finish, std::vector<Finish>, decltype(later)> events(later);
-  uint64_t sequence = 0;
-  auto try_start = [&](size_t queue_index, double now_us) {
-    StreamQueue& queue = t.queues[queue_index];
+
+  void push(double time_us, size_t instance, Kind kind, uint64_t version = 0) {
+    events_.push(Event{time_us, sequence_++, instance, kind, version});
+  }
+
+  void try_start(size_t queue_index, double now_us) {
+    StreamQueue& queue = t_.queues[queue_index];
     if (queue.busy || queue.head == queue.instances.size()) return;
     size_t index = queue.instances[queue.head];
-    Instance& instance = t.instances[index];
+    Instance& instance = t_.instances[index];
     if (instance.unfinished_deps > 0) return;
     queue.busy = true;
     instance.start_us = now_us;
-    instance.finish_us = now_us + instance.duration_us;
-    events.push(Finish{instance.finish_us, sequence++, index});
-  };
+    if (instance.flow < 0) {
+      instance.finish_us = now_us + instance.duration_us;
+      push(instance.finish_us, index, Kind::kFinish);
+    } else {
+      begin_phase(index, now_us);
+    }
+  }
 
-  for (size_t q = 0; q < t.queues.size(); ++q) try_start(q, 0.0);
-  while (!events.empty()) {
-    Finish event = events.top();
-    events.pop();
-    const Instance& finished = t.instances[event.instance];
-    StreamQueue& queue = t.queues[finished.queue];
+  void finish(size_t index, double now_us) {
+    Instance& finished = t_.instances[index];
+    if (finished.flow >= 0) finished.finish_us = now_us, finished.duration_us = now_us - finished.start_us;
+    StreamQueue& queue = t_.queues[finished.queue];
     queue.busy = false;
     ++queue.head;
-    for (size_t dependent : finished.dependents) --t.instances[dependent].unfinished_deps;
-    try_start(finished.queue, event.time_us);
-    for (size_t dependent : finished.dependents) try_start(t.instances[dependent].queue, event.time_us);
+    for (size_t dependent : finished.dependents) --t_.instances[dependent].unfinished_deps;
+    try_start(finished.queue, now_us);
+    for (size_t dependent : finished.dependents) try_start(t_.instances[dependent].queue, now_us);
   }
-  for (const StreamQueue& queue : t.queues)
-    if (queue.head < queue.instances.size()) {
-      int64_t op = t.instances[queue.instances[queue.head]].op;
-      throw DataError(op_path(op) + ": never starts on stream \"" + queue.stream + "\" of pipeline rank " +
-                      std::to_string(queue.rank) + ": its deps wait, directly or through stream order, for ops issued after it");
+
+  // The phase's latency first, through an event even when it is 0, so that a chain of empty
+  // phases and instances does not recurse.
+  void begin_phase(size_t index, double now_us) {
+    const Flow& flow = t_.flows[t_.instances[index].flow];
+    push(now_us + (*flow.phases)[flow.phase].latency_us, index, Kind::kLatencyEnd);
+  }
+
+  void next_phase(size_t index, double now_us) {
+    Flow& flow = t_.flows[t_.instances[index].flow];
+    if (++flow.phase < flow.phases->size()) {
+      begin_phase(index, now_us);
+    } else {
+      finish(index, now_us);
     }
-}
+  }
+
+  void start_flow(size_t index, double now_us) {
+    size_t f = t_.instances[index].flow;
+    Flow& flow = t_.flows[f];
+    const Phase& phase = (*flow.phases)[flow.phase];
+    if (phase.bytes <= 0) return next_phase(index, now_us);
+    RankNetwork& network = t_.networks[flow.rank];
+    advance(network, now_us);
+    flow.remaining_bytes = phase.bytes;
+    flow.cap = phase.bandwidth_GBps * kBytesPerUsPerGBps;
+    flow.rate = 0;
+    network.active.push_back(f);
+    for (size_t k = 0; k < phase.links.size(); ++k) {
+      LinkState& link = network.links[phase.links[k]];
+      link.max_flows = std::max(link.max_flows, ++link.flows);
+      link.bytes += phase.loads[k] * phase.bytes;
+    }
+    share(network, now_us);
+  }
+
+  void end_flow(size_t index, double now_us) {
+    size_t f = t_.instances[index].flow;
+    Flow& flow = t_.flows[f];
+    RankNetwork& network = t_.networks[flow.rank];
+    advance(network, now_us);
+    flow.remaining_bytes = 0;
+    network.active.erase(std::find(network.active.begin(), network.active.end(), f));
+    for (int64_t l : (*flow.phases)[flow.phase].links) --network.links[l].flows;
+    share(network, now_us);
+    next_phase(index, now_us);
+  }
+
+  // Moves the network's flows and busy times on to now_us at their current rates.
+  void advance(RankNetwork& network, double now_us) {
+    double elapsed_us = now_us - network.updated_us;
+    network.updated_us = now_us;
+    if (elapsed_us <= 0) return;
+    for (size_t f : network.active) {
+      Flow& flow = t_.flows[f];
+      flow.remaining_bytes = std::max(0.0, flow.remaining_bytes - flow.rate * elapsed_us);
+    }
+    for (LinkState& link : network.links)
+      if (link.flows > 0) link.busy_us += elapsed_us;
+  }
+
+  // New max-min rates for the network's flows; a flow whose rate changes gets a new finish event.
+  void share(RankNetwork& network, double now_us) {
+    fill_rates(network, t_.flows);
+    for (size_t f : network.active) {
+      Flow& flow = t_.flows[f];
+      if (flow.next_rate == flow.rate) continue;
+      flow.rate = flow.next_rate;
+      ++flow.version;
+      const double bytes = (*flow.phases)[flow.phase].bytes;
+      double finish_us = flow.remaining_bytes <= kDoneFraction * bytes ? now_us : now_us + flow.remaining_bytes / flow.rate;
+      push(finish_us, flow.instance, Kind::kFlowEnd, flow.version);
+    }
+  }
+
+  Timeline& t_;
+  std::priority_queue<Event, std::vector<Event>, Later> events_;
+  uint64_t sequence_ = 0;
+};
 
 // The instances of one pipeline rank.
 std::vector<const Instance*> instances_of_rank(const Timeline& t, int64_t rank) {
@@ -214,6 +423,7 @@ TimedOp timed(const ShardOp& op, double time_us) {
 
 // Phase, kind and collective-group totals of one rank's instances.
 void add_durations(const ShardSection& shard, const std::vector<const Instance*>& instances, SimSection& sim) {
+  double collective_standalone_ms = 0;
   for (const Instance* instance : instances) {
     const ShardOp& op = shard.ops[instance->op];
     double ms = instance->duration_us * kMsPerUs;
@@ -221,6 +431,7 @@ void add_durations(const ShardSection& shard, const std::vector<const Instance*>
     if (op.kind == "collective") {
       sim.collective_total_ms += ms;
       sim.collective_by_group_ms[op.group].total_ms += ms;
+      collective_standalone_ms += instance->standalone_us * kMsPerUs;
     } else if (op.phase == "fwd") {
       sim.forward_ms += ms;
     } else if (op.phase == "bwd") {
@@ -231,6 +442,7 @@ void add_durations(const ShardSection& shard, const std::vector<const Instance*>
       throw DataError(op_path(op.id) + "/phase: expected fwd, bwd or optimizer, got \"" + op.phase + "\"");
     }
   }
+  if (collective_standalone_ms > 0) sim.collective_slowdown = sim.collective_total_ms / collective_standalone_ms;
   double dominant_ms = -1;
   for (const auto& [kind, ms] : sim.by_op_type_ms)
     if (ms > dominant_ms) dominant_ms = ms, sim.dominant_op_type = kind;
@@ -255,7 +467,22 @@ void find_longest_ops(const ShardSection& shard, const std::vector<const Instanc
 
 // Step time of each rank (the finish of its last instance), the binding rank (the slowest),
 // and that rank's totals, exposed communication and pipeline bubble (docs/syssim-sim.md).
-SimSection summarize(const ShardSection& shard, const Timeline& t) {
+// The traffic of the binding rank's links over a step of `step_us`, and the most utilized.
+void add_link_loads(const CostSection& cost, const Timeline& t, SimSection& sim, double step_us) {
+  if (t.networks.empty()) return;
+  const RankNetwork& network = t.networks[sim.binding_pp_stage];
+  double busiest = 0;
+  for (size_t l = 0; l < cost.links.size(); ++l) {
+    const Link& link = cost.links[l];
+    const LinkState& state = network.links[l];
+    double utilization = step_us > 0 ? state.bytes / (state.capacity * step_us) : 0;
+    sim.links.push_back(LinkLoad{link.name, link.level, link.bandwidth_GBps, state.busy_us * kMsPerUs, state.bytes,
+                                 utilization, state.max_flows});
+    if (utilization > busiest) busiest = utilization, sim.busiest_link = link.name;
+  }
+}
+
+SimSection summarize(const ShardSection& shard, const CostSection& cost, const Timeline& t) {
   SimSection sim;
   std::vector<double> finish_us(shard.parallelism.pp, 0.0);
   double flops = 0;
@@ -273,6 +500,7 @@ SimSection summarize(const ShardSection& shard, const Timeline& t) {
   std::vector<const Instance*> instances = instances_of_rank(t, sim.binding_pp_stage);
   add_durations(shard, instances, sim);
   find_longest_ops(shard, instances, sim);
+  add_link_loads(cost, t, sim, *binding);
   auto on_stream = [&](const std::string& stream) {
     return [&t, stream](const Instance& i) { return t.queues[i.queue].stream == stream; };
   };
@@ -306,9 +534,10 @@ void simulate_graph(Graph& g) {
   if (shard.num_microbatches < 1)
     throw DataError("/shard/num_microbatches: expected at least 1, got " + std::to_string(shard.num_microbatches));
   check_ops(shard);
+  check_network(cost, "/cost");  // cost_from_json checks this too; a graph built in memory may not be
   Timeline timeline = expand_step(shard, cost);
-  run(timeline);
-  g.sim = summarize(shard, timeline);
+  EventLoop(timeline).run();
+  g.sim = summarize(shard, cost, timeline);
 }
 
 }  // namespace syssim

@@ -25,7 +25,7 @@ roofline_graph() {
 @test "syssim-cost --version prints the graph format version" {
   run syssim-cost --version
   assert_success
-  assert_output --regexp "^syssim-cost [0-9.]+ \(graph format 1\.2\)$"
+  assert_output --regexp "^syssim-cost [0-9.]+ \(graph format 1\.3\)$"
 }
 
 @test "an unknown flag is bad usage (exit 2, one line)" {
@@ -69,12 +69,14 @@ roofline_graph() {
   assert_output "syssim-cost: error: $BATS_TEST_TMPDIR/hw.yaml: topology.levels[0]: unknown key 'bandwith_GBps' (did you mean 'bandwidth_GBps'?)"
 }
 
-@test "a job that spans nodes needs inter_node_bandwidth_GBps" {
-  h100_copy | grep -v '^inter_node_bandwidth_GBps' > "$BATS_TEST_TMPDIR/hw.yaml"
+@test "a job that spans nodes needs a scale-out network" {
+  # The H100 preset with only its NVLink level (the rail and spine levels cut off).
+  h100_copy | awk '/- kind: rail/ { skip = 1 } skip && /^      / { next } /- kind: (rail|spine)/ { next } { skip = 0; print }' \
+    > "$BATS_TEST_TMPDIR/hw.yaml"
   run syssim-cost --hardware "$BATS_TEST_TMPDIR/hw.yaml" \
     -i "$(stage_of llama3-8b shard --dp 16 --seq-length 1024 --global-batch 16)"
   assert_failure 1
-  assert_output "syssim-cost: error: hardware h100-sxm-80gb: inter_node_bandwidth_GBps is required: the dp group spans 16 ranks, more than gpus_per_node=8"
+  assert_output "syssim-cost: error: hardware h100-sxm-80gb: a scale-out network (topology.levels[1] or inter_node_bandwidth_GBps) is required: a group of 16 ranks over 2 nodes crosses nodes (gpus_per_node=8), needed by the dp all_reduce at /shard/ops/907"
 }
 
 @test "-o writes the graph to the file; a failed run leaves no file behind" {
@@ -153,14 +155,15 @@ roofline_graph() {
   assert_close "$time" "$(awk -v m="$m" 'BEGIN { printf "%.17g", 2 * 3 / 4 * m / (450e3 * 0.822) + 2 * 3 * 1.9 }')"
 }
 
-@test "a DP group of 16 ranks spans two nodes: hierarchical, M/8 over each GPU's 50 GB/s NIC (docs/network.md)" {
+@test "a DP group of 16 ranks spans two nodes: a ring with 1/8 of it on each GPU's 47 GB/s NIC (docs/network.md)" {
   run jq -r "$pairs"' | map(select(.[0].group == "dp"))[] | "\(.[0].group_size) \(.[0].message_bytes) \(.[1].time_us)"' \
     "$(stage_of llama3-8b cost --dp 16 --seq-length 1024 --global-batch 16)"
   read -r n m time <<< "$output"
   [ "$n" = 16 ]
-  # Reduce-scatter and all-gather in the node (7 steps of M/8 at 450 GB/s * 0.822, 1.9 us each),
-  # between them a 2-rank ring all-reduce of M/8 per GPU on its NIC (50 GB/s, 4 us per step).
-  assert_close "$time" "$(awk -v m="$m" 'BEGIN { printf "%.17g", 2 * (7 / 8 * m / (450e3 * 0.822) + 7 * 1.9) + 2 * 1 / 2 * (m / 8) / 50e3 + 2 * 1 * 4.0 }')"
+  # A ring over 16 ranks crosses each node once per step, so each GPU's NIC (50 GB/s x 0.94)
+  # carries 1/8 of the ring's 2 * 15/16 * M and its NVLink 7 times that (329 < 369.9 GB/s: the
+  # NIC binds); 30 steps of 4 us. This beats the hierarchical all-reduce and the tree.
+  assert_close "$time" "$(awk -v m="$m" 'BEGIN { printf "%.17g", 2 * 15 / 16 * m / 8 / 47e3 + 30 * 4.0 }')"
 }
 
 @test "docs/syssim-cost.md: an all-reduce of 1 GiB over the 8 GPUs of a node takes 3918.48 us (NVLS)" {

@@ -15,7 +15,7 @@ API_KEYS=(step_time_ms forward_ms backward_ms optimizer_ms collective_total_ms c
 # (ms with 4 decimals, TFLOP/s with 2, MFU/HFU in percent with 2, GB with 3).
 text_from_json() {
   local json="$1" step fwd bwd opt coll exposed tflops mfu hfu peak param grad optst act temp
-  local dominant top longest stage module oom
+  local dominant top longest stage module oom busiest
   IFS=$'\t' read -r step fwd bwd opt coll exposed tflops mfu hfu peak param grad optst act temp dominant longest stage module oom \
     < <(jq -r '[.step_time_ms, .forward_ms, .backward_ms, .optimizer_ms, .collective_total_ms, .collective_exposed_ms,
                .achieved_tflops, .mfu * 100, .hfu * 100, .peak_memory_gb, .param_bytes / 1e9, .grad_bytes / 1e9,
@@ -28,6 +28,10 @@ text_from_json() {
   top="[${top%, }]"
   if [ "$longest" != none ]; then longest=$(printf "('%s', %.4f)" ${longest}); fi
   if [ "$oom" != none ]; then oom=$(printf "capacity %.3f GB, required %.3f GB, excess %.3f GB" ${oom}); fi
+  busiest=$(jq -r '.bottlenecks.busiest_link // empty | "\(.name)\t\(.level)\t\(.bandwidth_GBps)\t\(.utilization * 100)\t\(.busy_ms)"' <<< "$json" |
+    while IFS=$'\t' read -r name level bw util busy; do
+      printf '    busiest_link       = %s (level %d, %.1f GB/s per GPU): %.2f%% utilized, busy %.4f ms\n' "$name" "$level" "$bw" "$util" "$busy"
+    done)
   printf 'SimulationReport(\n'
   printf '  step_time_ms        = %.4f\n' "$step"
   printf '    forward_ms        = %.4f\n' "$fwd"
@@ -52,6 +56,7 @@ text_from_json() {
   printf '    dominant_op_type   = %s\n' "$dominant"
   printf '    top_ops_by_time    = %s\n' "$top"
   printf '    longest_collective = %s\n' "$longest"
+  if [ -n "$busiest" ]; then printf '%s\n' "$busiest"; fi
   printf '    binding_pp_stage   = %s\n' "$stage"
   printf '    peak_module        = %s\n' "$module"
   printf '    oom                = %s\n' "$oom"
@@ -72,7 +77,7 @@ text_from_json() {
 @test "syssim-report --version prints the graph format version" {
   run syssim-report --version
   assert_success
-  assert_output --regexp "^syssim-report [0-9.]+ \(graph format 1\.2\)$"
+  assert_output --regexp "^syssim-report [0-9.]+ \(graph format 1\.3\)$"
 }
 
 @test "an unknown flag is bad usage (exit 2, one line)" {
@@ -148,7 +153,7 @@ text_from_json() {
     .model_flops_per_step == $g[0].shard.model_flops_per_step,
     .parallelism == $g[0].shard.parallelism, .training == $g[0].shard.training, .hardware == $g[0].cost.hardware,
     .model == $g[0].model, (.bottlenecks | keys), (.bottlenecks.top_ops_by_time | length)]' "$BATS_TEST_TMPDIR/r.json"
-  assert_output '[true,true,true,true,true,true,true,["binding_pp_stage","dominant_op_type","longest_collective","oom","peak_module","top_ops_by_time"],10]'
+  assert_output '[true,true,true,true,true,true,true,["binding_pp_stage","busiest_link","dominant_op_type","longest_collective","oom","peak_module","top_ops_by_time"],10]'
 }
 
 @test "json: achieved TFLOP/s = model FLOPs / (step time x GPUs); mfu = achieved / 989; hfu = mfu" {

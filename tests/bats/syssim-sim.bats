@@ -26,7 +26,7 @@ simjq() { # simjq GRAPH FILTER: run FILTER with the helpers above and $n bound.
 @test "syssim-sim --version prints the graph format version" {
   run syssim-sim --version
   assert_success
-  assert_output --regexp "^syssim-sim [0-9.]+ \(graph format 1\.2\)$"
+  assert_output --regexp "^syssim-sim [0-9.]+ \(graph format 1\.3\)$"
 }
 
 @test "an unknown flag is bad usage (exit 2, one line)" {
@@ -155,4 +155,55 @@ simjq() { # simjq GRAPH FILTER: run FILTER with the helpers above and $n bound.
   a=$(syssim-sim < "$(stage_of llama3-8b cost "${TP2[@]}")" | sha256sum)
   b=$(syssim-sim < "$(stage_of llama3-8b cost "${TP2[@]}")" | sha256sum)
   [ "$a" = "$b" ]
+}
+
+# Network flows (docs/syssim-sim.md): TP 2 + DP 4 in one node puts every collective on nvlink.
+# jq: a list of {link, bytes}, one per phase instance and link, bytes weighted by the load.
+loads='def link_loads: [[.shard.ops, .cost.ops] | transpose[] | select(.[1].phases) | instances as $k
+  | .[1].phases[] | .bytes as $b | [.links, .loads] | transpose[] | {link: .[0], bytes: (.[1] * $b * $k)}];'
+
+@test "TP 2 + DP 4: each link carries its phases' loaded bytes; utilization is bytes over capacity x step" {
+  run simjq "$(stage_of llama3-8b sim "${TP2[@]}")" "$loads"'
+    (.sim.step_time_ms / 1000) as $step_s | link_loads as $loads
+    | [(.sim.links | map(.name)) == (.cost.links | map(.name)),
+       (.sim.links | to_entries | all(.key as $l | near(.value.bytes; [$loads[] | select(.link == $l) | .bytes] | add // 0))),
+       all(.sim.links[]; near(.utilization; .bytes / (.bandwidth_GBps * 1e9 * $step_s))),
+       .sim.busiest_link == (.sim.links | max_by(.utilization) | .name), (.sim.links[0].busy_ms > 0)]'
+  assert_output '[true,true,true,true,true]'
+}
+
+@test "a cost without links or phases (format 1.2) simulates collectives as time_us" {
+  jq -c 'del(.cost.links) | .cost.ops[] |= del(.phases)' "$(stage_of llama3-8b cost "${TP2[@]}")" > "$BATS_TEST_TMPDIR/old.graph"
+  syssim-sim -i "$BATS_TEST_TMPDIR/old.graph" -o "$BATS_TEST_TMPDIR/old.sim.graph"
+  run jq -c '(.sim.longest_collective.name | split("_")[0] | tonumber) as $id
+    | [.sim.links, .sim.busiest_link, .sim.collective_slowdown, .sim.longest_collective.time_ms == .cost.ops[$id].time_us * 1e-3]' \
+    "$BATS_TEST_TMPDIR/old.sim.graph"
+  assert_output '[[],"",1,true]'
+}
+
+@test "flows from a jq-edited cost: the exposed DP all-reduce over a new 10 GB/s link moves the step by hand" {
+  # The DP gradient all-reduce (fully exposed; every later op waits for it) becomes 100 us of
+  # latency, then 2e8 bytes on a new 10 GB/s link: 2e8 / 10e3 B/us = 20000 us, then a 50 us
+  # phase of no bytes: 20.15 ms in all. The step moves by 20.15 ms less its old time_us.
+  cost=$(stage_of llama3-8b cost "${TP2[@]}")
+  id=$(jq '[.shard.ops[] | select(.group == "dp" and .scope == "step")][0].id' "$cost")
+  jq -c --argjson id "$id" '.cost.links += [{name: "test", level: 3, bandwidth_GBps: 10}]
+    | .cost.ops[$id].phases = [{links: [3], loads: [1], bytes: 2e8, bandwidth_GBps: 10, latency_us: 100},
+                               {links: [], loads: [], bytes: 0, bandwidth_GBps: 0, latency_us: 50}]
+    | .cost.ops[$id].time_us = 20150' "$cost" > "$BATS_TEST_TMPDIR/edited.graph"
+  before=$(stage_of llama3-8b sim "${TP2[@]}")
+  syssim-sim -i "$BATS_TEST_TMPDIR/edited.graph" -o "$BATS_TEST_TMPDIR/after.graph"
+  [ "$(jq '.sim.collective_by_group_ms.dp | .total_ms == .exposed_ms' "$before")" = true ]
+  assert_close "$(jq .sim.step_time_ms "$BATS_TEST_TMPDIR/after.graph")" \
+    "$(jq --argjson id "$id" '.sim.step_time_ms - .cost.ops[$id].time_us / 1000 + 20.15' "$before")"
+  run simjq "$BATS_TEST_TMPDIR/after.graph" '.sim | [.busiest_link, .links[3].bytes, .links[3].max_flows,
+    near(.links[3].busy_ms; 20), near(.collective_by_group_ms.dp.total_ms; 20.15), near(.collective_slowdown; 1)]'
+  assert_output '["test",200000000,1,true,true,true]'
+}
+
+@test "overlapped gradient reduction: DP and TP collectives share nvlink and slow each other down" {
+  graph=$(stage_of llama3-8b sim "${TP2[@]}" --overlap-grad-reduce --distributed-optimizer --overlap-param-gather)
+  run simjq "$graph" '[.sim.links[0].name, .sim.links[0].max_flows, (.sim.collective_slowdown > 1),
+    near(.sim.collective_total_ms; .sim.collective_slowdown * sum_ms(select(.[0].kind == "collective")))]'
+  assert_output '["nvlink",2,true,true]'
 }

@@ -19,7 +19,7 @@ model_with() {
 @test "syssim-trace --version prints the graph format version" {
   run syssim-trace --version
   assert_success
-  assert_output --regexp "^syssim-trace [0-9.]+ \(graph format 1\.2\)$"
+  assert_output --regexp "^syssim-trace [0-9.]+ \(graph format 1\.3\)$"
 }
 
 @test "an unknown flag is bad usage (exit 2, one line)" {
@@ -78,13 +78,6 @@ model_with() {
   assert_output "syssim-trace: error: $file: key 'num_layers' has invalid value 'many'"
 }
 
-@test "a Hugging Face model source is refused, not ignored" {
-  printf 'name: x\nhuggingface: meta-llama/Meta-Llama-3-8B\n' > "$BATS_TEST_TMPDIR/hf.yaml"
-  run syssim-trace "$BATS_TEST_TMPDIR/hf.yaml"
-  assert_failure 1
-  assert_output "syssim-trace: error: $BATS_TEST_TMPDIR/hf.yaml: key 'huggingface': Hugging Face model sources are not supported yet; give the Megatron fields (num_layers, hidden_size, ...)"
-}
-
 @test "-o writes the graph to the file and nothing to standard output" {
   run syssim-trace "$MODELS/llama3-8b.yaml" -o "$BATS_TEST_TMPDIR/t.graph"
   assert_success
@@ -106,7 +99,7 @@ model_with() {
 
 @test "the graph has the format tag, the version, the model and trace sections and one provenance entry" {
   run jq -c '[.format, .version, keys, [.provenance[].tool], .provenance[0].args]' "$(trace_of llama3-8b)"
-  assert_output "[\"syssim-graph\",\"1.2\",[\"format\",\"model\",\"provenance\",\"trace\",\"version\"],[\"syssim-trace\"],[\"$MODELS/llama3-8b.yaml\",\"-o\",\"$BATS_FILE_TMPDIR/llama3-8b.graph\"]]"
+  assert_output "[\"syssim-graph\",\"1.3\",[\"format\",\"model\",\"provenance\",\"trace\",\"version\"],[\"syssim-trace\"],[\"$MODELS/llama3-8b.yaml\",\"-o\",\"$BATS_FILE_TMPDIR/llama3-8b.graph\"]]"
 }
 
 @test "llama3-8b: the axes are the architecture's (b and s stay free)" {

@@ -13,6 +13,7 @@
 
 #include "common/error.hpp"
 #include "config/config.hpp"
+#include "network/network.hpp"
 
 namespace fs = std::filesystem;
 using syssim::DataError;
@@ -25,7 +26,8 @@ const std::string kRoot = SYSSIM_SOURCE_DIR;
 const std::vector<std::string> kModels = {"llama3-8b", "llama3-70b", "llama3.1-405b", "qwen3-8b",
                                           "gpt3-175b", "gpt3-5b",    "llama2-7b",     "llama2-70b"};
 const std::vector<std::string> kHardware = {"a100-sxm-80gb", "h100-sxm-80gb", "h200-sxm",
-                                            "gh200",         "b200",          "mi300x",  "gb200-nvl72"};
+                                            "gh200",         "b200",          "mi300x",  "gb200-nvl72",
+                                            "h100-100gbe"};
 
 std::string model_path(const std::string& name) { return kRoot + "/configs/models/" + name + ".yaml"; }
 std::string hardware_path(const std::string& name) { return kRoot + "/configs/hardware/" + name + ".yaml"; }
@@ -131,8 +133,10 @@ TEST(Presets, EveryHardwarePresetLoadsAndIsNamedAfterItsFile) {
     EXPECT_EQ(hw.topology[0].size, hw.gpus_per_node);
     EXPECT_GT(hw.topology[0].latency_us, 0);
     EXPECT_TRUE(hw.gpu_memory_GB.has_value());
-    EXPECT_TRUE(hw.inter_node_bandwidth_GBps.has_value());
-    EXPECT_GT(hw.inter_node_latency_us, 0);
+    // Every preset reaches other nodes: as scale-out levels or with api.md's shorthand.
+    std::vector<syssim::Link> links = syssim::network_links(hw);
+    ASSERT_GE(links.size(), 2u);
+    EXPECT_GT(hw.topology.size() > 1 ? hw.topology[1].latency_us : hw.inter_node_latency_us, 0);
     EXPECT_GT(hw.kernel_launch_us, 0);
     // The tensor-core peak is far above the FP32 vector peak on every part.
     EXPECT_GT(hw.peak_tflops_mm, 5 * hw.peak_tflops_math);
@@ -244,10 +248,14 @@ TEST(Presets, H100HasTheDatasheetNumbers) {
   EXPECT_DOUBLE_EQ(hw.peak_memory_bandwidth_GBps, 3350);
   EXPECT_DOUBLE_EQ(*hw.gpu_memory_GB, 85.9);  // 80 GiB = 85.899 GB
   EXPECT_EQ(hw.gpus_per_node, 8);
-  EXPECT_DOUBLE_EQ(*hw.inter_node_bandwidth_GBps, 50);  // 400 Gb/s / 8 bits
-  ASSERT_EQ(hw.topology.size(), 1u);
+  ASSERT_EQ(hw.topology.size(), 3u);
   EXPECT_EQ(hw.topology[0].kind, "nvlink");
   EXPECT_DOUBLE_EQ(hw.topology[0].bandwidth_GBps, 450);  // 900 GB/s bidirectional / 2
+  // DGX SuperPOD: rail leaves of 32 nodes, a non-blocking spine, one 400 Gb/s NIC per GPU.
+  EXPECT_EQ(hw.topology[1].size, 256);
+  EXPECT_DOUBLE_EQ(hw.topology[1].bandwidth_GBps, 50);  // 400 Gb/s / 8 bits
+  EXPECT_EQ(hw.topology[2].size, 0);
+  EXPECT_DOUBLE_EQ(hw.topology[2].oversubscription, 1);
 }
 
 // Closed-form parameter counts against published totals:
@@ -364,6 +372,40 @@ TEST(Loader, MultiGpuNodeNeedsATopology) {
   text.erase(text.find("topology:"));
   std::string message = error_of([&] { syssim::parse_hardware_yaml(text, "no-topology.yaml"); });
   EXPECT_NE(message.find("needs topology.levels[0]"), std::string::npos) << message;
+}
+
+TEST(Loader, ScaleOutLevelsAreCheckedWithTheirIndex) {
+  const std::string leaf = "    - kind: leaf\n      size: 64\n      bandwidth_GBps: 50\n";
+  std::string both = std::string(kValidHardware) + leaf + "inter_node_bandwidth_GBps: 50\n";
+  EXPECT_EQ(error_of([&] { syssim::parse_hardware_yaml(both, "both.yaml"); }),
+            "both.yaml: give the scale-out network either as topology.levels[1..] or as inter_node_bandwidth_GBps, not both");
+  std::string uneven = std::string(kValidHardware) + "    - kind: leaf\n      size: 12\n      bandwidth_GBps: 50\n";
+  EXPECT_EQ(error_of([&] { syssim::parse_hardware_yaml(uneven, "uneven.yaml"); }),
+            "uneven.yaml: topology.levels[1].size=12: expected a multiple of the level below's size 8, or none "
+            "(the whole cluster)");
+  std::string under = std::string(kValidHardware) + leaf + "      oversubscription: 0.5\n";
+  EXPECT_EQ(error_of([&] { syssim::parse_hardware_yaml(under, "under.yaml"); }),
+            "under.yaml: topology level 'leaf': oversubscription: expected at least 1, got 0.500000");
+}
+
+TEST(Loader, RankOrderNamesEveryDimensionUsedOnce) {
+  syssim::ParallelismConfig p;
+  p.tp = 2, p.dp = 4, p.pp = 2;
+  auto names = [](const std::vector<std::pair<std::string, int64_t>>& order) {
+    std::string joined;
+    for (const auto& [name, size] : order) joined += name + std::to_string(size) + " ";
+    return joined;
+  };
+  EXPECT_EQ(names(syssim::rank_order(p)), "tp2 cp1 ep1 dp4 pp2 ");
+  p.order = "tp-pp-dp";
+  EXPECT_EQ(names(syssim::rank_order(p)), "tp2 pp2 dp4 ");
+  p.order = "tp-dp";
+  EXPECT_EQ(error_of([&] { syssim::rank_order(p); }), "parallelism.order \"tp-dp\": leaves out pp=2");
+  p.order = "tp-dp-dp-pp";
+  EXPECT_EQ(error_of([&] { syssim::rank_order(p); }), "parallelism.order \"tp-dp-dp-pp\": dp appears twice");
+  p.order = "tp-xp-dp-pp";
+  EXPECT_EQ(error_of([&] { syssim::rank_order(p); }),
+            "parallelism.order \"tp-xp-dp-pp\": unknown dimension \"xp\" (expected tp, cp, ep, dp, pp)");
 }
 
 TEST(Loader, InvalidValuesAreRejected) {

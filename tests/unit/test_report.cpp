@@ -94,6 +94,27 @@ TEST(Report, TextWithoutOomOrCollectives) {
   EXPECT_NE(text.find("    oom                = none\n  )\n)\n"), std::string::npos) << text;
 }
 
+TEST(Report, TheBusiestLinkFollowsTheLongestCollective) {
+  // Two links named nvlink (levels 0 and 2): the line shows the more utilized one.
+  Graph g = simulated_graph();
+  g.sim->links = {{"nvlink", 0, 370, 1234.5, 2.9e11, 0.621, 3}, {"nvlink", 2, 25, 10, 1e9, 0.08, 1}};
+  g.sim->busiest_link = "nvlink";
+  g.sim->collective_slowdown = 1.5;
+  std::string text = render_report(g, "text");
+  EXPECT_NE(text.find("    longest_collective = ('20_all_reduce', 40.0000)\n"
+                      "    busiest_link       = nvlink (level 0, 370.0 GB/s per GPU): 62.10% utilized, busy 1234.5000 ms\n"
+                      "    binding_pp_stage   = 0\n"),
+            std::string::npos)
+      << text;
+  nlohmann::json j = nlohmann::json::parse(render_report(g, "json"));
+  EXPECT_EQ(j["bottlenecks"]["busiest_link"]["level"], 0);
+  EXPECT_DOUBLE_EQ(j["bottlenecks"]["busiest_link"]["utilization"].get<double>(), 0.621);
+  EXPECT_DOUBLE_EQ(j["collective_slowdown"].get<double>(), 1.5);
+  // Without one (no links): no line, null in JSON.
+  EXPECT_EQ(render_report(simulated_graph(), "text").find("busiest_link"), std::string::npos);
+  EXPECT_TRUE(nlohmann::json::parse(render_report(simulated_graph(), "json"))["bottlenecks"]["busiest_link"].is_null());
+}
+
 TEST(Report, JsonHasTheApiFields) {
   Graph g = simulated_graph();
   std::string text = render_report(g, "json");

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.hpp"
+#include "sim/section.hpp"
 #include "sim/sim.hpp"
 
 namespace syssim {
@@ -35,7 +36,7 @@ Graph graph_of(const std::vector<TestOp>& ops, int64_t num_microbatches = 1, Pip
   }
   g.shard->parallelism.pp = static_cast<int64_t>(schedule.size());
   g.shard->schedule = schedule;
-  g.cost = CostSection{"roofline", HardwareConfig{}, {}};
+  g.cost = CostSection{"roofline", HardwareConfig{}, {}, {}};
   for (size_t i = 0; i < ops.size(); ++i) {
     ShardOp op;
     op.id = static_cast<int64_t>(i);
@@ -50,7 +51,7 @@ Graph graph_of(const std::vector<TestOp>& ops, int64_t num_microbatches = 1, Pip
     op.stage = ops[i].stage;
     if (op.kind == "collective") op.group = ops[i].group;
     g.shard->ops.push_back(op);
-    g.cost->ops.push_back(OpCost{op.id, ops[i].time_us, "compute"});
+    g.cost->ops.push_back(OpCost{op.id, ops[i].time_us, "compute", {}});
   }
   return g;
 }
@@ -78,6 +79,10 @@ TEST(Simulation, IndependentOpsOnTwoStreamsOverlap) {
   EXPECT_DOUBLE_EQ(sim.collective_total_ms, 0.06);
   EXPECT_DOUBLE_EQ(sim.collective_exposed_ms, 0.0);
   EXPECT_DOUBLE_EQ(sim.forward_ms, 0.1);  // collectives are not counted in a phase
+  // A cost without links or phases: collectives last time_us, no link traffic.
+  EXPECT_TRUE(sim.links.empty());
+  EXPECT_EQ(sim.busiest_link, "");
+  EXPECT_DOUBLE_EQ(sim.collective_slowdown, 1.0);
 }
 
 TEST(Simulation, DependentOpsSerialize) {
@@ -235,6 +240,231 @@ TEST(Simulation, NeedsACostForEveryShardOp) {
   EXPECT_THROW(simulate_graph(g), DataError);
   g.cost.reset();
   EXPECT_THROW(simulate_graph(g), DataError);
+}
+
+// Network flows (docs/syssim-sim.md, "Network flows"). Rates in GB/s are 1e3 bytes per us.
+
+void set_phases(Graph& g, int64_t id, const std::vector<Phase>& phases) { g.cost->ops[id].phases = phases; }
+
+// A phase loading each of its links once per byte unless `loads` says otherwise.
+Phase phase(std::vector<int64_t> links, double bytes, double bandwidth_GBps, double latency_us,
+            std::vector<double> loads = {}) {
+  if (loads.empty()) loads.assign(links.size(), 1.0);
+  return Phase{links, loads, bytes, bandwidth_GBps, latency_us};
+}
+const std::vector<Link> kOneLink = {{"network", 1, 50}};
+const std::vector<Link> kTwoLinks = {{"nvlink", 0, 100}, {"network", 1, 50}};
+
+// The summed duration in ms of the op named `name` (its top_ops entry).
+double op_ms(const SimSection& sim, const std::string& name) {
+  for (const TimedOp& op : sim.top_ops)
+    if (op.name == name) return op.time_ms;
+  ADD_FAILURE() << "no op " << name << " in top_ops";
+  return -1;
+}
+
+TEST(NetworkFlows, ACollectiveAloneLastsTheSumOfItsPhases) {
+  // Phase 0: 2 us, then 1e6 bytes capped at 80 GB/s on the 100 GB/s nvlink: 12.5 us.
+  // Phase 1: 3 us, then 4e6 bytes at 50 GB/s on the network: 80 us. Phase 2: 1.5 us, no bytes.
+  // 2 + 12.5 + 3 + 80 + 1.5 = 99 us, which syssim-cost writes as time_us.
+  Graph g = graph_of({{"ar", "collective", "fwd", "tp", 99}});
+  g.cost->links = kTwoLinks;
+  set_phases(g, 0, {phase({0}, 1e6, 80, 2), phase({1}, 4e6, 50, 3), phase({}, 0, 0, 1.5)});
+  simulate_graph(g);
+  EXPECT_DOUBLE_EQ(g.sim->step_time_ms, 0.099);
+  EXPECT_DOUBLE_EQ(g.sim->collective_total_ms, 0.099);
+  EXPECT_DOUBLE_EQ(g.sim->collective_slowdown, 1.0);
+}
+
+TEST(NetworkFlows, TwoFlowsOnOneLinkShareItEqually) {
+  // 100 MB and 50 MB on a 50 GB/s link, both capped at 50 GB/s, starting together: 25 GB/s
+  // each; the small one ends at 5e7 / 25e3 = 2000 us; the big one has 5e7 bytes left, alone at
+  // 50 GB/s: 1000 us more, ends at 3000 us. Alone they would take 2 ms and 1 ms: slowdown 5/3.
+  Graph g = graph_of({{"big", "collective", "fwd", "tp", 2000}, {"small", "collective", "fwd", "dp", 1000, {}, "microbatch", 0, 0, "dp"}});
+  g.cost->links = kOneLink;
+  set_phases(g, 0, {phase({0}, 1e8, 50, 0)});
+  set_phases(g, 1, {phase({0}, 5e7, 50, 0)});
+  simulate_graph(g);
+  const SimSection& sim = *g.sim;
+  EXPECT_DOUBLE_EQ(sim.step_time_ms, 3.0);
+  EXPECT_DOUBLE_EQ(op_ms(sim, "0_big"), 3.0);
+  EXPECT_DOUBLE_EQ(op_ms(sim, "1_small"), 2.0);
+  EXPECT_DOUBLE_EQ(sim.collective_total_ms, 5.0);
+  EXPECT_DOUBLE_EQ(sim.collective_by_group_ms.at("dp").total_ms, 2.0);
+  EXPECT_EQ(sim.longest_collective.name, "0_big");
+  EXPECT_DOUBLE_EQ(sim.collective_slowdown, 5.0 / 3.0);
+  // The link is busy 3 ms and moves 1.5e8 bytes of a possible 50e3 B/us * 3000 us = 1.5e8.
+  ASSERT_EQ(sim.links.size(), 1u);
+  EXPECT_EQ(sim.links[0].name, "network");
+  EXPECT_EQ(sim.links[0].level, 1);
+  EXPECT_DOUBLE_EQ(sim.links[0].bandwidth_GBps, 50);
+  EXPECT_DOUBLE_EQ(sim.links[0].busy_ms, 3.0);
+  EXPECT_DOUBLE_EQ(sim.links[0].bytes, 1.5e8);
+  EXPECT_DOUBLE_EQ(sim.links[0].utilization, 1.0);
+  EXPECT_EQ(sim.links[0].max_flows, 2);
+  EXPECT_EQ(sim.busiest_link, "network");
+}
+
+TEST(NetworkFlows, ACappedFlowLeavesTheRestOfTheLinkToTheOther) {
+  // A capped at 10 GB/s, B at the link's 50 GB/s: max-min gives A 10 and B 40 GB/s. A's 1e6
+  // bytes take 100 us; B moves 4e6 of its 8e6 bytes by then, the rest alone at 50 GB/s in 80 us.
+  Graph g = graph_of({{"a", "collective", "fwd", "tp", 100}, {"b", "collective", "fwd", "dp", 160}});
+  g.cost->links = kOneLink;
+  set_phases(g, 0, {phase({0}, 1e6, 10, 0)});
+  set_phases(g, 1, {phase({0}, 8e6, 50, 0)});
+  simulate_graph(g);
+  EXPECT_DOUBLE_EQ(op_ms(*g.sim, "0_a"), 0.1);
+  EXPECT_DOUBLE_EQ(op_ms(*g.sim, "1_b"), 0.18);
+}
+
+TEST(NetworkFlows, ProgressiveFillingOverTwoLinks) {
+  // Links L0 (10 GB/s) and L1 (30 GB/s); A crosses both, B uses L0, C uses L1 (caps: the
+  // smallest capacity of their links). L0 fills first at 5 GB/s each for A and B; C gets the
+  // 25 GB/s left on L1 (not the 15 of an equal split). A and B (5e6 bytes) end at 1000 us; C
+  // (4e7 bytes) has moved 2.5e7 by then and the other 1.5e7 alone at 30 GB/s take 500 us.
+  Graph g = graph_of({{"a", "collective", "fwd", "tp", 500},
+                      {"b", "collective", "fwd", "cp", 500, {}, "microbatch", 0, 0, "cp"},
+                      {"c", "collective", "fwd", "dp", 4e7 / 30e3, {}, "microbatch", 0, 0, "dp"}});
+  g.cost->links = {{"L0", 0, 10}, {"L1", 1, 30}};
+  set_phases(g, 0, {phase({0, 1}, 5e6, 10, 0)});
+  set_phases(g, 1, {phase({0}, 5e6, 10, 0)});
+  set_phases(g, 2, {phase({1}, 4e7, 30, 0)});
+  simulate_graph(g);
+  EXPECT_DOUBLE_EQ(op_ms(*g.sim, "0_a"), 1.0);
+  EXPECT_DOUBLE_EQ(op_ms(*g.sim, "1_b"), 1.0);
+  EXPECT_DOUBLE_EQ(op_ms(*g.sim, "2_c"), 1.5);
+  EXPECT_EQ(g.sim->links[0].max_flows, 2);
+  EXPECT_EQ(g.sim->links[1].max_flows, 2);
+}
+
+TEST(NetworkFlows, LoadsWeighTheLinkShares) {
+  // nvlink 120 GB/s, network 50 GB/s. A (a ring across nodes) loads nvlink twice per byte and
+  // the network once: its cap is min(120 / 2, 50) = 50. B uses nvlink alone (cap 120). Rising
+  // together at r: nvlink carries 2r + r = 120 at r = 40. B's 2e6 bytes end at 50 us; A has
+  // moved 2e6 of its 4e6 bytes, the rest alone at 50 GB/s take 40 us: 90 us. nvlink carries
+  // 2 * 4e6 + 2e6 bytes.
+  Graph g = graph_of({{"a", "collective", "fwd", "tp", 80}, {"b", "collective", "fwd", "dp", 2e6 / 120e3}});
+  g.cost->links = {{"nvlink", 0, 120}, {"network", 1, 50}};
+  set_phases(g, 0, {phase({0, 1}, 4e6, 50, 0, {2, 1})});
+  set_phases(g, 1, {phase({0}, 2e6, 120, 0)});
+  simulate_graph(g);
+  EXPECT_DOUBLE_EQ(op_ms(*g.sim, "0_a"), 0.09);
+  EXPECT_DOUBLE_EQ(op_ms(*g.sim, "1_b"), 0.05);
+  EXPECT_DOUBLE_EQ(g.sim->links[0].bytes, 1e7);
+  EXPECT_DOUBLE_EQ(g.sim->links[1].bytes, 4e6);
+}
+
+TEST(NetworkFlows, FlowsOfDifferentPipelineRanksDoNotShare) {
+  // The same 1e8-byte flow at 50 GB/s on link 0 of rank 0 and of rank 1 at the same time:
+  // each has its rank's link alone, 2000 us.
+  PipelineSchedule schedule = {{{0, 0, "forward"}, {0, 0, "backward"}}, {{0, 0, "forward"}, {0, 0, "backward"}}};
+  Graph g = graph_of({{"ar0", "collective", "fwd", "tp", 2000}, {"ar1", "collective", "fwd", "tp", 2000, {}, "microbatch", 0, 1}},
+                     1, schedule);
+  g.cost->links = kOneLink;
+  set_phases(g, 0, {phase({0}, 1e8, 50, 0)});
+  set_phases(g, 1, {phase({0}, 1e8, 50, 0)});
+  simulate_graph(g);
+  EXPECT_EQ(g.sim->per_pp_rank_step_time_ms, (std::vector<double>{2.0, 2.0}));
+  EXPECT_EQ(g.sim->links[0].max_flows, 1);
+  EXPECT_DOUBLE_EQ(g.sim->collective_slowdown, 1.0);
+}
+
+TEST(NetworkFlows, ComputeBesideSlowedFlowsIsUnaffectedAndExposureFollowsTheFlows) {
+  // mm: 0-100 us on the compute stream. gr (dp): 4e6 bytes at 50 GB/s from 0 us. ar (tp): 10 us
+  // of latency, then 4e6 bytes at 50 GB/s (90 us alone). gr moves 5e5 bytes alone by 10 us;
+  // then 25 GB/s each: gr's 3.5e6 left end at 10 + 140 = 150 us; ar has moved 3.5e6 by then,
+  // its last 5e5 alone at 50 GB/s take 10 us: ends at 160 us. The compute stream idles
+  // 100-160 us: 60 us exposed, tp (ar, 0-160) 60 us of it, dp (gr, 0-150) 50 us.
+  Graph g = graph_of({{"mm", "gemm", "fwd", "compute", 100},
+                      {"ar", "collective", "fwd", "tp", 90},
+                      {"gr", "collective", "fwd", "dp", 80, {}, "microbatch", 0, 0, "dp"}});
+  g.cost->links = kOneLink;
+  set_phases(g, 1, {phase({0}, 4e6, 50, 10)});
+  set_phases(g, 2, {phase({0}, 4e6, 50, 0)});
+  simulate_graph(g);
+  const SimSection& sim = *g.sim;
+  EXPECT_DOUBLE_EQ(sim.step_time_ms, 0.16);
+  EXPECT_DOUBLE_EQ(sim.forward_ms, 0.1);
+  EXPECT_DOUBLE_EQ(op_ms(sim, "0_mm"), 0.1);
+  EXPECT_DOUBLE_EQ(sim.collective_total_ms, 0.31);
+  EXPECT_DOUBLE_EQ(sim.collective_exposed_ms, 0.06);
+  EXPECT_DOUBLE_EQ(sim.collective_by_group_ms.at("tp").total_ms, 0.16);
+  EXPECT_DOUBLE_EQ(sim.collective_by_group_ms.at("tp").exposed_ms, 0.06);
+  EXPECT_DOUBLE_EQ(sim.collective_by_group_ms.at("dp").total_ms, 0.15);
+  EXPECT_DOUBLE_EQ(sim.collective_by_group_ms.at("dp").exposed_ms, 0.05);
+  EXPECT_DOUBLE_EQ(sim.collective_slowdown, 310.0 / 170.0);
+  EXPECT_DOUBLE_EQ(sim.links[0].busy_ms, 0.16);
+}
+
+TEST(NetworkFlows, LinkLoadsAndTheBusiestLink) {
+  // A 100 us gemm sets the step. ar (tp): 1e6 bytes on nvlink (100 GB/s), capped at 100; gr
+  // (dp): 2e6 bytes over nvlink and network (50 GB/s), capped at 50. Both start at 0: nvlink's
+  // share is 50 each and gr's cap is 50: both run at 50 GB/s; ar ends at 20 us (10 alone), gr at
+  // 40 us. nvlink: 3e6 bytes, busy 0-40 us, 3e6 / (100e3 * 100) = 30% utilized; network: 2e6
+  // bytes, busy 40 us, 2e6 / (50e3 * 100) = 40%: the busiest. Slowdown (20 + 40) / (10 + 40).
+  Graph g = graph_of({{"mm", "gemm", "fwd", "compute", 100},
+                      {"ar", "collective", "fwd", "tp", 10},
+                      {"gr", "collective", "fwd", "dp", 40, {}, "microbatch", 0, 0, "dp"}});
+  g.cost->links = kTwoLinks;
+  set_phases(g, 1, {phase({0}, 1e6, 100, 0)});
+  set_phases(g, 2, {phase({0, 1}, 2e6, 50, 0)});
+  simulate_graph(g);
+  const SimSection& sim = *g.sim;
+  EXPECT_DOUBLE_EQ(sim.step_time_ms, 0.1);
+  EXPECT_DOUBLE_EQ(op_ms(sim, "1_ar"), 0.02);
+  EXPECT_DOUBLE_EQ(op_ms(sim, "2_gr"), 0.04);
+  ASSERT_EQ(sim.links.size(), 2u);
+  EXPECT_DOUBLE_EQ(sim.links[0].bytes, 3e6);
+  EXPECT_DOUBLE_EQ(sim.links[0].busy_ms, 0.04);
+  EXPECT_DOUBLE_EQ(sim.links[0].utilization, 0.3);
+  EXPECT_EQ(sim.links[0].max_flows, 2);
+  EXPECT_DOUBLE_EQ(sim.links[1].bytes, 2e6);
+  EXPECT_DOUBLE_EQ(sim.links[1].busy_ms, 0.04);
+  EXPECT_DOUBLE_EQ(sim.links[1].utilization, 0.4);
+  EXPECT_EQ(sim.links[1].max_flows, 1);
+  EXPECT_EQ(sim.busiest_link, "network");
+  EXPECT_DOUBLE_EQ(sim.collective_slowdown, 1.2);
+}
+
+TEST(NetworkFlows, APhaseOnALinkThatDoesNotExistIsRefused) {
+  Graph g = graph_of({{"ar", "collective", "fwd", "tp", 1}});
+  g.cost->links = kOneLink;
+  set_phases(g, 0, {phase({1}, 1e6, 50, 0)});
+  try {
+    simulate_graph(g);
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_STREQ(e.what(), "/cost/ops/0/phases/0/links: link 1 does not exist (1 links in /cost/links)");
+  }
+}
+
+TEST(NetworkFlows, APhaseWithoutALoadPerLinkIsRefused) {
+  Graph g = graph_of({{"ar", "collective", "fwd", "tp", 1}});
+  g.cost->links = kOneLink;
+  set_phases(g, 0, {Phase{{0}, {}, 1e6, 50, 0}});
+  EXPECT_THROW(simulate_graph(g), DataError);
+}
+
+TEST(SimSectionJson, RoundTrip) {
+  SimSection sim;
+  sim.step_time_ms = 3;
+  sim.collective_by_group_ms["tp"] = {2, 1};
+  sim.top_ops = {{"0_big", 3}};
+  sim.longest_collective = {"0_big", 3};
+  sim.links = {{"nvlink", 0, 370, 1.5, 3e6, 0.25, 2}, {"network", 1, 41, 0, 0, 0, 0}};
+  sim.busiest_link = "nvlink";
+  sim.collective_slowdown = 1.25;
+  nlohmann::json j = to_json(sim);
+  EXPECT_EQ(to_json(sim_from_json(j, "/sim")), j);
+  EXPECT_EQ(j["links"][0]["max_flows"], 2);
+  EXPECT_EQ(j["busiest_link"], "nvlink");
+  // A format 1.2 sim section has none of the three: no links, no slowdown.
+  j.erase("links");
+  j.erase("busiest_link");
+  j.erase("collective_slowdown");
+  SimSection old = sim_from_json(j, "/sim");
+  EXPECT_TRUE(old.links.empty());
+  EXPECT_DOUBLE_EQ(old.collective_slowdown, 1.0);
 }
 
 }  // namespace

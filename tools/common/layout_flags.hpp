@@ -17,6 +17,9 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
       ->check(CLI::IsMember({"p2p", "all_gather"}));
   app.add_option("--pp", p.pp, "Pipeline-parallel size")->check(CLI::PositiveNumber);
   app.add_option("--vpp", p.vpp, "Virtual pipeline stages per rank")->check(CLI::PositiveNumber);
+  app.add_option("--order", p.order,
+                 "Rank order, fastest dimension first, as Megatron's (default tp-cp-ep-dp-pp; tp-pp-dp is "
+                 "--use-tp-pp-dp-mapping)");
   app.add_option("--pipeline-schedule", options.pipeline_schedule,
                  "Pipeline schedule (default: interleaved with --vpp > 1, else 1f1b)")
       ->check(CLI::IsMember({"1f1b", "interleaved", "gpipe", "zb-h1"}));

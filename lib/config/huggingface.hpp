@@ -1,0 +1,30 @@
+// api.md's Hugging Face model source: a model YAML `huggingface: org/name` (with optional
+// `overrides:`) resolved from the model's config.json without network access
+// (docs/configs.md, "Hugging Face models").
+#pragma once
+#include <yaml-cpp/yaml.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace syssim {
+
+// The config.json of `id`: an existing file or folder (relative to base_dir), then the Hugging
+// Face cache, then the files shipped in configs/hf. Throws DataError listing where it looked;
+// `where` names the model YAML in errors.
+std::string find_huggingface_config(const std::string& id, const std::string& base_dir, const std::string& where);
+
+// The model keys (Megatron names, as in a model YAML) of a parsed config.json; `where` names the
+// model YAML, the id and the file in errors. seq_length is not among them (config.json does not
+// hold it); it is needed to refuse sliding-window attention over a longer sequence.
+YAML::Node map_huggingface_config(const nlohmann::json& config, int64_t seq_length, const std::string& where);
+
+// The model YAML `model` (keys name, huggingface, overrides) turned into the model keys of the
+// resolved config.json with the overrides applied. `model_keys` are the keys a model YAML
+// accepts; overrides may set any of them but huggingface and overrides. Relative paths are
+// taken from the folder of `where` (the YAML's path).
+YAML::Node huggingface_model_node(const YAML::Node& model, const std::vector<std::string>& model_keys,
+                                  const std::string& where);
+
+}  // namespace syssim

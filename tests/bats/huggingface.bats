@@ -1,0 +1,71 @@
+#!/usr/bin/env bats
+# Model YAMLs `huggingface: org/name` (docs/configs.md, "Hugging Face models"). Llama 3.1 8B
+# differs from Llama 3 8B (configs/models/llama3-8b.yaml, from the Llama 3 paper) only in RoPE
+# scaling and the positions it supports, neither of which changes the cost of a step at the same
+# sequence length: the two must simulate to the same step.
+load common
+
+LLAMA31_8B="$ROOT/configs/hf/meta-llama/Llama-3.1-8B/config.json"
+# Each test gets its own empty cache, whatever the caller's environment says.
+setup() {
+  unset HF_HUB_CACHE HUGGINGFACE_HUB_CACHE
+  export HF_HOME="$BATS_TEST_TMPDIR/hf"
+}
+
+JOB=(--hardware "$H100" --tp 2 --sp --dp 2 --micro-batch 1 --global-batch 8 --format json)
+
+# A model YAML naming $1 with seq_length 8192 (llama3-8b.yaml's), in the test's folder.
+hf_model() {
+  printf 'huggingface: %s\noverrides:\n  seq_length: 8192\n' "$1" > "$BATS_TEST_TMPDIR/model.yaml"
+  echo "$BATS_TEST_TMPDIR/model.yaml"
+}
+
+# The step time, MFU and peak memory of a `syssim run` JSON report.
+summary() { jq -c '[.step_time_ms, .mfu, .peak_memory_gb]'; }
+
+expected_summary() { syssim run "$MODELS/llama3-8b.yaml" "${JOB[@]}" | summary; }
+
+@test "syssim run takes huggingface: meta-llama/Llama-3.1-8B from configs/hf" {
+  model=$(hf_model meta-llama/Llama-3.1-8B)
+  run syssim run "$model" "${JOB[@]}"
+  assert_success
+  assert_equal "$(summary <<< "$output")" "$(expected_summary)"
+}
+
+@test "syssim run takes the Hugging Face cache's snapshot that refs/main names" {
+  repo="$BATS_TEST_TMPDIR/hf/hub/models--acme--llama-copy"
+  mkdir -p "$repo/snapshots/abc123" "$repo/snapshots/zzz999" "$repo/refs"
+  cp "$LLAMA31_8B" "$repo/snapshots/abc123/config.json"
+  # A later-sorting snapshot of a 2-layer model that refs/main does not name.
+  sed 's/"num_hidden_layers": 32/"num_hidden_layers": 2/' "$LLAMA31_8B" > "$repo/snapshots/zzz999/config.json"
+  echo abc123 > "$repo/refs/main"
+  model=$(hf_model acme/llama-copy)
+  run syssim run "$model" "${JOB[@]}"
+  assert_success
+  assert_equal "$(summary <<< "$output")" "$(expected_summary)"
+}
+
+@test "syssim run takes a folder holding config.json" {
+  mkdir -p "$BATS_TEST_TMPDIR/llama31"
+  cp "$LLAMA31_8B" "$BATS_TEST_TMPDIR/llama31/config.json"
+  model=$(hf_model "$BATS_TEST_TMPDIR/llama31")
+  run syssim run "$model" "${JOB[@]}"
+  assert_success
+  assert_equal "$(summary <<< "$output")" "$(expected_summary)"
+}
+
+@test "a mixture-of-experts config.json is refused as bad data" {
+  mkdir -p "$BATS_TEST_TMPDIR/mixtral"
+  echo '{"architectures": ["MixtralForCausalLM"], "num_local_experts": 8}' > "$BATS_TEST_TMPDIR/mixtral/config.json"
+  model=$(hf_model "$BATS_TEST_TMPDIR/mixtral")
+  run syssim run "$model" "${JOB[@]}"
+  assert_failure 1
+  assert_output "syssim: error: $model: huggingface: $BATS_TEST_TMPDIR/mixtral: $BATS_TEST_TMPDIR/mixtral/config.json: architecture MixtralForCausalLM is a mixture of experts, which syssim does not model yet"
+}
+
+@test "an id found nowhere names the places looked in" {
+  model=$(hf_model meta-llama/Foo)
+  run syssim run "$model" "${JOB[@]}"
+  assert_failure 1
+  assert_output "syssim: error: $model: huggingface: meta-llama/Foo: no config.json found (looked in: $BATS_TEST_TMPDIR/meta-llama/Foo, $BATS_TEST_TMPDIR/hf/hub/models--meta-llama--Foo/snapshots/*/config.json, $ROOT/configs/hf/meta-llama/Foo/config.json)"
+}
