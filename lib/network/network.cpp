@@ -23,13 +23,27 @@ std::string describe(const GroupPlacement& group) {
          (group.nodes() > 1 ? " over " + std::to_string(group.nodes()) + " nodes" : " in one node");
 }
 
-double latency_of_level(const HardwareConfig& hw, size_t level) {
-  return level < hw.topology.size() ? hw.topology[level].latency_us : hw.inter_node_latency_us;
+// The levels of the hardware's network, innermost first: `topology.levels`, or level 0 and
+// api.md's shorthand inter_node_bandwidth_GBps / inter_node_latency_us as one scale-out level
+// spanning the whole cluster (size 0), at the bandwidth given.
+std::vector<TopologyLevel> network_levels(const HardwareConfig& hw) {
+  std::vector<TopologyLevel> levels = hw.topology;
+  if (levels.size() == 1 && hw.inter_node_bandwidth_GBps)
+    levels.push_back(TopologyLevel{"network", 0, *hw.inter_node_bandwidth_GBps, hw.inter_node_latency_us, 1.0, 1.0,
+                                   std::nullopt});
+  return levels;
 }
 
-// GPUs in one domain of a level; 0: the whole cluster.
-int64_t size_of_level(const HardwareConfig& hw, size_t level) {
-  return level < hw.topology.size() ? hw.topology[level].size : 0;
+// Each level's link: the GPU's share of it (Link).
+std::vector<Link> links_of(const std::vector<TopologyLevel>& levels) {
+  std::vector<Link> links;
+  for (size_t i = 0; i < levels.size(); ++i) {
+    const TopologyLevel& level = levels[i];
+    // Level 0 is a node's own NVSwitch fabric: nothing below it to oversubscribe.
+    double share = i == 0 ? 1.0 : 1.0 / level.oversubscription;
+    links.push_back({level.kind, static_cast<int64_t>(i), level.bandwidth_GBps * level.efficiency * share});
+  }
+  return links;
 }
 
 double phase_us(const Phase& phase) {
@@ -41,15 +55,18 @@ double phase_us(const Phase& phase) {
 struct Route {
   const HardwareConfig& hw;
   const GroupPlacement& group;
+  std::vector<TopologyLevel> levels;
   std::vector<Link> links;
+  size_t top = 0;  // the outermost level the group's traffic crosses (0: it stays in one node)
 
   Route(const HardwareConfig& hardware, const GroupPlacement& placement)
-      : hw(hardware), group(placement), links(network_links(hardware)) {
+      : hw(hardware), group(placement), levels(network_levels(hardware)), links(links_of(levels)) {
     if (links.empty())
       throw DataError("hardware " + hw.name + ": topology.levels[0] is required by " + describe(group));
     if (group.nodes() > 1 && links.size() < 2)
       throw DataError("hardware " + hw.name + ": a scale-out network (topology.levels[1] or inter_node_bandwidth_GBps) is required: " +
                       describe(group) + " crosses nodes (gpus_per_node=" + std::to_string(hw.gpus_per_node) + ")");
+    while (top + 1 < links.size() && domains_below(top + 1) > 1) ++top;
   }
 
   // Domains of level `level - 1` the group spans (nodes for level 1).
@@ -58,17 +75,11 @@ struct Route {
     size_t index = level - 2;
     return index < group.outer_domains.size() ? group.outer_domains[index] : 1;
   }
-  // The outermost level the group's traffic crosses (0: it stays in one node).
-  size_t top() const {
-    size_t top = 0;
-    for (size_t level = 1; level < links.size() && domains_below(level) > 1; ++level) top = level;
-    return top;
-  }
-  double step_latency_us() const { return latency_of_level(hw, top()); }
+  double step_latency_us() const { return levels[top].latency_us; }
 
   // A phase inside one node: `bytes` on the NVLink.
   Phase in_node(double bytes, double steps) const {
-    return finish(Phase{{0}, {1.0}, bytes, 0, steps * latency_of_level(hw, 0)});
+    return finish(Phase{{0}, {1.0}, bytes, 0, steps * levels[0].latency_us});
   }
   // A phase between nodes: `bytes` on the rank's NIC share, `nvlink_load` times as much on its
   // NVLink (0: none), and on each level above, the share `outer_load(level)` of the NIC bytes.
@@ -76,7 +87,7 @@ struct Route {
   Phase across_nodes(double bytes, double steps, double nvlink_load, OuterLoad outer_load) const {
     Phase phase{{}, {}, bytes, 0, steps * step_latency_us()};
     if (nvlink_load > 0) phase.links.push_back(0), phase.loads.push_back(nvlink_load);
-    for (size_t level = 1; level <= top(); ++level) {
+    for (size_t level = 1; level <= top; ++level) {
       double load = level == 1 ? 1.0 : outer_load(level);
       if (load > 0) phase.links.push_back(static_cast<int64_t>(level)), phase.loads.push_back(load);
     }
@@ -123,7 +134,7 @@ std::vector<Phase> tree_all_reduce(double bytes, const Route& route) {
 std::vector<Phase> nvls_all_reduce(double bytes, const Route& route) {
   const double n = static_cast<double>(route.group.size);
   Phase phase = route.in_node(bytes, 2);
-  phase.bandwidth_GBps = std::min(phase.bandwidth_GBps, *route.hw.topology[0].nvls_bus_bandwidth_GBps * n / (2 * (n - 1)));
+  phase.bandwidth_GBps = std::min(phase.bandwidth_GBps, *route.levels[0].nvls_bus_bandwidth_GBps * n / (2 * (n - 1)));
   return {phase};
 }
 
@@ -259,25 +270,15 @@ CollectiveTime timed(const std::string& algorithm, std::vector<Phase> phases) {
 
 }  // namespace
 
-std::vector<Link> network_links(const HardwareConfig& hw) {
-  std::vector<Link> links;
-  for (size_t i = 0; i < hw.topology.size(); ++i) {
-    const TopologyLevel& level = hw.topology[i];
-    // Level 0 is a node's own NVSwitch fabric: nothing below it to oversubscribe.
-    double share = i == 0 ? 1.0 : 1.0 / level.oversubscription;
-    links.push_back({level.kind, static_cast<int64_t>(i), level.bandwidth_GBps * level.efficiency * share});
-  }
-  if (links.size() == 1 && hw.inter_node_bandwidth_GBps) links.push_back({"network", 1, *hw.inter_node_bandwidth_GBps});
-  return links;
-}
+std::vector<Link> network_links(const HardwareConfig& hw) { return links_of(network_levels(hw)); }
 
 GroupPlacement place_ranks(const std::vector<int64_t>& ranks, const HardwareConfig& hw) {
   auto node_of = [&](int64_t rank) { return rank / hw.gpus_per_node; };
   GroupPlacement group{static_cast<int64_t>(ranks.size()), 0, {}};
   for (int64_t rank : ranks) group.ranks_per_node += node_of(rank) == node_of(ranks.front());
-  const size_t levels = network_links(hw).size();
-  for (size_t level = 1; level + 1 < levels; ++level) {
-    const int64_t size = size_of_level(hw, level);
+  const std::vector<TopologyLevel> levels = network_levels(hw);
+  for (size_t level = 1; level + 1 < levels.size(); ++level) {
+    const int64_t size = levels[level].size;
     std::vector<int64_t> domains;
     for (int64_t rank : ranks) domains.push_back(size > 0 ? rank / size : 0);
     std::sort(domains.begin(), domains.end());

@@ -134,13 +134,13 @@ std::string full_text(const ShardSection& shard, const MemSection& mem, const Si
   std::vector<Field> bottleneck_fields = {
       {"dominant_op_type", sim.dominant_op_type},
       {"top_ops_by_time", top_ops},
-      {"longest_collective", sim.longest_collective.name.empty() ? "none" : timed_text(sim.longest_collective)}};
-  // When collectives ran as flows over the links (docs/syssim-sim.md, "Network flows").
-  if (const LinkLoad* busiest = busiest_link(sim)) bottleneck_fields.push_back({"busiest_link", link_text(*busiest)});
-  for (Field field : std::vector<Field>{{"binding_pp_stage", std::to_string(sim.binding_pp_stage)},
-                                        {"peak_module", mem.peak_module},
-                                        {"oom", oom_text(mem)}})
-    bottleneck_fields.push_back(field);
+      {"longest_collective", sim.longest_collective.name.empty() ? "none" : timed_text(sim.longest_collective)},
+      {"binding_pp_stage", std::to_string(sim.binding_pp_stage)},
+      {"peak_module", mem.peak_module},
+      {"oom", oom_text(mem)}};
+  // After longest_collective, when collectives ran as flows over the links (docs/syssim-sim.md).
+  if (const LinkLoad* busiest = busiest_link(sim))
+    bottleneck_fields.insert(bottleneck_fields.begin() + 3, Field{"busiest_link", link_text(*busiest)});
   std::string bottlenecks = block("Bottlenecks", 2, bottleneck_fields);
   std::vector<std::string> blocks = {memory_block(mem)};
   for (const std::string& pipeline : pipeline_blocks(shard, mem, &sim)) blocks.push_back(pipeline);
@@ -174,7 +174,7 @@ json full_json(const Graph& g, const ShardSection& shard, const MemSection& mem,
   bottlenecks["longest_collective"] = {sim.longest_collective.name, sim.longest_collective.time_ms};
   bottlenecks["binding_pp_stage"] = sim.binding_pp_stage;
   const LinkLoad* busiest = busiest_link(sim);
-  bottlenecks["busiest_link"] = busiest ? to_json(sim)["links"][busiest - sim.links.data()] : json();
+  bottlenecks["busiest_link"] = busiest ? to_json(*busiest) : json();
   report.update({{"step_time_ms", sim.step_time_ms},
                  {"forward_ms", sim.forward_ms},
                  {"backward_ms", sim.backward_ms},

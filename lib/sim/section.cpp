@@ -10,11 +10,6 @@ TimedOp timed_from(const json& j, const std::string& path) {
   return TimedOp{require_as<std::string>(j, "name", path), require_as<double>(j, "time_ms", path)};
 }
 
-json link_load(const LinkLoad& l) {
-  return {{"name", l.name},       {"level", l.level},           {"bandwidth_GBps", l.bandwidth_GBps},
-          {"busy_ms", l.busy_ms}, {"bytes", l.bytes},           {"utilization", l.utilization},
-          {"max_flows", l.max_flows}};
-}
 LinkLoad link_load_from(const json& j, const std::string& path) {
   return LinkLoad{require_as<std::string>(j, "name", path),  require_as<int64_t>(j, "level", path),
                   require_as<double>(j, "bandwidth_GBps", path), require_as<double>(j, "busy_ms", path),
@@ -24,11 +19,17 @@ LinkLoad link_load_from(const json& j, const std::string& path) {
 
 }  // namespace
 
+json to_json(const LinkLoad& l) {
+  return {{"name", l.name},       {"level", l.level},           {"bandwidth_GBps", l.bandwidth_GBps},
+          {"busy_ms", l.busy_ms}, {"bytes", l.bytes},           {"utilization", l.utilization},
+          {"max_flows", l.max_flows}};
+}
+
 json to_json(const SimSection& s) {
   json top = json::array();
   for (const auto& t : s.top_ops) top.push_back(timed(t));
   json links = json::array();
-  for (const auto& l : s.links) links.push_back(link_load(l));
+  for (const auto& l : s.links) links.push_back(to_json(l));
   json groups = json::object();
   for (const auto& [group, time] : s.collective_by_group_ms)
     groups[group] = {{"total_ms", time.total_ms}, {"exposed_ms", time.exposed_ms}};

@@ -50,6 +50,7 @@ struct SimSection {
   double collective_slowdown = 1;  // binding rank: simulated / standalone collective time
 };
 
+nlohmann::json to_json(const LinkLoad& link);
 nlohmann::json to_json(const SimSection& sim);
 SimSection sim_from_json(const nlohmann::json& j, const std::string& path);
 

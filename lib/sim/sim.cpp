@@ -465,8 +465,6 @@ void find_longest_ops(const ShardSection& shard, const std::vector<const Instanc
   if (longest != ran.end()) sim.longest_collective = timed(shard.ops[*longest], op_time_us[*longest]);
 }
 
-// Step time of each rank (the finish of its last instance), the binding rank (the slowest),
-// and that rank's totals, exposed communication and pipeline bubble (docs/syssim-sim.md).
 // The traffic of the binding rank's links over a step of `step_us`, and the most utilized.
 void add_link_loads(const CostSection& cost, const Timeline& t, SimSection& sim, double step_us) {
   if (t.networks.empty()) return;
@@ -482,6 +480,8 @@ void add_link_loads(const CostSection& cost, const Timeline& t, SimSection& sim,
   }
 }
 
+// Step time of each rank (the finish of its last instance), the binding rank (the slowest),
+// and that rank's totals, exposed communication and pipeline bubble (docs/syssim-sim.md).
 SimSection summarize(const ShardSection& shard, const CostSection& cost, const Timeline& t) {
   SimSection sim;
   std::vector<double> finish_us(shard.parallelism.pp, 0.0);

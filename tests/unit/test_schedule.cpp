@@ -123,7 +123,7 @@ Graph pipeline_graph(const Pipeline& p, const std::string& schedule) {
   s.num_microbatches = p.microbatches;
   s.schedule = make_schedule(schedule, p.pp, p.vpp, p.microbatches);
   s.stage_params_local.assign(p.pp, 0.0);
-  g.cost = CostSection{"roofline", HardwareConfig{}, {}};
+  g.cost = CostSection{"roofline", HardwareConfig{}, {}, {}};
   const int64_t stages = p.pp * p.vpp;
   auto add = [&](const std::string& name, const std::string& phase, const std::string& pass, int64_t v, double us,
                  std::vector<int64_t> deps, std::vector<int64_t> reads, std::vector<int64_t> writes) {
@@ -142,7 +142,7 @@ Graph pipeline_graph(const Pipeline& p, const std::string& schedule) {
     op.reads = std::move(reads);
     op.writes = std::move(writes);
     s.ops.push_back(op);
-    g.cost->ops.push_back(OpCost{op.id, us, "compute"});
+    g.cost->ops.push_back(OpCost{op.id, us, "compute", {}});
     return op.id;
   };
   std::vector<int64_t> forward(stages), backward(stages);
