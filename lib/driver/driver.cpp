@@ -10,10 +10,11 @@
 namespace syssim {
 namespace {
 
-Graph cost_and_shard(const ModelConfig& model, const CostEstimator& estimator, const ShardOptions& options) {
+Graph cost_and_shard(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
+                     const ShardOptions& options) {
   Graph graph;
   graph.model = model;
-  graph.trace = trace_model(model);
+  graph.trace = trace;
   shard_graph(graph, options);
   estimator.cost_graph(graph);
   return graph;
@@ -31,21 +32,29 @@ HardwareConfig hardware_of(const RunRequest& request) {
 
 }  // namespace
 
-Graph simulate(const ModelConfig& model, const CostEstimator& estimator, const ShardOptions& options) {
-  Graph graph = cost_and_shard(model, estimator, options);
+TraceSection trace_of(const ModelConfig& model) { return trace_model(model); }
+
+Graph simulate(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
+               const ShardOptions& options) {
+  Graph graph = cost_and_shard(model, trace, estimator, options);
   simulate_graph(graph);
   account_memory(graph);
   return graph;
 }
 
 Graph simulate(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options) {
-  return simulate(model, CostEstimator(hardware), options);
+  return simulate(model, trace_of(model), CostEstimator(hardware), options);
+}
+
+Graph estimate_memory(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
+                      const ShardOptions& options) {
+  Graph graph = cost_and_shard(model, trace, estimator, options);
+  account_memory(graph);
+  return graph;
 }
 
 Graph estimate_memory(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options) {
-  Graph graph = cost_and_shard(model, CostEstimator(hardware), options);
-  account_memory(graph);
-  return graph;
+  return estimate_memory(model, trace_of(model), CostEstimator(hardware), options);
 }
 
 std::string run_report(const RunRequest& request) {

@@ -17,12 +17,19 @@ struct RunRequest {
   std::string format = "text";  // text | json
 };
 
+// The trace of a model. It depends on the architecture only, so callers that run many jobs
+// of one model (sweeps, validation) trace once and pass it to the functions below.
+TraceSection trace_of(const ModelConfig& model);
+
 // Trace, shard, cost, simulate, account memory: the graph the pipe would carry. The
 // estimator form prices many jobs with one loaded calibrated model.
-Graph simulate(const ModelConfig& model, const CostEstimator& estimator, const ShardOptions& options);
+Graph simulate(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
+               const ShardOptions& options);
 Graph simulate(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options);
 
 // Same, without the discrete-event simulation (memory fields only).
+Graph estimate_memory(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
+                      const ShardOptions& options);
 Graph estimate_memory(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options);
 
 // `syssim run` and `syssim memory`: load the configs, run the stages, render the report.

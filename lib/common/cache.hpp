@@ -1,0 +1,25 @@
+// The on-disk cache of results that depend only on their inputs (docs/performance.md):
+// traces by architecture, sweep points by job. Entries are files named by a hash of the
+// key, holding the key itself so a hash collision reads as a miss, never as a wrong hit.
+#pragma once
+#include <optional>
+#include <string>
+
+namespace syssim {
+
+// The cache folder: $SYSSIM_CACHE_DIR, else $XDG_CACHE_HOME/syssim, else $HOME/.cache/syssim.
+// Empty when SYSSIM_CACHE_DIR is "off" (or none of the variables is set): caching disabled.
+std::string cache_dir();
+
+// 64-bit FNV-1a of `text`, as 16 hex digits.
+std::string content_hash(const std::string& text);
+
+// The value stored under `kind` (a subfolder: "trace", "point") and `key`, if any. Keys and
+// values are versioned by the caller (put kSyssimVersion in the key).
+std::optional<std::string> cache_get(const std::string& kind, const std::string& key);
+
+// Stores the value atomically; a cache that cannot be written is skipped silently, because
+// caching only saves time.
+void cache_put(const std::string& kind, const std::string& key, const std::string& value);
+
+}  // namespace syssim
