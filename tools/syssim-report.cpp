@@ -1,4 +1,5 @@
-// syssim-report: renders a simulated graph as a text or JSON report (docs/syssim-report.md).
+// syssim-report: renders a simulated graph as a text or JSON report, or draws its timeline
+// as a Chrome trace or an SVG (docs/syssim-report.md).
 #include "report/report.hpp"
 #include "tool.hpp"
 
@@ -6,11 +7,13 @@ int main(int argc, char** argv) {
   std::string input = "-";
   std::string format = "text";
   return syssim::tool::run_command(
-      {"syssim-report", "Render the report of a simulated graph as text or JSON"}, argc, argv,
+      {"syssim-report", "Render the report of a simulated graph as text or JSON, or draw its timeline"}, argc, argv,
       [&](CLI::App& app) {
         app.add_option("-i,--input", input, "Input graph file (default: standard input)");
-        app.add_option("--format", format, "Report format: text or json (default: text)")
-            ->check(CLI::IsMember({"text", "json"}));
+        app.add_option("--format", format,
+                       "Report format: text, json, chrome-trace or svg (the last two need syssim-sim --timeline; "
+                       "default: text)")
+            ->check(CLI::IsMember({"text", "json", "chrome-trace", "svg"}));
       },
       [&](const syssim::tool::Tool&) { return syssim::render_report(syssim::read_graph_file(input), format); });
 }

@@ -3,7 +3,12 @@
 #include "tool.hpp"
 
 int main(int argc, char** argv) {
+  syssim::SimOptions options;
   return syssim::tool::run_filter(
       {"syssim-sim", "Simulate one training step of the costed graph with a discrete-event simulation"}, argc, argv,
-      [](CLI::App&) {}, syssim::simulate_graph);
+      [&](CLI::App& app) {
+        app.add_flag("--timeline", options.record_timeline,
+                     "Keep every op instance's start and end in the sim section (for syssim-report's pictures)");
+      },
+      [&](syssim::Graph& g) { syssim::simulate_graph(g, options); });
 }

@@ -39,6 +39,10 @@ Poly Poly::axis(const std::string& name) {
 }
 
 void Poly::normalize() {
+  if (terms_.size() <= 1) {  // most dims and counts are one product: nothing to merge or sort
+    if (!terms_.empty() && terms_.front().coefficient == 0) terms_.clear();
+    return;
+  }
   std::map<std::string, Monomial> merged;
   for (const auto& t : terms_) {
     auto [it, inserted] = merged.emplace(monomial_key(t), t);
@@ -132,6 +136,10 @@ Poly Poly::parse(const std::string& text, const std::string& where) {
   skip_space();
   if (text.empty()) throw fail("empty");
   if (text == "0") return result;
+  // Most dims are one axis name: no monomial to assemble.
+  if (std::isalpha(static_cast<unsigned char>(text[0])) &&
+      std::all_of(text.begin(), text.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }))
+    return axis(text);
   while (true) {
     Monomial m;
     while (true) {

@@ -5,7 +5,6 @@
 #include "mem/mem.hpp"
 #include "report/report.hpp"
 #include "sim/sim.hpp"
-#include "trace/trace.hpp"
 
 namespace syssim {
 namespace {
@@ -32,18 +31,17 @@ HardwareConfig hardware_of(const RunRequest& request) {
 
 }  // namespace
 
-TraceSection trace_of(const ModelConfig& model) { return trace_model(model); }
-
 Graph simulate(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
-               const ShardOptions& options) {
+               const ShardOptions& options, const SimOptions& sim_options) {
   Graph graph = cost_and_shard(model, trace, estimator, options);
-  simulate_graph(graph);
+  simulate_graph(graph, sim_options);
   account_memory(graph);
   return graph;
 }
 
-Graph simulate(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options) {
-  return simulate(model, trace_of(model), CostEstimator(hardware), options);
+Graph simulate(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options,
+               const SimOptions& sim_options) {
+  return simulate(model, trace_of(model), CostEstimator(hardware), options, sim_options);
 }
 
 Graph estimate_memory(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
@@ -57,9 +55,11 @@ Graph estimate_memory(const ModelConfig& model, const HardwareConfig& hardware, 
   return estimate_memory(model, trace_of(model), CostEstimator(hardware), options);
 }
 
-std::string run_report(const RunRequest& request) {
-  return render_report(simulate(model_of(request), hardware_of(request), request.options), request.format);
+Graph run_graph(const RunRequest& request) {
+  return simulate(model_of(request), hardware_of(request), request.options, request.sim);
 }
+
+std::string run_report(const RunRequest& request) { return render_report(run_graph(request), request.format); }
 
 std::string memory_report(const RunRequest& request) {
   return render_memory_report(estimate_memory(model_of(request), hardware_of(request), request.options),

@@ -7,6 +7,7 @@
 #include "common/graph.hpp"
 #include "cost/cost.hpp"
 #include "shard/shard.hpp"
+#include "sim/sim.hpp"
 
 namespace syssim {
 
@@ -15,22 +16,31 @@ struct RunRequest {
   std::optional<std::string> hardware_path;  // default: the embedded H100 SXM node
   ShardOptions options;
   std::string format = "text";  // text | json
+  SimOptions sim;               // record_timeline: for the pictures (syssim run --timeline)
 };
 
-// The trace of a model. It depends on the architecture only, so callers that run many jobs
-// of one model (sweeps, validation) trace once and pass it to the functions below.
-TraceSection trace_of(const ModelConfig& model);
+// The trace of a model, traced once per process and architecture and kept for the process's
+// lifetime (and on disk: docs/performance.md). It depends on the architecture only, so
+// callers that run many jobs of one model (sweeps, validation) pass it to the functions below.
+const TraceSection& trace_of(const ModelConfig& model);
+
+// The trace of a model made afresh by the trace stage, bypassing both caches.
+TraceSection trace_afresh(const ModelConfig& model);
 
 // Trace, shard, cost, simulate, account memory: the graph the pipe would carry. The
 // estimator form prices many jobs with one loaded calibrated model.
 Graph simulate(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
-               const ShardOptions& options);
-Graph simulate(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options);
+               const ShardOptions& options, const SimOptions& sim_options = {});
+Graph simulate(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options,
+               const SimOptions& sim_options = {});
 
 // Same, without the discrete-event simulation (memory fields only).
 Graph estimate_memory(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
                       const ShardOptions& options);
 Graph estimate_memory(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options);
+
+// `syssim run`'s graph: load the configs, run the stages.
+Graph run_graph(const RunRequest& request);
 
 // `syssim run` and `syssim memory`: load the configs, run the stages, render the report.
 std::string run_report(const RunRequest& request);

@@ -26,13 +26,6 @@ struct StageMemory {
   }
 };
 
-// The weights a rank keeps for the whole step: its parameters and the low-precision copies
-// Transformer Engine caches of them (docs/memory.md "Low precision").
-bool is_weight(const ShardBuffer& buffer) { return buffer.role == "param" || buffer.role == "quantized_weight"; }
-
-// Weights and gradients are model states, counted per rank instead.
-bool is_transient(const ShardBuffer& buffer) { return !is_weight(buffer) && buffer.role != "grad"; }
-
 // Bytes of the weights the ops of pipeline rank `rank` use.
 double weight_bytes(const ShardSection& shard, int64_t rank) {
   std::set<int64_t> held;
@@ -52,7 +45,7 @@ double weight_bytes(const ShardSection& shard, int64_t rank) {
 // from the start of its micro-batch on the rank) until the last op that uses it has
 // finished. The peak is the largest sum of live bytes while an op runs, its inputs and
 // outputs both allocated.
-void transient_peak(const ShardSection& shard, int64_t rank, StageMemory& stage) {
+void transient_peak(const ShardSection& shard, const std::vector<char>& transient, int64_t rank, StageMemory& stage) {
   std::vector<ScheduledOp> order = issue_order(shard, rank);
   const size_t instance_slots = static_cast<size_t>(shard.num_microbatches) + 1;  // slot 0: step ops
   auto slot_of = [](const ScheduledOp& s) { return static_cast<size_t>(s.microbatch + 1); };
@@ -74,12 +67,12 @@ void transient_peak(const ShardSection& shard, int64_t rank, StageMemory& stage)
   for (const ShardOp& op : shard.ops) {
     if (op.stage != rank) continue;
     for (int64_t b : op.reads)
-      if (is_transient(shard.buffers[b]) && op.phase == "bwd") read_in_backward[local_index(b)] = true;
+      if (transient[b] && op.phase == "bwd") read_in_backward[local_index(b)] = true;
     for (int64_t b : op.writes)
-      if (is_transient(shard.buffers[b]) && op.phase == "fwd") written_in_forward[local_index(b)] = true;
+      if (transient[b] && op.phase == "fwd") written_in_forward[local_index(b)] = true;
     for (const auto* list : {&op.reads, &op.writes})
       for (int64_t b : *list)
-        if (is_transient(shard.buffers[b])) local_index(b);
+        if (transient[b]) local_index(b);
   }
 
   // First write and last use of each buffer instance, and where each micro-batch starts.
@@ -93,9 +86,9 @@ void transient_peak(const ShardSection& shard, int64_t rank, StageMemory& stage)
     if (slot_start[slot] < 0) slot_start[slot] = static_cast<int64_t>(position);
     for (const auto* list : {&op.reads, &op.writes})
       for (int64_t b : *list)
-        if (is_transient(shard.buffers[b])) last_use[local[b] * instance_slots + slot] = static_cast<int64_t>(position);
+        if (transient[b]) last_use[local[b] * instance_slots + slot] = static_cast<int64_t>(position);
     for (int64_t b : op.writes) {
-      if (!is_transient(shard.buffers[b])) continue;
+      if (!transient[b]) continue;
       int64_t& first = first_write[local[b] * instance_slots + slot];
       if (first < 0) first = static_cast<int64_t>(position);
     }
@@ -150,6 +143,9 @@ void account_memory(Graph& g) {
   double optimizer_shards =
       shard.training.distributed_optimizer ? static_cast<double>(shard.parallelism.dp * shard.parallelism.cp) : 1.0;
 
+  std::vector<char> transient;  // by buffer id: looked up for every op instance
+  for (const ShardBuffer& buffer : shard.buffers) transient.push_back(is_transient(buffer));
+
   MemSection mem;
   StageMemory heaviest;
   for (int64_t rank = 0; rank < pp; ++rank) {
@@ -158,7 +154,7 @@ void account_memory(Graph& g) {
     stage.param_bytes = weight_bytes(shard, rank);
     stage.grad_bytes = params * kMainGradBytes;
     stage.optimizer_state_bytes = params * kOptimizerStateBytes / optimizer_shards;
-    transient_peak(shard, rank, stage);
+    transient_peak(shard, transient, rank, stage);
     mem.pp_stage_memory_gb.push_back(stage.total_bytes() / kBytesPerGB);
     mem.pp_stage_microbatches_in_flight.push_back(stage.microbatches_in_flight);
     if (rank == 0 || stage.total_bytes() > heaviest.total_bytes()) {

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
+#include "report/format.hpp"
+#include "report/pictures.hpp"
 
 namespace syssim {
 namespace {
@@ -16,15 +18,16 @@ constexpr double kFlopsPerTflop = 1e12;
 constexpr double kMsPerS = 1e3;
 constexpr size_t kTextTopOps = 3;
 
-void check_format(const std::string& format) {
-  if (format != "text" && format != "json")
-    throw UsageError("unknown report format \"" + format + "\": expected text or json");
-}
+// The memory report's formats; the full report also draws the timeline (report/pictures.hpp).
+const std::vector<std::string> kMemoryFormats = {"text", "json"};
+const std::vector<std::string> kReportFormats = {"text", "json", "chrome-trace", "svg"};
 
-std::string fixed(double value, int decimals) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", decimals, value);
-  return text;
+void check_format(const std::string& format, const std::vector<std::string>& accepted) {
+  if (std::find(accepted.begin(), accepted.end(), format) != accepted.end()) return;
+  std::string expected;
+  for (size_t i = 0; i < accepted.size(); ++i)
+    expected += (i == 0 ? "" : i + 1 == accepted.size() ? " or " : ", ") + accepted[i];
+  throw UsageError("unknown report format \"" + format + "\": expected " + expected);
 }
 
 std::string ms(double value) { return fixed(value, 4); }
@@ -205,6 +208,12 @@ double recomputed_flops_per_step(const ShardSection& shard) {
 
 }  // namespace
 
+std::string fixed(double value, int decimals) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return text;
+}
+
 Throughput throughput(const Graph& g) {
   const ShardSection& shard = need_section(g.shard, "shard", "syssim-shard");
   const CostSection& cost = need_section(g.cost, "cost", "syssim-cost");
@@ -224,7 +233,9 @@ Throughput throughput(const Graph& g) {
 }
 
 std::string render_report(const Graph& g, const std::string& format) {
-  check_format(format);
+  check_format(format, kReportFormats);
+  if (format == "chrome-trace") return render_chrome_trace(g);
+  if (format == "svg") return render_schedule_svg(g);
   const ShardSection& shard = need_section(g.shard, "shard", "syssim-shard");
   const SimSection& sim = need_section(g.sim, "sim", "syssim-sim");
   const MemSection& mem = need_section(g.mem, "mem", "syssim-mem");
@@ -234,7 +245,7 @@ std::string render_report(const Graph& g, const std::string& format) {
 }
 
 std::string render_memory_report(const Graph& g, const std::string& format) {
-  check_format(format);
+  check_format(format, kMemoryFormats);
   const ShardSection& shard = need_section(g.shard, "shard", "syssim-shard");
   const MemSection& mem = need_section(g.mem, "mem", "syssim-mem");
   if (format == "json") return memory_json(g, shard, mem).dump(2) + "\n";

@@ -17,7 +17,8 @@ struct Throughput {
 // Needs g.shard, g.cost and g.sim; throws DataError when the step takes no time.
 Throughput throughput(const Graph& g);
 
-// The full report; needs g.shard, g.cost, g.sim and g.mem. format: "text" or "json" (else UsageError).
+// The full report; needs g.shard, g.cost, g.sim and g.mem. format: "text" or "json" (else
+// UsageError), or a picture of the sim timeline: "chrome-trace" or "svg" (report/pictures.hpp).
 std::string render_report(const Graph& g, const std::string& format);
 
 // The memory fields only; needs g.shard and g.mem (g.cost adds the hardware when present).

@@ -1,8 +1,8 @@
 #include "shard/section.hpp"
 
 #include <algorithm>
-#include <map>
-#include <tuple>
+#include <cstdint>
+#include <iterator>
 
 #include "common/json_util.hpp"
 
@@ -52,57 +52,73 @@ std::vector<ScheduledOp> issue_order(const ShardSection& shard, int64_t stage) {
     throw DataError("/shard/schedule: no slot list for pipeline rank " + std::to_string(stage));
   const std::vector<ScheduleSlot>& slots = shard.schedule[stage];
   const int64_t microbatches = shard.num_microbatches;
+  const std::vector<std::string> passes = {"forward", "backward", "weight"};
+  auto pass_index = [&](const std::string& pass) {
+    return static_cast<size_t>(std::find(passes.begin(), passes.end(), pass) - passes.begin());
+  };
 
   // Position of each (chunk, micro-batch, pass) slot; a weight slot takes the weight ops
   // out of the backward slot of the same chunk and micro-batch.
-  std::map<std::tuple<int64_t, int64_t, std::string>, size_t> position;
+  int64_t chunks = 0;
+  for (const ScheduleSlot& s : slots) chunks = std::max(chunks, s.chunk + 1);
+  for (const ShardOp& op : shard.ops)
+    if (op.stage == stage) chunks = std::max(chunks, op.chunk + 1);
+  constexpr size_t kNone = SIZE_MAX;
+  std::vector<size_t> position(static_cast<size_t>(chunks * microbatches) * passes.size(), kNone);
+  auto at = [&](int64_t chunk, int64_t microbatch, size_t pass) -> size_t& {
+    return position[(static_cast<size_t>(chunk * microbatches + microbatch)) * passes.size() + pass];
+  };
   for (size_t i = 0; i < slots.size(); ++i) {
     const ScheduleSlot& s = slots[i];
     if (s.microbatch >= microbatches)
       throw DataError(where + "/" + std::to_string(i) + ": micro-batch " + std::to_string(s.microbatch) +
                       " does not exist (num_microbatches=" + std::to_string(microbatches) + ")");
-    if (!position.emplace(std::tuple{s.chunk, s.microbatch, s.pass}, i).second)
+    size_t& slot = at(s.chunk, s.microbatch, pass_index(s.pass));
+    if (slot != kNone)
       throw DataError(where + "/" + std::to_string(i) + ": a second " + s.pass + " slot for chunk " +
                       std::to_string(s.chunk) + ", micro-batch " + std::to_string(s.microbatch));
+    slot = i;
   }
-  auto find = [&](int64_t chunk, int64_t microbatch, const std::string& pass) -> std::optional<size_t> {
-    auto it = position.find({chunk, microbatch, pass});
-    return it == position.end() ? std::nullopt : std::optional<size_t>(it->second);
-  };
 
-  std::map<std::pair<int64_t, std::string>, std::vector<int64_t>> ops_of;  // (chunk, pass) -> ops
+  // The ops of each (chunk, pass), in op id order.
+  std::vector<std::vector<int64_t>> ops_of(static_cast<size_t>(chunks) * passes.size());
   std::vector<ScheduledOp> order;
   for (const ShardOp& op : shard.ops) {
     if (op.stage != stage) continue;
     if (op.scope == "step_start") order.push_back({op.id, -1});
     if (op.scope != "microbatch") continue;
-    std::string pass = slot_pass_of(op);
-    if (pass != "forward" && pass != "backward" && pass != "weight")
+    size_t pass = pass_index(slot_pass_of(op));
+    if (pass == passes.size())
       throw DataError("/shard/ops/" + std::to_string(op.id) + "/pass: a microbatch op needs forward, backward or "
                       "weight, got \"" + op.pass + "\"");
-    for (int64_t m = 0; m < microbatches; ++m) {
-      std::string slot_pass = pass == "weight" && !find(op.chunk, m, "weight") ? "backward" : pass;
-      std::string slot_name = slot_pass + " slot of chunk " + std::to_string(op.chunk) + ", micro-batch " +
-                              std::to_string(m);
-      std::optional<size_t> slot = find(op.chunk, m, slot_pass);
-      if (!slot) throw DataError(where + ": no " + slot_name + ", which op " + std::to_string(op.id) + " needs");
-      std::string previous = slot_pass == "weight" ? "backward" : "forward";
-      std::optional<size_t> before = find(op.chunk, m, previous);
-      if (slot_pass != "forward" && (!before || *before > *slot))
-        throw DataError(where + ": the " + slot_name + " is not preceded by its " + previous + " slot");
-    }
-    ops_of[{op.chunk, pass}].push_back(op.id);
+    std::vector<int64_t>& of_pass = ops_of[static_cast<size_t>(op.chunk) * passes.size() + pass];
+    // Every micro-batch needs the slot that runs the op, after the slot before it.
+    if (of_pass.empty())
+      for (int64_t m = 0; m < microbatches; ++m) {
+        size_t slot_pass = pass == 2 && at(op.chunk, m, 2) == kNone ? 1 : pass;
+        std::string slot_name = passes[slot_pass] + " slot of chunk " + std::to_string(op.chunk) + ", micro-batch " +
+                                std::to_string(m);
+        size_t slot = at(op.chunk, m, slot_pass);
+        if (slot == kNone) throw DataError(where + ": no " + slot_name + ", which op " + std::to_string(op.id) + " needs");
+        size_t before = slot_pass == 0 ? kNone : at(op.chunk, m, slot_pass - 1);
+        if (slot_pass != 0 && (before == kNone || before > slot))
+          throw DataError(where + ": the " + slot_name + " is not preceded by its " + passes[slot_pass - 1] + " slot");
+      }
+    of_pass.push_back(op.id);
   }
+  std::vector<int64_t> merged;
   for (const ScheduleSlot& s : slots) {
-    std::vector<int64_t> ops = ops_of[{s.chunk, s.pass}];
+    size_t pass = pass_index(s.pass);
+    const std::vector<int64_t>* ops = &ops_of[static_cast<size_t>(s.chunk) * passes.size() + pass];
     // Without a weight slot the backward slot runs the weight ops too, in op order as
     // autograd does.
-    if (s.pass == "backward" && !find(s.chunk, s.microbatch, "weight")) {
-      const std::vector<int64_t>& weight = ops_of[{s.chunk, "weight"}];
-      ops.insert(ops.end(), weight.begin(), weight.end());
-      std::sort(ops.begin(), ops.end());
+    if (pass == 1 && at(s.chunk, s.microbatch, 2) == kNone) {
+      const std::vector<int64_t>& weight = ops_of[static_cast<size_t>(s.chunk) * passes.size() + 2];
+      merged.clear();
+      std::merge(ops->begin(), ops->end(), weight.begin(), weight.end(), std::back_inserter(merged));
+      ops = &merged;
     }
-    for (int64_t op : ops) order.push_back({op, s.microbatch});
+    for (int64_t op : *ops) order.push_back({op, s.microbatch});
   }
   for (const ShardOp& op : shard.ops)
     if (op.stage == stage && op.scope == "step") order.push_back({op.id, -1});

@@ -23,6 +23,14 @@ struct ShardBuffer {
   std::optional<int64_t> producer;  // op that writes it first (none for params and inputs)
 };
 
+// The weights a rank keeps for the whole step: its parameters and the low-precision copies
+// Transformer Engine caches of them (docs/memory.md "Low precision").
+inline bool is_weight(const ShardBuffer& buffer) { return buffer.role == "param" || buffer.role == "quantized_weight"; }
+
+// A buffer that lives per micro-batch (or per step): not a weight or gradient, which are model
+// states, live all step long and counted per rank (syssim-mem, the report's memory track).
+inline bool is_transient(const ShardBuffer& buffer) { return !is_weight(buffer) && buffer.role != "grad"; }
+
 // The shape of the kernel an op runs on one rank, by kind (docs/graph-format.md): gemm m, n, k;
 // attention b, s_q, s_kv, heads, kv_heads, head_dim, causal; others rows, dim.
 using KernelShape = std::map<std::string, double>;

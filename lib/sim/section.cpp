@@ -17,6 +17,28 @@ LinkLoad link_load_from(const json& j, const std::string& path) {
                   require_as<int64_t>(j, "max_flows", path)};
 }
 
+// Rows [rank, stream, op, microbatch, start_ms, end_ms] (docs/graph-format.md).
+std::vector<TimelineEntry> timeline_from(const json& rows, const std::string& path) {
+  if (!rows.is_array()) throw DataError("graph: " + path + ": expected an array, got " + rows.dump());
+  std::vector<TimelineEntry> timeline;
+  timeline.reserve(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const json& row = rows[i];
+    auto bad_row = [&] {
+      return DataError("graph: " + path + "/" + std::to_string(i) +
+                       ": expected [rank, stream, op, microbatch, start_ms, end_ms], got " + row.dump());
+    };
+    if (!row.is_array() || row.size() != 6) throw bad_row();
+    try {
+      timeline.push_back(TimelineEntry{row[0].get<int64_t>(), row[1].get<std::string>(), row[2].get<int64_t>(),
+                                       row[3].get<int64_t>(), row[4].get<double>(), row[5].get<double>()});
+    } catch (const json::exception&) {
+      throw bad_row();
+    }
+  }
+  return timeline;
+}
+
 }  // namespace
 
 json to_json(const LinkLoad& l) {
@@ -33,24 +55,31 @@ json to_json(const SimSection& s) {
   json groups = json::object();
   for (const auto& [group, time] : s.collective_by_group_ms)
     groups[group] = {{"total_ms", time.total_ms}, {"exposed_ms", time.exposed_ms}};
-  return {{"step_time_ms", s.step_time_ms},
-          {"forward_ms", s.forward_ms},
-          {"backward_ms", s.backward_ms},
-          {"optimizer_ms", s.optimizer_ms},
-          {"collective_total_ms", s.collective_total_ms},
-          {"collective_exposed_ms", s.collective_exposed_ms},
-          {"by_op_type_ms", s.by_op_type_ms},
-          {"collective_by_group_ms", groups},
-          {"bubble_fraction", s.bubble_fraction},
-          {"per_pp_rank_step_time_ms", s.per_pp_rank_step_time_ms},
-          {"top_ops", top},
-          {"dominant_op_type", s.dominant_op_type},
-          {"longest_collective", timed(s.longest_collective)},
-          {"binding_pp_stage", s.binding_pp_stage},
-          {"hardware_flops_per_rank", s.hardware_flops_per_rank},
-          {"links", links},
-          {"busiest_link", s.busiest_link},
-          {"collective_slowdown", s.collective_slowdown}};
+  json section = {{"step_time_ms", s.step_time_ms},
+                  {"forward_ms", s.forward_ms},
+                  {"backward_ms", s.backward_ms},
+                  {"optimizer_ms", s.optimizer_ms},
+                  {"collective_total_ms", s.collective_total_ms},
+                  {"collective_exposed_ms", s.collective_exposed_ms},
+                  {"by_op_type_ms", s.by_op_type_ms},
+                  {"collective_by_group_ms", groups},
+                  {"bubble_fraction", s.bubble_fraction},
+                  {"per_pp_rank_step_time_ms", s.per_pp_rank_step_time_ms},
+                  {"top_ops", top},
+                  {"dominant_op_type", s.dominant_op_type},
+                  {"longest_collective", timed(s.longest_collective)},
+                  {"binding_pp_stage", s.binding_pp_stage},
+                  {"hardware_flops_per_rank", s.hardware_flops_per_rank},
+                  {"links", links},
+                  {"busiest_link", s.busiest_link},
+                  {"collective_slowdown", s.collective_slowdown}};
+  if (s.timeline) {
+    json rows = json::array();
+    for (const TimelineEntry& e : *s.timeline)
+      rows.push_back({e.rank, e.stream, e.op, e.microbatch, e.start_ms, e.end_ms});
+    section["timeline"] = std::move(rows);
+  }
+  return section;
 }
 
 SimSection sim_from_json(const json& j, const std::string& path) {
@@ -82,6 +111,7 @@ SimSection sim_from_json(const json& j, const std::string& path) {
   for (size_t i = 0; i < links.size(); ++i) s.links.push_back(link_load_from(links[i], path + "/links/" + std::to_string(i)));
   s.busiest_link = require_as<std::string>(j, "busiest_link", path);
   s.collective_slowdown = require_as<double>(j, "collective_slowdown", path);
+  if (j.contains("timeline")) s.timeline = timeline_from(require(j, "timeline", path), path + "/timeline");
   return s;
 }
 

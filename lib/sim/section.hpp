@@ -2,6 +2,7 @@
 #pragma once
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,16 @@ struct LinkLoad {
   int64_t max_flows = 0;      // most flows on it at once
 };
 
+// One op instance of the simulated step (syssim-sim --timeline).
+struct TimelineEntry {
+  int64_t rank = 0;         // pipeline rank
+  std::string stream;       // compute | tp | cp | dp | pp
+  int64_t op = 0;           // shard op id
+  int64_t microbatch = -1;  // -1 for step_start and step ops
+  double start_ms = 0;
+  double end_ms = 0;
+};
+
 struct SimSection {
   double step_time_ms = 0;
   double forward_ms = 0;    // compute-stream busy time of forward ops
@@ -48,6 +59,8 @@ struct SimSection {
   std::vector<LinkLoad> links;  // binding rank, one per cost link
   std::string busiest_link;     // name of the most utilized of `links`; "" when none moved bytes
   double collective_slowdown = 1;  // binding rank: simulated / standalone collective time
+  // Every op instance of every rank, in issue order per rank; only when asked for (it is large).
+  std::optional<std::vector<TimelineEntry>> timeline;
 };
 
 nlohmann::json to_json(const LinkLoad& link);

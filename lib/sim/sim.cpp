@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/topological_sort.hpp>
-#include <functional>
+#include <cstdint>
 #include <iterator>
 #include <limits>
 #include <map>
@@ -27,7 +27,6 @@ struct Instance {
   size_t queue = 0;         // index of its (rank, stream) queue
   double standalone_us = 0;  // its cost time_us: its duration when it shares no link
   double duration_us = 0;    // simulated: standalone_us, or finish - start with phases
-  std::vector<size_t> dependents;
   size_t unfinished_deps = 0;
   double start_us = 0;
   double finish_us = 0;
@@ -80,6 +79,9 @@ struct StreamQueue {
 
 struct Timeline {
   std::vector<Instance> instances;
+  // The instances waiting for instance i: dependents[dependents_begin[i] .. dependents_begin[i + 1]).
+  std::vector<size_t> dependents_begin;
+  std::vector<size_t> dependents;
   std::vector<StreamQueue> queues;
   std::vector<Flow> flows;
   std::vector<RankNetwork> networks;  // by pipeline rank; empty when the cost has no links
@@ -126,42 +128,66 @@ void check_ops(const ShardSection& shard) {
 // its single instance.
 Timeline expand_step(const ShardSection& shard, const CostSection& cost) {
   Timeline t;
-  std::map<std::pair<int64_t, std::string>, size_t> queue_of;
-  std::vector<std::vector<size_t>> instances_of(shard.ops.size());  // by micro-batch; [0] for once-ops
-  for (int64_t rank = 0; rank < shard.parallelism.pp; ++rank)
-    for (const ScheduledOp& scheduled : issue_order(shard, rank)) {
+  std::vector<std::vector<ScheduledOp>> orders;
+  size_t instances = 0;
+  for (int64_t rank = 0; rank < shard.parallelism.pp; ++rank) {
+    orders.push_back(issue_order(shard, rank));
+    instances += orders.back().size();
+  }
+  t.instances.reserve(instances);
+  constexpr size_t kNone = SIZE_MAX;
+  std::vector<size_t> queue_of(shard.ops.size(), kNone);  // by op: the queue of its rank and stream
+  // The instance of op o in micro-batch m (m = 0 for ops that run once): instance_of[o * M + m].
+  const size_t microbatches = static_cast<size_t>(shard.num_microbatches);
+  std::vector<size_t> instance_of(shard.ops.size() * microbatches, kNone);
+  for (int64_t rank = 0; rank < shard.parallelism.pp; ++rank) {
+    std::map<std::string, size_t> queue_of_stream;  // the rank's queues, made in issue order
+    for (const ScheduledOp& scheduled : orders[rank]) {
       const ShardOp& op = shard.ops[scheduled.op];
-      auto [it, added] = queue_of.emplace(std::pair{rank, op.stream}, t.queues.size());
-      if (added) t.queues.push_back(StreamQueue{rank, op.stream, {}, 0, false});
+      size_t& queue = queue_of[op.id];
+      if (queue == kNone) {
+        auto [it, added] = queue_of_stream.emplace(op.stream, t.queues.size());
+        if (added) t.queues.push_back(StreamQueue{rank, op.stream, {}, 0, false});
+        queue = it->second;
+      }
       size_t index = t.instances.size();
-      t.queues[it->second].instances.push_back(index);
-      std::vector<size_t>& of_op = instances_of[op.id];
-      size_t slot = static_cast<size_t>(std::max<int64_t>(scheduled.microbatch, 0));
-      of_op.resize(std::max(of_op.size(), slot + 1));
-      of_op[slot] = index;
+      t.queues[queue].instances.push_back(index);
+      instance_of[static_cast<size_t>(op.id) * microbatches + static_cast<size_t>(std::max<int64_t>(scheduled.microbatch, 0))] = index;
       const OpCost& op_cost = cost.ops[op.id];
-      Instance instance{op.id, scheduled.microbatch, it->second, op_cost.time_us, op_cost.time_us, {}, op.deps.size()};
+      Instance instance{op.id, scheduled.microbatch, queue, op_cost.time_us, op_cost.time_us, op.deps.size()};
       if (!op_cost.phases.empty()) {
         instance.flow = static_cast<int64_t>(t.flows.size());
         t.flows.push_back(Flow{index, rank, &op_cost.phases});
       }
       t.instances.push_back(instance);
     }
+  }
   if (!cost.links.empty()) {
     RankNetwork network;
     for (const Link& link : cost.links) network.links.push_back(LinkState{link.bandwidth_GBps * kBytesPerUsPerGBps});
     t.networks.assign(shard.parallelism.pp, network);
   }
-  for (size_t index = 0; index < t.instances.size(); ++index) {
-    const Instance& instance = t.instances[index];
-    for (int64_t dep : shard.ops[instance.op].deps) {
-      const std::vector<size_t>& dep_instances = instances_of[dep];
-      size_t dep_index = shard.ops[dep].scope != "microbatch" ? dep_instances.front()
-                         : instance.microbatch < 0        ? dep_instances.back()
-                                                          : dep_instances[instance.microbatch];
-      t.instances[dep_index].dependents.push_back(index);
-    }
-  }
+  std::vector<char> once(shard.ops.size());  // by op: runs once per step, not per micro-batch
+  for (const ShardOp& op : shard.ops) once[op.id] = op.scope != "microbatch";
+  auto dep_instance = [&](const Instance& instance, int64_t dep) {
+    size_t microbatch = once[dep]                 ? 0
+                        : instance.microbatch < 0 ? microbatches - 1
+                                                  : static_cast<size_t>(instance.microbatch);
+    size_t index = instance_of[static_cast<size_t>(dep) * microbatches + microbatch];
+    if (index == kNone)
+      throw DataError(op_path(instance.op) + "/deps: op " + std::to_string(dep) + " runs in no slot of the schedule");
+    return index;
+  };
+  // Counted first, then filled in instance order: one allocation for all of them.
+  t.dependents_begin.assign(t.instances.size() + 1, 0);
+  for (const Instance& instance : t.instances)
+    for (int64_t dep : shard.ops[instance.op].deps) ++t.dependents_begin[dep_instance(instance, dep) + 1];
+  for (size_t i = 0; i < t.instances.size(); ++i) t.dependents_begin[i + 1] += t.dependents_begin[i];
+  t.dependents.resize(t.dependents_begin.back());
+  std::vector<size_t> filled(t.dependents_begin.begin(), t.dependents_begin.end() - 1);
+  for (size_t index = 0; index < t.instances.size(); ++index)
+    for (int64_t dep : shard.ops[t.instances[index].op].deps)
+      t.dependents[filled[dep_instance(t.instances[index], dep)]++] = index;
   return t;
 }
 
@@ -282,9 +308,11 @@ class EventLoop {
     StreamQueue& queue = t_.queues[finished.queue];
     queue.busy = false;
     ++queue.head;
-    for (size_t dependent : finished.dependents) --t_.instances[dependent].unfinished_deps;
+    const size_t* first = t_.dependents.data() + t_.dependents_begin[index];
+    const size_t* last = t_.dependents.data() + t_.dependents_begin[index + 1];
+    for (const size_t* dependent = first; dependent != last; ++dependent) --t_.instances[*dependent].unfinished_deps;
     try_start(finished.queue, now_us);
-    for (size_t dependent : finished.dependents) try_start(t_.instances[dependent].queue, now_us);
+    for (const size_t* dependent = first; dependent != last; ++dependent) try_start(t_.instances[*dependent].queue, now_us);
   }
 
   // The phase's latency first, through an event even when it is 0, so that a chain of empty
@@ -374,32 +402,34 @@ std::vector<const Instance*> instances_of_rank(const Timeline& t, int64_t rank) 
   return instances;
 }
 
-// Wall time, up to `until_us`, during which some instance for which `counts` holds runs
-// while no instance for which `busy` holds does.
-double time_running_while_idle(const std::vector<const Instance*>& instances,
-                               const std::function<bool(const Instance&)>& counts,
-                               const std::function<bool(const Instance&)>& busy, double until_us) {
-  struct Edge {
-    double time_us;
-    int counted;  // +1 when one starts, -1 when one finishes
-    int busy;
-  };
-  std::vector<Edge> edges;
-  for (const Instance* instance : instances) {
-    int c = counts(*instance), b = busy(*instance);
-    if (!c && !b) continue;
-    edges.push_back(Edge{instance->start_us, c, b});
-    edges.push_back(Edge{instance->finish_us, -c, -b});
+using Interval = std::pair<double, double>;  // start, finish (us)
+
+// The union of intervals, as disjoint intervals in time order.
+std::vector<Interval> union_of(std::vector<Interval> intervals) {
+  std::sort(intervals.begin(), intervals.end());
+  std::vector<Interval> merged;
+  for (const Interval& interval : intervals) {
+    if (!merged.empty() && interval.first <= merged.back().second)
+      merged.back().second = std::max(merged.back().second, interval.second);
+    else
+      merged.push_back(interval);
   }
-  std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.time_us < b.time_us; });
-  int counted = 0, busy_now = 0;
-  double total_us = 0, previous_us = 0;
-  for (const Edge& edge : edges) {
-    double now_us = std::min(edge.time_us, until_us);
-    if (counted > 0 && busy_now == 0) total_us += now_us - previous_us;
-    counted += edge.counted;
-    busy_now += edge.busy;
-    previous_us = now_us;
+  return merged;
+}
+
+// Wall time, up to `until_us`, covered by `counted` but not by `busy` (both disjoint and in
+// time order, as union_of returns them).
+double uncovered_us(const std::vector<Interval>& counted, const std::vector<Interval>& busy, double until_us) {
+  double total_us = 0;
+  size_t b = 0;
+  for (const auto& [start, finish] : counted) {
+    double from = start, to = std::min(finish, until_us);
+    while (b < busy.size() && busy[b].second <= from) ++b;
+    for (size_t k = b; k < busy.size() && busy[k].first < to && from < to; ++k) {
+      if (busy[k].first > from) total_us += busy[k].first - from;
+      from = std::max(from, busy[k].second);
+    }
+    if (from < to) total_us += to - from;
   }
   return total_us;
 }
@@ -423,15 +453,22 @@ TimedOp timed(const ShardOp& op, double time_us) {
 
 // Phase, kind and collective-group totals of one rank's instances.
 void add_durations(const ShardSection& shard, const std::vector<const Instance*>& instances, SimSection& sim) {
-  double collective_standalone_ms = 0;
+  std::vector<double> duration_us(shard.ops.size(), 0.0), standalone_us(shard.ops.size(), 0.0);
+  std::vector<char> ran(shard.ops.size(), 0);
   for (const Instance* instance : instances) {
-    const ShardOp& op = shard.ops[instance->op];
-    double ms = instance->duration_us * kMsPerUs;
+    duration_us[instance->op] += instance->duration_us;
+    standalone_us[instance->op] += instance->standalone_us;
+    ran[instance->op] = 1;
+  }
+  double collective_standalone_ms = 0;
+  for (const ShardOp& op : shard.ops) {
+    if (!ran[op.id]) continue;
+    double ms = duration_us[op.id] * kMsPerUs;
     sim.by_op_type_ms[op.kind] += ms;
     if (op.kind == "collective") {
       sim.collective_total_ms += ms;
       sim.collective_by_group_ms[op.group].total_ms += ms;
-      collective_standalone_ms += instance->standalone_us * kMsPerUs;
+      collective_standalone_ms += standalone_us[op.id] * kMsPerUs;
     } else if (op.phase == "fwd") {
       sim.forward_ms += ms;
     } else if (op.phase == "bwd") {
@@ -501,18 +538,21 @@ SimSection summarize(const ShardSection& shard, const CostSection& cost, const T
   add_durations(shard, instances, sim);
   find_longest_ops(shard, instances, sim);
   add_link_loads(cost, t, sim, *binding);
-  auto on_stream = [&](const std::string& stream) {
-    return [&t, stream](const Instance& i) { return t.queues[i.queue].stream == stream; };
-  };
-  auto collective_of = [&](const std::string& group) {
-    return [&shard, group](const Instance& i) {
-      const ShardOp& op = shard.ops[i.op];
-      return op.kind == "collective" && (group.empty() || op.group == group);
-    };
-  };
-  sim.collective_exposed_ms = time_running_while_idle(instances, collective_of(""), on_stream("compute"), *binding) * kMsPerUs;
+  // Exposed communication: collectives running while the compute stream is idle.
+  std::vector<Interval> compute;
+  std::map<std::string, std::vector<Interval>> collectives_of;  // by group; "" for all
+  for (const Instance* i : instances) {
+    const ShardOp& op = shard.ops[i->op];
+    Interval interval{i->start_us, i->finish_us};
+    if (t.queues[i->queue].stream == "compute") compute.push_back(interval);
+    if (op.kind != "collective") continue;
+    collectives_of[""].push_back(interval);
+    collectives_of[op.group].push_back(interval);
+  }
+  compute = union_of(std::move(compute));
+  sim.collective_exposed_ms = uncovered_us(union_of(collectives_of[""]), compute, *binding) * kMsPerUs;
   for (auto& [group, totals] : sim.collective_by_group_ms)
-    totals.exposed_ms = time_running_while_idle(instances, collective_of(group), on_stream("compute"), *binding) * kMsPerUs;
+    totals.exposed_ms = uncovered_us(union_of(collectives_of[group]), compute, *binding) * kMsPerUs;
 
   // The bubble: until the pipeline has run its last micro-batch op (on any rank), the time
   // none of the binding rank's streams runs anything, waiting for other pipeline ranks.
@@ -523,9 +563,21 @@ SimSection summarize(const ShardSection& shard, const CostSection& cost, const T
   return sim;
 }
 
+// Every instance's rank, stream and times, in the order expand_step made them.
+std::vector<TimelineEntry> timeline_entries(const Timeline& t) {
+  std::vector<TimelineEntry> entries;
+  entries.reserve(t.instances.size());
+  for (const Instance& instance : t.instances) {
+    const StreamQueue& queue = t.queues[instance.queue];
+    entries.push_back(TimelineEntry{queue.rank, queue.stream, instance.op, instance.microbatch,
+                                    instance.start_us * kMsPerUs, instance.finish_us * kMsPerUs});
+  }
+  return entries;
+}
+
 }  // namespace
 
-void simulate_graph(Graph& g) {
+void simulate_graph(Graph& g, const SimOptions& options) {
   const ShardSection& shard = need_section(g.shard, "shard", "syssim-shard");
   const CostSection& cost = need_section(g.cost, "cost", "syssim-cost");
   if (cost.ops.size() != shard.ops.size())
@@ -538,6 +590,7 @@ void simulate_graph(Graph& g) {
   Timeline timeline = expand_step(shard, cost);
   EventLoop(timeline).run();
   g.sim = summarize(shard, cost, timeline);
+  if (options.record_timeline) g.sim->timeline = timeline_entries(timeline);
 }
 
 }  // namespace syssim

@@ -8,6 +8,10 @@ MODELS="$ROOT/configs/models"
 HARDWARE="$ROOT/configs/hardware"
 H100="$HARDWARE/h100-sxm-80gb.yaml"
 
+# syssim's caches (traces, sweep points) live in the test file's scratch folder: shared by its
+# tests, never by other files or runs.
+export SYSSIM_CACHE_DIR="$BATS_FILE_TMPDIR/cache"
+
 # The H100 preset with its calibrated model made an absolute path, so a test can copy and edit it.
 h100_copy() {
   sed "s#^calibrated_model: \.\./#calibrated_model: $ROOT/configs/#" "$H100"

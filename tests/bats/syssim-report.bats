@@ -77,7 +77,7 @@ text_from_json() {
 @test "syssim-report --version prints the graph format version" {
   run syssim-report --version
   assert_success
-  assert_output --regexp "^syssim-report [0-9.]+ \(graph format 1\.3\)$"
+  assert_output --regexp "^syssim-report [0-9.]+ \(graph format 1\.4\)$"
 }
 
 @test "an unknown flag is bad usage (exit 2, one line)" {
@@ -86,10 +86,10 @@ text_from_json() {
   assert_output "syssim-report: error: unknown argument '--foo' (see --help)"
 }
 
-@test "a --format other than text or json is bad usage" {
+@test "a --format other than text, json, chrome-trace or svg is bad usage" {
   run syssim-report --format xml -i "$(stage_of llama3-8b mem "${TP2[@]}")"
   assert_failure 2
-  assert_output "syssim-report: error: --format: xml not in {text,json}"
+  assert_output "syssim-report: error: --format: xml not in {text,json,chrome-trace,svg}"
 }
 
 @test "empty input is bad data" {

@@ -57,3 +57,34 @@ pipe_report() {
     done
   done
 }
+
+@test "syssim run: one trace on disk per architecture, whatever the seq_length" {
+  export SYSSIM_CACHE_DIR="$BATS_TEST_TMPDIR/cache"
+  run syssim run "$MODELS/llama3-8b.yaml" --hardware "$H100" --tp 8 --seq-length 4096
+  assert_success
+  local first="$output"
+  [ "$(ls "$SYSSIM_CACHE_DIR/trace" | wc -l)" -eq 1 ]
+  run syssim run "$MODELS/llama3-8b.yaml" --hardware "$H100" --tp 8 --seq-length 2048
+  assert_success
+  [ "$(ls "$SYSSIM_CACHE_DIR/trace" | wc -l)" -eq 1 ]
+  run syssim run "$MODELS/llama3-70b.yaml" --hardware "$H100" --tp 8 --pp 4 --global-batch 8
+  assert_success
+  [ "$(ls "$SYSSIM_CACHE_DIR/trace" | wc -l)" -eq 2 ]
+  run syssim run "$MODELS/llama3-8b.yaml" --hardware "$H100" --tp 8 --seq-length 4096
+  assert_output "$first"
+}
+
+@test "syssim run: a cached trace gives the report of a fresh one; a damaged entry is traced again" {
+  export SYSSIM_CACHE_DIR="$BATS_TEST_TMPDIR/cache"
+  SYSSIM_CACHE_DIR=off run syssim run "$MODELS/llama3-8b.yaml" --hardware "$H100" --tp 4 --dp 2 --global-batch 8
+  assert_success
+  local fresh="$output"
+  run syssim run "$MODELS/llama3-8b.yaml" --hardware "$H100" --tp 4 --dp 2 --global-batch 8
+  assert_output "$fresh"
+  local entry
+  entry="$(ls "$SYSSIM_CACHE_DIR"/trace/*)"
+  printf '12\nnot the key and not JSON' > "$entry"
+  run syssim run "$MODELS/llama3-8b.yaml" --hardware "$H100" --tp 4 --dp 2 --global-batch 8
+  assert_output "$fresh"
+  [ "$(stat -c %s "$entry")" -gt 100000 ]
+}

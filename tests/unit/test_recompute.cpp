@@ -11,7 +11,6 @@
 #include "mem/mem.hpp"
 #include "report/report.hpp"
 #include "shard/shard.hpp"
-#include "trace/trace.hpp"
 #include "trace_builder.hpp"
 
 namespace syssim {
@@ -47,7 +46,7 @@ ShardOptions layout(int64_t tp, bool sp, const std::string& recompute = "none") 
 Graph sharded(const ModelConfig& model, const ShardOptions& options) {
   Graph g;
   g.model = model;
-  g.trace = trace_model(model);
+  g.trace = trace_of(model);
   shard_graph(g, options);
   return g;
 }
@@ -167,7 +166,7 @@ TEST(Recompute, FullRecomputeRerunsEachLayerWithItsCollectives) {
 TEST(Recompute, BadCombinationsAreRefused) {
   Graph g;
   g.model = gpt(2);
-  g.trace = trace_model(*g.model);
+  g.trace = trace_of(*g.model);
   auto message = [&](const ShardOptions& options) -> std::string {
     try {
       shard_graph(g, options);

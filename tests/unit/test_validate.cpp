@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "common/error.hpp"
-#include "trace/trace.hpp"
+#include "driver/driver.hpp"
 #include "trace_builder.hpp"
 #include "validate/validate.hpp"
 
@@ -418,7 +418,7 @@ class PipelineSplit : public ::testing::Test {
                                      bool loss) {
     Graph graph;
     graph.model = testing::dense_model("tiny", layers, 64, 4, 4, 128, 64, 256);
-    graph.trace = trace_model(*graph.model);
+    graph.trace = trace_of(*graph.model);
     ShardOptions options;
     options.parallelism.pp = pp;
     options.parallelism.vpp = vpp;
@@ -463,7 +463,7 @@ TEST_F(PipelineSplit, CountedLayersMustDivideAndExcludeExplicitLayouts) {
   }
   Graph graph;
   graph.model = testing::dense_model("tiny", 8, 64, 4, 4, 128, 64, 256);
-  graph.trace = trace_model(*graph.model);
+  graph.trace = trace_of(*graph.model);
   ShardOptions options;
   options.parallelism.pp = 2;
   options.training.global_batch = 2;

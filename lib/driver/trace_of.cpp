@@ -1,0 +1,87 @@
+// The driver's trace: from this process's memo, the on-disk cache, or the trace stage loaded
+// as a module. Loading LibTorch costs about half a second, more than the rest of a run of
+// Llama-3-70B on 1,024 GPUs, so the driver does not link it (docs/performance.md).
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "common/cache.hpp"
+#include "common/error.hpp"
+#include "common/version.hpp"
+#include "driver/driver.hpp"
+
+namespace syssim {
+namespace {
+
+using TraceEntry = int (*)(const char* model_json, char** out);
+
+// The module beside the executable (bin/../lib), else where this build put it.
+std::string module_path() {
+  char exe[PATH_MAX];
+  ssize_t size = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (size > 0) {
+    std::filesystem::path beside =
+        std::filesystem::path(std::string(exe, static_cast<size_t>(size))).parent_path() / "../lib" / SYSSIM_TRACE_MODULE_NAME;
+    if (std::filesystem::exists(beside)) return beside.string();
+  }
+  return SYSSIM_TRACE_MODULE_PATH;
+}
+
+TraceEntry load_trace_entry() {
+  static TraceEntry entry = nullptr;
+  static std::string load_error;
+  static std::once_flag loaded;
+  std::call_once(loaded, [] {
+    std::string path = module_path();
+    void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle) entry = reinterpret_cast<TraceEntry>(::dlsym(handle, "syssim_trace_json"));
+    if (!entry) load_error = path + ": cannot load the trace stage: " + ::dlerror();
+  });
+  if (!entry) throw DataError(load_error);
+  return entry;
+}
+
+}  // namespace
+
+TraceSection trace_afresh(const ModelConfig& model) {
+  char* out = nullptr;
+  int status = load_trace_entry()(to_json(model).dump().c_str(), &out);
+  std::unique_ptr<char, decltype(&std::free)> text(out, &std::free);
+  if (status == 2) throw UsageError(text.get());
+  if (status != 0) throw DataError(text.get());
+  return trace_from_json(nlohmann::json::parse(text.get()), "/trace");
+}
+
+const TraceSection& trace_of(const ModelConfig& model) {
+  // The trace leaves the batch and sequence axes free: one trace serves every seq_length.
+  nlohmann::json architecture = to_json(model);
+  architecture.erase("seq_length");
+  const std::string key = std::string("syssim ") + kSyssimVersion + " graph format " + kGraphFormatVersion +
+                          " trace of " + architecture.dump();
+  static std::mutex mutex;
+  static std::map<std::string, TraceSection> traced;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = traced.find(key);
+    if (it != traced.end()) return it->second;
+  }
+  TraceSection trace;
+  std::optional<std::string> cached = cache_get("trace", key);
+  nlohmann::json parsed = cached ? nlohmann::json::parse(*cached, nullptr, false) : nlohmann::json();
+  if (parsed.is_object()) {
+    trace = trace_from_json(parsed, cache_dir() + "/trace");
+  } else {
+    trace = trace_afresh(model);
+    cache_put("trace", key, to_json(trace).dump());
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  return traced.emplace(key, std::move(trace)).first->second;
+}
+
+}  // namespace syssim

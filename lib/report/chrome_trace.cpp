@@ -1,0 +1,114 @@
+// The simulated step in the Trace Event Format (Google's "Trace Event Format" document;
+// Perfetto's JSON importer reads the same): one process per pipeline rank, one thread per stream.
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "report/pictures.hpp"
+
+namespace syssim {
+namespace {
+
+using nlohmann::json;
+
+constexpr double kUsPerMs = 1e3;
+constexpr double kBytesPerGB = 1e9;
+
+// Streams in the order their tracks are shown; a stream not listed follows them, by name.
+const std::vector<std::string> kStreamOrder = {"compute", "tp", "cp", "dp", "pp"};
+
+// Collectives are colored by group with the trace viewer's reserved color names (a cname
+// outside them is ignored): catapult-project/catapult tracing/tracing/base/color_scheme.html.
+const std::map<std::string, std::string> kGroupColor = {{"tp", "thread_state_iowait"},
+                                                        {"cp", "rail_animation"},
+                                                        {"dp", "good"},
+                                                        {"pp", "terrible"},
+                                                        {"embedding", "detailed_memory_dump"}};
+constexpr const char* kOtherGroupColor = "generic_work";
+
+// Thread ids: the streams the timeline uses, in kStreamOrder first, the others by name.
+std::map<std::string, int64_t> stream_tids(const std::vector<TimelineEntry>& timeline) {
+  std::vector<std::string> streams;
+  for (const TimelineEntry& e : timeline)
+    if (std::find(streams.begin(), streams.end(), e.stream) == streams.end()) streams.push_back(e.stream);
+  auto order = [](const std::string& stream) {
+    return std::find(kStreamOrder.begin(), kStreamOrder.end(), stream) - kStreamOrder.begin();
+  };
+  std::sort(streams.begin(), streams.end(), [&](const std::string& a, const std::string& b) {
+    return std::pair(order(a), a) < std::pair(order(b), b);
+  });
+  std::map<std::string, int64_t> tids;
+  for (const std::string& stream : streams) tids.emplace(stream, static_cast<int64_t>(tids.size()));
+  return tids;
+}
+
+json metadata(const std::string& name, int64_t pid, const json& args, std::optional<int64_t> tid = std::nullopt) {
+  json event = {{"name", name}, {"ph", "M"}, {"pid", pid}, {"args", args}};
+  if (tid) event["tid"] = *tid;
+  return event;
+}
+
+json op_event(const TimelineEntry& e, const ShardOp& op, int64_t tid) {
+  json args = {{"op", op.id},
+               {"microbatch", e.microbatch},
+               {"chunk", op.chunk},
+               {"pass", op.pass},
+               {"layer", op.layer ? json(*op.layer) : json()},
+               {"module", op.module},
+               {"flops", op.flops},
+               {"bytes", op.bytes}};
+  json event = {{"name", op.name}, {"cat", op.kind}, {"ph", "X"},  {"ts", e.start_ms * kUsPerMs},
+                {"dur", (e.end_ms - e.start_ms) * kUsPerMs}, {"pid", e.rank}, {"tid", tid}};
+  if (op.kind == "collective") {
+    args.update({{"collective", op.collective},
+                 {"group", op.group},
+                 {"group_size", op.group_size},
+                 {"message_bytes", op.message_bytes}});
+    auto color = kGroupColor.find(op.group);
+    event["cname"] = color != kGroupColor.end() ? color->second : kOtherGroupColor;
+  }
+  event["args"] = std::move(args);
+  return event;
+}
+
+}  // namespace
+
+std::string render_chrome_trace(const Graph& g) {
+  const std::vector<TimelineEntry>& timeline = need_timeline(g);
+  const ShardSection& shard = *g.shard;
+  const std::map<std::string, int64_t> tids = stream_tids(timeline);
+
+  json events = json::array();
+  for (int64_t rank = 0; rank < shard.parallelism.pp; ++rank) {
+    events.push_back(metadata("process_name", rank, {{"name", "pp rank " + std::to_string(rank)}}));
+    events.push_back(metadata("process_sort_index", rank, {{"sort_index", rank}}));
+    std::vector<bool> used(tids.size(), false);
+    for (const TimelineEntry& e : timeline)
+      if (e.rank == rank) used[tids.at(e.stream)] = true;
+    for (const auto& [stream, tid] : tids)
+      if (used[tid]) {
+        events.push_back(metadata("thread_name", rank, {{"name", stream}}, tid));
+        events.push_back(metadata("thread_sort_index", rank, {{"sort_index", tid}}, tid));
+      }
+  }
+  for (const TimelineEntry& e : timeline) events.push_back(op_event(e, shard.ops[e.op], tids.at(e.stream)));
+  std::vector<std::vector<MemorySample>> memory = live_buffers(g);
+  for (size_t rank = 0; rank < memory.size(); ++rank)
+    for (const MemorySample& sample : memory[rank])
+      events.push_back({{"name", "live buffers (GB)"},
+                        {"ph", "C"},
+                        {"pid", rank},
+                        {"ts", sample.time_ms * kUsPerMs},
+                        {"args", {{"activations", sample.activation_bytes / kBytesPerGB},
+                                  {"other", sample.other_bytes / kBytesPerGB}}}});
+  json trace = {{"traceEvents", std::move(events)},
+                {"displayTimeUnit", "ms"},
+                {"otherData",
+                 {{"generator", "syssim-report --format chrome-trace"},
+                  {"pipeline_schedule", shard.pipeline_schedule},
+                  {"num_microbatches", shard.num_microbatches},
+                  {"step_time_ms", g.sim->step_time_ms}}}};
+  return trace.dump() + "\n";
+}
+
+}  // namespace syssim

@@ -1,0 +1,114 @@
+// The sim section's timeline as the pictures read it: checked, and the live transient buffers
+// of each pipeline rank over time.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <tuple>
+#include <unordered_map>
+
+#include "report/pictures.hpp"
+
+namespace syssim {
+namespace {
+
+// One buffer of one micro-batch (or of the step) on one rank.
+struct Lifetime {
+  double first_write_ms = std::numeric_limits<double>::infinity();
+  double last_use_ms = -std::numeric_limits<double>::infinity();
+};
+
+struct Change {
+  double time_ms;
+  double activation_bytes;
+  double other_bytes;
+};
+
+}  // namespace
+
+const std::vector<TimelineEntry>& need_timeline(const Graph& g) {
+  const ShardSection& shard = need_section(g.shard, "shard", "syssim-shard");
+  const SimSection& sim = need_section(g.sim, "sim", "syssim-sim");
+  if (!sim.timeline)
+    throw DataError("graph: /sim/timeline: missing; run syssim-sim --timeline to keep the op instances' times");
+  const std::vector<TimelineEntry>& timeline = *sim.timeline;
+  for (size_t i = 0; i < timeline.size(); ++i) {
+    const TimelineEntry& e = timeline[i];
+    std::string path = "graph: /sim/timeline/" + std::to_string(i);
+    if (e.op < 0 || e.op >= static_cast<int64_t>(shard.ops.size()))
+      throw DataError(path + ": op " + std::to_string(e.op) + " does not exist in the shard section");
+    if (e.rank < 0 || e.rank >= shard.parallelism.pp)
+      throw DataError(path + ": pipeline rank " + std::to_string(e.rank) + " does not exist (pp=" +
+                      std::to_string(shard.parallelism.pp) + ")");
+    if (e.microbatch < -1 || e.microbatch >= shard.num_microbatches)
+      throw DataError(path + ": micro-batch " + std::to_string(e.microbatch) + " does not exist");
+  }
+  return timeline;
+}
+
+std::vector<std::vector<MemorySample>> live_buffers(const Graph& g) {
+  const std::vector<TimelineEntry>& timeline = need_timeline(g);
+  const ShardSection& shard = *g.shard;
+  const size_t ranks = static_cast<size_t>(shard.parallelism.pp);
+  const size_t slots = static_cast<size_t>(shard.num_microbatches) + 1;  // slot 0: the step ops
+  const size_t buffers = shard.buffers.size();
+
+  // Saved for backward on a rank: written by a forward op and read by a backward op of that rank.
+  std::vector<bool> written_in_forward(ranks * buffers, false), read_in_backward(ranks * buffers, false);
+  for (const ShardOp& op : shard.ops) {
+    size_t base = static_cast<size_t>(op.stage) * buffers;
+    if (op.phase == "fwd")
+      for (int64_t b : op.writes) written_in_forward[base + b] = true;
+    if (op.phase == "bwd")
+      for (int64_t b : op.reads) read_in_backward[base + b] = true;
+  }
+
+  std::vector<std::vector<MemorySample>> samples(ranks);
+  for (size_t rank = 0; rank < ranks; ++rank) {
+    std::unordered_map<size_t, Lifetime> lifetimes;  // by buffer * slots + slot
+    std::vector<double> slot_start(slots, std::numeric_limits<double>::infinity());
+    for (const TimelineEntry& e : timeline) {
+      if (static_cast<size_t>(e.rank) != rank) continue;
+      const ShardOp& op = shard.ops[e.op];
+      size_t slot = static_cast<size_t>(e.microbatch + 1);
+      slot_start[slot] = std::min(slot_start[slot], e.start_ms);
+      for (int64_t b : op.writes)
+        if (is_transient(shard.buffers[b])) {
+          Lifetime& life = lifetimes[b * slots + slot];
+          life.first_write_ms = std::min(life.first_write_ms, e.start_ms);
+        }
+      for (const auto* list : {&op.reads, &op.writes})
+        for (int64_t b : *list)
+          if (is_transient(shard.buffers[b])) {
+            Lifetime& life = lifetimes[b * slots + slot];
+            life.last_use_ms = std::max(life.last_use_ms, e.end_ms);
+          }
+    }
+    std::vector<Change> changes;
+    for (const auto& [key, life] : lifetimes) {
+      size_t b = key / slots, slot = key % slots;
+      double allocated_ms = std::isinf(life.first_write_ms) ? slot_start[slot] : life.first_write_ms;
+      double bytes = shard.buffers[b].bytes;
+      bool saved = written_in_forward[rank * buffers + b] && read_in_backward[rank * buffers + b];
+      changes.push_back(Change{allocated_ms, saved ? bytes : 0, saved ? 0 : bytes});
+      changes.push_back(Change{life.last_use_ms, saved ? -bytes : 0, saved ? 0 : -bytes});
+    }
+    // A total order, so that the sums do not depend on the map's order.
+    std::sort(changes.begin(), changes.end(), [](const Change& a, const Change& b) {
+      return std::tie(a.time_ms, a.activation_bytes, a.other_bytes) < std::tie(b.time_ms, b.activation_bytes, b.other_bytes);
+    });
+    MemorySample live;
+    samples[rank].push_back(live);
+    for (const Change& change : changes) {
+      live.activation_bytes += change.activation_bytes;
+      live.other_bytes += change.other_bytes;
+      if (change.time_ms == samples[rank].back().time_ms) {
+        samples[rank].back() = MemorySample{change.time_ms, live.activation_bytes, live.other_bytes};
+      } else {
+        samples[rank].push_back(MemorySample{change.time_ms, live.activation_bytes, live.other_bytes});
+      }
+    }
+  }
+  return samples;
+}
+
+}  // namespace syssim

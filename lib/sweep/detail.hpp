@@ -1,0 +1,49 @@
+// Internals of lib/sweep shared by the sweep, the search and the renderers.
+#pragma once
+#include <optional>
+#include <string>
+
+#include "mem/section.hpp"
+#include "report/format.hpp"  // fixed()
+#include "sweep/sweep.hpp"
+
+namespace syssim {
+
+// Simulates jobs of one model on one hardware: traces and loads the estimator once, on the
+// first job the cache does not answer, so that a rerun of a cached sweep neither traces nor
+// loads a calibrated bundle.
+class PointEvaluator {
+ public:
+  PointEvaluator(const ModelConfig& model, const HardwareConfig& hardware, bool use_cache);
+  // Fills the metrics and status of `row` (its inputs are kept) from the simulated job; a job
+  // that throws makes it invalid.
+  void operator()(const ShardOptions& options, SweepRow& row);
+  const ModelConfig& model() const { return model_; }
+  const HardwareConfig& hardware() const { return hardware_; }
+  const TraceSection& trace();
+  const CostEstimator& estimator();
+
+ private:
+  const ModelConfig& model_;
+  const HardwareConfig& hardware_;
+  bool use_cache_;
+  std::optional<TraceSection> trace_;
+  std::optional<CostEstimator> estimator_;
+};
+
+void mark_invalid(SweepRow& row, const std::string& reason);
+
+// The cache key of a job's results: the syssim version and the canonical JSON of the model,
+// the hardware and every setting of the job.
+std::string job_cache_key(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options);
+
+// "needs 91.2 GB of 80.0 GB": why an oom row is excluded.
+std::string oom_reason(const MemSection& mem);
+
+// The front and the counts of a search as table, csv (the front only) or json.
+std::string render_search(const SearchResult& result, const std::string& format);
+
+// A metric for people: mfu with 4 decimals, milliseconds and gigabytes with 2.
+std::string metric_text(double value, const std::string& metric);
+
+}  // namespace syssim

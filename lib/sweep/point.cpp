@@ -1,0 +1,216 @@
+// The points of a sweep: the axes, their product, a point's job and its simulated row.
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+
+#include "common/cache.hpp"
+#include "common/error.hpp"
+#include "common/json_util.hpp"
+#include "common/version.hpp"
+#include "driver/driver.hpp"
+#include "report/report.hpp"
+#include "sweep/detail.hpp"
+#include "sweep/sweep.hpp"
+
+namespace syssim {
+namespace {
+
+using ordered_json = nlohmann::ordered_json;
+
+// A YAML scalar as the JSON value a YAML reader would give: null, an integer, a float, a
+// boolean, else a string (a quoted scalar always is one).
+nlohmann::json yaml_scalar(const std::string& text, const std::string& path) {
+  YAML::Node node;
+  try {
+    node = YAML::Load(text);
+  } catch (const YAML::Exception&) {
+    throw UsageError("--over " + path + ": '" + text + "' is not a YAML scalar");
+  }
+  if (node.IsNull()) return nullptr;
+  if (!node.IsScalar()) throw UsageError("--over " + path + ": '" + text + "' is not a YAML scalar");
+  if (node.Tag() == "!") return node.Scalar();
+  int64_t integer;
+  double real;
+  bool boolean;
+  if (YAML::convert<int64_t>::decode(node, integer)) return integer;
+  if (YAML::convert<double>::decode(node, real)) return real;
+  if (YAML::convert<bool>::decode(node, boolean)) return boolean;
+  return node.Scalar();
+}
+
+// The config section a path names and its key; UsageError when it names none.
+std::pair<std::string, std::string> split_config_path(const std::string& path) {
+  const ShardOptions defaults;
+  size_t dot = path.find('.');
+  std::string section = path.substr(0, dot);
+  std::string key = dot == std::string::npos ? "" : path.substr(dot + 1);
+  nlohmann::json keys;
+  if (section == "parallelism") keys = to_json(defaults.parallelism);
+  else if (section == "training") keys = to_json(defaults.training);
+  else throw UsageError("--over " + path + ": unknown config path (expected parallelism.KEY or training.KEY)");
+  keys.erase("world_size");  // derived, not a setting
+  if (!keys.contains(key)) {
+    std::string known;
+    for (const auto& [name, value] : keys.items()) known += (known.empty() ? "" : ", ") + name;
+    throw UsageError("--over " + path + ": unknown config path (" + section + " keys: " + known + ")");
+  }
+  return {section, key};
+}
+
+}  // namespace
+
+SweepAxis parse_sweep_axis(const std::string& flag) {
+  size_t eq = flag.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == flag.size())
+    throw UsageError("--over " + flag + ": expected PATH=V1,V2,...");
+  SweepAxis axis{flag.substr(0, eq), {}};
+  split_config_path(axis.path);
+  std::string values = flag.substr(eq + 1);
+  for (size_t start = 0;;) {
+    size_t comma = values.find(',', start);
+    std::string value = values.substr(start, comma - start);
+    if (value.empty()) throw UsageError("--over " + flag + ": empty value");
+    yaml_scalar(value, axis.path);  // refuses a list or a mapping before any point runs
+    axis.values.push_back(value);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return axis;
+}
+
+std::vector<std::vector<std::string>> cartesian_product(const std::vector<SweepAxis>& axes) {
+  std::vector<std::vector<std::string>> points = {{}};
+  for (const SweepAxis& axis : axes) {
+    std::vector<std::vector<std::string>> longer;
+    for (const auto& point : points)
+      for (const std::string& value : axis.values) {
+        longer.push_back(point);
+        longer.back().push_back(value);
+      }
+    points = std::move(longer);
+  }
+  return points;
+}
+
+void apply_config_path(ShardOptions& options, const std::string& path, const std::string& value) {
+  auto [section, key] = split_config_path(path);
+  nlohmann::json settings = section == "parallelism" ? to_json(options.parallelism) : to_json(options.training);
+  const nlohmann::json previous = settings[key];
+  settings[key] = yaml_scalar(value, path);
+  // The value must read back unchanged: the JSON reader would truncate a float read as an integer.
+  bool kept = false;
+  try {
+    if (section == "parallelism") {
+      ParallelismConfig read = parallelism_from_json(settings, section);
+      kept = to_json(read)[key] == settings[key];
+      if (kept) options.parallelism = read;
+    } else {
+      TrainingConfig read = training_from_json(settings, section);
+      kept = to_json(read)[key] == settings[key];
+      if (kept) options.training = read;
+    }
+  } catch (const DataError&) {
+  }
+  if (!kept) throw DataError(path + "=" + value + ": not a value of this key (the job has " + previous.dump() + ")");
+}
+
+std::vector<SweepRow> run_sweep(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& base,
+                                const std::vector<SweepAxis>& axes, const SweepSettings& settings) {
+  const std::vector<std::vector<std::string>> points = cartesian_product(axes);
+  const bool derive_dp =
+      base.gpus && std::none_of(axes.begin(), axes.end(), [](const SweepAxis& a) { return a.path == "parallelism.dp"; });
+  PointEvaluator evaluate(model, hardware, settings.use_cache);
+  std::vector<SweepRow> rows;
+  for (const auto& point : points) {
+    SweepRow row;
+    ShardOptions options = base;
+    for (size_t a = 0; a < axes.size(); ++a) row.inputs[axes[a].path] = yaml_scalar(point[a], axes[a].path);
+    try {
+      for (size_t a = 0; a < axes.size(); ++a) apply_config_path(options, axes[a].path, point[a]);
+      if (derive_dp) {
+        const ParallelismConfig& p = options.parallelism;
+        int64_t model_parallel = p.tp * p.cp * p.pp;
+        if (model_parallel < 1 || *base.gpus % model_parallel != 0)
+          throw DataError("tp*cp*pp=" + std::to_string(model_parallel) + " does not divide --gpus " +
+                          std::to_string(*base.gpus));
+        options.parallelism.dp = *base.gpus / model_parallel;
+        row.inputs["parallelism.dp"] = options.parallelism.dp;
+      }
+      evaluate(options, row);
+    } catch (const DataError& e) {
+      mark_invalid(row, e.what());
+    } catch (const UsageError& e) {
+      mark_invalid(row, e.what());
+    }
+    rows.push_back(std::move(row));
+    if (settings.progress) settings.progress(static_cast<int64_t>(rows.size()), static_cast<int64_t>(points.size()));
+  }
+  return rows;
+}
+
+void mark_invalid(SweepRow& row, const std::string& reason) {
+  row.status = "invalid";
+  row.reason = reason;
+  row.step_time_ms = row.mfu = row.peak_memory_gb = 0;
+}
+
+PointEvaluator::PointEvaluator(const ModelConfig& model, const HardwareConfig& hardware, bool use_cache)
+    : model_(model), hardware_(hardware), use_cache_(use_cache) {}
+
+const TraceSection& PointEvaluator::trace() {
+  if (!trace_) trace_ = trace_of(model_);
+  return *trace_;
+}
+
+const CostEstimator& PointEvaluator::estimator() {
+  if (!estimator_) estimator_.emplace(hardware_);
+  return *estimator_;
+}
+
+void PointEvaluator::operator()(const ShardOptions& options, SweepRow& row) {
+  const std::string key = use_cache_ ? job_cache_key(model_, hardware_, options) : "";
+  if (use_cache_) {
+    if (std::optional<std::string> cached = cache_get("point", key)) {
+      ordered_json result = ordered_json::parse(*cached);
+      result["inputs"] = row.inputs;
+      row = sweep_row_from_json(result, "cache");
+      return;
+    }
+  }
+  try {
+    Graph graph = simulate(model_, trace(), estimator(), options);
+    row.step_time_ms = graph.sim->step_time_ms;
+    row.mfu = throughput(graph).mfu;
+    row.peak_memory_gb = graph.mem->peak_memory_gb;
+    row.status = graph.mem->oom ? "oom" : "ok";
+    if (graph.mem->oom) row.reason = oom_reason(*graph.mem);
+  } catch (const DataError& e) {
+    mark_invalid(row, e.what());
+  } catch (const UsageError& e) {
+    mark_invalid(row, e.what());
+  }
+  if (use_cache_) cache_put("point", key, to_json(row).dump());
+}
+
+// Every field of ShardOptions is part of the key: a setting left out would return another job's row.
+std::string job_cache_key(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options) {
+  nlohmann::json job = {{"model", to_json(model)},
+                        {"hardware", to_json(hardware)},
+                        {"parallelism", to_json(options.parallelism)},
+                        {"training", to_json(options.training)},
+                        {"gpus", nullable_to_json(options.gpus)},
+                        {"pipeline_schedule", options.pipeline_schedule},
+                        {"pp_layout", options.pp_layout},
+                        {"decoder_first_pipeline_num_layers", nullable_to_json(options.decoder_first_pipeline_num_layers)},
+                        {"decoder_last_pipeline_num_layers", nullable_to_json(options.decoder_last_pipeline_num_layers)},
+                        {"account_for_embedding_in_pipeline_split", options.account_for_embedding_in_pipeline_split},
+                        {"account_for_loss_in_pipeline_split", options.account_for_loss_in_pipeline_split},
+                        {"cp_comm_type", options.cp_comm_type}};
+  return std::string(kSyssimVersion) + "\n" + job.dump();
+}
+
+std::string oom_reason(const MemSection& mem) {
+  return "needs " + fixed(mem.oom->required_gb, 1) + " GB of " + fixed(mem.oom->capacity_gb, 1) + " GB";
+}
+
+}  // namespace syssim

@@ -1,0 +1,201 @@
+// `syssim sweep --search`: every layout of N GPUs, pruned by memory and by a bound on the step
+// time, down to the Pareto front of step time against peak memory.
+#include <algorithm>
+#include <map>
+
+#include "common/cache.hpp"
+#include "common/error.hpp"
+#include "driver/driver.hpp"
+#include "sweep/detail.hpp"
+#include "sweep/sweep.hpp"
+
+namespace syssim {
+namespace {
+
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> found;
+  for (int64_t d = 1; d <= n; ++d)
+    if (n % d == 0) found.push_back(d);
+  return found;
+}
+
+// The layouts of `gpus` GPUs the shard stage accepts (shard.cpp check_layout, pipeline.cpp,
+// schedule.cpp), in a fixed order: tp, pp, cp, micro-batch, vpp, recompute, optimizer.
+std::vector<ShardOptions> enumerate_layouts(const ModelConfig& model, const HardwareConfig& hardware,
+                                            const ShardOptions& base) {
+  if (!base.gpus) throw UsageError("--search needs --gpus N");
+  const int64_t gpus = *base.gpus;
+  const int64_t seq = base.training.seq_length.value_or(model.seq_length);
+  const int64_t global_batch = base.training.global_batch;
+  std::vector<ShardOptions> layouts;
+  for (int64_t tp : divisors(gpus)) {
+    // Megatron-LM keeps tensor parallelism inside a node; tp splits heads, groups and the MLP.
+    if (tp > hardware.gpus_per_node || model.num_attention_heads % tp || model.num_query_groups % tp ||
+        model.ffn_hidden_size % tp)
+      continue;
+    for (int64_t pp : divisors(gpus / tp)) {
+      if (model.num_layers % pp) continue;
+      for (int64_t cp : divisors(gpus / tp / pp)) {
+        // Context parallelism: flash attention only, 2*cp sequence chunks; SP splits each by tp.
+        if (cp > 1 && (model.attention_backend != "flash" || seq % (2 * cp))) continue;
+        if (seq % (tp * cp)) continue;
+        const int64_t dp = gpus / tp / pp / cp;
+        if (global_batch % dp) continue;
+        for (int64_t micro_batch : divisors(global_batch / dp)) {
+          const int64_t microbatches = global_batch / dp / micro_batch;
+          // The interleaved schedule needs vpp dividing each rank's layers and whole rounds of pp micro-batches.
+          std::vector<std::optional<int64_t>> vpps = {std::nullopt};
+          if (pp > 1 && microbatches % pp == 0)
+            for (int64_t vpp : divisors(model.num_layers / pp))
+              if (vpp > 1) vpps.push_back(vpp);
+          for (std::optional<int64_t> vpp : vpps)
+            for (const char* recompute : {"none", "selective", "full"})
+              for (bool distributed_optimizer : {false, true}) {
+                if (distributed_optimizer && dp == 1) continue;  // shards over one rank: the same job
+                ShardOptions layout = base;
+                ParallelismConfig& p = layout.parallelism;
+                p.tp = tp, p.pp = pp, p.cp = cp, p.dp = dp, p.vpp = vpp, p.sp = tp > 1;
+                layout.training.micro_batch = micro_batch;
+                layout.training.recompute = recompute;
+                layout.training.distributed_optimizer = distributed_optimizer;
+                layouts.push_back(layout);
+              }
+        }
+      }
+    }
+  }
+  return layouts;
+}
+
+nlohmann::ordered_json layout_inputs(const ShardOptions& o) {
+  const ParallelismConfig& p = o.parallelism;
+  return {{"parallelism.tp", p.tp},
+          {"parallelism.pp", p.pp},
+          {"parallelism.vpp", p.vpp ? nlohmann::ordered_json(*p.vpp) : nlohmann::ordered_json()},
+          {"parallelism.cp", p.cp},
+          {"parallelism.dp", p.dp},
+          {"training.micro_batch", o.training.micro_batch},
+          {"training.recompute", o.training.recompute},
+          {"training.distributed_optimizer", o.training.distributed_optimizer}};
+}
+
+// A lower bound on the step time: the busiest pipeline rank's compute stream, which runs its
+// ops one at a time for as long as the cost section says, with no bubble and no exposed
+// communication.
+double compute_bound_ms(const Graph& graph) {
+  const ShardSection& shard = *graph.shard;
+  std::vector<double> busy_us(shard.parallelism.pp, 0.0);
+  for (size_t i = 0; i < shard.ops.size(); ++i) {
+    const ShardOp& op = shard.ops[i];
+    if (op.stream != "compute") continue;
+    const double runs = op.scope == "microbatch" ? static_cast<double>(shard.num_microbatches) : 1.0;
+    busy_us[op.stage] += graph.cost->ops[i].time_us * runs;
+  }
+  return *std::max_element(busy_us.begin(), busy_us.end()) / 1000.0;
+}
+
+// A layout's memory estimate and time bound: {"status": "invalid" | "oom" | "fits",
+// "peak_memory_gb", "bound_ms"}, from the result cache (kind "estimate") when it has them.
+nlohmann::json memory_estimate(PointEvaluator& evaluate, const ShardOptions& layout, bool use_cache) {
+  const std::string key = use_cache ? job_cache_key(evaluate.model(), evaluate.hardware(), layout) : "";
+  if (use_cache)
+    if (std::optional<std::string> cached = cache_get("estimate", key)) return nlohmann::json::parse(*cached);
+  nlohmann::json estimated = {{"status", "invalid"}};
+  try {
+    Graph graph = estimate_memory(evaluate.model(), evaluate.trace(), evaluate.estimator(), layout);
+    estimated = graph.mem->oom ? nlohmann::json{{"status", "oom"}}
+                               : nlohmann::json{{"status", "fits"},
+                                                {"peak_memory_gb", graph.mem->peak_memory_gb},
+                                                {"bound_ms", compute_bound_ms(graph)}};
+  } catch (const DataError&) {
+  } catch (const UsageError&) {
+  }
+  if (use_cache) cache_put("estimate", key, estimated.dump());
+  return estimated;
+}
+
+struct Fitting {
+  size_t layout = 0;  // index into the enumeration
+  double peak_memory_gb = 0;
+  double bound_ms = 0;
+};
+
+bool dominates(const SweepRow& a, const SweepRow& b) {
+  return a.step_time_ms <= b.step_time_ms && a.peak_memory_gb <= b.peak_memory_gb &&
+         (a.step_time_ms < b.step_time_ms || a.peak_memory_gb < b.peak_memory_gb);
+}
+
+}  // namespace
+
+SearchResult search_layouts(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& base,
+                            bool prune, const SweepSettings& settings) {
+  const std::vector<ShardOptions> layouts = enumerate_layouts(model, hardware, base);
+  SearchResult result;
+  result.enumerated = static_cast<int64_t>(layouts.size());
+  PointEvaluator evaluate(model, hardware, settings.use_cache);
+  // Memory before time: the estimate (shard, cost, memory; no simulation) drops what does not fit.
+  // Activations grow with the micro-batch, so once a layout is out of memory the same layout
+  // with a larger micro-batch (enumerated later) is too, and is dropped without an estimate.
+  std::map<std::string, int64_t> oom_micro_batch;  // the layout but its micro-batch -> the smallest that did not fit
+  std::vector<Fitting> fitting;
+  auto estimate = [&](size_t i) {
+    nlohmann::ordered_json group = layout_inputs(layouts[i]);
+    group.erase("training.micro_batch");
+    const int64_t micro_batch = layouts[i].training.micro_batch;
+    auto smallest_oom = oom_micro_batch.find(group.dump());
+    if (prune && smallest_oom != oom_micro_batch.end() && smallest_oom->second <= micro_batch) {
+      ++result.pruned_by_memory;
+      return;
+    }
+    const nlohmann::json estimated = memory_estimate(evaluate, layouts[i], settings.use_cache);
+    const std::string status = estimated["status"];
+    if (status == "invalid") {
+      ++result.invalid;
+    } else if (status == "oom") {
+      ++result.pruned_by_memory;
+      oom_micro_batch.emplace(group.dump(), micro_batch);
+    } else {
+      fitting.push_back({i, estimated["peak_memory_gb"], estimated["bound_ms"]});
+    }
+  };
+  for (size_t i = 0; i < layouts.size(); ++i) {
+    estimate(i);
+    if (settings.progress) settings.progress(static_cast<int64_t>(i + 1), result.enumerated);
+  }
+  // Fastest bounds first, so that the layouts simulated early prune the most.
+  std::stable_sort(fitting.begin(), fitting.end(), [](const Fitting& a, const Fitting& b) {
+    return a.bound_ms != b.bound_ms ? a.bound_ms < b.bound_ms : a.peak_memory_gb < b.peak_memory_gb;
+  });
+  std::vector<SweepRow> front;
+  auto consider = [&](const Fitting& candidate) {
+    // A front member using no more memory and faster than this layout's bound dominates it.
+    if (prune && std::any_of(front.begin(), front.end(), [&](const SweepRow& q) {
+          return q.peak_memory_gb <= candidate.peak_memory_gb && q.step_time_ms < candidate.bound_ms;
+        })) {
+      ++result.pruned_by_bound;
+      return;
+    }
+    SweepRow row;
+    row.inputs = layout_inputs(layouts[candidate.layout]);
+    evaluate(layouts[candidate.layout], row);
+    ++result.simulated;
+    if (row.status != "ok") throw DataError("search: the layout " + row.inputs.dump() + " fit in the memory estimate "
+                                            "but its simulation reports: " + (row.reason.empty() ? row.status : row.reason));
+    if (std::any_of(front.begin(), front.end(), [&](const SweepRow& q) { return dominates(q, row); })) return;
+    front.erase(std::remove_if(front.begin(), front.end(), [&](const SweepRow& q) { return dominates(row, q); }),
+                front.end());
+    front.push_back(row);
+  };
+  // Progress restarts: the layouts that fit, simulated or pruned by the bound.
+  for (size_t f = 0; f < fitting.size(); ++f) {
+    consider(fitting[f]);
+    if (settings.progress) settings.progress(static_cast<int64_t>(f + 1), static_cast<int64_t>(fitting.size()));
+  }
+  std::stable_sort(front.begin(), front.end(), [](const SweepRow& a, const SweepRow& b) {
+    return a.step_time_ms != b.step_time_ms ? a.step_time_ms < b.step_time_ms : a.peak_memory_gb < b.peak_memory_gb;
+  });
+  result.front = front;
+  return result;
+}
+
+}  // namespace syssim

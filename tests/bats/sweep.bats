@@ -1,0 +1,170 @@
+#!/usr/bin/env bats
+load common
+bats_require_minimum_version 1.5.0
+
+# The golden tests' tiny Llama (2 layers, 4 heads in 2 groups, sequence 128) on the A100 preset.
+TINY="$ROOT/tests/golden/tiny.yaml"
+A100="$HARDWARE/a100-sxm-80gb.yaml"
+
+setup() {
+  # Each test starts with an empty result cache of its own.
+  export SYSSIM_CACHE_DIR="$BATS_TEST_TMPDIR/cache"
+}
+
+sweep_tiny() {
+  syssim sweep "$TINY" --hardware "$A100" "$@"
+}
+
+@test "syssim sweep usage errors exit 2 with one line" {
+  run sweep_tiny --over parallelism.tpp=1,2
+  assert_failure 2
+  assert_output "syssim: error: --over parallelism.tpp: unknown config path (parallelism keys: cp, dp, order, pp, sp, tp, vpp)"
+  run sweep_tiny --over parallelism.tp
+  assert_failure 2
+  assert_output "syssim: error: --over parallelism.tp: expected PATH=V1,V2,..."
+  run sweep_tiny --over parallelism.tp=1 --over parallelism.tp=2
+  assert_failure 2
+  assert_output "syssim: error: --over parallelism.tp is given twice"
+  run sweep_tiny
+  assert_failure 2
+  assert_output "syssim: error: syssim sweep needs at least one --over PATH=V1,V2,... (or --search, or --merge)"
+  run syssim sweep "$TINY" --over parallelism.tp=1
+  assert_failure 2
+  assert_output "syssim: error: syssim sweep needs a MODEL and --hardware"
+  run sweep_tiny --search
+  assert_failure 2
+  assert_output "syssim: error: --search needs --gpus N"
+  run sweep_tiny --merge x.json
+  assert_failure 2
+  assert_output "syssim: error: --merge joins result files: give no model, --hardware or --over"
+  run sweep_tiny --over parallelism.tp=1 --emit-jobs "$BATS_TEST_TMPDIR/jobs" --plot x.svg
+  assert_failure 2
+  assert_output "syssim: error: --plot draws results: plot the --merge of the jobs' files"
+  run sweep_tiny --over parallelism.tp=1 --metric tflops
+  assert_failure 2
+  [ "${#lines[@]}" -eq 1 ]
+  run sweep_tiny --over parallelism.tp=1 --gpus 8 --dp 2
+  assert_failure 2
+  [ "${#lines[@]}" -eq 1 ]
+}
+
+@test "syssim sweep lists every point, dp from --gpus, and an invalid point with its reason" {
+  run sweep_tiny --gpus 8 --global-batch 8 --over parallelism.tp=1,2,3 --over training.micro_batch=1 --format csv
+  assert_success
+  assert_equal "${lines[0]}" "parallelism.tp,training.micro_batch,parallelism.dp,status,step_time_ms,mfu,peak_memory_gb,reason"
+  assert_equal "${#lines[@]}" 4  # the header and 3 x 1 points
+  for tp in 1 2; do
+    [[ "${lines[$tp]}" == "$tp,1,$((8 / tp)),ok,"* ]] || { echo "row $tp: ${lines[$tp]}"; false; }
+  done
+  assert_equal "${lines[3]}" "3,1,,invalid,,,,tp*cp*pp=3 does not divide --gpus 8"
+}
+
+@test "a sweep row is what syssim run reports for that point" {
+  run sweep_tiny --gpus 4 --global-batch 8 --over parallelism.tp=1,2 --sp --format json
+  assert_success
+  point=$(jq -c '.points[1]' <<< "$output")
+  report=$(syssim run "$TINY" --hardware "$A100" --tp 2 --sp --dp 2 --global-batch 8 --format json)
+  for metric in step_time_ms mfu peak_memory_gb; do
+    assert_close "$(jq ".$metric" <<< "$point")" "$(jq ".$metric" <<< "$report")" 1e-12
+  done
+}
+
+@test "best is chosen by meaning: highest mfu, lowest step time or memory" {
+  # Full recomputation runs the forward pass twice and keeps less: slower, with less memory.
+  for metric in mfu step_time_ms peak_memory_gb; do
+    run sweep_tiny --global-batch 4 --over training.recompute=full,none --metric "$metric"
+    assert_success
+    case $metric in
+      peak_memory_gb) expected=full ;;
+      *) expected=none ;;
+    esac
+    assert_line --regexp "^best: training.recompute=$expected \($metric [0-9.]+\)$"
+  done
+  run sweep_tiny --global-batch 4 --over training.recompute=full,none --metric step_time_ms --top 1 --format csv
+  assert_success
+  assert_equal "${#lines[@]}" 2
+  [[ "${lines[1]}" == none,ok,* ]]
+}
+
+@test "a point over the GPU's memory is listed as oom and never best" {
+  # The A100 preset with 1 GB: Llama-3-8B at tp 8 still needs over 2 GB of weights alone (8e9 x 2 bytes / 8).
+  sed 's/^gpu_memory_GB:.*/gpu_memory_GB: 1/' "$A100" > "$BATS_TEST_TMPDIR/small.yaml"
+  run syssim sweep "$MODELS/llama3-8b.yaml" --hardware "$BATS_TEST_TMPDIR/small.yaml" --gpus 8 --global-batch 8 \
+    --seq-length 1024 --over parallelism.tp=4,8
+  assert_success
+  assert_line --regexp "^4 +2 +oom .* needs [0-9.]+ GB of 1.0 GB$"
+  assert_line --regexp "^8 +1 +oom .* needs [0-9.]+ GB of 1.0 GB$"
+  assert_line "best: none (no point is ok)"
+}
+
+@test "emitted jobs run with the shell and merge into the in-process sweep" {
+  args=(--gpus 4 --global-batch 8 --over parallelism.tp=1,2 --over training.recompute=none,selective,full)
+  run sweep_tiny "${args[@]}" --emit-jobs "$BATS_TEST_TMPDIR/jobs"
+  assert_success
+  assert_equal "${#lines[@]}" 6  # 2 x 3 points
+  assert_equal "${lines[5]}" "syssim sweep $TINY --hardware $A100 --gpus 4 --global-batch 8 --over parallelism.tp=2 --over training.recompute=full --format json -o $BATS_TEST_TMPDIR/jobs/point-0005.json"
+  bash -e <<< "$output"
+  for format in table csv json; do
+    expected=$(sweep_tiny "${args[@]}" --format "$format" --metric step_time_ms)
+    merged=$(syssim sweep --merge "$BATS_TEST_TMPDIR"/jobs/point-*.json --format "$format" --metric step_time_ms)
+    assert_equal "$merged" "$expected"
+  done
+}
+
+@test "a rerun reads every point from the cache; --no-cache simulates again" {
+  args=(--global-batch 4 --over parallelism.tp=1,2 --over training.micro_batch=1,2 --format csv)
+  first=$(sweep_tiny "${args[@]}")
+  [ "$(ls "$SYSSIM_CACHE_DIR/point" | wc -l)" -eq 4 ]
+  # A cached point is not simulated: a result planted in its entry comes back.
+  for entry in "$SYSSIM_CACHE_DIR"/point/*; do sed -i 's/"mfu":[0-9.e+-]*/"mfu":0.125/' "$entry"; done
+  run sweep_tiny "${args[@]}"
+  assert_line --regexp '^1,1,ok,[0-9.e+-]+,0.125,'
+  assert_equal "$(sweep_tiny "${args[@]}" --no-cache)" "$first"
+}
+
+@test "a rerun of --search reads the memory estimates and simulations from the cache" {
+  first=$(sweep_tiny --search --gpus 4 --global-batch 4 --format json)
+  # 78 layouts, none dropped unestimated (nothing is out of memory): one estimate each.
+  [ "$(ls "$SYSSIM_CACHE_DIR/estimate" | wc -l)" -eq 78 ]
+  [ "$(ls "$SYSSIM_CACHE_DIR/point" | wc -l)" -eq "$(jq .counts.simulated <<< "$first")" ]
+  assert_equal "$(sweep_tiny --search --gpus 4 --global-batch 4 --format json)" "$first"
+}
+
+@test "progress goes to stderr only when it is a terminal" {
+  run --separate-stderr sweep_tiny --global-batch 4 --over training.micro_batch=1,2,4
+  assert_success
+  assert_equal "$stderr" ""
+  run script -qec "syssim sweep $TINY --hardware $A100 --global-batch 4 --over training.micro_batch=1,2,4 -o /dev/null" /dev/null
+  assert_success
+  assert_output --partial "syssim sweep: 3/3 points"
+  assert_output --partial "points/s, ETA"
+}
+
+@test "syssim sweep --search prints the Pareto front and the layout counts" {
+  # Tiny on 4 GPUs with global batch 4 has 78 layouts (counted in tests/unit/test_sweep.cpp).
+  run sweep_tiny --search --gpus 4 --global-batch 4 --format json
+  assert_success
+  jq -e '.counts.enumerated == 78 and .counts.invalid + .counts.pruned_by_memory + .counts.pruned_by_bound
+         + .counts.simulated == 78 and (.front | length) == .counts.front and .counts.front >= 1' <<< "$output"
+  # Along the front, time rises as memory falls.
+  jq -e '[.front[].step_time_ms] == ([.front[].step_time_ms] | sort)
+         and [.front[].peak_memory_gb] == ([.front[].peak_memory_gb] | sort | reverse)' <<< "$output"
+  run sweep_tiny --search --gpus 4 --global-batch 4
+  assert_success
+  assert_line --index 0 "Pareto front of step time against peak memory (fastest first)"
+  assert_line --regexp "^layouts: enumerated 78, invalid 0, pruned_by_memory 0, pruned_by_bound [0-9]+, simulated [0-9]+, front [0-9]+$"
+}
+
+@test "syssim sweep --plot draws one bar per simulated point as well-formed SVG" {
+  run sweep_tiny --gpus 4 --global-batch 4 --over parallelism.tp=1,2,3 --plot "$BATS_TEST_TMPDIR/sweep.svg"
+  assert_success
+  xmllint --noout "$BATS_TEST_TMPDIR/sweep.svg"
+  # tp 1 and 2 are simulated (bars); tp 3 does not divide 4 GPUs (a labelled gap).
+  [ "$(grep -c '<rect ' "$BATS_TEST_TMPDIR/sweep.svg")" -eq 3 ]  # the background and 2 bars
+  grep -q 'invalid: tp\*cp\*pp=3 does not divide --gpus 4' "$BATS_TEST_TMPDIR/sweep.svg"
+  run sweep_tiny --search --gpus 4 --global-batch 4 --format json --plot "$BATS_TEST_TMPDIR/front.svg"
+  assert_success
+  front=$(jq '.counts.front' <<< "$output")
+  xmllint --noout "$BATS_TEST_TMPDIR/front.svg"
+  [ "$(grep -c '<circle ' "$BATS_TEST_TMPDIR/front.svg")" -eq "$front" ]
+}

@@ -1,0 +1,115 @@
+// syssim's speed benchmarks (docs/performance.md): `build/tests/syssim-bench`. Benchmarks, not
+// timed tests: they print figures for the docs and never fail a build.
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "common/graph.hpp"
+#include "cost/cost.hpp"
+#include "driver/driver.hpp"
+#include "mem/mem.hpp"
+#include "shard/shard.hpp"
+#include "sim/sim.hpp"
+
+namespace syssim {
+namespace {
+
+const std::string kSource = SYSSIM_SOURCE_DIR;
+
+const ModelConfig& llama3_70b() {
+  static const ModelConfig model = load_model_yaml(kSource + "/configs/models/llama3-70b.yaml");
+  return model;
+}
+
+// Made per benchmark, never static: XGBoost 1.6 frees its per-thread prediction state before
+// the static destructors run, and a booster freed after that crashes at exit.
+CostEstimator h100() { return CostEstimator(load_hardware_yaml(kSource + "/configs/hardware/h100-sxm-80gb.yaml")); }
+
+// Llama-3-70B as Megatron-LM trains it on H100: tp 8 with SP, pp 8, the distributed optimizer,
+// micro-batch 1; dp fills the GPUs and the global batch gives each pipeline `microbatches`.
+ShardOptions layout_70b(int64_t gpus, int64_t microbatches) {
+  ShardOptions options;
+  options.parallelism.tp = 8;
+  options.parallelism.sp = true;
+  options.parallelism.pp = 8;
+  options.parallelism.dp = gpus / 64;
+  options.training.micro_batch = 1;
+  options.training.global_batch = microbatches * options.parallelism.dp;
+  options.training.distributed_optimizer = true;
+  return options;
+}
+
+// The trace of Llama 3.1 405B (126 layers), or of it cut to range(0) layers, by the trace
+// stage the driver loads (LibTorch's start-up, paid once per process, aside).
+void BM_Trace(benchmark::State& state) {
+  ModelConfig model = load_model_yaml(kSource + "/configs/models/llama3.1-405b.yaml");
+  model.num_layers = state.range(0);
+  for (auto _ : state) benchmark::DoNotOptimize(trace_afresh(model));
+  state.SetLabel(std::to_string(model.num_layers) + " layers");
+}
+BENCHMARK(BM_Trace)->Arg(126)->Arg(32)->Unit(benchmark::kMillisecond);
+
+// Shard, cost, simulate and account memory in one process, the trace already made: what one
+// point of a sweep costs. Args: GPUs, micro-batches per pipeline, layers.
+void BM_Run70B(benchmark::State& state) {
+  ModelConfig model = llama3_70b();
+  model.num_layers = state.range(2);
+  const TraceSection trace = trace_of(model);
+  const ShardOptions options = layout_70b(state.range(0), state.range(1));
+  const CostEstimator estimator = h100();
+  for (auto _ : state) benchmark::DoNotOptimize(simulate(model, trace, estimator, options));
+}
+BENCHMARK(BM_Run70B)
+    ->Args({1024, 64, 80})
+    ->Args({1024, 8, 80})->Args({1024, 16, 80})->Args({1024, 32, 80})->Args({1024, 128, 80})
+    ->Args({64, 64, 80})->Args({256, 64, 80})->Args({4096, 64, 80})->Args({16384, 64, 80})
+    ->Args({1024, 64, 40})->Args({1024, 64, 160})
+    ->ArgNames({"gpus", "microbatches", "layers"})
+    ->Unit(benchmark::kMillisecond);
+
+// The same stages through the pipe's format: each stage reads the graph the previous one
+// wrote, as syssim-shard | syssim-cost | syssim-sim | syssim-mem do (process start aside).
+void BM_Pipe70B(benchmark::State& state) {
+  Graph traced;
+  traced.model = llama3_70b();
+  traced.trace = trace_of(*traced.model);
+  const std::string trace_text = write_graph(traced);
+  const ShardOptions options = layout_70b(1024, 64);
+  const CostEstimator estimator = h100();
+  for (auto _ : state) {
+    Graph g = read_graph(trace_text, "trace");
+    shard_graph(g, options);
+    g = read_graph(write_graph(g), "shard");
+    estimator.cost_graph(g);
+    g = read_graph(write_graph(g), "cost");
+    simulate_graph(g);
+    g = read_graph(write_graph(g), "sim");
+    account_memory(g);
+    benchmark::DoNotOptimize(write_graph(g));
+  }
+}
+BENCHMARK(BM_Pipe70B)->Unit(benchmark::kMillisecond);
+
+// `syssim run` as a user starts it: a new process, the trace from the on-disk cache (warm,
+// filled by the first run) or traced afresh (cold, cache off).
+void run_command(benchmark::State& state, const std::string& cache) {
+  const std::string command = "SYSSIM_CACHE_DIR=" + cache + " " SYSSIM_BIN_DIR "/syssim run " + kSource +
+                              "/configs/models/llama3-70b.yaml --hardware " + kSource +
+                              "/configs/hardware/h100-sxm-80gb.yaml --tp 8 --sp --pp 8 --dp 16 --micro-batch 1 "
+                              "--global-batch 1024 --distributed-optimizer > /dev/null";
+  if (std::system(command.c_str()) != 0) state.SkipWithError("syssim run failed");
+  for (auto _ : state)
+    if (std::system(command.c_str()) != 0) state.SkipWithError("syssim run failed");
+}
+void BM_RunCommandCached(benchmark::State& state) {
+  run_command(state, std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/syssim-bench-cache");
+}
+void BM_RunCommandCold(benchmark::State& state) { run_command(state, "off"); }
+BENCHMARK(BM_RunCommandCached)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_RunCommandCold)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+
+}  // namespace
+}  // namespace syssim
+
+BENCHMARK_MAIN();

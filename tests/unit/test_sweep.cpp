@@ -1,0 +1,267 @@
+// `syssim sweep`: the axes and their product, config paths, ranking by a metric, the
+// exclusions, merging job results, and the pruned layout search against the exhaustive one.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/error.hpp"
+#include "common/io.hpp"
+#include "config/config.hpp"
+#include "sweep/sweep.hpp"
+
+namespace syssim {
+namespace {
+
+using Points = std::vector<std::vector<std::string>>;
+
+// The golden tests' tiny Llama (2 layers, 4 heads in 2 groups, ffn 512, sequence 128), with
+// `layers` layers.
+ModelConfig tiny(int64_t layers = 2) {
+  ModelConfig model = load_model_yaml(std::string(SYSSIM_SOURCE_DIR) + "/tests/golden/tiny.yaml");
+  model.num_layers = layers;
+  return model;
+}
+
+HardwareConfig a100() {
+  return load_hardware_yaml(std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware/a100-sxm-80gb.yaml");
+}
+
+SweepRow row(const std::string& status, double step_time_ms, double mfu, double peak_memory_gb) {
+  SweepRow r;
+  r.status = status;
+  r.step_time_ms = step_time_ms;
+  r.mfu = mfu;
+  r.peak_memory_gb = peak_memory_gb;
+  return r;
+}
+
+TEST(Sweep, AxisFlagIsAPathAndItsValues) {
+  SweepAxis axis = parse_sweep_axis("parallelism.tp=1,2,4");
+  EXPECT_EQ(axis.path, "parallelism.tp");
+  EXPECT_EQ(axis.values, (std::vector<std::string>{"1", "2", "4"}));
+  EXPECT_THROW(parse_sweep_axis("parallelism.tp"), UsageError);
+  EXPECT_THROW(parse_sweep_axis("parallelism.tp=1,,2"), UsageError);
+  EXPECT_THROW(parse_sweep_axis("parallelism.tp="), UsageError);
+  EXPECT_THROW(parse_sweep_axis("parallelism.tpp=1"), UsageError);
+  EXPECT_THROW(parse_sweep_axis("tp=1"), UsageError);
+  EXPECT_THROW(parse_sweep_axis("parallelism.world_size=8"), UsageError);  // derived, not a setting
+  EXPECT_THROW(parse_sweep_axis("training.recompute_modules=[mlp]"), UsageError);  // a list, not a scalar
+}
+
+TEST(Sweep, CartesianProductVariesTheLastAxisFastest) {
+  std::vector<SweepAxis> axes = {{"parallelism.tp", {"1", "2", "4"}}, {"training.micro_batch", {"1", "2"}}};
+  EXPECT_EQ(cartesian_product(axes),
+            (Points{{"1", "1"}, {"1", "2"}, {"2", "1"}, {"2", "2"}, {"4", "1"}, {"4", "2"}}));
+  EXPECT_EQ(cartesian_product({}), (Points{{}}));  // no axis: the base job alone
+}
+
+TEST(Sweep, PathsSetTheJobThroughTheConfigReader) {
+  ShardOptions options;
+  apply_config_path(options, "parallelism.tp", "4");
+  apply_config_path(options, "parallelism.sp", "yes");  // a YAML boolean
+  apply_config_path(options, "parallelism.vpp", "2");
+  apply_config_path(options, "parallelism.order", "tp-pp-dp");
+  apply_config_path(options, "training.recompute", "full");
+  apply_config_path(options, "training.clip_grad", "0");  // an integer read as a float
+  apply_config_path(options, "training.seq_length", "4096");
+  EXPECT_EQ(options.parallelism.tp, 4);
+  EXPECT_TRUE(options.parallelism.sp);
+  EXPECT_EQ(options.parallelism.vpp, 2);
+  EXPECT_EQ(options.parallelism.order, "tp-pp-dp");
+  EXPECT_EQ(options.training.recompute, "full");
+  EXPECT_EQ(options.training.clip_grad, 0.0);
+  EXPECT_EQ(options.training.seq_length, 4096);
+  apply_config_path(options, "parallelism.vpp", "null");
+  EXPECT_FALSE(options.parallelism.vpp.has_value());
+  // Wrong types are refused, a float is not truncated into an integer, and the job is unchanged.
+  EXPECT_THROW(apply_config_path(options, "parallelism.tp", "x"), DataError);
+  EXPECT_THROW(apply_config_path(options, "parallelism.tp", "2.5"), DataError);
+  EXPECT_THROW(apply_config_path(options, "parallelism.tp", "\"2\""), DataError);  // a quoted YAML string
+  EXPECT_THROW(apply_config_path(options, "training.distributed_optimizer", "2"), DataError);
+  EXPECT_EQ(options.parallelism.tp, 4);
+  EXPECT_THROW(apply_config_path(options, "training.micro_batches", "2"), UsageError);
+}
+
+TEST(Sweep, MfuIsMaximizedTimeAndMemoryMinimized) {
+  EXPECT_TRUE(metric_is_maximized("mfu"));
+  EXPECT_FALSE(metric_is_maximized("step_time_ms"));
+  EXPECT_FALSE(metric_is_maximized("peak_memory_gb"));
+  EXPECT_THROW(metric_is_maximized("tflops"), UsageError);
+  // Row 1 is fastest and has the best MFU; row 2 uses the least memory; row 3 (oom) and row 4
+  // (invalid) would win every metric but never rank.
+  std::vector<SweepRow> rows = {row("ok", 20, 0.4, 30), row("ok", 10, 0.5, 40), row("ok", 30, 0.3, 20),
+                                row("oom", 1, 0.9, 1), row("invalid", 0, 0, 0)};
+  EXPECT_EQ(rank_rows(rows, "mfu"), (std::vector<size_t>{1, 0, 2}));
+  EXPECT_EQ(rank_rows(rows, "step_time_ms"), (std::vector<size_t>{1, 0, 2}));
+  EXPECT_EQ(rank_rows(rows, "peak_memory_gb"), (std::vector<size_t>{2, 0, 1}));
+  // Ties keep the sweep's order.
+  EXPECT_EQ(rank_rows({row("ok", 5, 0.5, 1), row("ok", 5, 0.5, 1)}, "mfu"), (std::vector<size_t>{0, 1}));
+}
+
+TEST(Sweep, TopKListsTheBestValidPointsBestFirst) {
+  std::vector<SweepRow> rows = {row("ok", 20, 0.4, 30), row("ok", 10, 0.5, 40), row("oom", 1, 0.9, 1),
+                                row("ok", 30, 0.3, 20)};
+  for (size_t i = 0; i < rows.size(); ++i) rows[i].inputs["parallelism.tp"] = static_cast<int64_t>(i);
+  auto shown = nlohmann::json::parse(render_sweep(rows, "peak_memory_gb", 2, "json"));
+  ASSERT_EQ(shown["points"].size(), 2u);
+  EXPECT_EQ(shown["points"][0]["inputs"]["parallelism.tp"], 3);
+  EXPECT_EQ(shown["points"][1]["inputs"]["parallelism.tp"], 0);
+  EXPECT_EQ(shown["best"], 0);
+  auto all = nlohmann::json::parse(render_sweep(rows, "mfu", std::nullopt, "json"));
+  EXPECT_EQ(all["points"].size(), 4u);
+  EXPECT_EQ(all["best"], 1);
+  // Without an ok point there is no best.
+  EXPECT_TRUE(nlohmann::json::parse(render_sweep({row("oom", 1, 1, 1)}, "mfu", std::nullopt, "json"))["best"].is_null());
+  EXPECT_THROW(render_sweep(rows, "mfu", 0, "json"), UsageError);
+  EXPECT_THROW(render_sweep(rows, "mfu", std::nullopt, "yaml"), UsageError);
+}
+
+TEST(Sweep, GpusGiveEachPointItsDataParallelSize) {
+  ShardOptions base;
+  base.gpus = 8;
+  base.training.global_batch = 8;
+  std::vector<SweepRow> rows = run_sweep(tiny(), a100(), base, {{"parallelism.tp", {"1", "2", "3"}}}, {false, {}});
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].inputs["parallelism.dp"], 8);  // 8 / 1
+  EXPECT_EQ(rows[1].inputs["parallelism.dp"], 4);  // 8 / 2
+  EXPECT_EQ(rows[0].status, "ok");
+  EXPECT_EQ(rows[2].status, "invalid");
+  EXPECT_EQ(rows[2].reason, "tp*cp*pp=3 does not divide --gpus 8");
+  EXPECT_FALSE(rows[2].inputs.contains("parallelism.dp"));
+}
+
+TEST(Sweep, InvalidAndOutOfMemoryPointsAreListedButNeverBest) {
+  ShardOptions base;
+  base.training.global_batch = 4;
+  // tp 2 needs the 4 heads in 2 groups split by 2 (fine); tp 4 cannot split 2 groups.
+  std::vector<SweepAxis> axes = {{"parallelism.tp", {"4", "1", "2"}}, {"training.micro_batch", {"1", "4"}}};
+  std::vector<SweepRow> roomy = run_sweep(tiny(), a100(), base, axes, {false, {}});
+  ASSERT_EQ(roomy.size(), 6u);
+  EXPECT_EQ(roomy[0].status, "invalid");
+  EXPECT_EQ(roomy[0].reason, "tp=4 does not divide num_query_groups=2");
+  // A GPU between the two tp=1 points' peaks: micro-batch 4 no longer fits.
+  HardwareConfig small = a100();
+  small.gpu_memory_GB = (roomy[2].peak_memory_gb + roomy[3].peak_memory_gb) / 2;
+  std::vector<SweepRow> rows = run_sweep(tiny(), small, base, axes, {false, {}});
+  EXPECT_EQ(rows[2].status, "ok");
+  EXPECT_EQ(rows[3].status, "oom");
+  EXPECT_EQ(rows[3].step_time_ms, roomy[3].step_time_ms);  // still simulated and listed
+  for (size_t best : rank_rows(rows, "mfu")) EXPECT_EQ(rows[best].status, "ok");
+  EXPECT_EQ(rank_rows(rows, "mfu").size(), 3u);  // 6 points less 2 invalid, less 1 oom
+}
+
+TEST(Sweep, ProgressCountsEveryPoint) {
+  std::vector<std::pair<int64_t, int64_t>> calls;
+  SweepSettings settings{false, [&](int64_t done, int64_t total) { calls.push_back({done, total}); }};
+  run_sweep(tiny(), a100(), {}, {{"training.micro_batch", {"1", "2"}}, {"parallelism.tp", {"1", "2"}}}, settings);
+  EXPECT_EQ(calls, (std::vector<std::pair<int64_t, int64_t>>{{1, 4}, {2, 4}, {3, 4}, {4, 4}}));
+}
+
+TEST(Sweep, MergedSinglePointResultsEqualTheSweepInOneProcess) {
+  ShardOptions base;
+  base.gpus = 4;
+  base.training.global_batch = 8;
+  std::vector<SweepAxis> axes = {{"parallelism.tp", {"1", "2", "3"}}, {"training.recompute", {"none", "full"}}};
+  std::vector<SweepRow> whole = run_sweep(tiny(), a100(), base, axes, {false, {}});
+  // What each --emit-jobs job does: a sweep of one point, written as JSON.
+  std::filesystem::path dir = std::filesystem::temp_directory_path() / "syssim-test-sweep-merge";
+  std::filesystem::create_directories(dir);
+  std::vector<std::string> files;
+  for (const auto& point : cartesian_product(axes)) {
+    std::vector<SweepAxis> single = {{axes[0].path, {point[0]}}, {axes[1].path, {point[1]}}};
+    files.push_back((dir / ("point-" + std::to_string(files.size()) + ".json")).string());
+    write_output(files.back(), render_sweep(run_sweep(tiny(), a100(), base, single, {false, {}}), "mfu", std::nullopt, "json"));
+  }
+  std::vector<SweepRow> merged = merge_sweep_files(files);
+  for (const char* format : {"table", "csv", "json"})
+    for (const char* metric : {"mfu", "step_time_ms"})
+      EXPECT_EQ(render_sweep(merged, metric, std::nullopt, format), render_sweep(whole, metric, std::nullopt, format));
+  EXPECT_EQ(render_sweep(merged, "mfu", 2, "table"), render_sweep(whole, "mfu", 2, "table"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Sweep, EmittedJobsRepeatTheCommandWithOnePointEach) {
+  std::filesystem::path dir = std::filesystem::temp_directory_path() / "syssim-test-sweep-jobs";
+  std::vector<std::string> command = {"syssim", "sweep", "m.yaml", "--hardware", "h w.yaml", "--over",
+                                      "parallelism.tp=1,2", "--over=training.micro_batch=1", "--top", "3",
+                                      "--format=csv", "-o", "out.txt", "--gpus", "8", "--emit-jobs", dir.string()};
+  std::string jobs = emit_sweep_jobs(command, {{"parallelism.tp", {"1", "2"}}, {"training.micro_batch", {"1"}}},
+                                     dir.string());
+  std::string prefix = "syssim sweep m.yaml --hardware 'h w.yaml' --gpus 8";
+  EXPECT_EQ(jobs, prefix + " --over parallelism.tp=1 --over training.micro_batch=1 --format json -o " + dir.string() +
+                      "/point-0000.json\n" + prefix + " --over parallelism.tp=2 --over training.micro_batch=1 --format json -o " +
+                      dir.string() + "/point-0001.json\n");
+  EXPECT_TRUE(std::filesystem::is_directory(dir));
+  std::filesystem::remove_all(dir);
+}
+
+// The tiny model with `layers` layers on `gpus` GPUs: the pruned search and the exhaustive one.
+void expect_same_front(int64_t layers, int64_t gpus, int64_t global_batch) {
+  ShardOptions base;
+  base.gpus = gpus;
+  base.training.global_batch = global_batch;
+  HardwareConfig hardware = a100();
+  SearchResult roomy = search_layouts(tiny(layers), hardware, base, false);
+  // A GPU that holds only the leaner layouts of the front, so that memory prunes too.
+  hardware.gpu_memory_GB = (roomy.front.front().peak_memory_gb + roomy.front.back().peak_memory_gb) / 2;
+  SearchResult exhaustive = search_layouts(tiny(layers), hardware, base, false);
+  SearchResult pruned = search_layouts(tiny(layers), hardware, base, true);
+  EXPECT_EQ(render_sweep(pruned.front, "mfu", std::nullopt, "json"), render_sweep(exhaustive.front, "mfu", std::nullopt, "json"));
+  EXPECT_GT(pruned.pruned_by_memory, 0);
+  EXPECT_GT(pruned.pruned_by_bound, 0);
+  EXPECT_LT(pruned.simulated, exhaustive.simulated);
+  EXPECT_EQ(pruned.enumerated, pruned.invalid + pruned.pruned_by_memory + pruned.pruned_by_bound + pruned.simulated);
+  EXPECT_EQ(exhaustive.pruned_by_bound, 0);
+  // Along the front, each layout is faster and needs more memory than the next.
+  for (size_t i = 1; i < pruned.front.size(); ++i) {
+    EXPECT_LT(pruned.front[i - 1].step_time_ms, pruned.front[i].step_time_ms);
+    EXPECT_GT(pruned.front[i - 1].peak_memory_gb, pruned.front[i].peak_memory_gb);
+  }
+}
+
+TEST(SweepSearch, PeakMemoryNeverFallsAsTheMicroBatchGrows) {
+  // What the search's memory rule assumes, checked where it is most at risk: with pipeline
+  // and interleaved stages, as many micro-batches in flight as there are and fewer as they grow.
+  ShardOptions base;
+  base.parallelism.pp = 2;
+  base.training.global_batch = 16;
+  for (const char* vpp : {"null", "2"}) {
+    std::vector<SweepAxis> axes = {{"parallelism.vpp", {vpp}},
+                                   {"training.recompute", {"none", "selective", "full"}},
+                                   {"training.micro_batch", {"1", "2", "4", "8", "16"}}};
+    std::vector<SweepRow> rows = run_sweep(tiny(4), a100(), base, axes, {false, {}});
+    // Interleaving needs the micro-batches (16 / micro-batch) in whole rounds of pp = 2: not 16.
+    EXPECT_EQ(rank_rows(rows, "mfu").size(), std::string(vpp) == "null" ? 15u : 12u);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (i % 5 == 0 || rows[i].status == "invalid") continue;  // the first micro-batch of a recompute setting
+      EXPECT_GE(rows[i].peak_memory_gb, rows[i - 1].peak_memory_gb) << rows[i].inputs.dump();
+    }
+  }
+}
+
+TEST(SweepSearch, PrunedFrontIsTheExhaustiveFront) { expect_same_front(4, 8, 16); }
+
+TEST(SweepSearch, EnumeratesEveryLayoutTheShardStageAccepts) {
+  // Tiny (2 layers, 4 heads in 2 groups, sequence 128) on 4 GPUs, global batch 4: tp in {1, 2}
+  // (2 groups), pp in {1, 2}, cp with 2*cp dividing 128; dp = 4/(tp*pp*cp); micro-batches
+  // dividing 4/dp; no vpp (a rank's 1 layer cannot be split); 3 recompute settings, times 2
+  // optimizers when dp > 1:
+  //   tp1 pp1: cp1 dp4 mb{1} 6, cp2 dp2 mb{1,2} 12, cp4 dp1 mb{1,2,4} 9
+  //   tp1 pp2: cp1 dp2 mb{1,2} 12, cp2 dp1 mb{1,2,4} 9
+  //   tp2 pp1: cp1 dp2 mb{1,2} 12, cp2 dp1 mb{1,2,4} 9
+  //   tp2 pp2: cp1 dp1 mb{1,2,4} 9                                  -> 78 layouts
+  ShardOptions base;
+  base.gpus = 4;
+  base.training.global_batch = 4;
+  SearchResult result = search_layouts(tiny(), a100(), base, false);
+  EXPECT_EQ(result.enumerated, 78);
+  EXPECT_EQ(result.invalid, 0);
+  EXPECT_EQ(result.pruned_by_memory, 0);  // a tiny model on 80 GB
+  EXPECT_EQ(result.simulated, 78);
+  base.gpus.reset();
+  EXPECT_THROW(search_layouts(tiny(), a100(), base), UsageError);
+}
+
+}  // namespace
+}  // namespace syssim
