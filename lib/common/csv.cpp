@@ -77,4 +77,11 @@ double percentile(std::vector<double> values, double q) {
   return values[below] + fraction * (values[above] - values[below]);
 }
 
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
 }  // namespace syssim

@@ -16,6 +16,9 @@ struct CsvTable {
 };
 CsvTable parse_csv(const std::string& text, const std::string& source);
 
+// One field as RFC 4180 writes it: quoted, quotes doubled, when it holds a comma, quote or newline.
+std::string csv_field(const std::string& text);
+
 // Linear interpolation between closest ranks (position q*(n-1) of the sorted values).
 double percentile(std::vector<double> values, double q);
 

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "common/csv.hpp"
 #include "common/error.hpp"
 #include "common/io.hpp"
 #include "sweep/detail.hpp"
@@ -28,13 +29,6 @@ std::vector<std::string> input_columns(const std::vector<SweepRow>& rows) {
 // The row's value of a swept path; `unset` when the row has none or it is null (no vpp).
 std::string input_cell(const SweepRow& row, const std::string& path, const std::string& unset) {
   return row.inputs.contains(path) && !row.inputs.at(path).is_null() ? value_text(row.inputs.at(path)) : unset;
-}
-
-std::string csv_field(const std::string& text) {
-  if (text.find_first_of(",\"\n") == std::string::npos) return text;
-  std::string quoted = "\"";
-  for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return quoted + "\"";
 }
 
 std::string best_line(const std::vector<SweepRow>& rows, const std::vector<size_t>& ranked, const std::string& metric) {

@@ -394,13 +394,6 @@ std::string render_table(const ValidationResult& result) {
   return out.str();
 }
 
-std::string csv_field(const std::string& text) {
-  if (text.find_first_of(",\"\n") == std::string::npos) return text;
-  std::string quoted = "\"";
-  for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return quoted + "\"";
-}
-
 std::string render_csv(const ValidationResult& result) {
   std::ostringstream out;
   out << "line,source_id,model,gpus,layout,measured_step_s,predicted_step_s,step_error_pct,"

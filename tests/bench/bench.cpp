@@ -2,6 +2,7 @@
 // timed tests: they print figures for the docs and never fail a build.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -11,6 +12,7 @@
 #include "mem/mem.hpp"
 #include "shard/shard.hpp"
 #include "sim/sim.hpp"
+#include "sweep/sweep.hpp"
 
 namespace syssim {
 namespace {
@@ -90,6 +92,31 @@ void BM_Pipe70B(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_Pipe70B)->Unit(benchmark::kMillisecond);
+
+// A 1,000-point sweep of Llama-3-8B on 64 H100 with the trace made once (warm) and the point
+// cache off: 4 tp x 2 distributed optimizer x 5 pp x 5 micro-batch x 5 global batch. Layouts
+// the shard stage refuses (tp*pp over 64 GPUs, a batch that does not divide) count as points.
+void BM_Sweep1000(benchmark::State& state) {
+  const ModelConfig model = load_model_yaml(kSource + "/configs/models/llama3-8b.yaml");
+  const HardwareConfig hardware = load_hardware_yaml(kSource + "/configs/hardware/h100-sxm-80gb.yaml");
+  trace_of(model);
+  ShardOptions base;
+  base.gpus = 64;
+  const std::vector<SweepAxis> axes = {
+      parse_sweep_axis("parallelism.tp=1,2,4,8"), parse_sweep_axis("training.distributed_optimizer=true,false"),
+      parse_sweep_axis("parallelism.pp=1,2,4,8,16"), parse_sweep_axis("training.micro_batch=1,2,4,8,16"),
+      parse_sweep_axis("training.global_batch=256,512,768,1024,2048")};
+  SweepSettings settings;
+  settings.use_cache = false;
+  int64_t ok = 0;
+  for (auto _ : state) {
+    std::vector<SweepRow> rows = run_sweep(model, hardware, base, axes, settings);
+    ok = std::count_if(rows.begin(), rows.end(), [](const SweepRow& row) { return row.status == "ok"; });
+  }
+  state.counters["points"] = benchmark::Counter(1000, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::to_string(ok) + " of 1000 points simulated, the rest refused");
+}
+BENCHMARK(BM_Sweep1000)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 
 // `syssim run` as a user starts it: a new process, the trace from the on-disk cache (warm,
 // filled by the first run) or traced afresh (cold, cache off).
