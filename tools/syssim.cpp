@@ -2,9 +2,6 @@
 // `calibrate` fits the calibrated cost estimator (docs/calibration.md); `sweep` simulates many
 // layouts of one model (docs/syssim-sweep.md).
 
-#include <unistd.h>
-
-#include <chrono>
 #include <iostream>
 
 #include "calibrate/calibrate.hpp"
@@ -13,9 +10,7 @@
 #include "driver/driver.hpp"
 #include "layout_flags.hpp"
 #include "network/network.hpp"
-#include "report/pictures.hpp"
-#include "report/report.hpp"
-#include "sweep/sweep.hpp"
+#include "sweep_flags.hpp"
 #include "tool.hpp"
 #include "validate/validate.hpp"
 
@@ -31,19 +26,6 @@ void apply_default_job(const CLI::App& command, syssim::ShardOptions& options) {
   if (unset("--micro-batch")) options.training.micro_batch = job.training.micro_batch;
   if (unset("--global-batch")) options.training.global_batch = job.training.global_batch;
   if (unset("--distributed-optimizer")) options.training.distributed_optimizer = job.training.distributed_optimizer;
-}
-
-// Points done, rate and time left of a sweep, on one rewritten line of a terminal's stderr.
-syssim::SweepProgress terminal_progress() {
-  if (!isatty(STDERR_FILENO)) return {};
-  auto start = std::chrono::steady_clock::now();
-  return [start](int64_t done, int64_t total) {
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    double rate = seconds > 0 ? done / seconds : 0;
-    std::cerr << "\rsyssim sweep: " << done << "/" << total << " points, " << static_cast<int64_t>(rate)
-              << " points/s, ETA " << (rate > 0 ? static_cast<int64_t>((total - done) / rate) : 0) << " s   "
-              << (done == total ? "\n" : "") << std::flush;
-  };
 }
 
 }  // namespace
@@ -105,37 +87,16 @@ int main(int argc, char** argv) {
   collective->add_option("-o,--output", output, "Output file, written atomically (default: standard output)");
   CLI::App* sweep = app.add_subcommand("sweep", "Simulate many layouts of one model (docs/syssim-sweep.md)");
   syssim::SweepRequest sweep_request;
-  std::string plot;
-  bool no_cache = false;
-  sweep->add_option("model", model, "Model YAML");
-  sweep->add_option("--hardware", hardware, "Hardware YAML");
-  syssim::tool::add_layout_flags(*sweep, sweep_request.options);
-  sweep->get_option("--gpus")->excludes("--dp");  // with --gpus, each point's dp is derived (or swept)
-  sweep->add_option("--over", sweep_request.over, "PATH=V1,V2,...: a config key and its values (repeatable)")
-      ->allow_extra_args(false);
-  sweep->add_option("--metric", sweep_request.metric, "What best means: mfu (highest), step_time_ms or peak_memory_gb (lowest)")
-      ->check(CLI::IsMember({"mfu", "step_time_ms", "peak_memory_gb"}));
-  sweep->add_option("--top", sweep_request.top, "Print only the K best points that fit, best first")
-      ->check(CLI::PositiveNumber);
-  sweep->add_option("--format", sweep_request.format, "Output format")->check(CLI::IsMember({"table", "csv", "json"}));
-  sweep->add_option("-o,--output", output, "Output file, written atomically (default: standard output)");
-  sweep->add_flag("--no-cache", no_cache, "Simulate every point, neither reading nor writing the result cache");
-  sweep->add_flag("--search", sweep_request.search, "Search every layout of --gpus N and print the Pareto front");
-  sweep->add_option("--emit-jobs", sweep_request.emit_jobs_dir,
-                    "Print one single-point syssim sweep command per point, writing DIR/point-NNNN.json");
-  sweep->add_option("--merge", sweep_request.merge_files, "Join the JSON results of sweeps (--emit-jobs jobs)")
-      ->expected(1, -1);
-  sweep->add_option("--plot", plot, "Also draw the sweep (or the search's Pareto front) as an SVG file");
+  syssim::tool::SweepFlags sweep_flags;
+  syssim::tool::add_sweep_flags(*sweep, sweep_request, sweep_flags);
   return syssim::tool::guarded_main("syssim", app, argc, argv, [&] {
     if (sweep->parsed()) {
-      sweep_request.model_path = model;
-      sweep_request.hardware_path = hardware;
-      sweep_request.use_cache = !no_cache;
-      sweep_request.plot = !plot.empty();
+      sweep_request.use_cache = !sweep_flags.no_cache;
+      sweep_request.plot = !sweep_flags.plot.empty();
       sweep_request.command_line.assign(argv, argv + argc);
-      syssim::SweepOutput result = syssim::sweep_command(sweep_request, terminal_progress());
-      syssim::write_output(output, result.text);
-      if (!plot.empty()) syssim::write_output(plot, result.plot_svg);
+      syssim::SweepOutput result = syssim::sweep_command(sweep_request, syssim::tool::terminal_progress());
+      syssim::write_output(sweep_flags.output, result.text);
+      if (sweep_request.plot) syssim::write_output(sweep_flags.plot, result.plot_svg);
       return;
     }
     if (collective->parsed()) {
@@ -161,11 +122,9 @@ int main(int argc, char** argv) {
     if (!hardware.empty()) request.hardware_path = hardware;
     if (model.empty() && hardware.empty()) apply_default_job(*command, request.options);
     if (command == commands[0] && !timeline.empty()) {
-      request.sim.record_timeline = true;
-      syssim::Graph graph = syssim::run_graph(request);
-      std::string trace = syssim::render_chrome_trace(graph), report = syssim::render_report(graph, request.format);
-      syssim::write_output(timeline, trace);
-      syssim::write_output(output, report);
+      syssim::RunOutput run = syssim::run_with_timeline(request);
+      syssim::write_output(timeline, run.chrome_trace);
+      syssim::write_output(output, run.report);
       return;
     }
     syssim::write_output(output, command == commands[0] ? syssim::run_report(request) : syssim::memory_report(request));

@@ -3,6 +3,7 @@
 #include "cost/cost.hpp"
 #include "driver/defaults.hpp"
 #include "mem/mem.hpp"
+#include "report/pictures.hpp"
 #include "report/report.hpp"
 #include "sim/sim.hpp"
 
@@ -55,11 +56,14 @@ Graph estimate_memory(const ModelConfig& model, const HardwareConfig& hardware, 
   return estimate_memory(model, trace_of(model), CostEstimator(hardware), options);
 }
 
-Graph run_graph(const RunRequest& request) {
-  return simulate(model_of(request), hardware_of(request), request.options, request.sim);
+std::string run_report(const RunRequest& request) {
+  return render_report(simulate(model_of(request), hardware_of(request), request.options), request.format);
 }
 
-std::string run_report(const RunRequest& request) { return render_report(run_graph(request), request.format); }
+RunOutput run_with_timeline(const RunRequest& request) {
+  Graph graph = simulate(model_of(request), hardware_of(request), request.options, SimOptions{true});
+  return {render_report(graph, request.format), render_chrome_trace(graph)};
+}
 
 std::string memory_report(const RunRequest& request) {
   return render_memory_report(estimate_memory(model_of(request), hardware_of(request), request.options),

@@ -16,7 +16,6 @@ struct RunRequest {
   std::optional<std::string> hardware_path;  // default: the embedded H100 SXM node
   ShardOptions options;
   std::string format = "text";  // text | json
-  SimOptions sim;               // record_timeline: for the pictures (syssim run --timeline)
 };
 
 // The trace of a model, traced once per process and architecture and kept for the process's
@@ -39,12 +38,16 @@ Graph estimate_memory(const ModelConfig& model, const TraceSection& trace, const
                       const ShardOptions& options);
 Graph estimate_memory(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options);
 
-// `syssim run`'s graph: load the configs, run the stages.
-Graph run_graph(const RunRequest& request);
-
 // `syssim run` and `syssim memory`: load the configs, run the stages, render the report.
 std::string run_report(const RunRequest& request);
 std::string memory_report(const RunRequest& request);
+
+// `syssim run --timeline`: the report and the simulated step as a Chrome trace.
+struct RunOutput {
+  std::string report;
+  std::string chrome_trace;
+};
+RunOutput run_with_timeline(const RunRequest& request);
 
 // The layout of the embedded default job (tp 2 with SP, dp 4, distributed optimizer,
 // micro-batch 1, global batch 128): used for each flag the user did not give.

@@ -9,54 +9,18 @@
 #include "report/pictures.hpp"
 #include "report/report.hpp"
 #include "sim/sim.hpp"
+#include "sim_graph.hpp"
 
 namespace syssim {
 namespace {
 
 using nlohmann::json;
 
-struct TestOp {
-  std::string name;
-  std::string kind;
-  std::string phase;
-  std::string stream;
-  double time_us;
-  std::vector<int64_t> deps = {};
-  int64_t stage = 0;
-  std::vector<int64_t> reads = {};
-  std::vector<int64_t> writes = {};
-};
-
-// A simulated graph (timeline kept) whose op i is ops[i], microbatch ops all, with the
-// buffers' (role, bytes) and each rank's schedule slots.
+// A simulated graph (timeline kept): graph_of (sim_graph.hpp) under a GPipe-named schedule.
 Graph simulated(const std::vector<TestOp>& ops, const PipelineSchedule& schedule, int64_t num_microbatches,
                 const std::vector<std::pair<std::string, double>>& buffers = {}) {
-  Graph g;
-  g.shard = ShardSection{};
-  g.shard->num_microbatches = num_microbatches;
-  g.shard->parallelism.pp = static_cast<int64_t>(schedule.size());
-  g.shard->schedule = schedule;
+  Graph g = graph_of(ops, num_microbatches, schedule, buffers);
   g.shard->pipeline_schedule = "gpipe";
-  for (size_t i = 0; i < buffers.size(); ++i)
-    g.shard->buffers.push_back(ShardBuffer{static_cast<int64_t>(i), buffers[i].second, buffers[i].first, "", {}});
-  g.cost = CostSection{"roofline", HardwareConfig{}, {}, {}};
-  for (size_t i = 0; i < ops.size(); ++i) {
-    ShardOp op;
-    op.id = static_cast<int64_t>(i);
-    op.name = ops[i].name;
-    op.kind = ops[i].kind;
-    op.phase = ops[i].phase;
-    op.stream = ops[i].stream;
-    op.scope = "microbatch";
-    op.pass = op.phase == "fwd" ? "forward" : "backward";
-    op.deps = ops[i].deps;
-    op.stage = ops[i].stage;
-    op.reads = ops[i].reads;
-    op.writes = ops[i].writes;
-    if (op.kind == "collective") op.group = "tp";
-    g.shard->ops.push_back(op);
-    g.cost->ops.push_back(OpCost{op.id, ops[i].time_us, "compute", {}});
-  }
   simulate_graph(g, SimOptions{true});
   return g;
 }
@@ -66,9 +30,9 @@ Graph simulated(const std::vector<TestOp>& ops, const PipelineSchedule& schedule
 // Buffers: 0 the input (8 B, nobody writes it), 1 f's output saved for b (100 B), 2 a weight,
 // 3 the all-reduced copy (comm, 50 B) that b reads: a forward op writes it, so it is saved too.
 Graph one_rank() {
-  return simulated({{"f", "gemm", "fwd", "compute", 10, {}, 0, {0, 2}, {1}},
-                    {"ar", "collective", "fwd", "tp", 4, {0}, 0, {1}, {3}},
-                    {"b", "gemm", "bwd", "compute", 20, {1}, 0, {1, 2, 3}, {}}},
+  return simulated({{"f", "gemm", "fwd", "compute", 10, {}, "microbatch", 0, 0, "tp", {0, 2}, {1}},
+                    {"ar", "collective", "fwd", "tp", 4, {0}, "microbatch", 0, 0, "tp", {1}, {3}},
+                    {"b", "gemm", "bwd", "compute", 20, {1}, "microbatch", 0, 0, "tp", {1, 2, 3}, {}}},
                    {{{0, 0, "forward"}, {0, 0, "backward"}, {0, 1, "forward"}, {0, 1, "backward"}}}, 2,
                    {{"input", 8}, {"activation", 100}, {"param", 1000}, {"comm", 50}});
 }
@@ -77,10 +41,10 @@ Graph one_rank() {
 // rank 0 F0 0-10, F1 10-20, B0 50-70, B1 70-90; rank 1 F0 10-20, F1 20-30, B0 30-50, B1 50-70.
 Graph two_rank_gpipe() {
   PipelineSchedule gpipe(2, {{0, 0, "forward"}, {0, 1, "forward"}, {0, 0, "backward"}, {0, 1, "backward"}});
-  return simulated({{"f0", "gemm", "fwd", "compute", 10, {}, 0},
-                    {"f1", "gemm", "fwd", "compute", 10, {0}, 1},
-                    {"b1", "gemm", "bwd", "compute", 20, {1}, 1},
-                    {"b0", "gemm", "bwd", "compute", 20, {2}, 0}},
+  return simulated({{"f0", "gemm", "fwd", "compute", 10, {}, "microbatch", 0, 0},
+                    {"f1", "gemm", "fwd", "compute", 10, {0}, "microbatch", 0, 1},
+                    {"b1", "gemm", "bwd", "compute", 20, {1}, "microbatch", 0, 1},
+                    {"b0", "gemm", "bwd", "compute", 20, {2}, "microbatch", 0, 0}},
                    gpipe, 2);
 }
 

@@ -6,55 +6,10 @@
 #include "common/error.hpp"
 #include "sim/section.hpp"
 #include "sim/sim.hpp"
+#include "sim_graph.hpp"
 
 namespace syssim {
 namespace {
-
-struct TestOp {
-  std::string name;
-  std::string kind;
-  std::string phase;
-  std::string stream;
-  double time_us;
-  std::vector<int64_t> deps = {};
-  std::string scope = "microbatch";
-  double flops = 0;
-  int64_t stage = 0;
-  std::string group = "tp";
-};
-
-// A graph whose op i is ops[i], costed with the given durations; `schedule` holds each
-// pipeline rank's slots, by default one rank running the micro-batches back to back.
-Graph graph_of(const std::vector<TestOp>& ops, int64_t num_microbatches = 1, PipelineSchedule schedule = {}) {
-  Graph g;
-  g.shard = ShardSection{};
-  g.shard->num_microbatches = num_microbatches;
-  if (schedule.empty()) {
-    schedule.emplace_back();
-    for (int64_t m = 0; m < num_microbatches; ++m)
-      schedule[0].insert(schedule[0].end(), {{0, m, "forward"}, {0, m, "backward"}});
-  }
-  g.shard->parallelism.pp = static_cast<int64_t>(schedule.size());
-  g.shard->schedule = schedule;
-  g.cost = CostSection{"roofline", HardwareConfig{}, {}, {}};
-  for (size_t i = 0; i < ops.size(); ++i) {
-    ShardOp op;
-    op.id = static_cast<int64_t>(i);
-    op.name = ops[i].name;
-    op.kind = ops[i].kind;
-    op.phase = ops[i].phase;
-    op.stream = ops[i].stream;
-    op.scope = ops[i].scope;
-    op.pass = op.scope != "microbatch" ? "step" : op.phase == "fwd" ? "forward" : "backward";
-    op.deps = ops[i].deps;
-    op.flops = ops[i].flops;
-    op.stage = ops[i].stage;
-    if (op.kind == "collective") op.group = ops[i].group;
-    g.shard->ops.push_back(op);
-    g.cost->ops.push_back(OpCost{op.id, ops[i].time_us, "compute", {}});
-  }
-  return g;
-}
 
 SimSection simulate(const std::vector<TestOp>& ops, int64_t num_microbatches = 1) {
   Graph g = graph_of(ops, num_microbatches);
