@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 namespace syssim {
 namespace {
@@ -61,7 +62,9 @@ void cache_put(const std::string& kind, const std::string& key, const std::strin
   std::filesystem::create_directories(dir + "/" + kind, error);
   if (error) return;
   std::string path = entry_path(dir, kind, key);
-  std::string temp = path + ".tmp." + std::to_string(::getpid());
+  // Unique per process and thread: sweeps store points from several threads at once.
+  std::string temp = path + ".tmp." + std::to_string(::getpid()) + "." +
+                     std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id()));
   {
     std::ofstream out(temp, std::ios::binary | std::ios::trunc);
     out << key.size() << '\n' << key << value;

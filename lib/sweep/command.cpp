@@ -45,7 +45,7 @@ SweepOutput sweep_command(const SweepRequest& r, const SweepProgress& progress) 
   }
   const ModelConfig model = load_model_yaml(r.model_path);
   const HardwareConfig hardware = load_hardware_yaml(r.hardware_path);
-  const SweepSettings settings{r.use_cache, progress};
+  const SweepSettings settings{r.use_cache, progress, r.threads};
   if (r.search) {
     require(r.over.empty(), "--search enumerates the layouts itself: give no --over");
     require(!r.top, "--top applies to sweeps, not to --search (which prints the whole Pareto front)");

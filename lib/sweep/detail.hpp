@@ -1,5 +1,7 @@
 // Internals of lib/sweep shared by the sweep, the search and the renderers.
 #pragma once
+#include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -27,11 +29,16 @@ class PointEvaluator {
   const ModelConfig& model_;
   const HardwareConfig& hardware_;
   bool use_cache_;
-  std::optional<TraceSection> trace_;
+  std::mutex loading_;  // points run on several threads; the first that needs them loads these
+  const TraceSection* trace_ = nullptr;
   std::optional<CostEstimator> estimator_;
 };
 
 void mark_invalid(SweepRow& row, const std::string& reason);
+
+// Runs run_point(i) for every i < count on settings.threads threads, reporting progress; an
+// exception run_point lets out stops the others and is rethrown here.
+void for_each_point(size_t count, const SweepSettings& settings, const std::function<void(size_t)>& run_point);
 
 // The cache key of a job's results: the syssim version and the canonical JSON of the model,
 // the hardware and every setting of the job.

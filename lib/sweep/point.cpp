@@ -2,6 +2,11 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
 
 #include "common/cache.hpp"
 #include "common/error.hpp"
@@ -120,9 +125,10 @@ std::vector<SweepRow> run_sweep(const ModelConfig& model, const HardwareConfig& 
   const bool derive_dp =
       base.gpus && std::none_of(axes.begin(), axes.end(), [](const SweepAxis& a) { return a.path == "parallelism.dp"; });
   PointEvaluator evaluate(model, hardware, settings.use_cache);
-  std::vector<SweepRow> rows;
-  for (const auto& point : points) {
-    SweepRow row;
+  std::vector<SweepRow> rows(points.size());
+  auto run_point = [&](size_t i) {
+    const std::vector<std::string>& point = points[i];
+    SweepRow& row = rows[i];
     ShardOptions options = base;
     for (size_t a = 0; a < axes.size(); ++a) row.inputs[axes[a].path] = yaml_scalar(point[a], axes[a].path);
     try {
@@ -142,10 +148,36 @@ std::vector<SweepRow> run_sweep(const ModelConfig& model, const HardwareConfig& 
     } catch (const UsageError& e) {
       mark_invalid(row, e.what());
     }
-    rows.push_back(std::move(row));
-    if (settings.progress) settings.progress(static_cast<int64_t>(rows.size()), static_cast<int64_t>(points.size()));
-  }
+  };
+  for_each_point(points.size(), settings, run_point);
   return rows;
+}
+
+void for_each_point(size_t count, const SweepSettings& settings, const std::function<void(size_t)>& run_point) {
+  const size_t threads = std::min<size_t>(
+      count, settings.threads > 0 ? static_cast<size_t>(settings.threads) : std::max(1u, std::thread::hardware_concurrency()));
+  std::atomic<size_t> next{0};
+  std::mutex reporting;
+  int64_t done = 0;
+  std::exception_ptr failure;
+  auto work = [&] {
+    for (size_t i = next++; i < count; i = next++) {
+      try {
+        run_point(i);
+      } catch (...) {  // not a refused job (run_point rows those): stop, and rethrow on the caller's thread
+        std::lock_guard<std::mutex> lock(reporting);
+        if (!failure) failure = std::current_exception();
+        next = count;
+      }
+      std::lock_guard<std::mutex> lock(reporting);
+      if (settings.progress) settings.progress(++done, static_cast<int64_t>(count));
+    }
+  };
+  std::vector<std::thread> workers;
+  for (size_t t = 1; t < threads; ++t) workers.emplace_back(work);
+  work();
+  for (std::thread& worker : workers) worker.join();
+  if (failure) std::rethrow_exception(failure);
 }
 
 void mark_invalid(SweepRow& row, const std::string& reason) {
@@ -158,11 +190,13 @@ PointEvaluator::PointEvaluator(const ModelConfig& model, const HardwareConfig& h
     : model_(model), hardware_(hardware), use_cache_(use_cache) {}
 
 const TraceSection& PointEvaluator::trace() {
-  if (!trace_) trace_ = trace_of(model_);
+  std::lock_guard<std::mutex> lock(loading_);
+  if (!trace_) trace_ = &trace_of(model_);
   return *trace_;
 }
 
 const CostEstimator& PointEvaluator::estimator() {
+  std::lock_guard<std::mutex> lock(loading_);
   if (!estimator_) estimator_.emplace(hardware_);
   return *estimator_;
 }

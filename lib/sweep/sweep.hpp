@@ -59,11 +59,12 @@ using SweepProgress = std::function<void(int64_t done, int64_t total)>;
 
 struct SweepSettings {
   bool use_cache = true;  // each point's row in the on-disk cache (common/cache.hpp, kind "point")
-  SweepProgress progress;
+  SweepProgress progress;  // called by one thread at a time, done counting up
+  int64_t threads = 0;     // points simulated at once; 0: one per core
 };
 
 // Simulates every point of the cartesian product of `axes` over the base job: one trace, one
-// cost estimator. With options.gpus set and parallelism.dp not swept, each point's dp is
+// cost estimator, points spread over settings.threads threads (the rows do not depend on it). With options.gpus set and parallelism.dp not swept, each point's dp is
 // gpus / (tp*cp*pp) (an input of its row); a point where that does not divide is invalid.
 std::vector<SweepRow> run_sweep(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& base,
                                 const std::vector<SweepAxis>& axes, const SweepSettings& settings = {});
@@ -96,6 +97,7 @@ struct SweepRequest {
   std::optional<int64_t> top;
   std::string format = "table";  // table | csv | json
   bool use_cache = true;
+  int64_t threads = 0;  // points at once; 0: one per core
   bool search = false;
   std::string emit_jobs_dir;              // --emit-jobs DIR
   std::vector<std::string> command_line;  // the program and its arguments, which emitted jobs repeat

@@ -158,6 +158,16 @@ TEST(Sweep, ProgressCountsEveryPoint) {
   EXPECT_EQ(calls, (std::vector<std::pair<int64_t, int64_t>>{{1, 4}, {2, 4}, {3, 4}, {4, 4}}));
 }
 
+// Points run on several threads land in their own rows: the result is the one-thread result.
+TEST(Sweep, ThreadsDoNotChangeTheRows) {
+  std::vector<SweepAxis> axes = {{"parallelism.tp", {"1", "2", "3", "4"}}, {"training.micro_batch", {"1", "2", "4"}}};
+  SweepSettings one{false, {}, 1}, three{false, {}, 3};
+  std::vector<SweepRow> serial = run_sweep(tiny(), a100(), {}, axes, one);
+  std::vector<SweepRow> parallel = run_sweep(tiny(), a100(), {}, axes, three);
+  ASSERT_EQ(serial.size(), 12u);
+  for (size_t i = 0; i < serial.size(); ++i) EXPECT_EQ(to_json(parallel[i]).dump(), to_json(serial[i]).dump()) << i;
+}
+
 TEST(Sweep, MergedSinglePointResultsEqualTheSweepInOneProcess) {
   ShardOptions base;
   base.gpus = 4;
