@@ -2,6 +2,7 @@
 // time, down to the Pareto front of step time against peak memory.
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "common/cache.hpp"
 #include "common/error.hpp"
@@ -136,31 +137,42 @@ SearchResult search_layouts(const ModelConfig& model, const HardwareConfig& hard
   // Memory before time: the estimate (shard, cost, memory; no simulation) drops what does not fit.
   // Activations grow with the micro-batch, so once a layout is out of memory the same layout
   // with a larger micro-batch (enumerated later) is too, and is dropped without an estimate.
-  std::map<std::string, int64_t> oom_micro_batch;  // the layout but its micro-batch -> the smallest that did not fit
-  std::vector<Fitting> fitting;
-  auto estimate = [&](size_t i) {
+  // Layouts that differ only in their micro-batch form a group: groups are estimated in
+  // parallel, the layouts of a group in enumeration order.
+  std::map<std::string, size_t> group_index;
+  std::vector<std::vector<size_t>> groups;
+  for (size_t i = 0; i < layouts.size(); ++i) {
     nlohmann::ordered_json group = layout_inputs(layouts[i]);
     group.erase("training.micro_batch");
-    const int64_t micro_batch = layouts[i].training.micro_batch;
-    auto smallest_oom = oom_micro_batch.find(group.dump());
-    if (prune && smallest_oom != oom_micro_batch.end() && smallest_oom->second <= micro_batch) {
-      ++result.pruned_by_memory;
-      return;
+    auto [it, added] = group_index.emplace(group.dump(), groups.size());
+    if (added) groups.emplace_back();
+    groups[it->second].push_back(i);
+  }
+  enum class Outcome { kInvalid, kOom, kFits };
+  std::vector<Outcome> outcome(layouts.size(), Outcome::kOom);
+  std::vector<Fitting> estimates(layouts.size());
+  for_each_point(groups.size(), settings, [&](size_t g) {
+    std::optional<int64_t> smallest_oom;  // the smallest micro-batch of the group that did not fit
+    for (size_t i : groups[g]) {
+      const int64_t micro_batch = layouts[i].training.micro_batch;
+      if (prune && smallest_oom && *smallest_oom <= micro_batch) continue;  // counted as oom
+      const nlohmann::json estimated = memory_estimate(evaluate, layouts[i], settings.use_cache);
+      const std::string status = estimated["status"];
+      if (status == "invalid") {
+        outcome[i] = Outcome::kInvalid;
+      } else if (status == "oom") {
+        smallest_oom = std::min(smallest_oom.value_or(micro_batch), micro_batch);
+      } else {
+        outcome[i] = Outcome::kFits;
+        estimates[i] = {i, estimated["peak_memory_gb"], estimated["bound_ms"]};
+      }
     }
-    const nlohmann::json estimated = memory_estimate(evaluate, layouts[i], settings.use_cache);
-    const std::string status = estimated["status"];
-    if (status == "invalid") {
-      ++result.invalid;
-    } else if (status == "oom") {
-      ++result.pruned_by_memory;
-      oom_micro_batch.emplace(group.dump(), micro_batch);
-    } else {
-      fitting.push_back({i, estimated["peak_memory_gb"], estimated["bound_ms"]});
-    }
-  };
+  });
+  std::vector<Fitting> fitting;
   for (size_t i = 0; i < layouts.size(); ++i) {
-    estimate(i);
-    if (settings.progress) settings.progress(static_cast<int64_t>(i + 1), result.enumerated);
+    if (outcome[i] == Outcome::kInvalid) ++result.invalid;
+    if (outcome[i] == Outcome::kOom) ++result.pruned_by_memory;
+    if (outcome[i] == Outcome::kFits) fitting.push_back(estimates[i]);
   }
   // Fastest bounds first, so that the layouts simulated early prune the most.
   std::stable_sort(fitting.begin(), fitting.end(), [](const Fitting& a, const Fitting& b) {

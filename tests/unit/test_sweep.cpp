@@ -230,6 +230,24 @@ void expect_same_front(int64_t layers, int64_t gpus, int64_t global_batch) {
   }
 }
 
+// The memory estimates run on several threads, a group of layouts each: the same front and counts.
+TEST(SweepSearch, ThreadsDoNotChangeTheResult) {
+  ShardOptions base;
+  base.gpus = 8;
+  base.training.global_batch = 16;
+  HardwareConfig hardware = a100();
+  hardware.gpu_memory_GB = search_layouts(tiny(4), hardware, base, false).front.front().peak_memory_gb;
+  SweepSettings one{false, {}, 1}, three{false, {}, 3};
+  SearchResult serial = search_layouts(tiny(4), hardware, base, true, one);
+  SearchResult parallel = search_layouts(tiny(4), hardware, base, true, three);
+  EXPECT_EQ(render_sweep(parallel.front, "mfu", std::nullopt, "json"), render_sweep(serial.front, "mfu", std::nullopt, "json"));
+  EXPECT_GT(serial.pruned_by_memory, 0);
+  EXPECT_EQ(parallel.pruned_by_memory, serial.pruned_by_memory);
+  EXPECT_EQ(parallel.pruned_by_bound, serial.pruned_by_bound);
+  EXPECT_EQ(parallel.invalid, serial.invalid);
+  EXPECT_EQ(parallel.simulated, serial.simulated);
+}
+
 TEST(SweepSearch, PeakMemoryNeverFallsAsTheMicroBatchGrows) {
   // What the search's memory rule assumes, checked where it is most at risk: with pipeline
   // and interleaved stages, as many micro-batches in flight as there are and fewer as they grow.
