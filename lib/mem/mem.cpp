@@ -132,17 +132,20 @@ void transient_peak(const ShardSection& shard, const std::vector<char>& transien
 
 }  // namespace
 
+TrainingStateBytes training_state_bytes(double params, const ParallelismConfig& parallelism,
+                                        const TrainingConfig& training) {
+  // The distributed optimizer's data-parallel group spans the context-parallel ranks too.
+  double optimizer_shards =
+      training.distributed_optimizer ? static_cast<double>(parallelism.dp * parallelism.cp) : 1.0;
+  return {params * kMainGradBytes, params * kOptimizerStateBytes / optimizer_shards};
+}
+
 void account_memory(Graph& g) {
   const ShardSection& shard = need_section(g.shard, "shard", "syssim-shard");
   const int64_t pp = shard.parallelism.pp;
   if (static_cast<int64_t>(shard.stage_params_local.size()) != pp)
     throw DataError("/shard/stage_params_local: " + std::to_string(shard.stage_params_local.size()) +
                     " entries for pp=" + std::to_string(pp) + " pipeline ranks");
-  // The distributed optimizer shards master weights and moments over the data-parallel
-  // group, which spans the context-parallel ranks too.
-  double optimizer_shards =
-      shard.training.distributed_optimizer ? static_cast<double>(shard.parallelism.dp * shard.parallelism.cp) : 1.0;
-
   std::vector<char> transient;  // by buffer id: looked up for every op instance
   for (const ShardBuffer& buffer : shard.buffers) transient.push_back(is_transient(buffer));
 
@@ -152,8 +155,9 @@ void account_memory(Graph& g) {
     StageMemory stage;
     double params = shard.stage_params_local[rank];
     stage.param_bytes = weight_bytes(shard, rank);
-    stage.grad_bytes = params * kMainGradBytes;
-    stage.optimizer_state_bytes = params * kOptimizerStateBytes / optimizer_shards;
+    TrainingStateBytes states = training_state_bytes(params, shard.parallelism, shard.training);
+    stage.grad_bytes = states.grad_bytes;
+    stage.optimizer_state_bytes = states.optimizer_state_bytes;
     transient_peak(shard, transient, rank, stage);
     mem.pp_stage_memory_gb.push_back(stage.total_bytes() / kBytesPerGB);
     mem.pp_stage_microbatches_in_flight.push_back(stage.microbatches_in_flight);

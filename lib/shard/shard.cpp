@@ -55,12 +55,8 @@ AxisValues rank_axes(const ModelConfig& model, const TraceSection& trace, const 
 }
 
 void count_parameters(const ShardContext& context, ShardSection& shard) {
-  for (const auto& t : context.trace.tensors) {
-    if (t.role != "param") continue;
-    std::string where = "/trace/tensors/" + str(t.id);
-    shard.params_total += numel(t.dims).evaluate(context.trace.axes, where);
-    shard.params_local += numel(t.dims).evaluate(context.full_axes, where);
-  }
+  shard.params_total = traced_parameters(context.trace, context.trace.axes);
+  shard.params_local = traced_parameters(context.trace, context.full_axes);
 }
 
 }  // namespace

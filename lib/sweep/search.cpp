@@ -7,6 +7,7 @@
 #include "common/cache.hpp"
 #include "common/error.hpp"
 #include "driver/driver.hpp"
+#include "mem/mem.hpp"
 #include "sweep/detail.hpp"
 #include "sweep/sweep.hpp"
 
@@ -115,6 +116,20 @@ nlohmann::json memory_estimate(PointEvaluator& evaluate, const ShardOptions& lay
   return estimated;
 }
 
+}  // namespace
+
+double training_state_lower_bound_gb(double params_total, const ShardOptions& layout) {
+  // Every parameter lives on some pipeline rank, split at most tp ways, so the heaviest rank
+  // holds at least params / (tp * pp) of them, with their gradients and optimizer states.
+  const ParallelismConfig& p = layout.parallelism;
+  TrainingStateBytes states =
+      training_state_bytes(params_total / static_cast<double>(p.tp * p.pp), p, layout.training);
+  constexpr double kBytesPerGB = 1e9;
+  return (states.grad_bytes + states.optimizer_state_bytes) / kBytesPerGB;
+}
+
+namespace {
+
 struct Fitting {
   size_t layout = 0;  // index into the enumeration
   double peak_memory_gb = 0;
@@ -151,8 +166,14 @@ SearchResult search_layouts(const ModelConfig& model, const HardwareConfig& hard
   enum class Outcome { kInvalid, kOom, kFits };
   std::vector<Outcome> outcome(layouts.size(), Outcome::kOom);
   std::vector<Fitting> estimates(layouts.size());
+  // Cheaper still: a layout whose gradients and optimizer states alone exceed the GPU is out of
+  // memory whatever its micro-batch, and needs no estimate at all.
+  const std::optional<double> capacity_gb = hardware.gpu_memory_GB;
+  const double params_total = capacity_gb ? traced_parameters(evaluate.trace(), evaluate.trace().axes) : 0;
   for_each_point(groups.size(), settings, [&](size_t g) {
     std::optional<int64_t> smallest_oom;  // the smallest micro-batch of the group that did not fit
+    if (prune && capacity_gb && training_state_lower_bound_gb(params_total, layouts[groups[g].front()]) > *capacity_gb)
+      return;  // all counted as oom
     for (size_t i : groups[g]) {
       const int64_t micro_batch = layouts[i].training.micro_batch;
       if (prune && smallest_oom && *smallest_oom <= micro_batch) continue;  // counted as oom

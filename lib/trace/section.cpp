@@ -35,6 +35,13 @@ AxisValues architecture_axes(const ModelConfig& model) {
           {"p", value(model.max_position_embeddings)}};
 }
 
+double traced_parameters(const TraceSection& trace, const AxisValues& axes) {
+  double params = 0;
+  for (const TraceTensor& t : trace.tensors)
+    if (t.role == "param") params += numel(t.dims).evaluate(axes, "/trace/tensors/" + std::to_string(t.id));
+  return params;
+}
+
 json to_json(const TraceSection& t) {
   json tensors = json::array();
   for (const auto& x : t.tensors)

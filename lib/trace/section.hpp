@@ -52,6 +52,10 @@ struct TraceSection {
 // The values of the architecture axes (h, g, r, d, f, v, p) of a model: trace.axes.
 AxisValues architecture_axes(const ModelConfig& model);
 
+// The parameters of the traced model (its param tensors) at the axis values `axes`: the whole
+// model at trace.axes, one tensor-parallel rank's share at a rank's axes.
+double traced_parameters(const TraceSection& trace, const AxisValues& axes);
+
 nlohmann::json to_json(const TraceSection& trace);
 TraceSection trace_from_json(const nlohmann::json& j, const std::string& path);
 

@@ -8,6 +8,8 @@
 #include "common/error.hpp"
 #include "common/io.hpp"
 #include "config/config.hpp"
+#include "driver/driver.hpp"
+#include "sweep/detail.hpp"
 #include "sweep/sweep.hpp"
 
 namespace syssim {
@@ -246,6 +248,39 @@ TEST(SweepSearch, ThreadsDoNotChangeTheResult) {
   EXPECT_EQ(parallel.pruned_by_bound, serial.pruned_by_bound);
   EXPECT_EQ(parallel.invalid, serial.invalid);
   EXPECT_EQ(parallel.simulated, serial.simulated);
+}
+
+// By hand: 1e9 parameters over tp 2 x pp 2 = 2.5e8 per GPU, with 4 bytes of fp32 gradient
+// and 12 of Adam state each, the state sharded 4 ways by the distributed optimizer over dp 4.
+TEST(SweepSearch, TrainingStateBoundByHand) {
+  ShardOptions layout;
+  layout.parallelism.tp = 2;
+  layout.parallelism.pp = 2;
+  layout.parallelism.dp = 4;
+  EXPECT_DOUBLE_EQ(training_state_lower_bound_gb(1e9, layout), 2.5e8 * (4 + 12) / 1e9);
+  layout.training.distributed_optimizer = true;
+  EXPECT_DOUBLE_EQ(training_state_lower_bound_gb(1e9, layout), 2.5e8 * (4 + 12.0 / 4) / 1e9);
+}
+
+// The bound the search prunes with never exceeds the memory the estimate finds.
+TEST(SweepSearch, TrainingStateBoundIsBelowTheEstimate) {
+  const ModelConfig model = tiny(4);
+  const TraceSection& trace = trace_of(model);
+  const double params = traced_parameters(trace, trace.axes);
+  const CostEstimator estimator(a100());
+  for (int64_t tp : {1, 2})
+    for (int64_t pp : {1, 2, 4})
+      for (bool distributed_optimizer : {false, true}) {
+        ShardOptions layout;
+        layout.parallelism.tp = tp;
+        layout.parallelism.pp = pp;
+        layout.parallelism.dp = 2;
+        layout.training.global_batch = 8;
+        layout.training.distributed_optimizer = distributed_optimizer;
+        double peak_gb = estimate_memory(model, trace, estimator, layout).mem->peak_memory_gb;
+        EXPECT_LE(training_state_lower_bound_gb(params, layout), peak_gb) << tp << " " << pp;
+        EXPECT_GT(training_state_lower_bound_gb(params, layout), 0.1 * peak_gb) << tp << " " << pp;
+      }
 }
 
 TEST(SweepSearch, PeakMemoryNeverFallsAsTheMicroBatchGrows) {
