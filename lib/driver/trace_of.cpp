@@ -47,6 +47,19 @@ TraceEntry load_trace_entry() {
   return entry;
 }
 
+// The trace the on-disk cache holds under `key`; a damaged entry is a miss, traced again.
+std::optional<TraceSection> cached_trace(const std::string& key) {
+  std::optional<std::string> text = cache_get("trace", key);
+  if (!text) return std::nullopt;
+  nlohmann::json parsed = nlohmann::json::parse(*text, nullptr, false);
+  if (!parsed.is_object()) return std::nullopt;
+  try {
+    return trace_from_json(parsed, "/trace");
+  } catch (const DataError&) {
+    return std::nullopt;
+  }
+}
+
 }  // namespace
 
 TraceSection trace_afresh(const ModelConfig& model) {
@@ -71,17 +84,13 @@ const TraceSection& trace_of(const ModelConfig& model) {
     auto it = traced.find(key);
     if (it != traced.end()) return it->second;
   }
-  TraceSection trace;
-  std::optional<std::string> cached = cache_get("trace", key);
-  nlohmann::json parsed = cached ? nlohmann::json::parse(*cached, nullptr, false) : nlohmann::json();
-  if (parsed.is_object()) {
-    trace = trace_from_json(parsed, cache_dir() + "/trace");
-  } else {
+  std::optional<TraceSection> trace = cached_trace(key);
+  if (!trace) {
     trace = trace_afresh(model);
-    cache_put("trace", key, to_json(trace).dump());
+    cache_put("trace", key, to_json(*trace).dump());
   }
   std::lock_guard<std::mutex> lock(mutex);
-  return traced.emplace(key, std::move(trace)).first->second;
+  return traced.emplace(key, std::move(*trace)).first->second;
 }
 
 }  // namespace syssim

@@ -83,6 +83,16 @@ pipe_report() {
   assert_output "$fresh"
   local entry
   entry="$(ls "$SYSSIM_CACHE_DIR"/trace/*)"
+  # The right key over a value that is JSON but no trace.
+  local header
+  header="$(head -1 "$entry")"
+  head -c $(( ${#header} + 1 + header )) "$entry" > "$entry.damaged"
+  printf '{"axes": 1}' >> "$entry.damaged"
+  mv "$entry.damaged" "$entry"
+  run syssim run "$MODELS/llama3-8b.yaml" --hardware "$H100" --tp 4 --dp 2 --global-batch 8
+  assert_output "$fresh"
+  [ "$(stat -c %s "$entry")" -gt 100000 ]
+  # Another key under its name.
   printf '12\nnot the key and not JSON' > "$entry"
   run syssim run "$MODELS/llama3-8b.yaml" --hardware "$H100" --tp 4 --dp 2 --global-batch 8
   assert_output "$fresh"
