@@ -50,30 +50,19 @@ void transient_peak(const ShardSection& shard, const std::vector<char>& transien
   const size_t instance_slots = static_cast<size_t>(shard.num_microbatches) + 1;  // slot 0: step ops
   auto slot_of = [](const ScheduledOp& s) { return static_cast<size_t>(s.microbatch + 1); };
 
-  // The rank's transient buffers, numbered densely, and whether each is saved for backward:
-  // written by a forward op and read by a backward one.
+  // The rank's transient buffers, numbered densely in the order its ops name them.
   std::vector<int64_t> local(shard.buffers.size(), -1);
   std::vector<int64_t> buffers;
-  std::vector<bool> written_in_forward, read_in_backward;
-  auto local_index = [&](int64_t b) {
-    if (local[b] < 0) {
-      local[b] = static_cast<int64_t>(buffers.size());
-      buffers.push_back(b);
-      written_in_forward.push_back(false);
-      read_in_backward.push_back(false);
-    }
-    return static_cast<size_t>(local[b]);
-  };
   for (const ShardOp& op : shard.ops) {
     if (op.stage != rank) continue;
-    for (int64_t b : op.reads)
-      if (transient[b] && op.phase == "bwd") read_in_backward[local_index(b)] = true;
-    for (int64_t b : op.writes)
-      if (transient[b] && op.phase == "fwd") written_in_forward[local_index(b)] = true;
     for (const auto* list : {&op.reads, &op.writes})
       for (int64_t b : *list)
-        if (transient[b]) local_index(b);
+        if (transient[b] && local[b] < 0) {
+          local[b] = static_cast<int64_t>(buffers.size());
+          buffers.push_back(b);
+        }
   }
+  const std::vector<char> saved_ids = buffers_saved_for_backward(shard, rank);
 
   // First write and last use of each buffer instance, and where each micro-batch starts.
   const size_t instances = buffers.size() * instance_slots;
@@ -95,7 +84,7 @@ void transient_peak(const ShardSection& shard, const std::vector<char>& transien
   }
 
   // Live bytes per position, split into saved activations and the rest.
-  auto saved = [&](size_t i) { return written_in_forward[i] && read_in_backward[i]; };
+  auto saved = [&](size_t i) { return saved_ids[buffers[i]] != 0; };
   auto allocated_at = [&](size_t instance) {
     return first_write[instance] >= 0 ? first_write[instance] : slot_start[instance % instance_slots];
   };

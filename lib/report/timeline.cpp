@@ -52,33 +52,29 @@ std::vector<std::vector<MemorySample>> live_buffers(const Graph& g) {
   const size_t slots = static_cast<size_t>(shard.num_microbatches) + 1;  // slot 0: the step ops
   const size_t buffers = shard.buffers.size();
 
-  // Saved for backward on a rank: written by a forward op and read by a backward op of that rank.
-  std::vector<bool> written_in_forward(ranks * buffers, false), read_in_backward(ranks * buffers, false);
-  for (const ShardOp& op : shard.ops) {
-    size_t base = static_cast<size_t>(op.stage) * buffers;
-    if (op.phase == "fwd")
-      for (int64_t b : op.writes) written_in_forward[base + b] = true;
-    if (op.phase == "bwd")
-      for (int64_t b : op.reads) read_in_backward[base + b] = true;
-  }
+  std::vector<char> transient(buffers);  // by buffer id: looked up for every op instance
+  for (size_t b = 0; b < buffers; ++b) transient[b] = is_transient(shard.buffers[b]);
+  std::vector<std::vector<const TimelineEntry*>> entries_of(ranks);
+  for (const TimelineEntry& e : timeline) entries_of[e.rank].push_back(&e);
 
   std::vector<std::vector<MemorySample>> samples(ranks);
   for (size_t rank = 0; rank < ranks; ++rank) {
+    const std::vector<char> saved_ids = buffers_saved_for_backward(shard, static_cast<int64_t>(rank));
     std::unordered_map<size_t, Lifetime> lifetimes;  // by buffer * slots + slot
     std::vector<double> slot_start(slots, std::numeric_limits<double>::infinity());
-    for (const TimelineEntry& e : timeline) {
-      if (static_cast<size_t>(e.rank) != rank) continue;
+    for (const TimelineEntry* entry : entries_of[rank]) {
+      const TimelineEntry& e = *entry;
       const ShardOp& op = shard.ops[e.op];
       size_t slot = static_cast<size_t>(e.microbatch + 1);
       slot_start[slot] = std::min(slot_start[slot], e.start_ms);
       for (int64_t b : op.writes)
-        if (is_transient(shard.buffers[b])) {
+        if (transient[b]) {
           Lifetime& life = lifetimes[b * slots + slot];
           life.first_write_ms = std::min(life.first_write_ms, e.start_ms);
         }
       for (const auto* list : {&op.reads, &op.writes})
         for (int64_t b : *list)
-          if (is_transient(shard.buffers[b])) {
+          if (transient[b]) {
             Lifetime& life = lifetimes[b * slots + slot];
             life.last_use_ms = std::max(life.last_use_ms, e.end_ms);
           }
@@ -88,7 +84,7 @@ std::vector<std::vector<MemorySample>> live_buffers(const Graph& g) {
       size_t b = key / slots, slot = key % slots;
       double allocated_ms = std::isinf(life.first_write_ms) ? slot_start[slot] : life.first_write_ms;
       double bytes = shard.buffers[b].bytes;
-      bool saved = written_in_forward[rank * buffers + b] && read_in_backward[rank * buffers + b];
+      bool saved = saved_ids[b] != 0;
       changes.push_back(Change{allocated_ms, saved ? bytes : 0, saved ? 0 : bytes});
       changes.push_back(Change{life.last_use_ms, saved ? -bytes : 0, saved ? 0 : -bytes});
     }

@@ -46,6 +46,20 @@ std::string slot_pass_of(const ShardOp& op) { return op.recompute ? "backward" :
 
 }  // namespace
 
+std::vector<char> buffers_saved_for_backward(const ShardSection& shard, int64_t rank) {
+  std::vector<char> written_in_forward(shard.buffers.size(), 0), read_in_backward(shard.buffers.size(), 0);
+  for (const ShardOp& op : shard.ops) {
+    if (op.stage != rank) continue;
+    if (op.phase == "fwd")
+      for (int64_t b : op.writes) written_in_forward[b] = 1;
+    if (op.phase == "bwd")
+      for (int64_t b : op.reads) read_in_backward[b] = 1;
+  }
+  std::vector<char> saved(shard.buffers.size());
+  for (size_t b = 0; b < saved.size(); ++b) saved[b] = written_in_forward[b] && read_in_backward[b];
+  return saved;
+}
+
 std::vector<ScheduledOp> issue_order(const ShardSection& shard, int64_t stage) {
   const std::string where = "/shard/schedule/" + std::to_string(stage);
   if (stage < 0 || stage >= static_cast<int64_t>(shard.schedule.size()))

@@ -31,6 +31,12 @@ inline bool is_weight(const ShardBuffer& buffer) { return buffer.role == "param"
 // states, live all step long and counted per rank (syssim-mem, the report's memory track).
 inline bool is_transient(const ShardBuffer& buffer) { return !is_weight(buffer) && buffer.role != "grad"; }
 
+struct ShardSection;
+
+// By buffer id: whether pipeline rank `rank` saves the buffer for its backward pass, that is a
+// forward op of the rank writes it and a backward op of the rank reads it.
+std::vector<char> buffers_saved_for_backward(const ShardSection& shard, int64_t rank);
+
 // The shape of the kernel an op runs on one rank, by kind (docs/graph-format.md): gemm m, n, k;
 // attention b, s_q, s_kv, heads, kv_heads, head_dim, causal; others rows, dim.
 using KernelShape = std::map<std::string, double>;

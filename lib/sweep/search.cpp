@@ -116,20 +116,6 @@ nlohmann::json memory_estimate(PointEvaluator& evaluate, const ShardOptions& lay
   return estimated;
 }
 
-}  // namespace
-
-double training_state_lower_bound_gb(double params_total, const ShardOptions& layout) {
-  // Every parameter lives on some pipeline rank, split at most tp ways, so the heaviest rank
-  // holds at least params / (tp * pp) of them, with their gradients and optimizer states.
-  const ParallelismConfig& p = layout.parallelism;
-  TrainingStateBytes states =
-      training_state_bytes(params_total / static_cast<double>(p.tp * p.pp), p, layout.training);
-  constexpr double kBytesPerGB = 1e9;
-  return (states.grad_bytes + states.optimizer_state_bytes) / kBytesPerGB;
-}
-
-namespace {
-
 struct Fitting {
   size_t layout = 0;  // index into the enumeration
   double peak_memory_gb = 0;
@@ -142,6 +128,16 @@ bool dominates(const SweepRow& a, const SweepRow& b) {
 }
 
 }  // namespace
+
+double training_state_lower_bound_gb(double params_total, const ShardOptions& layout) {
+  // Every parameter lives on some pipeline rank, split at most tp ways, so the heaviest rank
+  // holds at least params / (tp * pp) of them, with their gradients and optimizer states.
+  const ParallelismConfig& p = layout.parallelism;
+  TrainingStateBytes states =
+      training_state_bytes(params_total / static_cast<double>(p.tp * p.pp), p, layout.training);
+  constexpr double kBytesPerGB = 1e9;
+  return (states.grad_bytes + states.optimizer_state_bytes) / kBytesPerGB;
+}
 
 SearchResult search_layouts(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& base,
                             bool prune, const SweepSettings& settings) {
