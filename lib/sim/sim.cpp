@@ -21,16 +21,17 @@ constexpr double kBytesPerUsPerGBps = 1e3;  // 1 GB/s = 1e9 bytes / 1e6 us
 constexpr double kDoneFraction = 1e-9;
 
 // One run of a shard op: once per micro-batch for microbatch-scope ops, once per step otherwise.
+// 32-bit fields: a step has at most a few million instances, and the instance arrays are most
+// of the simulator's memory.
 struct Instance {
-  int64_t op = 0;
-  int64_t microbatch = -1;  // -1 for step_start and step ops
-  size_t queue = 0;         // index of its (rank, stream) queue
-  double standalone_us = 0;  // its cost time_us: its duration when it shares no link
-  double duration_us = 0;    // simulated: standalone_us, or finish - start with phases
-  size_t unfinished_deps = 0;
+  int32_t op = 0;
+  int32_t microbatch = -1;  // -1 for step_start and step ops
+  uint32_t queue = 0;       // index of its (rank, stream) queue
+  uint32_t unfinished_deps = 0;
+  int64_t flow = -1;  // its Flow when its cost has phases, else -1: it lasts its cost time_us
+  double duration_us = 0;  // simulated: its cost time_us, or finish - start with phases
   double start_us = 0;
   double finish_us = 0;
-  int64_t flow = -1;  // its Flow when its cost has phases, else -1: it lasts standalone_us
 };
 
 // The phases of one instance whose cost has phases, and the flow of the current one.
@@ -72,7 +73,7 @@ struct RankNetwork {
 struct StreamQueue {
   int64_t rank = 0;
   std::string stream;
-  std::vector<size_t> instances;  // issue order
+  std::vector<uint32_t> instances;  // issue order
   size_t head = 0;                // next instance to start
   bool busy = false;
 };
@@ -80,8 +81,8 @@ struct StreamQueue {
 struct Timeline {
   std::vector<Instance> instances;
   // The instances waiting for instance i: dependents[dependents_begin[i] .. dependents_begin[i + 1]).
-  std::vector<size_t> dependents_begin;
-  std::vector<size_t> dependents;
+  std::vector<uint32_t> dependents_begin;
+  std::vector<uint32_t> dependents;
   std::vector<StreamQueue> queues;
   std::vector<Flow> flows;
   std::vector<RankNetwork> networks;  // by pipeline rank; empty when the cost has no links
@@ -125,55 +126,78 @@ void check_ops(const ShardSection& shard) {
 // Expands the step of every pipeline rank in the issue order of its schedule. A dep of a
 // microbatch op means its instance in the same micro-batch; a dep of a step op on a
 // microbatch op, its instance in the last micro-batch; a dep on a step_start or step op,
-// its single instance.
+// its single instance. What instances of one op share (queue, deps) is worked out once per
+// op: a step has tens of ops per instance.
 Timeline expand_step(const ShardSection& shard, const CostSection& cost) {
   Timeline t;
+  const size_t ops = shard.ops.size();
+  const size_t microbatches = static_cast<size_t>(shard.num_microbatches);
   std::vector<std::vector<ScheduledOp>> orders;
   size_t instances = 0;
   for (int64_t rank = 0; rank < shard.parallelism.pp; ++rank) {
     orders.push_back(issue_order(shard, rank));
     instances += orders.back().size();
   }
-  t.instances.reserve(instances);
-  constexpr size_t kNone = SIZE_MAX;
-  std::vector<size_t> queue_of(shard.ops.size(), kNone);  // by op: the queue of its rank and stream
-  // The instance of op o in micro-batch m (m = 0 for ops that run once): instance_of[o * M + m].
-  const size_t microbatches = static_cast<size_t>(shard.num_microbatches);
-  std::vector<size_t> instance_of(shard.ops.size() * microbatches, kNone);
+  if (instances >= std::numeric_limits<uint32_t>::max() || ops >= std::numeric_limits<int32_t>::max())
+    throw DataError("/shard: " + std::to_string(instances) + " op instances in one step; the simulator takes fewer than 2^32");
+
+  // By op: its queue, whether it runs once per step, and its deps (CSR).
+  constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+  std::vector<uint32_t> queue_of(ops, kNone);
+  std::vector<char> once(ops);
+  std::vector<uint32_t> deps_begin(ops + 1, 0), deps;
+  for (const ShardOp& op : shard.ops) {
+    once[op.id] = op.scope != "microbatch";
+    deps_begin[op.id + 1] = deps_begin[op.id] + static_cast<uint32_t>(op.deps.size());
+    deps.insert(deps.end(), op.deps.begin(), op.deps.end());
+  }
+  std::vector<size_t> queue_length;
   for (int64_t rank = 0; rank < shard.parallelism.pp; ++rank) {
-    std::map<std::string, size_t> queue_of_stream;  // the rank's queues, made in issue order
+    std::map<std::string, uint32_t> queue_of_stream;  // the rank's queues, made in issue order
     for (const ScheduledOp& scheduled : orders[rank]) {
-      const ShardOp& op = shard.ops[scheduled.op];
-      size_t& queue = queue_of[op.id];
+      uint32_t& queue = queue_of[scheduled.op];
       if (queue == kNone) {
-        auto [it, added] = queue_of_stream.emplace(op.stream, t.queues.size());
-        if (added) t.queues.push_back(StreamQueue{rank, op.stream, {}, 0, false});
+        const ShardOp& op = shard.ops[scheduled.op];
+        auto [it, added] = queue_of_stream.emplace(op.stream, static_cast<uint32_t>(t.queues.size()));
+        if (added) t.queues.push_back(StreamQueue{rank, op.stream, {}, 0, false}), queue_length.push_back(0);
         queue = it->second;
       }
-      size_t index = t.instances.size();
+      ++queue_length[queue];
+    }
+  }
+  for (size_t q = 0; q < t.queues.size(); ++q) t.queues[q].instances.reserve(queue_length[q]);
+
+  // The instance of op o in micro-batch m (m = 0 for ops that run once): instance_of[o * M + m].
+  std::vector<uint32_t> instance_of(ops * microbatches, kNone);
+  t.instances.reserve(instances);
+  for (int64_t rank = 0; rank < shard.parallelism.pp; ++rank)
+    for (const ScheduledOp& scheduled : orders[rank]) {
+      const auto op = static_cast<size_t>(scheduled.op);
+      const auto index = static_cast<uint32_t>(t.instances.size());
+      const uint32_t queue = queue_of[op];
       t.queues[queue].instances.push_back(index);
-      instance_of[static_cast<size_t>(op.id) * microbatches + static_cast<size_t>(std::max<int64_t>(scheduled.microbatch, 0))] = index;
-      const OpCost& op_cost = cost.ops[op.id];
-      Instance instance{op.id, scheduled.microbatch, queue, op_cost.time_us, op_cost.time_us, op.deps.size()};
+      instance_of[op * microbatches + static_cast<size_t>(std::max<int64_t>(scheduled.microbatch, 0))] = index;
+      const OpCost& op_cost = cost.ops[op];
+      Instance instance{static_cast<int32_t>(op), static_cast<int32_t>(scheduled.microbatch), queue,
+                        deps_begin[op + 1] - deps_begin[op]};
+      instance.duration_us = op_cost.time_us;
       if (!op_cost.phases.empty()) {
         instance.flow = static_cast<int64_t>(t.flows.size());
         t.flows.push_back(Flow{index, rank, &op_cost.phases});
       }
       t.instances.push_back(instance);
     }
-  }
+  orders.clear();
   if (!cost.links.empty()) {
     RankNetwork network;
     for (const Link& link : cost.links) network.links.push_back(LinkState{link.bandwidth_GBps * kBytesPerUsPerGBps});
     t.networks.assign(shard.parallelism.pp, network);
   }
-  std::vector<char> once(shard.ops.size());  // by op: runs once per step, not per micro-batch
-  for (const ShardOp& op : shard.ops) once[op.id] = op.scope != "microbatch";
-  auto dep_instance = [&](const Instance& instance, int64_t dep) {
+  auto dep_instance = [&](const Instance& instance, uint32_t dep) {
     size_t microbatch = once[dep]                 ? 0
                         : instance.microbatch < 0 ? microbatches - 1
                                                   : static_cast<size_t>(instance.microbatch);
-    size_t index = instance_of[static_cast<size_t>(dep) * microbatches + microbatch];
+    uint32_t index = instance_of[static_cast<size_t>(dep) * microbatches + microbatch];
     if (index == kNone)
       throw DataError(op_path(instance.op) + "/deps: op " + std::to_string(dep) + " runs in no slot of the schedule");
     return index;
@@ -181,13 +205,16 @@ Timeline expand_step(const ShardSection& shard, const CostSection& cost) {
   // Counted first, then filled in instance order: one allocation for all of them.
   t.dependents_begin.assign(t.instances.size() + 1, 0);
   for (const Instance& instance : t.instances)
-    for (int64_t dep : shard.ops[instance.op].deps) ++t.dependents_begin[dep_instance(instance, dep) + 1];
+    for (uint32_t d = deps_begin[instance.op]; d < deps_begin[instance.op + 1]; ++d)
+      ++t.dependents_begin[dep_instance(instance, deps[d]) + 1];
   for (size_t i = 0; i < t.instances.size(); ++i) t.dependents_begin[i + 1] += t.dependents_begin[i];
   t.dependents.resize(t.dependents_begin.back());
-  std::vector<size_t> filled(t.dependents_begin.begin(), t.dependents_begin.end() - 1);
-  for (size_t index = 0; index < t.instances.size(); ++index)
-    for (int64_t dep : shard.ops[t.instances[index].op].deps)
-      t.dependents[filled[dep_instance(t.instances[index], dep)]++] = index;
+  std::vector<uint32_t> filled(t.dependents_begin.begin(), t.dependents_begin.end() - 1);
+  for (size_t index = 0; index < t.instances.size(); ++index) {
+    const Instance& instance = t.instances[index];
+    for (uint32_t d = deps_begin[instance.op]; d < deps_begin[instance.op + 1]; ++d)
+      t.dependents[filled[dep_instance(instance, deps[d])]++] = static_cast<uint32_t>(index);
+  }
   return t;
 }
 
@@ -308,11 +335,11 @@ class EventLoop {
     StreamQueue& queue = t_.queues[finished.queue];
     queue.busy = false;
     ++queue.head;
-    const size_t* first = t_.dependents.data() + t_.dependents_begin[index];
-    const size_t* last = t_.dependents.data() + t_.dependents_begin[index + 1];
-    for (const size_t* dependent = first; dependent != last; ++dependent) --t_.instances[*dependent].unfinished_deps;
+    const uint32_t* first = t_.dependents.data() + t_.dependents_begin[index];
+    const uint32_t* last = t_.dependents.data() + t_.dependents_begin[index + 1];
+    for (const uint32_t* dependent = first; dependent != last; ++dependent) --t_.instances[*dependent].unfinished_deps;
     try_start(finished.queue, now_us);
-    for (const size_t* dependent = first; dependent != last; ++dependent) try_start(t_.instances[*dependent].queue, now_us);
+    for (const uint32_t* dependent = first; dependent != last; ++dependent) try_start(t_.instances[*dependent].queue, now_us);
   }
 
   // The phase's latency first, through an event even when it is 0, so that a chain of empty
@@ -452,12 +479,13 @@ TimedOp timed(const ShardOp& op, double time_us) {
 }
 
 // Phase, kind and collective-group totals of one rank's instances.
-void add_durations(const ShardSection& shard, const std::vector<const Instance*>& instances, SimSection& sim) {
+void add_durations(const ShardSection& shard, const CostSection& cost, const std::vector<const Instance*>& instances,
+                   SimSection& sim) {
   std::vector<double> duration_us(shard.ops.size(), 0.0), standalone_us(shard.ops.size(), 0.0);
   std::vector<char> ran(shard.ops.size(), 0);
   for (const Instance* instance : instances) {
     duration_us[instance->op] += instance->duration_us;
-    standalone_us[instance->op] += instance->standalone_us;
+    standalone_us[instance->op] += cost.ops[instance->op].time_us;
     ran[instance->op] = 1;
   }
   double collective_standalone_ms = 0;
@@ -535,7 +563,7 @@ SimSection summarize(const ShardSection& shard, const CostSection& cost, const T
   sim.step_time_ms = *binding * kMsPerUs;
 
   std::vector<const Instance*> instances = instances_of_rank(t, sim.binding_pp_stage);
-  add_durations(shard, instances, sim);
+  add_durations(shard, cost, instances, sim);
   find_longest_ops(shard, instances, sim);
   add_link_loads(cost, t, sim, *binding);
   // Exposed communication: collectives running while the compute stream is idle.
