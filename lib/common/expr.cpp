@@ -26,6 +26,16 @@ std::string format_number(double c) {
 
 }  // namespace
 
+void Monomial::multiply_axis(const std::string& axis, int exponent) {
+  auto it = std::lower_bound(exponents.begin(), exponents.end(), axis,
+                             [](const std::pair<std::string, int>& e, const std::string& name) { return e.first < name; });
+  if (it == exponents.end() || it->first != axis) {
+    if (exponent != 0) exponents.insert(it, {axis, exponent});
+  } else if ((it->second += exponent) == 0) {
+    exponents.erase(it);
+  }
+}
+
 Poly Poly::constant(double c) {
   Poly p;
   if (c != 0) p.terms_.push_back(Monomial{c, {}});
@@ -65,7 +75,7 @@ Poly Poly::operator*(const Poly& other) const {
   for (const auto& a : terms_)
     for (const auto& b : other.terms_) {
       Monomial m{a.coefficient * b.coefficient, a.exponents};
-      for (const auto& [axis, exp] : b.exponents) m.exponents[axis] += exp;
+      for (const auto& [axis, exp] : b.exponents) m.multiply_axis(axis, exp);
       p.terms_.push_back(m);
     }
   p.normalize();
@@ -91,7 +101,10 @@ double Poly::evaluate(const AxisValues& values, const std::string& where) const 
 
 bool Poly::contains_axis(const std::string& name) const {
   return std::any_of(terms_.begin(), terms_.end(),
-                     [&](const Monomial& m) { return m.exponents.count(name) > 0; });
+                     [&](const Monomial& m) {
+                       return std::any_of(m.exponents.begin(), m.exponents.end(),
+                                          [&](const std::pair<std::string, int>& e) { return e.first == name; });
+                     });
 }
 
 std::string Poly::to_string() const {
@@ -158,7 +171,7 @@ Poly Poly::parse(const std::string& text, const std::string& where) {
           skip_space();
           exp = static_cast<int>(read_int());
         }
-        m.exponents[axis] += exp;
+        m.multiply_axis(axis, exp);
       } else {
         throw fail(std::string("unexpected '") + text[i] + "'");
       }

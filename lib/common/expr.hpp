@@ -15,7 +15,11 @@ using AxisValues = std::map<std::string, double>;
 // A product coefficient * prod(axis^exponent).
 struct Monomial {
   double coefficient = 1;
-  std::map<std::string, int> exponents;
+  // Sorted by axis name, no zero exponents. A flat vector, not a map: a graph holds hundreds
+  // of thousands of these, and axis names fit in a string without an allocation.
+  std::vector<std::pair<std::string, int>> exponents;
+
+  void multiply_axis(const std::string& axis, int exponent);
 };
 
 // A sum of monomials; the empty polynomial is zero.
