@@ -26,7 +26,8 @@ const TraceSection& trace_of(const ModelConfig& model);
 // The trace of a model made afresh by the trace stage, bypassing both caches.
 TraceSection trace_afresh(const ModelConfig& model);
 
-// Trace, shard, cost, simulate, account memory: the graph the pipe would carry. The
+// Trace, shard, cost, simulate, account memory: the graph the pipe would carry, less its
+// trace section (nothing after the shard stage reads it). The
 // estimator form prices many jobs with one loaded calibrated model.
 Graph simulate(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
                const ShardOptions& options, const SimOptions& sim_options = {});

@@ -128,9 +128,7 @@ ShardOp make_collective(const ShardContext& context, const std::string& collecti
   return c;
 }
 
-void shard_graph(Graph& graph, const ShardOptions& options) {
-  const ModelConfig& model = need_section(graph.model, "model", "syssim-trace");
-  const TraceSection& trace = need_section(graph.trace, "trace", "syssim-trace");
+ShardSection shard_trace(const ModelConfig& model, const TraceSection& trace, const ShardOptions& options) {
   int64_t seq = options.training.seq_length.value_or(model.seq_length);
   check_layout(model, options, seq);
 
@@ -158,7 +156,12 @@ void shard_graph(Graph& graph, const ShardOptions& options) {
   apply_low_precision(context, shard);
   apply_tp_comm_overlap(context, shard);
   apply_pipeline_parallel(context, shard);
-  graph.shard = std::move(shard);
+  return shard;
+}
+
+void shard_graph(Graph& graph, const ShardOptions& options) {
+  graph.shard = shard_trace(need_section(graph.model, "model", "syssim-trace"),
+                            need_section(graph.trace, "trace", "syssim-trace"), options);
 }
 
 }  // namespace syssim

@@ -29,6 +29,9 @@ struct ShardOptions {
 // Sets graph.shard from graph.model and graph.trace; throws DataError for impossible
 // layouts and UsageError for settings this version does not simulate yet.
 void shard_graph(Graph& graph, const ShardOptions& options);
+// The same for a model and its trace that are not in a graph (the driver's: copying a trace
+// into each graph took a tenth of a run).
+ShardSection shard_trace(const ModelConfig& model, const TraceSection& trace, const ShardOptions& options);
 
 // Megatron-LM's padded vocabulary: a multiple of make_vocab_size_divisible_by * tp.
 int64_t padded_vocab_size(const ModelConfig& model, int64_t tp);
