@@ -1,5 +1,7 @@
 #include "driver/driver.hpp"
 
+#include <future>
+
 #include "cost/cost.hpp"
 #include "driver/defaults.hpp"
 #include "mem/mem.hpp"
@@ -10,12 +12,13 @@
 namespace syssim {
 namespace {
 
+// The graph holds no trace section: the stages after the shard stage do not read it, and a
+// copy of the trace cost a tenth of a run.
 Graph cost_and_shard(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
                      const ShardOptions& options) {
   Graph graph;
   graph.model = model;
-  graph.trace = trace;
-  shard_graph(graph, options);
+  graph.shard = shard_trace(model, trace, options);
   estimator.cost_graph(graph);
   return graph;
 }
@@ -30,6 +33,12 @@ HardwareConfig hardware_of(const RunRequest& request) {
                                : parse_hardware_yaml(kDefaultHardwareYaml, "h100-sxm-80gb.yaml", SYSSIM_HARDWARE_DIR);
 }
 
+// The estimator, on a second thread, so that its calibrated model loads while the caller
+// reads the trace: each took a tenth of a run.
+std::future<CostEstimator> start_estimator(const HardwareConfig& hardware) {
+  return std::async(std::launch::async, [hardware] { return CostEstimator(hardware); });
+}
+
 }  // namespace
 
 Graph simulate(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
@@ -42,7 +51,9 @@ Graph simulate(const ModelConfig& model, const TraceSection& trace, const CostEs
 
 Graph simulate(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options,
                const SimOptions& sim_options) {
-  return simulate(model, trace_of(model), CostEstimator(hardware), options, sim_options);
+  std::future<CostEstimator> estimator = start_estimator(hardware);
+  const TraceSection& trace = trace_of(model);
+  return simulate(model, trace, estimator.get(), options, sim_options);
 }
 
 Graph estimate_memory(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
@@ -53,7 +64,9 @@ Graph estimate_memory(const ModelConfig& model, const TraceSection& trace, const
 }
 
 Graph estimate_memory(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options) {
-  return estimate_memory(model, trace_of(model), CostEstimator(hardware), options);
+  std::future<CostEstimator> estimator = start_estimator(hardware);
+  const TraceSection& trace = trace_of(model);
+  return estimate_memory(model, trace, estimator.get(), options);
 }
 
 std::string run_report(const RunRequest& request) {
