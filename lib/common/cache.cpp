@@ -7,8 +7,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <thread>
+
+#include "common/error.hpp"
+#include "common/io.hpp"
 
 namespace syssim {
 namespace {
@@ -44,15 +46,18 @@ std::string content_hash(const std::string& text) {
 std::optional<std::string> cache_get(const std::string& kind, const std::string& key) {
   std::string dir = cache_dir();
   if (dir.empty()) return std::nullopt;
-  std::ifstream in(entry_path(dir, kind, key), std::ios::binary);
+  const std::string path = entry_path(dir, kind, key);
+  std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
   size_t key_size = 0;
   if (!(in >> key_size) || in.get() != '\n') return std::nullopt;
   std::string stored_key(key_size, '\0');
   if (!in.read(stored_key.data(), static_cast<std::streamsize>(key_size)) || stored_key != key) return std::nullopt;
-  std::stringstream value;
-  value << in.rdbuf();
-  return value.str();
+  try {
+    return read_rest(in, path);
+  } catch (const DataError&) {
+    return std::nullopt;  // unreadable: a miss
+  }
 }
 
 void cache_put(const std::string& kind, const std::string& key, const std::string& value) {

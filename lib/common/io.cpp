@@ -20,9 +20,23 @@ std::string read_input(const std::string& path) {
   if (std::filesystem::is_directory(path)) throw DataError(path + ": is a directory, expected a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw DataError(path + ": cannot open file");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
+  return read_rest(in, path);
+}
+
+std::string read_rest(std::ifstream& in, const std::string& path) {
+  const std::streampos from = in.tellg();
+  if (from != std::streampos(-1) && in.seekg(0, std::ios::end)) {
+    const std::streampos end = in.tellg();
+    if (end != std::streampos(-1) && in.seekg(from)) {
+      std::string text(static_cast<size_t>(end - from), '\0');
+      if (!in.read(text.data(), static_cast<std::streamsize>(text.size()))) throw DataError(path + ": cannot read file");
+      return text;
+    }
+  }
+  in.clear();  // not seekable (a pipe): read it as a stream
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 void write_output(const std::string& path, const std::string& text) {

@@ -1,11 +1,16 @@
 // File input/output used by the tools and the driver.
 #pragma once
+#include <fstream>
 #include <string>
 
 namespace syssim {
 
 // Reads a whole file, or standard input when path is "-" or empty.
 std::string read_input(const std::string& path);
+
+// The rest of an opened file from its read position: one read where it can seek, else as a
+// stream. `path` names it in errors.
+std::string read_rest(std::ifstream& in, const std::string& path);
 
 // Writes to standard output when path is "-" or empty; otherwise atomically
 // (a temporary file beside the target, then rename) so a failure leaves nothing half-written.
