@@ -49,12 +49,10 @@ TraceEntry load_trace_entry() {
 
 // The trace the on-disk cache holds under `key`; a damaged entry is a miss, traced again.
 std::optional<TraceSection> cached_trace(const std::string& key) {
-  std::optional<std::string> text = cache_get("trace", key);
-  if (!text) return std::nullopt;
-  nlohmann::json parsed = nlohmann::json::parse(*text, nullptr, false);
-  if (!parsed.is_object()) return std::nullopt;
+  std::optional<std::string> bytes = cache_get("trace", key);
+  if (!bytes) return std::nullopt;
   try {
-    return trace_from_json(parsed, "/trace");
+    return trace_from_binary(*bytes, "trace cache");
   } catch (const DataError&) {
     return std::nullopt;
   }
@@ -78,7 +76,9 @@ const TraceSection& trace_of(const ModelConfig& model) {
   const std::string key = std::string("syssim ") + kSyssimVersion + " graph format " + kGraphFormatVersion +
                           " trace of " + architecture.dump();
   static std::mutex mutex;
-  static std::map<std::string, TraceSection> traced;
+  // Never freed: the traces live until the process ends, and freeing them at exit took a
+  // twentieth of a run.
+  static auto& traced = *new std::map<std::string, TraceSection>;
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto it = traced.find(key);
@@ -87,7 +87,7 @@ const TraceSection& trace_of(const ModelConfig& model) {
   std::optional<TraceSection> trace = cached_trace(key);
   if (!trace) {
     trace = trace_afresh(model);
-    cache_put("trace", key, to_json(*trace).dump());
+    cache_put("trace", key, trace_to_binary(*trace));
   }
   std::lock_guard<std::mutex> lock(mutex);
   return traced.emplace(key, std::move(*trace)).first->second;

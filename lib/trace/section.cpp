@@ -1,5 +1,9 @@
 #include "trace/section.hpp"
 
+#include <cstring>
+#include <type_traits>
+#include <unordered_map>
+
 #include "common/json_util.hpp"
 
 namespace syssim {
@@ -9,16 +13,165 @@ json ref_to_json(const TensorRef& r) {
   return {{"tensor", r.tensor}, {"dims", dims_to_strings(r.dims)}, {"dtype", r.dtype}};
 }
 
-TensorRef ref_from_json(const json& j, const std::string& path) {
-  return TensorRef{require_as<int64_t>(j, "tensor", path),
-                   dims_from_strings(require_as<std::vector<std::string>>(j, "dims", path), path + "/dims"),
-                   require_as<std::string>(j, "dtype", path)};
-}
+// Reads axis expressions, parsing each text once: the texts of one layer repeat in every
+// other layer, and parsing them took a third of reading a trace.
+class PolyReader {
+ public:
+  const Poly& read(const std::string& text, const std::string& where) {
+    auto it = parsed_.find(text);
+    if (it == parsed_.end()) it = parsed_.emplace(text, Poly::parse(text, where)).first;
+    return it->second;
+  }
 
-std::vector<TensorRef> refs_from_json(const json& j, const std::string& key, const std::string& path) {
+  Dims dims(const json& j, const std::string& path) {
+    Dims dims;
+    for (const std::string& text : require_as<std::vector<std::string>>(j, "dims", path))
+      dims.push_back(read(text, path + "/dims[" + std::to_string(dims.size()) + "]"));
+    return dims;
+  }
+
+ private:
+  std::unordered_map<std::string, Poly> parsed_;
+};
+
+std::vector<TensorRef> refs_from_json(const json& j, const std::string& key, const std::string& path, PolyReader& polys) {
   std::vector<TensorRef> refs;
   const json& list = require(j, key, path);
-  for (size_t i = 0; i < list.size(); ++i) refs.push_back(ref_from_json(list[i], path + "/" + key + "/" + std::to_string(i)));
+  refs.reserve(list.size());
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string p = path + "/" + key + "/" + std::to_string(i);
+    refs.push_back(TensorRef{require_as<int64_t>(list[i], "tensor", p), polys.dims(list[i], p),
+                             require_as<std::string>(list[i], "dtype", p)});
+  }
+  return refs;
+}
+
+// "SYSSIM-TRACE", then the binary form's version.
+constexpr char kBinaryMagic[] = "SYSSIM-TRACE";
+constexpr uint32_t kBinaryVersion = 1;
+
+// Writes numbers in host byte order and each distinct string once, in a table before the
+// rest, so that a trace's repeated names, dtypes and axis expressions cost an index each.
+class BinaryWriter {
+ public:
+  template <typename T>
+  void number(T value) {
+    static_assert(std::is_arithmetic_v<T>);
+    body_.append(reinterpret_cast<const char*>(&value), sizeof value);
+  }
+  void text(const std::string& value) {
+    auto [it, added] = index_.emplace(value, static_cast<uint32_t>(strings_.size()));
+    if (added) strings_.push_back(&it->first);
+    number(it->second);
+  }
+  void optional(const std::optional<int64_t>& value) {
+    number<uint8_t>(value.has_value());
+    number<int64_t>(value.value_or(0));
+  }
+  void poly(const Poly& value) { text(value.to_string()); }
+  void dims(const Dims& value) {
+    number(static_cast<uint32_t>(value.size()));
+    for (const Poly& d : value) poly(d);
+  }
+  std::string finish() const {
+    std::string out(kBinaryMagic, sizeof kBinaryMagic);
+    BinaryWriter head;
+    head.number(kBinaryVersion);
+    head.number(static_cast<uint32_t>(strings_.size()));
+    for (const std::string* value : strings_) {
+      head.number(static_cast<uint32_t>(value->size()));
+      head.body_ += *value;
+    }
+    return out + head.body_ + body_;
+  }
+
+ private:
+  std::string body_;
+  std::unordered_map<std::string, uint32_t> index_;
+  std::vector<const std::string*> strings_;  // by index
+};
+
+// Reads what BinaryWriter wrote; any read past the end or a bad index throws DataError.
+class BinaryReader {
+ public:
+  BinaryReader(const std::string& bytes, std::string source) : bytes_(bytes), source_(std::move(source)) {
+    if (bytes_.compare(0, sizeof kBinaryMagic, std::string(kBinaryMagic, sizeof kBinaryMagic)) != 0)
+      fail("not a binary trace");
+    at_ = sizeof kBinaryMagic;
+    if (auto version = number<uint32_t>(); version != kBinaryVersion)
+      fail("binary trace version " + std::to_string(version) + ", this syssim reads " + std::to_string(kBinaryVersion));
+    strings_.resize(count(sizeof(uint32_t)));
+    for (std::string& value : strings_) {
+      auto size = number<uint32_t>();
+      need(size);
+      value.assign(bytes_, at_, size);
+      at_ += size;
+    }
+  }
+  template <typename T>
+  T number() {
+    T value;
+    need(sizeof value);
+    std::memcpy(&value, bytes_.data() + at_, sizeof value);
+    at_ += sizeof value;
+    return value;
+  }
+  // A count of items that take at least `item_bytes` each: never more than the bytes left.
+  size_t count(size_t item_bytes) {
+    auto n = number<uint32_t>();
+    need(static_cast<size_t>(n) * item_bytes);
+    return n;
+  }
+  const std::string& text() {
+    auto index = number<uint32_t>();
+    if (index >= strings_.size()) fail("string " + std::to_string(index) + " is not in the table");
+    return strings_[index];
+  }
+  std::optional<int64_t> optional() {
+    bool present = number<uint8_t>() != 0;
+    auto value = number<int64_t>();
+    return present ? std::optional<int64_t>(value) : std::nullopt;
+  }
+  const Poly& poly(const std::string& where) { return polys_.read(text(), where); }
+  Dims dims(const std::string& where) {
+    Dims dims(count(sizeof(uint32_t)));
+    for (size_t i = 0; i < dims.size(); ++i) dims[i] = poly(where + "/dims[" + std::to_string(i) + "]");
+    return dims;
+  }
+  bool done() const { return at_ == bytes_.size(); }
+  [[noreturn]] void fail(const std::string& why) const {
+    throw DataError(source_ + ": " + why + " (byte " + std::to_string(at_) + ")");
+  }
+
+ private:
+  void need(size_t size) const {
+    if (size > bytes_.size() - at_) fail("ends early");
+  }
+  const std::string& bytes_;
+  const std::string source_;
+  size_t at_ = 0;
+  std::vector<std::string> strings_;
+  PolyReader polys_;
+};
+
+void refs_to_binary(const std::vector<TensorRef>& refs, BinaryWriter& out) {
+  out.number(static_cast<uint32_t>(refs.size()));
+  for (const TensorRef& r : refs) {
+    out.number(r.tensor);
+    out.dims(r.dims);
+    out.text(r.dtype);
+  }
+}
+
+std::vector<TensorRef> refs_from_binary(BinaryReader& in, const TraceSection& t, const std::string& where) {
+  std::vector<TensorRef> refs(in.count(sizeof(int64_t)));
+  for (TensorRef& r : refs) {
+    r.tensor = in.number<int64_t>();
+    if (r.tensor < 0 || r.tensor >= static_cast<int64_t>(t.tensors.size()))
+      in.fail(where + ": tensor " + std::to_string(r.tensor) + " does not exist");
+    r.dims = in.dims(where);
+    r.dtype = in.text();
+  }
   return refs;
 }
 
@@ -62,18 +215,21 @@ json to_json(const TraceSection& t) {
 
 TraceSection trace_from_json(const json& j, const std::string& path) {
   TraceSection t;
+  PolyReader polys;
   t.axes = require_as<AxisValues>(j, "axes", path);
   const json& tensors = require(j, "tensors", path);
+  t.tensors.reserve(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
     std::string p = path + "/tensors/" + std::to_string(i);
     const json& x = tensors[i];
     t.tensors.push_back(TraceTensor{require_as<int64_t>(x, "id", p),
-                                    dims_from_strings(require_as<std::vector<std::string>>(x, "dims", p), p + "/dims"),
+                                    polys.dims(x, p),
                                     require_as<std::string>(x, "dtype", p), require_as<std::string>(x, "role", p),
                                     require_as<std::string>(x, "param", p)});
     if (t.tensors.back().id != static_cast<int64_t>(i)) throw DataError("graph: " + p + "/id: expected " + std::to_string(i));
   }
   const json& ops = require(j, "ops", path);
+  t.ops.reserve(ops.size());
   for (size_t i = 0; i < ops.size(); ++i) {
     std::string p = path + "/ops/" + std::to_string(i);
     const json& o = ops[i];
@@ -86,20 +242,86 @@ TraceSection trace_from_json(const json& j, const std::string& path) {
     op.layer = read_nullable<int64_t>(o, "layer", p);
     op.module = require_as<std::string>(o, "module", p);
     op.tp_role = require_as<std::string>(o, "tp_role", p);
-    op.inputs = refs_from_json(o, "inputs", p);
-    op.outputs = refs_from_json(o, "outputs", p);
+    op.inputs = refs_from_json(o, "inputs", p, polys);
+    op.outputs = refs_from_json(o, "outputs", p, polys);
     op.deps = require_as<std::vector<int64_t>>(o, "deps", p);
     for (int64_t d : op.deps)
       if (d < 0 || d >= op.id) throw DataError("graph: " + p + "/deps: " + std::to_string(d) + " is not an earlier op");
     op.fwd_op = read_nullable<int64_t>(o, "fwd_op", p);
-    op.flops = Poly::parse(require_as<std::string>(o, "flops", p), p + "/flops");
-    op.bytes = Poly::parse(require_as<std::string>(o, "bytes", p), p + "/bytes");
+    op.flops = polys.read(require_as<std::string>(o, "flops", p), p + "/flops");
+    op.bytes = polys.read(require_as<std::string>(o, "bytes", p), p + "/bytes");
     for (const auto* refs : {&op.inputs, &op.outputs})
       for (const auto& r : *refs)
         if (r.tensor < 0 || r.tensor >= static_cast<int64_t>(t.tensors.size()))
           throw DataError("graph: " + p + ": tensor " + std::to_string(r.tensor) + " does not exist");
     t.ops.push_back(std::move(op));
   }
+  return t;
+}
+
+}  // namespace syssim
+
+namespace syssim {
+
+std::string trace_to_binary(const TraceSection& t) {
+  BinaryWriter out;
+  out.number(static_cast<uint32_t>(t.axes.size()));
+  for (const auto& [axis, value] : t.axes) out.text(axis), out.number(value);
+  out.number(static_cast<uint32_t>(t.tensors.size()));
+  for (const TraceTensor& x : t.tensors) {
+    out.dims(x.dims);
+    out.text(x.dtype);
+    out.text(x.role);
+    out.text(x.param);
+  }
+  out.number(static_cast<uint32_t>(t.ops.size()));
+  for (const TraceOp& op : t.ops) {
+    for (const std::string* text : {&op.name, &op.kind, &op.phase, &op.module, &op.tp_role}) out.text(*text);
+    out.optional(op.layer);
+    refs_to_binary(op.inputs, out);
+    refs_to_binary(op.outputs, out);
+    out.number(static_cast<uint32_t>(op.deps.size()));
+    for (int64_t d : op.deps) out.number(d);
+    out.optional(op.fwd_op);
+    out.poly(op.flops);
+    out.poly(op.bytes);
+  }
+  return out.finish();
+}
+
+TraceSection trace_from_binary(const std::string& bytes, const std::string& source) {
+  BinaryReader in(bytes, source);
+  TraceSection t;
+  for (size_t n = in.count(sizeof(uint32_t) + sizeof(double)); n > 0; --n) {
+    const std::string& axis = in.text();
+    t.axes[axis] = in.number<double>();
+  }
+  t.tensors.resize(in.count(4 * sizeof(uint32_t)));
+  for (size_t i = 0; i < t.tensors.size(); ++i) {
+    TraceTensor& x = t.tensors[i];
+    x.id = static_cast<int64_t>(i);
+    x.dims = in.dims("/trace/tensors/" + std::to_string(i));
+    x.dtype = in.text();
+    x.role = in.text();
+    x.param = in.text();
+  }
+  t.ops.resize(in.count(5 * sizeof(uint32_t)));
+  for (size_t i = 0; i < t.ops.size(); ++i) {
+    const std::string where = "/trace/ops/" + std::to_string(i);
+    TraceOp& op = t.ops[i];
+    op.id = static_cast<int64_t>(i);
+    for (std::string* text : {&op.name, &op.kind, &op.phase, &op.module, &op.tp_role}) *text = in.text();
+    op.layer = in.optional();
+    op.inputs = refs_from_binary(in, t, where + "/inputs");
+    op.outputs = refs_from_binary(in, t, where + "/outputs");
+    op.deps.resize(in.count(sizeof(int64_t)));
+    for (int64_t& d : op.deps)
+      if ((d = in.number<int64_t>()) < 0 || d >= op.id) in.fail(where + "/deps: " + std::to_string(d) + " is not an earlier op");
+    op.fwd_op = in.optional();
+    op.flops = in.poly(where + "/flops");
+    op.bytes = in.poly(where + "/bytes");
+  }
+  if (!in.done()) in.fail("bytes after the last op");
   return t;
 }
 

@@ -4,6 +4,7 @@
 
 #include "common/error.hpp"
 #include "common/graph.hpp"
+#include "trace_builder.hpp"
 
 namespace syssim {
 namespace {
@@ -70,6 +71,31 @@ TEST(GraphDocument, MissingSectionTellsWhichStageToRun) {
     FAIL();
   } catch (const DataError& e) {
     EXPECT_STREQ(e.what(), "graph has no 'shard' section: run syssim-shard first");
+  }
+}
+
+// The trace cache's binary form: the same section back, and a damaged entry refused (the
+// driver then traces again) instead of read as a wrong trace.
+TEST(TraceBinary, RoundTripsAndRefusesDamagedBytes) {
+  testing::TraceBuilder t(testing::dense_model("m", 1, 64, 4, 2, 256, 32, 100), "decoder.layers.0.mlp");
+  testing::add_mlp_tensors(t);
+  t.op("syssim::linear", "gemm", "fwd", "column", {testing::ref(1, {"s", "b", "h"}), testing::ref(2, {"f", "h"})},
+       {testing::ref(3, {"s", "b", "f"})}, "2*s*b*f*h", "2*s*b*h + 2*f*h + 2*s*b*f");
+  t.op("aten::silu_backward", "math", "bwd", "none", {testing::ref(6, {"s", "b", "h"}, "fp32")},
+       {testing::ref(7, {"s", "b", "f"})}, "s^2*b + 3", "0", 0);
+  t.trace.ops[1].deps = {0};
+  t.trace.ops[1].layer = std::nullopt;
+  const std::string bytes = trace_to_binary(t.trace);
+  EXPECT_EQ(to_json(trace_from_binary(bytes, "entry")), to_json(t.trace));
+
+  for (size_t cut : {size_t{0}, size_t{7}, bytes.size() / 2, bytes.size() - 1})
+    EXPECT_THROW(trace_from_binary(bytes.substr(0, cut), "entry"), DataError) << cut;
+  EXPECT_THROW(trace_from_binary(bytes + "x", "entry"), DataError);
+  EXPECT_THROW(trace_from_binary(to_json(t.trace).dump(), "entry"), DataError);
+  try {
+    trace_from_binary(bytes.substr(0, bytes.size() - 1), "entry");
+  } catch (const DataError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("entry: ends early", 0), 0u) << e.what();
   }
 }
 
