@@ -57,9 +57,11 @@ Booster Booster::train(const DMatrix& train, const nlohmann::json& params, int r
 
 Booster Booster::load(const std::string& bytes, const std::string& source) {
   Booster booster({});
-  check(XGBoosterLoadModelFromBuffer(booster.handle_, bytes.data(), bytes.size()), "loading " + source);
   // A graph's kernels are predicted in one small batch: a second OpenMP thread only spins
-  // (a third of a sweep's time on two cores). Predictions do not depend on the count.
+  // (a third of a sweep's time on two cores). Predictions do not depend on the count. Set
+  // before loading too, so that loading starts no threads either.
+  check(XGBoosterSetParam(booster.handle_, "nthread", "1"), "setting nthread of " + source);
+  check(XGBoosterLoadModelFromBuffer(booster.handle_, bytes.data(), bytes.size()), "loading " + source);
   check(XGBoosterSetParam(booster.handle_, "nthread", "1"), "setting nthread of " + source);
   return booster;
 }

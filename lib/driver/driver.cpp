@@ -1,7 +1,5 @@
 #include "driver/driver.hpp"
 
-#include <future>
-
 #include "cost/cost.hpp"
 #include "driver/defaults.hpp"
 #include "mem/mem.hpp"
@@ -33,12 +31,6 @@ HardwareConfig hardware_of(const RunRequest& request) {
                                : parse_hardware_yaml(kDefaultHardwareYaml, "h100-sxm-80gb.yaml", SYSSIM_HARDWARE_DIR);
 }
 
-// The estimator, on a second thread, so that its calibrated model loads while the caller
-// reads the trace: each took a tenth of a run.
-std::future<CostEstimator> start_estimator(const HardwareConfig& hardware) {
-  return std::async(std::launch::async, [hardware] { return CostEstimator(hardware); });
-}
-
 }  // namespace
 
 Graph simulate(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
@@ -51,9 +43,7 @@ Graph simulate(const ModelConfig& model, const TraceSection& trace, const CostEs
 
 Graph simulate(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options,
                const SimOptions& sim_options) {
-  std::future<CostEstimator> estimator = start_estimator(hardware);
-  const TraceSection& trace = trace_of(model);
-  return simulate(model, trace, estimator.get(), options, sim_options);
+  return simulate(model, trace_of(model), CostEstimator(hardware), options, sim_options);
 }
 
 Graph estimate_memory(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
@@ -64,9 +54,7 @@ Graph estimate_memory(const ModelConfig& model, const TraceSection& trace, const
 }
 
 Graph estimate_memory(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options) {
-  std::future<CostEstimator> estimator = start_estimator(hardware);
-  const TraceSection& trace = trace_of(model);
-  return estimate_memory(model, trace, estimator.get(), options);
+  return estimate_memory(model, trace_of(model), CostEstimator(hardware), options);
 }
 
 std::string run_report(const RunRequest& request) {
