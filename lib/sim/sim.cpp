@@ -178,8 +178,7 @@ Timeline expand_step(const ShardSection& shard, const CostSection& cost) {
       t.queues[queue].instances.push_back(index);
       instance_of[op * microbatches + static_cast<size_t>(std::max<int64_t>(scheduled.microbatch, 0))] = index;
       const OpCost& op_cost = cost.ops[op];
-      Instance instance{static_cast<int32_t>(op), static_cast<int32_t>(scheduled.microbatch), queue,
-                        deps_begin[op + 1] - deps_begin[op]};
+      Instance instance{static_cast<int32_t>(op), static_cast<int32_t>(scheduled.microbatch), queue};
       instance.duration_us = op_cost.time_us;
       if (!op_cost.phases.empty()) {
         instance.flow = static_cast<int64_t>(t.flows.size());
@@ -202,18 +201,32 @@ Timeline expand_step(const ShardSection& shard, const CostSection& cost) {
       throw DataError(op_path(instance.op) + "/deps: op " + std::to_string(dep) + " runs in no slot of the schedule");
     return index;
   };
-  // Counted first, then filled in instance order: one allocation for all of them.
+  // A dep on an earlier instance of the same queue is kept by stream order already (it
+  // finishes before the queue moves on), so it is left out: most deps are such. Counted
+  // first, then filled in instance order: one allocation for all of them.
+  auto waits_for = [&](size_t index, uint32_t dep) {
+    return dep > index || t.instances[dep].queue != t.instances[index].queue;
+  };
   t.dependents_begin.assign(t.instances.size() + 1, 0);
-  for (const Instance& instance : t.instances)
-    for (uint32_t d = deps_begin[instance.op]; d < deps_begin[instance.op + 1]; ++d)
-      ++t.dependents_begin[dep_instance(instance, deps[d]) + 1];
+  for (size_t index = 0; index < t.instances.size(); ++index) {
+    Instance& instance = t.instances[index];
+    instance.unfinished_deps = 0;
+    for (uint32_t d = deps_begin[instance.op]; d < deps_begin[instance.op + 1]; ++d) {
+      uint32_t dep = dep_instance(instance, deps[d]);
+      if (!waits_for(index, dep)) continue;
+      ++t.dependents_begin[dep + 1];
+      ++instance.unfinished_deps;
+    }
+  }
   for (size_t i = 0; i < t.instances.size(); ++i) t.dependents_begin[i + 1] += t.dependents_begin[i];
   t.dependents.resize(t.dependents_begin.back());
   std::vector<uint32_t> filled(t.dependents_begin.begin(), t.dependents_begin.end() - 1);
   for (size_t index = 0; index < t.instances.size(); ++index) {
     const Instance& instance = t.instances[index];
-    for (uint32_t d = deps_begin[instance.op]; d < deps_begin[instance.op + 1]; ++d)
-      t.dependents[filled[dep_instance(instance, deps[d])]++] = static_cast<uint32_t>(index);
+    for (uint32_t d = deps_begin[instance.op]; d < deps_begin[instance.op + 1]; ++d) {
+      uint32_t dep = dep_instance(instance, deps[d]);
+      if (waits_for(index, dep)) t.dependents[filled[dep]++] = static_cast<uint32_t>(index);
+    }
   }
   return t;
 }
