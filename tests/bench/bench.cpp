@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/graph.hpp"
+#include "common/heap.hpp"
 #include "cost/cost.hpp"
 #include "driver/driver.hpp"
 #include "mem/mem.hpp"
@@ -139,4 +140,12 @@ BENCHMARK(BM_RunCommandCold)->Unit(benchmark::kMillisecond)->UseRealTime()->Iter
 }  // namespace
 }  // namespace syssim
 
-BENCHMARK_MAIN();
+// As the tools do (tools/common/tool.cpp): the heap set up first.
+int main(int argc, char** argv) {
+  syssim::prepare_heap();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

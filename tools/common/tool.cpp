@@ -1,13 +1,9 @@
 #include "tool.hpp"
 
-#include <malloc.h>
-#include <sys/mman.h>
-
-#include <cstdint>
-#include <cstdlib>
 #include <iostream>
 
 #include "common/error.hpp"
+#include "common/heap.hpp"
 #include "common/io.hpp"
 #include "common/version.hpp"
 
@@ -22,28 +18,6 @@ void add_common_flags(CLI::App& app, Tool& tool, bool with_input) {
 }
 
 std::vector<std::string> args_of(int argc, char** argv) { return std::vector<std::string>(argv + 1, argv + argc); }
-
-// A run allocates tens of megabytes: many small pieces and a few big arrays. Where a page
-// fault is dear (virtual machines), faulting them in 4 KiB at a time took a quarter of a
-// `syssim run` (docs/performance.md). So the heap takes its first kHeapReserve at once and
-// asks for transparent huge pages on it (granted where the kernel's THP mode is "madvise"
-// or "always"), big arrays come from the heap too, and freed memory stays for reuse.
-void prepare_heap() {
-  constexpr size_t kHeapReserve = size_t{96} << 20;
-  constexpr int kLargestMmapThreshold = 32 << 20;  // glibc's, on 64-bit machines
-  constexpr size_t kBlock = size_t{24} << 20;        // below it, with malloc's overhead
-  constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
-  mallopt(M_MMAP_THRESHOLD, kLargestMmapThreshold);
-  mallopt(M_TRIM_THRESHOLD, static_cast<int>(2 * kHeapReserve));
-  void* blocks[kHeapReserve / kBlock];
-  for (void*& block : blocks) block = std::malloc(kBlock);  // contiguous at the top of the heap, not touched
-  auto first = reinterpret_cast<uintptr_t>(blocks[0]);
-  auto last = reinterpret_cast<uintptr_t>(blocks[kHeapReserve / kBlock - 1]) + kBlock;
-  uintptr_t begin = (first + kHugePage - 1) & ~(kHugePage - 1), end = last & ~(kHugePage - 1);
-  if (first != 0 && last > first && end > begin)  // advice only: where it is refused, pages stay small
-    ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-  for (void* block : blocks) std::free(block);
-}
 
 }  // namespace
 
