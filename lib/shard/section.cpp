@@ -121,7 +121,8 @@ std::vector<ScheduledOp> issue_order(const ShardSection& shard, int64_t stage) {
     of_pass.push_back(op.id);
   }
   std::vector<int64_t> merged;
-  for (const ScheduleSlot& s : slots) {
+  for (size_t slot = 0; slot < slots.size(); ++slot) {
+    const ScheduleSlot& s = slots[slot];
     size_t pass = pass_index(s.pass);
     const std::vector<int64_t>* ops = &ops_of[static_cast<size_t>(s.chunk) * passes.size() + pass];
     // Without a weight slot the backward slot runs the weight ops too, in op order as
@@ -132,7 +133,7 @@ std::vector<ScheduledOp> issue_order(const ShardSection& shard, int64_t stage) {
       std::merge(ops->begin(), ops->end(), weight.begin(), weight.end(), std::back_inserter(merged));
       ops = &merged;
     }
-    for (int64_t op : *ops) order.push_back({op, s.microbatch});
+    for (int64_t op : *ops) order.push_back({op, s.microbatch, static_cast<int64_t>(slot)});
   }
   for (const ShardOp& op : shard.ops)
     if (op.stage == stage && op.scope == "step") order.push_back({op.id, -1});

@@ -92,6 +92,7 @@ struct ShardSection {
 struct ScheduledOp {
   int64_t op = 0;
   int64_t microbatch = -1;
+  int64_t slot = -1;  // its slot in the rank's schedule; -1 for step_start and step ops
 };
 
 // The op instances pipeline rank `stage` runs, in issue order: its step_start ops, the ops

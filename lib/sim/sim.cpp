@@ -28,7 +28,8 @@ struct Instance {
   int32_t microbatch = -1;  // -1 for step_start and step ops
   uint32_t queue = 0;       // index of its (rank, stream) queue
   uint32_t unfinished_deps = 0;
-  int64_t flow = -1;  // its Flow when its cost has phases, else -1: it lasts its cost time_us
+  int32_t flow = -1;  // its Flow once it starts, when its cost has phases; -1: it lasts its cost time_us
+  int32_t run = -1;   // its SlotRun; -1 for step_start and step ops
   double duration_us = 0;  // simulated: its cost time_us, or finish - start with phases
   double start_us = 0;
   double finish_us = 0;
@@ -78,14 +79,49 @@ struct StreamQueue {
   bool busy = false;
 };
 
+// The instances of one schedule slot of one rank: t.instances[first, first + count). Those on
+// the rank's local queues (queues whose flows share no link with another queue's flows) can
+// be replayed from one simulation of the slot's kind (docs/syssim-sim.md, "Replayed slots").
+struct SlotRun {
+  uint32_t first = 0;
+  uint32_t count = 0;
+  uint32_t first_local = UINT32_MAX;  // its first instance on a local queue; UINT32_MAX: none
+  int32_t kind = 0;                   // index into Timeline::kinds
+};
+
+// What every run of one kind of slot (rank, chunk, pass, op list) does on the local queues
+// when it starts at time 0 on idle queues with its outside deps done: times relative to its
+// start, by position in the run. Simulated once, at the kind's first replay.
+struct SlotKind {
+  uint32_t example = 0;  // a SlotRun of this kind
+  bool simulated = false;
+  bool replayable = false;
+  std::vector<char> local;            // by position: on a local queue
+  std::vector<uint32_t> inside_deps;  // by position: deps on the run's own local instances
+  std::vector<double> start_us, finish_us, duration_us;
+  // By local queue the run uses: the queue, its first and last position, its instance count.
+  struct QueueUse {
+    uint32_t queue = 0;
+    uint32_t first = 0;
+    uint32_t last = 0;
+    uint32_t count = 0;
+  };
+  std::vector<QueueUse> queues;
+  std::vector<LinkState> links;  // traffic of one run on the rank's links
+};
+
 struct Timeline {
   std::vector<Instance> instances;
   // The instances waiting for instance i: dependents[dependents_begin[i] .. dependents_begin[i + 1]).
   std::vector<uint32_t> dependents_begin;
   std::vector<uint32_t> dependents;
   std::vector<StreamQueue> queues;
-  std::vector<Flow> flows;
+  const CostSection* cost = nullptr;  // its ops' phases
+  std::vector<Flow> flows;            // made as instances with phases start
   std::vector<RankNetwork> networks;  // by pipeline rank; empty when the cost has no links
+  std::vector<SlotRun> runs;
+  std::vector<SlotKind> kinds;
+  std::vector<char> local_queue;  // by queue
 };
 
 std::string op_path(int64_t id) { return "/shard/ops/" + std::to_string(id); }
@@ -130,6 +166,7 @@ void check_ops(const ShardSection& shard) {
 // op: a step has tens of ops per instance.
 Timeline expand_step(const ShardSection& shard, const CostSection& cost) {
   Timeline t;
+  t.cost = &cost;
   const size_t ops = shard.ops.size();
   const size_t microbatches = static_cast<size_t>(shard.num_microbatches);
   std::vector<std::vector<ScheduledOp>> orders;
@@ -138,8 +175,8 @@ Timeline expand_step(const ShardSection& shard, const CostSection& cost) {
     orders.push_back(issue_order(shard, rank));
     instances += orders.back().size();
   }
-  if (instances >= std::numeric_limits<uint32_t>::max() || ops >= std::numeric_limits<int32_t>::max())
-    throw DataError("/shard: " + std::to_string(instances) + " op instances in one step; the simulator takes fewer than 2^32");
+  if (instances >= std::numeric_limits<int32_t>::max() || ops >= std::numeric_limits<int32_t>::max())
+    throw DataError("/shard: " + std::to_string(instances) + " op instances in one step; the simulator takes fewer than 2^31");
 
   // By op: its queue, whether it runs once per step, and its deps (CSR).
   constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
@@ -167,11 +204,27 @@ Timeline expand_step(const ShardSection& shard, const CostSection& cost) {
   }
   for (size_t q = 0; q < t.queues.size(); ++q) t.queues[q].instances.reserve(queue_length[q]);
 
+  // A queue is local when no link its flows use carries another queue's flows.
+  std::vector<std::vector<char>> links_of(t.queues.size(), std::vector<char>(cost.links.size(), 0));
+  for (const ShardOp& op : shard.ops)
+    if (queue_of[op.id] != kNone)
+      for (const Phase& phase : cost.ops[op.id].phases)
+        for (int64_t l : phase.links) links_of[queue_of[op.id]][l] = 1;
+  t.local_queue.assign(t.queues.size(), 1);
+  for (size_t a = 0; a < t.queues.size(); ++a)
+    for (size_t b = 0; b < t.queues.size(); ++b)
+      if (a != b && t.queues[a].rank == t.queues[b].rank)
+        for (size_t l = 0; l < cost.links.size(); ++l)
+          if (links_of[a][l] && links_of[b][l]) t.local_queue[a] = 0;
+
   // The instance of op o in micro-batch m (m = 0 for ops that run once): instance_of[o * M + m].
   std::vector<uint32_t> instance_of(ops * microbatches, kNone);
   t.instances.reserve(instances);
-  for (int64_t rank = 0; rank < shard.parallelism.pp; ++rank)
-    for (const ScheduledOp& scheduled : orders[rank]) {
+  std::map<std::tuple<int64_t, int64_t, std::string, int64_t, uint32_t>, int32_t> kind_of;  // rank, chunk, pass, first op, count
+  for (int64_t rank = 0; rank < shard.parallelism.pp; ++rank) {
+    const std::vector<ScheduledOp>& order = orders[rank];
+    for (size_t position = 0; position < order.size(); ++position) {
+      const ScheduledOp& scheduled = order[position];
       const auto op = static_cast<size_t>(scheduled.op);
       const auto index = static_cast<uint32_t>(t.instances.size());
       const uint32_t queue = queue_of[op];
@@ -180,12 +233,26 @@ Timeline expand_step(const ShardSection& shard, const CostSection& cost) {
       const OpCost& op_cost = cost.ops[op];
       Instance instance{static_cast<int32_t>(op), static_cast<int32_t>(scheduled.microbatch), queue};
       instance.duration_us = op_cost.time_us;
-      if (!op_cost.phases.empty()) {
-        instance.flow = static_cast<int64_t>(t.flows.size());
-        t.flows.push_back(Flow{index, rank, &op_cost.phases});
+      if (scheduled.slot >= 0) {
+        if (position == 0 || order[position - 1].slot != scheduled.slot) {
+          size_t count = 1;
+          while (position + count < order.size() && order[position + count].slot == scheduled.slot) ++count;
+          const ScheduleSlot& slot = shard.schedule[rank][scheduled.slot];
+          auto [it, added] = kind_of.emplace(std::make_tuple(rank, slot.chunk, slot.pass, scheduled.op, count),
+                                             static_cast<int32_t>(t.kinds.size()));
+          if (added) {
+            t.kinds.emplace_back();
+            t.kinds.back().example = static_cast<uint32_t>(t.runs.size());
+          }
+          t.runs.push_back(SlotRun{index, static_cast<uint32_t>(count), UINT32_MAX, it->second});
+        }
+        SlotRun& run = t.runs.back();
+        if (t.local_queue[queue] && run.first_local == UINT32_MAX) run.first_local = index;
+        instance.run = static_cast<int32_t>(t.runs.size() - 1);
       }
       t.instances.push_back(instance);
     }
+  }
   orders.clear();
   if (!cost.links.empty()) {
     RankNetwork network;
@@ -284,7 +351,9 @@ void fill_rates(RankNetwork& network, std::vector<Flow>& flows) {
 // by the order they were made.
 class EventLoop {
  public:
-  explicit EventLoop(Timeline& t) : t_(t) {}
+  EventLoop(Timeline& t, bool replay_slots) : t_(t), replay_slots_(replay_slots) {}
+
+  int64_t replayed() const { return replayed_; }
 
   void run() {
     for (size_t q = 0; q < t_.queues.size(); ++q) try_start(q, 0.0);
@@ -297,6 +366,7 @@ class EventLoop {
         case Kind::kFlowEnd:
           if (t_.flows[t_.instances[event.instance].flow].version == event.version) end_flow(event.instance, event.time_us);
           break;
+        case Kind::kReplayedFinish: finish_replayed(event.instance, event.time_us); break;
       }
     }
     for (const StreamQueue& queue : t_.queues)
@@ -308,7 +378,7 @@ class EventLoop {
   }
 
  private:
-  enum class Kind : uint8_t { kFinish, kLatencyEnd, kFlowEnd };
+  enum class Kind : uint8_t { kFinish, kLatencyEnd, kFlowEnd, kReplayedFinish };
   struct Event {
     double time_us;
     uint64_t sequence;
@@ -332,12 +402,17 @@ class EventLoop {
     size_t index = queue.instances[queue.head];
     Instance& instance = t_.instances[index];
     if (instance.unfinished_deps > 0) return;
+    if (replay_slots_ && instance.run >= 0 && t_.runs[instance.run].first_local == index && replay(instance.run, now_us))
+      return;
     queue.busy = true;
     instance.start_us = now_us;
-    if (instance.flow < 0) {
+    const std::vector<Phase>& phases = t_.cost->ops[instance.op].phases;
+    if (phases.empty()) {
       instance.finish_us = now_us + instance.duration_us;
       push(instance.finish_us, index, Kind::kFinish);
     } else {
+      instance.flow = static_cast<int32_t>(t_.flows.size());
+      t_.flows.push_back(Flow{index, queue.rank, &phases});
       begin_phase(index, now_us);
     }
   }
@@ -353,6 +428,150 @@ class EventLoop {
     for (const uint32_t* dependent = first; dependent != last; ++dependent) --t_.instances[*dependent].unfinished_deps;
     try_start(finished.queue, now_us);
     for (const uint32_t* dependent = first; dependent != last; ++dependent) try_start(t_.instances[*dependent].queue, now_us);
+  }
+
+  // Replays run `r`, whose first local instance can start now, from its kind's simulation
+  // when that is exact: its deps from outside are all done, and every local queue it uses is
+  // idle with the run's instances next. Its local instances then run as they did alone,
+  // shifted to now, since no other flow shares their links (docs/syssim-sim.md).
+  bool replay(int32_t r, double now_us) {
+    const SlotRun& run = t_.runs[r];
+    SlotKind& kind = t_.kinds[run.kind];
+    if (!kind.simulated) simulate_alone(kind);
+    if (!kind.replayable) return false;
+    for (uint32_t p = 0; p < run.count; ++p)
+      if (kind.local[p] && t_.instances[run.first + p].unfinished_deps != kind.inside_deps[p]) return false;
+    for (const SlotKind::QueueUse& use : kind.queues) {
+      const StreamQueue& queue = t_.queues[use.queue];
+      if (queue.busy || queue.head >= queue.instances.size() || queue.instances[queue.head] != run.first + use.first)
+        return false;
+    }
+    for (uint32_t p = 0; p < run.count; ++p) {
+      if (!kind.local[p]) continue;
+      const auto index = static_cast<uint32_t>(run.first + p);
+      Instance& instance = t_.instances[index];
+      instance.start_us = now_us + kind.start_us[p];
+      instance.finish_us = now_us + kind.finish_us[p];
+      instance.duration_us = kind.duration_us[p];
+      ++replayed_;
+      if (ends_queue_use(kind, p) || waited_for_outside(run, kind, index)) push(instance.finish_us, index, Kind::kReplayedFinish);
+    }
+    for (const SlotKind::QueueUse& use : kind.queues) t_.queues[use.queue].busy = true;
+    if (!t_.networks.empty()) {
+      RankNetwork& network = t_.networks[t_.queues[t_.instances[run.first_local].queue].rank];
+      for (size_t l = 0; l < network.links.size(); ++l) {
+        network.links[l].bytes += kind.links[l].bytes;
+        network.links[l].busy_us += kind.links[l].busy_us;
+        network.links[l].max_flows = std::max(network.links[l].max_flows, kind.links[l].max_flows);
+      }
+    }
+    return true;
+  }
+
+  static bool ends_queue_use(const SlotKind& kind, uint32_t position) {
+    return std::any_of(kind.queues.begin(), kind.queues.end(),
+                       [&](const SlotKind::QueueUse& use) { return use.last == position; });
+  }
+
+  // Whether instance `d` is outside the replayed part of `run`.
+  static bool outside(const SlotRun& run, const SlotKind& kind, uint32_t d) {
+    return d < run.first || d >= run.first + run.count || !kind.local[d - run.first];
+  }
+
+  bool waited_for_outside(const SlotRun& run, const SlotKind& kind, uint32_t index) const {
+    return std::any_of(t_.dependents.begin() + t_.dependents_begin[index], t_.dependents.begin() + t_.dependents_begin[index + 1],
+                       [&](uint32_t d) { return outside(run, kind, d); });
+  }
+
+  // A replayed instance finishes: as finish() does, for the queue it frees (when it is the
+  // run's last on its queue) and for its dependents outside the run.
+  void finish_replayed(size_t index, double now_us) {
+    const Instance& finished = t_.instances[index];
+    const SlotRun& run = t_.runs[finished.run];
+    const SlotKind& kind = t_.kinds[run.kind];
+    const auto position = static_cast<uint32_t>(index - run.first);
+    bool frees_queue = false;
+    for (const SlotKind::QueueUse& use : kind.queues)
+      if (use.last == position) {
+        StreamQueue& queue = t_.queues[use.queue];
+        queue.head += use.count;
+        queue.busy = false;
+        frees_queue = true;
+      }
+    const uint32_t* first = t_.dependents.data() + t_.dependents_begin[index];
+    const uint32_t* last = t_.dependents.data() + t_.dependents_begin[index + 1];
+    for (const uint32_t* dependent = first; dependent != last; ++dependent)
+      if (outside(run, kind, *dependent)) --t_.instances[*dependent].unfinished_deps;
+    if (frees_queue) try_start(finished.queue, now_us);
+    for (const uint32_t* dependent = first; dependent != last; ++dependent)
+      if (outside(run, kind, *dependent)) try_start(t_.instances[*dependent].queue, now_us);
+  }
+
+  // Simulates the kind's example run alone: its local instances on idle queues from time 0,
+  // deps from outside taken as done, the rank's links otherwise idle. A run that cannot
+  // complete alone (an inside instance waits for an outside one in between) is never replayed.
+  void simulate_alone(SlotKind& kind) {
+    kind.simulated = true;
+    const SlotRun& run = t_.runs[kind.example];
+    Timeline alone;
+    alone.cost = t_.cost;
+    std::vector<uint32_t> alone_of(run.count, UINT32_MAX), position_of;
+    std::map<uint32_t, uint32_t> alone_queue;  // by queue of t_
+    kind.local.assign(run.count, 0);
+    kind.inside_deps.assign(run.count, 0);
+    for (uint32_t p = 0; p < run.count; ++p) {
+      const uint32_t index = run.first + p;
+      const Instance& instance = t_.instances[index];
+      if (!t_.local_queue[instance.queue]) continue;
+      kind.local[p] = 1;
+      alone_of[p] = static_cast<uint32_t>(alone.instances.size());
+      position_of.push_back(p);
+      auto [it, added] = alone_queue.emplace(instance.queue, static_cast<uint32_t>(alone.queues.size()));
+      if (added) {
+        // Rank 0 of the one network `alone` has: the rank's links, idle.
+        alone.queues.push_back(StreamQueue{0, t_.queues[instance.queue].stream, {}, 0, false});
+        kind.queues.push_back(SlotKind::QueueUse{instance.queue, p, p, 0});
+      }
+      alone.queues[it->second].instances.push_back(alone_of[p]);
+      kind.queues[it->second].last = p;
+      ++kind.queues[it->second].count;
+      Instance copy{instance.op, instance.microbatch, it->second};
+      copy.duration_us = instance.duration_us;
+      alone.instances.push_back(copy);
+    }
+    alone.dependents_begin.assign(alone.instances.size() + 1, 0);
+    for (uint32_t a = 0; a < alone.instances.size(); ++a) {
+      const uint32_t index = run.first + position_of[a];
+      for (uint32_t k = t_.dependents_begin[index]; k < t_.dependents_begin[index + 1]; ++k) {
+        const uint32_t d = t_.dependents[k];
+        if (outside(run, kind, d)) continue;
+        alone.dependents.push_back(alone_of[d - run.first]);
+        ++alone.instances[alone_of[d - run.first]].unfinished_deps;
+        ++kind.inside_deps[d - run.first];
+      }
+      alone.dependents_begin[a + 1] = static_cast<uint32_t>(alone.dependents.size());
+    }
+    if (!t_.networks.empty()) {
+      RankNetwork idle;
+      for (const LinkState& link : t_.networks.front().links) idle.links.push_back(LinkState{link.capacity});
+      alone.networks.push_back(idle);
+    }
+    try {
+      EventLoop(alone, false).run();
+    } catch (const DataError&) {
+      return;
+    }
+    kind.start_us.assign(run.count, 0);
+    kind.finish_us.assign(run.count, 0);
+    kind.duration_us.assign(run.count, 0);
+    for (uint32_t a = 0; a < alone.instances.size(); ++a) {
+      const Instance& instance = alone.instances[a];
+      kind.start_us[position_of[a]] = instance.start_us;
+      kind.finish_us[position_of[a]] = instance.finish_us;
+      kind.duration_us[position_of[a]] = instance.duration_us;
+    }
+    if (!alone.networks.empty()) kind.links = alone.networks.front().links;
+    kind.replayable = !alone.instances.empty();
   }
 
   // The phase's latency first, through an event even when it is 0, so that a chain of empty
@@ -430,6 +649,8 @@ class EventLoop {
   }
 
   Timeline& t_;
+  const bool replay_slots_;
+  int64_t replayed_ = 0;
   std::priority_queue<Event, std::vector<Event>, Later> events_;
   uint64_t sequence_ = 0;
 };
@@ -618,7 +839,7 @@ std::vector<TimelineEntry> timeline_entries(const Timeline& t) {
 
 }  // namespace
 
-void simulate_graph(Graph& g, const SimOptions& options) {
+SimStats simulate_graph(Graph& g, const SimOptions& options) {
   const ShardSection& shard = need_section(g.shard, "shard", "syssim-shard");
   const CostSection& cost = need_section(g.cost, "cost", "syssim-cost");
   if (cost.ops.size() != shard.ops.size())
@@ -629,9 +850,11 @@ void simulate_graph(Graph& g, const SimOptions& options) {
   check_ops(shard);
   check_network(cost, "/cost");  // cost_from_json checks this too; a graph built in memory may not be
   Timeline timeline = expand_step(shard, cost);
-  EventLoop(timeline).run();
+  EventLoop loop(timeline, options.replay_slots);
+  loop.run();
   g.sim = summarize(shard, cost, timeline);
   if (options.record_timeline) g.sim->timeline = timeline_entries(timeline);
+  return SimStats{static_cast<int64_t>(timeline.instances.size()), loop.replayed()};
 }
 
 }  // namespace syssim

@@ -6,11 +6,20 @@ namespace syssim {
 
 struct SimOptions {
   bool record_timeline = false;  // keep every op instance's times in g.sim->timeline
+  // Replay repeated schedule slots from one simulation of each kind where that is exact
+  // (docs/syssim-sim.md, "Replayed slots"); off simulates every op instance.
+  bool replay_slots = true;
+};
+
+// How much of a step the simulator replayed instead of simulating.
+struct SimStats {
+  int64_t instances = 0;  // op instances of the step, all ranks
+  int64_t replayed = 0;   // of them, replayed from a slot kind's simulation
 };
 
 // Sets g.sim from g.shard and g.cost. Throws DataError on cyclic dependencies, on ops that
 // can never start (waiting, through deps and stream order, for ops issued after them) and
 // on a cost section that does not match the shard section.
-void simulate_graph(Graph& g, const SimOptions& options = {});
+SimStats simulate_graph(Graph& g, const SimOptions& options = {});
 
 }  // namespace syssim

@@ -1,7 +1,11 @@
 // The driver runs the stages in one process; its graph must be the one the pipe carries.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "config/config.hpp"
+#include "cost/cost.hpp"
+#include "sim/sim.hpp"
 #include "driver/driver.hpp"
 #include "report/report.hpp"
 
@@ -45,6 +49,88 @@ TEST(Driver, DefaultJobIsEightGpusOfOneNode) {
   RunRequest request;
   request.options = job;
   EXPECT_NE(run_report(request).find("SimulationReport("), std::string::npos);
+}
+
+// Replayed slots (docs/syssim-sim.md) give the timeline of simulating every instance, up to
+// rounding, for every schedule and overlap; the cases that can replay do replay most of the
+// step, and a layout whose pipeline flows share the tensor-parallel links stays exact too.
+struct ReplayCase {
+  const char* name;
+  ShardOptions options;
+  double replayed_at_least;  // share of the instances
+};
+
+ShardOptions small_job(int64_t tp, int64_t pp, int64_t dp, int64_t global_batch) {
+  ShardOptions options;
+  options.parallelism.tp = tp;
+  options.parallelism.sp = tp > 1;
+  options.parallelism.pp = pp;
+  options.parallelism.dp = dp;
+  options.training.global_batch = global_batch;
+  options.training.seq_length = 2048;
+  return options;
+}
+
+std::vector<ReplayCase> replay_cases() {
+  std::vector<ReplayCase> cases;
+  ShardOptions one_f_one_b = small_job(8, 2, 2, 16);  // pp across nodes: its flows leave NVLink to tp
+  cases.push_back({"1f1b", one_f_one_b, 0.5});
+  ShardOptions interleaved = one_f_one_b;
+  interleaved.parallelism.vpp = 2;
+  cases.push_back({"interleaved", interleaved, 0.5});
+  ShardOptions gpipe = one_f_one_b;
+  gpipe.pipeline_schedule = "gpipe";
+  cases.push_back({"gpipe", gpipe, 0.5});
+  ShardOptions zero_bubble = one_f_one_b;
+  zero_bubble.pipeline_schedule = "zb-h1";
+  cases.push_back({"zb-h1", zero_bubble, 0.5});
+  ShardOptions overlapped = small_job(8, 1, 4, 32);
+  overlapped.training.distributed_optimizer = true;
+  overlapped.training.overlap_grad_reduce = true;
+  overlapped.training.overlap_param_gather = true;
+  overlapped.training.tp_comm_overlap = true;
+  cases.push_back({"overlapped dp and tp", overlapped, 0.5});
+  // Neither replays: the ring's flows share the links of the dp flows (across nodes), and the
+  // pipeline's those of tp (inside a node), and compute waits for them inside a slot.
+  ShardOptions context = small_job(8, 1, 2, 16);
+  context.parallelism.cp = 2;
+  cases.push_back({"cp across nodes", context, 0});
+  cases.push_back({"pp inside a node", small_job(2, 4, 1, 8), 0});
+  return cases;
+}
+
+TEST(Driver, ReplayedSlotsGiveTheFullSimulationsTimeline) {
+  ModelConfig model = llama3_8b();
+  model.num_layers = 4;
+  const TraceSection& trace = trace_of(model);
+  const CostEstimator estimator(h100());
+  for (const ReplayCase& c : replay_cases()) {
+    SCOPED_TRACE(c.name);
+    Graph full = simulate(model, trace, estimator, c.options, SimOptions{true, false});
+    Graph replayed = full;
+    replayed.sim.reset();
+    SimStats stats = simulate_graph(replayed, SimOptions{true, true});
+    EXPECT_GE(static_cast<double>(stats.replayed), c.replayed_at_least * static_cast<double>(stats.instances));
+    const double step_ms = full.sim->step_time_ms;
+    EXPECT_NEAR(replayed.sim->step_time_ms, step_ms, 1e-9 * step_ms);
+    EXPECT_NEAR(replayed.sim->collective_exposed_ms, full.sim->collective_exposed_ms, 1e-9 * step_ms);
+    EXPECT_NEAR(replayed.sim->bubble_fraction, full.sim->bubble_fraction, 1e-9);
+    ASSERT_EQ(replayed.sim->links.size(), full.sim->links.size());
+    for (size_t l = 0; l < full.sim->links.size(); ++l) {
+      EXPECT_NEAR(replayed.sim->links[l].busy_ms, full.sim->links[l].busy_ms, 1e-9 * step_ms);
+      EXPECT_NEAR(replayed.sim->links[l].bytes, full.sim->links[l].bytes, 1e-9 * full.sim->links[l].bytes);
+      EXPECT_EQ(replayed.sim->links[l].max_flows, full.sim->links[l].max_flows);
+    }
+    const std::vector<TimelineEntry>& a = *full.sim->timeline;
+    const std::vector<TimelineEntry>& b = *replayed.sim->timeline;
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_EQ(std::tie(a[i].rank, a[i].stream, a[i].op, a[i].microbatch),
+                std::tie(b[i].rank, b[i].stream, b[i].op, b[i].microbatch));
+      ASSERT_NEAR(b[i].start_ms, a[i].start_ms, 1e-9 * step_ms) << "instance " << i;
+      ASSERT_NEAR(b[i].end_ms, a[i].end_ms, 1e-9 * step_ms) << "instance " << i;
+    }
+  }
 }
 
 }  // namespace
