@@ -59,7 +59,8 @@ class Booster {
   ~Booster();
   // Fits `rounds` boosting rounds on `train` with the given string parameters.
   static Booster train(const DMatrix& train, const nlohmann::json& params, int rounds);
-  // Loads a model file (UBJSON or JSON); `source` names it in errors.
+  // Loads a model file (UBJSON or JSON), through its binary form in the cache when there is
+  // one; `source` names it in errors.
   static Booster load(const std::string& bytes, const std::string& source);
   std::string save_ubjson() const;
   size_t feature_count() const;
@@ -68,6 +69,7 @@ class Booster {
  private:
   // A new booster that caches the given matrices (train() passes its training matrix).
   explicit Booster(const std::vector<void*>& cached);
+  void use_one_thread(const std::string& source);
   void* handle_ = nullptr;
 };
 
