@@ -360,5 +360,33 @@ TEST(Calibrate, OutputReplacesABundleButNoOtherFolder) {
   EXPECT_EQ(std::distance(fs::directory_iterator(parent), fs::directory_iterator()), 1);  // no temporaries left
 }
 
+// The shipped H100 bundle predicts the same through the cache's binary form of its models as
+// from its UBJSON files, and the first load leaves one binary entry per model.
+TEST(Calibrate, CachedBinaryModelsPredictAsTheBundle) {
+  const std::string cache = scratch("booster-cache");
+  const std::string bundle = std::string(SYSSIM_SOURCE_DIR) + "/configs/calibration/h100-sxm-80gb";
+  const HardwareConfig hw = load_hardware_yaml(std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-80gb.yaml");
+  const std::vector<Kernel> kernels = {gemm_kernel(8192, 1024, 8192, "bf16"), gemm_kernel(3000, 777, 12345, "bf16"),
+                                       attention_kernel(1, 8192, 8, 8, 128, true, "bf16", false),
+                                       norm_kernel(8192, 8192, "bf16", false)};
+  ::setenv("SYSSIM_CACHE_DIR", "off", 1);
+  const std::vector<double> from_bundle = CalibratedModel::load(bundle, hw).predict_us(kernels);
+  ::setenv("SYSSIM_CACHE_DIR", cache.c_str(), 1);
+  const std::vector<double> first = CalibratedModel::load(bundle, hw).predict_us(kernels);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(cache + "/booster"), std::filesystem::directory_iterator()), 3);
+  const std::vector<double> cached = CalibratedModel::load(bundle, hw).predict_us(kernels);
+  // Entries that are no model (their key kept, the value damaged) are read from UBJSON again.
+  for (const auto& entry : std::filesystem::directory_iterator(cache + "/booster")) {
+    std::string text = read_input(entry.path().string());
+    size_t newline = text.find('\n');
+    write_file(entry.path().string(), text.substr(0, newline + 1 + std::stoul(text.substr(0, newline))) + "damaged");
+  }
+  const std::vector<double> damaged = CalibratedModel::load(bundle, hw).predict_us(kernels);
+  ::setenv("SYSSIM_CACHE_DIR", "off", 1);
+  EXPECT_EQ(first, from_bundle);
+  EXPECT_EQ(cached, from_bundle);
+  EXPECT_EQ(damaged, from_bundle);
+}
+
 }  // namespace
 }  // namespace syssim
