@@ -120,6 +120,16 @@ std::vector<ScheduledOp> issue_order(const ShardSection& shard, int64_t stage) {
       }
     of_pass.push_back(op.id);
   }
+  // One allocation: a step has hundreds of thousands of instances.
+  size_t instances = order.size();
+  for (const ScheduleSlot& s : slots) {
+    size_t pass = pass_index(s.pass);
+    instances += ops_of[static_cast<size_t>(s.chunk) * passes.size() + pass].size();
+    if (pass == 1 && at(s.chunk, s.microbatch, 2) == kNone)
+      instances += ops_of[static_cast<size_t>(s.chunk) * passes.size() + 2].size();
+  }
+  for (const ShardOp& op : shard.ops) instances += op.stage == stage && op.scope == "step";
+  order.reserve(instances);
   std::vector<int64_t> merged;
   for (size_t slot = 0; slot < slots.size(); ++slot) {
     const ScheduleSlot& s = slots[slot];
