@@ -50,17 +50,24 @@ void transient_peak(const ShardSection& shard, const std::vector<char>& transien
   const size_t instance_slots = static_cast<size_t>(shard.num_microbatches) + 1;  // slot 0: step ops
   auto slot_of = [](const ScheduledOp& s) { return static_cast<size_t>(s.microbatch + 1); };
 
-  // The rank's transient buffers, numbered densely in the order its ops name them.
+  // The rank's transient buffers, numbered densely in the order its ops name them, and the
+  // ones each op uses, compactly: the loop below runs once per op instance.
   std::vector<int64_t> local(shard.buffers.size(), -1);
   std::vector<int64_t> buffers;
+  std::vector<uint32_t> uses_begin(shard.ops.size() + 1, 0);
+  std::vector<std::pair<uint32_t, bool>> uses;  // local buffer, written
   for (const ShardOp& op : shard.ops) {
-    if (op.stage != rank) continue;
-    for (const auto* list : {&op.reads, &op.writes})
-      for (int64_t b : *list)
-        if (transient[b] && local[b] < 0) {
-          local[b] = static_cast<int64_t>(buffers.size());
-          buffers.push_back(b);
+    if (op.stage == rank)
+      for (const auto* list : {&op.reads, &op.writes})
+        for (int64_t b : *list) {
+          if (!transient[b]) continue;
+          if (local[b] < 0) {
+            local[b] = static_cast<int64_t>(buffers.size());
+            buffers.push_back(b);
+          }
+          uses.emplace_back(static_cast<uint32_t>(local[b]), list == &op.writes);
         }
+    uses_begin[op.id + 1] = static_cast<uint32_t>(uses.size());
   }
   const std::vector<char> saved_ids = buffers_saved_for_backward(shard, rank);
 
@@ -70,16 +77,13 @@ void transient_peak(const ShardSection& shard, const std::vector<char>& transien
   std::vector<int64_t> slot_start(instance_slots, -1);
   slot_start[0] = 0;
   for (size_t position = 0; position < order.size(); ++position) {
-    const ShardOp& op = shard.ops[order[position].op];
+    const auto op = static_cast<size_t>(order[position].op);
     size_t slot = slot_of(order[position]);
     if (slot_start[slot] < 0) slot_start[slot] = static_cast<int64_t>(position);
-    for (const auto* list : {&op.reads, &op.writes})
-      for (int64_t b : *list)
-        if (transient[b]) last_use[local[b] * instance_slots + slot] = static_cast<int64_t>(position);
-    for (int64_t b : op.writes) {
-      if (!transient[b]) continue;
-      int64_t& first = first_write[local[b] * instance_slots + slot];
-      if (first < 0) first = static_cast<int64_t>(position);
+    for (uint32_t u = uses_begin[op]; u < uses_begin[op + 1]; ++u) {
+      const size_t instance = uses[u].first * instance_slots + slot;
+      last_use[instance] = static_cast<int64_t>(position);
+      if (uses[u].second && first_write[instance] < 0) first_write[instance] = static_cast<int64_t>(position);
     }
   }
 
