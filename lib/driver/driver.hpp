@@ -27,8 +27,8 @@ const TraceSection& trace_of(const ModelConfig& model);
 TraceSection trace_afresh(const ModelConfig& model);
 
 // Trace, shard, cost, simulate, account memory: the graph the pipe would carry, less its
-// trace section (nothing after the shard stage reads it). The
-// estimator form prices many jobs with one loaded calibrated model.
+// trace section (nothing after the shard stage reads it). The estimator form prices many
+// jobs with one loaded calibrated model.
 Graph simulate(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
                const ShardOptions& options, const SimOptions& sim_options = {});
 Graph simulate(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options,

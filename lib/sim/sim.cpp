@@ -159,6 +159,24 @@ void check_ops(const ShardSection& shard) {
   }
 }
 
+// By queue: whether it is local, no link its flows use carrying another queue's flows of the
+// same rank. `queue_of` is the queue of each op (UINT32_MAX for ops no rank runs).
+std::vector<char> local_queues(const ShardSection& shard, const CostSection& cost, const std::vector<uint32_t>& queue_of,
+                               const std::vector<StreamQueue>& queues) {
+  std::vector<std::vector<char>> links_of(queues.size(), std::vector<char>(cost.links.size(), 0));
+  for (const ShardOp& op : shard.ops)
+    if (queue_of[op.id] != UINT32_MAX)
+      for (const Phase& phase : cost.ops[op.id].phases)
+        for (int64_t l : phase.links) links_of[queue_of[op.id]][l] = 1;
+  std::vector<char> local(queues.size(), 1);
+  for (size_t a = 0; a < queues.size(); ++a)
+    for (size_t b = 0; b < queues.size(); ++b)
+      if (a != b && queues[a].rank == queues[b].rank)
+        for (size_t l = 0; l < cost.links.size(); ++l)
+          if (links_of[a][l] && links_of[b][l]) local[a] = 0;
+  return local;
+}
+
 // Expands the step of every pipeline rank in the issue order of its schedule. A dep of a
 // microbatch op means its instance in the same micro-batch; a dep of a step op on a
 // microbatch op, its instance in the last micro-batch; a dep on a step_start or step op,
@@ -179,7 +197,7 @@ Timeline expand_step(const ShardSection& shard, const CostSection& cost) {
     throw DataError("/shard: " + std::to_string(instances) + " op instances in one step; the simulator takes fewer than 2^31");
 
   // By op: its queue, whether it runs once per step, and its deps (CSR).
-  constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+  constexpr uint32_t kNone = UINT32_MAX;
   std::vector<uint32_t> queue_of(ops, kNone);
   std::vector<char> once(ops);
   std::vector<uint32_t> deps_begin(ops + 1, 0), deps;
@@ -204,18 +222,7 @@ Timeline expand_step(const ShardSection& shard, const CostSection& cost) {
   }
   for (size_t q = 0; q < t.queues.size(); ++q) t.queues[q].instances.reserve(queue_length[q]);
 
-  // A queue is local when no link its flows use carries another queue's flows.
-  std::vector<std::vector<char>> links_of(t.queues.size(), std::vector<char>(cost.links.size(), 0));
-  for (const ShardOp& op : shard.ops)
-    if (queue_of[op.id] != kNone)
-      for (const Phase& phase : cost.ops[op.id].phases)
-        for (int64_t l : phase.links) links_of[queue_of[op.id]][l] = 1;
-  t.local_queue.assign(t.queues.size(), 1);
-  for (size_t a = 0; a < t.queues.size(); ++a)
-    for (size_t b = 0; b < t.queues.size(); ++b)
-      if (a != b && t.queues[a].rank == t.queues[b].rank)
-        for (size_t l = 0; l < cost.links.size(); ++l)
-          if (links_of[a][l] && links_of[b][l]) t.local_queue[a] = 0;
+  t.local_queue = local_queues(shard, cost, queue_of, t.queues);
 
   // The instance of op o in micro-batch m (m = 0 for ops that run once): instance_of[o * M + m].
   std::vector<uint32_t> instance_of(ops * microbatches, kNone);
