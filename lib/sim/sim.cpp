@@ -276,18 +276,18 @@ Timeline expand_step(const ShardSection& shard, const CostSection& cost) {
     return index;
   };
   // A dep on an earlier instance of the same queue is kept by stream order already (it
-  // finishes before the queue moves on), so it is left out: most deps are such. Counted
-  // first, then filled in instance order: one allocation for all of them.
-  auto waits_for = [&](size_t index, uint32_t dep) {
-    return dep > index || t.instances[dep].queue != t.instances[index].queue;
-  };
+  // finishes before the queue moves on), so it is left out: most deps are such. The kept
+  // ones are collected in instance order, then laid out by dep: one allocation for all.
+  std::vector<std::pair<uint32_t, uint32_t>> edges;  // dep, dependent
+  edges.reserve(t.instances.size());
   t.dependents_begin.assign(t.instances.size() + 1, 0);
   for (size_t index = 0; index < t.instances.size(); ++index) {
     Instance& instance = t.instances[index];
     instance.unfinished_deps = 0;
     for (uint32_t d = deps_begin[instance.op]; d < deps_begin[instance.op + 1]; ++d) {
       uint32_t dep = dep_instance(instance, deps[d]);
-      if (!waits_for(index, dep)) continue;
+      if (dep < index && t.instances[dep].queue == instance.queue) continue;
+      edges.emplace_back(dep, static_cast<uint32_t>(index));
       ++t.dependents_begin[dep + 1];
       ++instance.unfinished_deps;
     }
@@ -295,13 +295,7 @@ Timeline expand_step(const ShardSection& shard, const CostSection& cost) {
   for (size_t i = 0; i < t.instances.size(); ++i) t.dependents_begin[i + 1] += t.dependents_begin[i];
   t.dependents.resize(t.dependents_begin.back());
   std::vector<uint32_t> filled(t.dependents_begin.begin(), t.dependents_begin.end() - 1);
-  for (size_t index = 0; index < t.instances.size(); ++index) {
-    const Instance& instance = t.instances[index];
-    for (uint32_t d = deps_begin[instance.op]; d < deps_begin[instance.op + 1]; ++d) {
-      uint32_t dep = dep_instance(instance, deps[d]);
-      if (waits_for(index, dep)) t.dependents[filled[dep]++] = static_cast<uint32_t>(index);
-    }
-  }
+  for (const auto& [dep, dependent] : edges) t.dependents[filled[dep]++] = dependent;
   return t;
 }
 
