@@ -1,7 +1,9 @@
 // A fitted bundle at prediction time: the manifest's checks, then one booster per family.
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <set>
+#include <unordered_map>
 
 #include "calibrate/calibrate.hpp"
 #include "calibrate/detail.hpp"
@@ -56,6 +58,11 @@ struct CalibratedModel::Impl {
   std::string directory;
   HardwareConfig hardware;
   std::map<std::string, FamilyModel> families;
+  // Predicted residuals by family and feature row: every layer's kernels are the same, and a
+  // sweep prices the same kernels for many jobs. Trees predict each row on its own, so a
+  // remembered residual is the one predicting again would give.
+  std::mutex mutex;
+  std::unordered_map<std::string, float> residual_of;
 };
 
 CalibratedModel::CalibratedModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -129,7 +136,39 @@ std::vector<double> CalibratedModel::predict_us(const std::vector<Kernel>& kerne
     const FamilyModel& model = impl_->families.at(family);
     std::vector<float> features;
     for (size_t i : indices) append_features(feature_kernel(kernels[i], model), features);
-    std::vector<float> residuals = model.booster.predict(DMatrix(features, feature_names(family).size()));
+    const size_t columns = feature_names(family).size();
+    auto row_key = [&](size_t row) {
+      return family + std::string(reinterpret_cast<const char*>(features.data() + row * columns), columns * sizeof(float));
+    };
+    // The rows predicted before, and the others once each.
+    std::vector<float> residuals(indices.size()), unknown;
+    std::vector<std::string> unknown_keys;
+    std::vector<std::pair<size_t, size_t>> predicted_as;  // row, unknown row
+    {
+      std::unordered_map<std::string, size_t> unknown_row;
+      std::lock_guard<std::mutex> lock(impl_->mutex);
+      for (size_t row = 0; row < indices.size(); ++row) {
+        std::string key = row_key(row);
+        auto known = impl_->residual_of.find(key);
+        if (known != impl_->residual_of.end()) {
+          residuals[row] = known->second;
+          continue;
+        }
+        auto [it, added] = unknown_row.emplace(key, unknown_keys.size());
+        if (added) {
+          unknown.insert(unknown.end(), features.begin() + static_cast<std::ptrdiff_t>(row * columns),
+                         features.begin() + static_cast<std::ptrdiff_t>((row + 1) * columns));
+          unknown_keys.push_back(std::move(key));
+        }
+        predicted_as.emplace_back(row, it->second);
+      }
+    }
+    if (!unknown_keys.empty()) {
+      std::vector<float> predicted = model.booster.predict(DMatrix(unknown, columns));
+      for (const auto& [row, unknown_index] : predicted_as) residuals[row] = predicted[unknown_index];
+      std::lock_guard<std::mutex> lock(impl_->mutex);
+      for (size_t k = 0; k < unknown_keys.size(); ++k) impl_->residual_of.emplace(std::move(unknown_keys[k]), predicted[k]);
+    }
     for (size_t row = 0; row < indices.size(); ++row) {
       double roofline = roofline_us(kernels[indices[row]], impl_->hardware);
       times[indices[row]] = std::max(roofline, roofline * std::exp(static_cast<double>(residuals[row])));
