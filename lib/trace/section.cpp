@@ -15,20 +15,24 @@ json ref_to_json(const TensorRef& r) {
 
 // Reads axis expressions, parsing each text once: the texts of one layer repeat in every
 // other layer, and parsing them took a third of reading a trace.
+// Where an expression sits is only spelled out for one that does not parse.
 class PolyReader {
  public:
-  const Poly& read(const std::string& text, const std::string& where) {
+  template <typename Where>
+  const Poly& read(const std::string& text, const Where& where) {
     auto it = parsed_.find(text);
-    if (it == parsed_.end()) it = parsed_.emplace(text, Poly::parse(text, where)).first;
+    if (it == parsed_.end()) it = parsed_.emplace(text, Poly::parse(text, where())).first;
     return it->second;
   }
 
   Dims dims(const json& j, const std::string& path) {
     Dims dims;
     for (const std::string& text : require_as<std::vector<std::string>>(j, "dims", path))
-      dims.push_back(read(text, path + "/dims[" + std::to_string(dims.size()) + "]"));
+      dims.push_back(read(text, [&] { return dim_path(path, dims.size()); }));
     return dims;
   }
+
+  static std::string dim_path(const std::string& path, size_t i) { return path + "/dims[" + std::to_string(i) + "]"; }
 
  private:
   std::unordered_map<std::string, Poly> parsed_;
@@ -132,10 +136,13 @@ class BinaryReader {
     auto value = number<int64_t>();
     return present ? std::optional<int64_t>(value) : std::nullopt;
   }
-  const Poly& poly(const std::string& where) { return polys_.read(text(), where); }
+  template <typename Where>
+  const Poly& poly(const Where& where) {
+    return polys_.read(text(), where);
+  }
   Dims dims(const std::string& where) {
     Dims dims(count(sizeof(uint32_t)));
-    for (size_t i = 0; i < dims.size(); ++i) dims[i] = poly(where + "/dims[" + std::to_string(i) + "]");
+    for (size_t i = 0; i < dims.size(); ++i) dims[i] = poly([&] { return PolyReader::dim_path(where, i); });
     return dims;
   }
   bool done() const { return at_ == bytes_.size(); }
@@ -248,8 +255,8 @@ TraceSection trace_from_json(const json& j, const std::string& path) {
     for (int64_t d : op.deps)
       if (d < 0 || d >= op.id) throw DataError("graph: " + p + "/deps: " + std::to_string(d) + " is not an earlier op");
     op.fwd_op = read_nullable<int64_t>(o, "fwd_op", p);
-    op.flops = polys.read(require_as<std::string>(o, "flops", p), p + "/flops");
-    op.bytes = polys.read(require_as<std::string>(o, "bytes", p), p + "/bytes");
+    op.flops = polys.read(require_as<std::string>(o, "flops", p), [&] { return p + "/flops"; });
+    op.bytes = polys.read(require_as<std::string>(o, "bytes", p), [&] { return p + "/bytes"; });
     for (const auto* refs : {&op.inputs, &op.outputs})
       for (const auto& r : *refs)
         if (r.tensor < 0 || r.tensor >= static_cast<int64_t>(t.tensors.size()))
@@ -258,10 +265,6 @@ TraceSection trace_from_json(const json& j, const std::string& path) {
   }
   return t;
 }
-
-}  // namespace syssim
-
-namespace syssim {
 
 std::string trace_to_binary(const TraceSection& t) {
   BinaryWriter out;
@@ -318,8 +321,8 @@ TraceSection trace_from_binary(const std::string& bytes, const std::string& sour
     for (int64_t& d : op.deps)
       if ((d = in.number<int64_t>()) < 0 || d >= op.id) in.fail(where + "/deps: " + std::to_string(d) + " is not an earlier op");
     op.fwd_op = in.optional();
-    op.flops = in.poly(where + "/flops");
-    op.bytes = in.poly(where + "/bytes");
+    op.flops = in.poly([&] { return where + "/flops"; });
+    op.bytes = in.poly([&] { return where + "/bytes"; });
   }
   if (!in.done()) in.fail("bytes after the last op");
   return t;
