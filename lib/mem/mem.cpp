@@ -1,5 +1,8 @@
 #include "mem/mem.hpp"
 
+#include <algorithm>
+#include <map>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -39,88 +42,246 @@ double weight_bytes(const ShardSection& shard, int64_t rank) {
   return bytes;
 }
 
-// Replays the op instances a rank runs, in the order of its schedule (shard issue_order). A
-// transient buffer exists once per micro-batch (once per step for step ops' buffers); each
-// instance is live from the first op that writes it (one nobody writes, like the token ids:
-// from the start of its micro-batch on the rank) until the last op that uses it has
-// finished. The peak is the largest sum of live bytes while an op runs, its inputs and
-// outputs both allocated.
-void transient_peak(const ShardSection& shard, const std::vector<char>& transient, int64_t rank, StageMemory& stage) {
-  std::vector<ScheduledOp> order = issue_order(shard, rank);
-  const size_t instance_slots = static_cast<size_t>(shard.num_microbatches) + 1;  // slot 0: step ops
-  auto slot_of = [](const ScheduledOp& s) { return static_cast<size_t>(s.microbatch + 1); };
+// Live bytes split as the report splits them.
+struct LiveBytes {
+  double activation = 0;
+  double temporary = 0;
+  double total() const { return activation + temporary; }
+  LiveBytes& operator+=(const LiveBytes& o) {
+    activation += o.activation, temporary += o.temporary;
+    return *this;
+  }
+  LiveBytes& operator-=(const LiveBytes& o) {
+    activation -= o.activation, temporary -= o.temporary;
+    return *this;
+  }
+};
 
-  // The rank's transient buffers, numbered densely in the order its ops name them, and the
-  // ones each op uses, compactly: the loop below runs once per op instance.
-  std::vector<int64_t> local(shard.buffers.size(), -1);
-  std::vector<int64_t> buffers;
-  std::vector<uint32_t> uses_begin(shard.ops.size() + 1, 0);
+// The transient buffers of one rank, numbered densely in the order its ops name them, and
+// the ones each op uses, compactly: the sequences below walk them once per op they hold.
+struct RankBuffers {
+  std::vector<double> bytes;
+  std::vector<char> saved;  // written by a forward op and read by a backward op
+  std::vector<uint32_t> uses_begin;  // by op id
   std::vector<std::pair<uint32_t, bool>> uses;  // local buffer, written
-  for (const ShardOp& op : shard.ops) {
-    if (op.stage == rank)
-      for (const auto* list : {&op.reads, &op.writes})
-        for (int64_t b : *list) {
-          if (!transient[b]) continue;
-          if (local[b] < 0) {
-            local[b] = static_cast<int64_t>(buffers.size());
-            buffers.push_back(b);
+
+  RankBuffers(const ShardSection& shard, const std::vector<char>& transient, int64_t rank) {
+    const std::vector<char> saved_ids = buffers_saved_for_backward(shard, rank);
+    std::vector<int64_t> local(shard.buffers.size(), -1);
+    uses_begin.assign(shard.ops.size() + 1, 0);
+    for (const ShardOp& op : shard.ops) {
+      if (op.stage == rank)
+        for (const auto* list : {&op.reads, &op.writes})
+          for (int64_t b : *list) {
+            if (!transient[b]) continue;
+            if (local[b] < 0) {
+              local[b] = static_cast<int64_t>(bytes.size());
+              bytes.push_back(shard.buffers[b].bytes);
+              saved.push_back(saved_ids[b]);
+            }
+            uses.emplace_back(static_cast<uint32_t>(local[b]), list == &op.writes);
           }
-          uses.emplace_back(static_cast<uint32_t>(local[b]), list == &op.writes);
-        }
-    uses_begin[op.id + 1] = static_cast<uint32_t>(uses.size());
-  }
-  const std::vector<char> saved_ids = buffers_saved_for_backward(shard, rank);
-
-  // First write and last use of each buffer instance, and where each micro-batch starts.
-  const size_t instances = buffers.size() * instance_slots;
-  std::vector<int64_t> first_write(instances, -1), last_use(instances, -1);
-  std::vector<int64_t> slot_start(instance_slots, -1);
-  slot_start[0] = 0;
-  for (size_t position = 0; position < order.size(); ++position) {
-    const auto op = static_cast<size_t>(order[position].op);
-    size_t slot = slot_of(order[position]);
-    if (slot_start[slot] < 0) slot_start[slot] = static_cast<int64_t>(position);
-    for (uint32_t u = uses_begin[op]; u < uses_begin[op + 1]; ++u) {
-      const size_t instance = uses[u].first * instance_slots + slot;
-      last_use[instance] = static_cast<int64_t>(position);
-      if (uses[u].second && first_write[instance] < 0) first_write[instance] = static_cast<int64_t>(position);
+      uses_begin[op.id + 1] = static_cast<uint32_t>(uses.size());
     }
   }
+};
 
-  // Live bytes per position, split into saved activations and the rest.
-  auto saved = [&](size_t i) { return saved_ids[buffers[i]] != 0; };
-  auto allocated_at = [&](size_t instance) {
-    return first_write[instance] >= 0 ? first_write[instance] : slot_start[instance % instance_slots];
+// One instance of each buffer an op sequence uses, live from its first write (from the
+// sequence's first op when nothing writes it) to its last use, as in docs/syssim-mem.md.
+struct Lifetime {
+  size_t buffer = 0;
+  size_t allocated = 0;  // index into the sequence
+  size_t last_use = 0;
+  bool written = false;
+};
+std::vector<Lifetime> lifetimes(const RankBuffers& rb, const std::vector<int64_t>& sequence) {
+  std::vector<int64_t> found(rb.bytes.size(), -1);  // index into the result
+  std::vector<Lifetime> result;
+  for (size_t position = 0; position < sequence.size(); ++position) {
+    const auto op = static_cast<size_t>(sequence[position]);
+    for (uint32_t u = rb.uses_begin[op]; u < rb.uses_begin[op + 1]; ++u) {
+      const auto [buffer, writes] = rb.uses[u];
+      if (found[buffer] < 0) {
+        found[buffer] = static_cast<int64_t>(result.size());
+        result.push_back({buffer, 0, position, false});
+      }
+      Lifetime& life = result[found[buffer]];
+      life.last_use = position;
+      if (writes && !life.written) life.allocated = position, life.written = true;
+    }
+  }
+  return result;
+}
+
+// Live bytes of `lives` at each index of a sequence of `length` ops.
+std::vector<LiveBytes> live_profile(const RankBuffers& rb, const std::vector<Lifetime>& lives, size_t length) {
+  std::vector<LiveBytes> delta(length + 1);
+  for (const Lifetime& life : lives) {
+    LiveBytes bytes;
+    (rb.saved[life.buffer] ? bytes.activation : bytes.temporary) = rb.bytes[life.buffer];
+    delta[life.allocated] += bytes;
+    delta[life.last_use + 1] -= bytes;
+  }
+  LiveBytes live;
+  for (size_t i = 0; i < length; ++i) delta[i] = live += delta[i];
+  delta.pop_back();
+  return delta;
+}
+
+// A micro-batch's part of the rank's step, shared by every micro-batch whose slots come in
+// the same sequence of kinds: the ops of those slots in order, and per slot the highest
+// live bytes of the micro-batch's own buffers (the first op that reaches them), and what it
+// keeps live between this slot and its next.
+struct MicrobatchPattern {
+  std::vector<int64_t> ops;
+  std::vector<size_t> slot_end;   // index into ops after each slot's last
+  std::vector<LiveBytes> slot_peak;
+  std::vector<size_t> slot_peak_at;
+  std::vector<LiveBytes> kept;    // per slot boundary, [0] before the first slot, [slots] after the last
+  std::vector<char> kept_saved;   // whether a saved activation is among the kept
+  std::vector<Lifetime> lives;
+};
+
+MicrobatchPattern microbatch_pattern(const RankBuffers& rb, const RankProgram& program,
+                                     const std::vector<size_t>& kinds) {
+  MicrobatchPattern pattern;
+  for (size_t kind : kinds) {
+    const std::vector<int64_t>& ops = program.kind_ops[kind];
+    pattern.ops.insert(pattern.ops.end(), ops.begin(), ops.end());
+    pattern.slot_end.push_back(pattern.ops.size());
+  }
+  pattern.lives = lifetimes(rb, pattern.ops);
+  const std::vector<LiveBytes> live = live_profile(rb, pattern.lives, pattern.ops.size());
+  size_t begin = 0;
+  for (size_t end : pattern.slot_end) {
+    LiveBytes peak;
+    size_t peak_at = begin;
+    for (size_t i = begin; i < end; ++i)
+      if (i == begin || live[i].total() > peak.total()) peak = live[i], peak_at = i;
+    pattern.slot_peak.push_back(peak);
+    pattern.slot_peak_at.push_back(peak_at);
+    begin = end;
+  }
+  // Boundary j + 1 follows slot j: a buffer allocated in slot a and last used in slot z is
+  // kept over the boundaries a + 1 .. z.
+  const size_t slots = kinds.size();
+  std::vector<LiveBytes> kept_delta(slots + 2);
+  std::vector<int64_t> saved_delta(slots + 2, 0);
+  auto slot_of = [&](size_t index) {
+    return static_cast<size_t>(std::upper_bound(pattern.slot_end.begin(), pattern.slot_end.end(), index) -
+                               pattern.slot_end.begin());
   };
-  std::vector<double> activation_delta(order.size() + 1, 0.0), temporary_delta(order.size() + 1, 0.0);
-  for (size_t instance = 0; instance < instances; ++instance) {
-    if (last_use[instance] < 0) continue;
-    size_t i = instance / instance_slots;
-    std::vector<double>& delta = saved(i) ? activation_delta : temporary_delta;
-    double bytes = shard.buffers[buffers[i]].bytes;
-    delta[allocated_at(instance)] += bytes;
-    delta[last_use[instance] + 1] -= bytes;
+  for (const Lifetime& life : pattern.lives) {
+    const size_t first = slot_of(life.allocated) + 1, last = slot_of(life.last_use);
+    if (first > last) continue;
+    LiveBytes bytes;
+    (rb.saved[life.buffer] ? bytes.activation : bytes.temporary) = rb.bytes[life.buffer];
+    kept_delta[first] += bytes;
+    kept_delta[last + 1] -= bytes;
+    saved_delta[first] += rb.saved[life.buffer];
+    saved_delta[last + 1] -= rb.saved[life.buffer];
   }
-  double activation = 0, temporary = 0, peak = -1;
-  int64_t peak_position = -1;
-  for (size_t position = 0; position < order.size(); ++position) {
-    activation += activation_delta[position];
-    temporary += temporary_delta[position];
-    if (activation + temporary > peak) {
-      peak = activation + temporary;
-      peak_position = static_cast<int64_t>(position);
-      stage.activation_bytes = activation;
-      stage.temporary_bytes = temporary;
-      stage.module = shard.ops[order[position].op].module;
+  LiveBytes kept;
+  int64_t saved = 0;
+  for (size_t boundary = 0; boundary <= slots; ++boundary) {
+    pattern.kept.push_back(kept += kept_delta[boundary]);
+    pattern.kept_saved.push_back((saved += saved_delta[boundary]) > 0);
+  }
+  return pattern;
+}
+
+// The peak of the transient buffers of a rank over the op instances it runs, in issue order
+// (shard rank_program). A transient buffer exists once per micro-batch (once per step for
+// step ops' buffers); the peak is the largest sum of live bytes while an op runs, its inputs
+// and outputs both allocated.
+//
+// Without walking every instance: micro-batch m's buffers are used by m's slots only, so
+// while another micro-batch's slot runs, m holds what its pattern keeps at its current
+// boundary, and the live bytes inside a slot are the pattern's own plus a sum that is the
+// same for the whole slot. The work is linear in the ops of the rank's patterns (one, when
+// every micro-batch runs its slots in the same order of kinds) plus its slots.
+void transient_peak(const ShardSection& shard, const std::vector<char>& transient, int64_t rank, StageMemory& stage) {
+  const RankProgram program = rank_program(shard, rank);
+  const RankBuffers rb(shard, transient, rank);
+
+  // The step ops' buffers: step_start ops, then (after every slot) step ops. One nobody
+  // writes is live from the rank's first op on.
+  std::vector<int64_t> step_ops = program.step_start_ops;
+  step_ops.insert(step_ops.end(), program.step_ops.begin(), program.step_ops.end());
+  const size_t step_start_count = program.step_start_ops.size();
+  std::vector<Lifetime> step_lives = lifetimes(rb, step_ops);
+  LiveBytes over_slots;  // step buffers live while the slots run
+  for (Lifetime& life : step_lives) {
+    if (life.allocated < step_start_count || !life.written)
+      if (life.last_use >= step_start_count)
+        (rb.saved[life.buffer] ? over_slots.activation : over_slots.temporary) += rb.bytes[life.buffer];
+  }
+  const std::vector<LiveBytes> step_live = live_profile(rb, step_lives, step_ops.size());
+
+  // Micro-batches by their sequence of slot kinds.
+  const auto microbatches = static_cast<size_t>(shard.num_microbatches);
+  std::vector<std::vector<size_t>> kinds_of(microbatches);
+  for (const RankProgram::Slot& slot : program.slots)
+    kinds_of[static_cast<size_t>(slot.microbatch)].push_back(slot.kind);
+  std::map<std::vector<size_t>, size_t> pattern_index;
+  std::vector<MicrobatchPattern> patterns;
+  std::vector<size_t> pattern_of(microbatches);
+  for (size_t m = 0; m < microbatches; ++m) {
+    auto [it, added] = pattern_index.emplace(kinds_of[m], patterns.size());
+    if (added) patterns.push_back(microbatch_pattern(rb, program, kinds_of[m]));
+    pattern_of[m] = it->second;
+  }
+
+  // Positions in issue order, the first reaching the peak wins.
+  double peak = -1;
+  auto consider = [&](const LiveBytes& live, int64_t op) {
+    if (live.total() <= peak) return false;
+    peak = live.total();
+    stage.activation_bytes = live.activation;
+    stage.temporary_bytes = live.temporary;
+    stage.module = shard.ops[op].module;
+    stage.microbatches_in_flight = 0;
+    return true;
+  };
+  for (size_t i = 0; i < step_start_count; ++i) consider(step_live[i], step_ops[i]);
+  std::vector<size_t> passed(microbatches, 0);  // slots of each micro-batch run so far
+  LiveBytes kept_by_all;                          // what every micro-batch keeps at its boundary
+  std::optional<size_t> peak_slot;
+  for (size_t s = 0; s < program.slots.size(); ++s) {
+    const auto m = static_cast<size_t>(program.slots[s].microbatch);
+    const MicrobatchPattern& pattern = patterns[pattern_of[m]];
+    const size_t j = passed[m];
+    const size_t begin = j == 0 ? 0 : pattern.slot_end[j - 1];
+    if (begin < pattern.slot_end[j]) {
+      LiveBytes live = over_slots;
+      live += kept_by_all;
+      live -= pattern.kept[j];
+      live += pattern.slot_peak[j];
+      if (consider(live, pattern.ops[pattern.slot_peak_at[j]])) peak_slot = s;
     }
+    kept_by_all -= pattern.kept[j];
+    kept_by_all += pattern.kept[j + 1];
+    passed[m] = j + 1;
   }
+  for (size_t i = step_start_count; i < step_ops.size(); ++i)
+    if (consider(step_live[i], step_ops[i])) peak_slot.reset();
+
   // Micro-batches in flight at the peak: those with saved activations live there.
-  std::set<size_t> in_flight;
-  for (size_t instance = 0; instance < instances; ++instance)
-    if (instance % instance_slots > 0 && last_use[instance] >= peak_position && saved(instance / instance_slots) &&
-        allocated_at(instance) <= peak_position)
-      in_flight.insert(instance % instance_slots);
-  stage.microbatches_in_flight = static_cast<int64_t>(in_flight.size());
+  if (!peak_slot) return;
+  std::fill(passed.begin(), passed.end(), 0);
+  for (size_t s = 0; s < *peak_slot; ++s) ++passed[static_cast<size_t>(program.slots[s].microbatch)];
+  const auto peak_microbatch = static_cast<size_t>(program.slots[*peak_slot].microbatch);
+  for (size_t m = 0; m < microbatches; ++m) {
+    const MicrobatchPattern& pattern = patterns[pattern_of[m]];
+    if (m != peak_microbatch) {
+      stage.microbatches_in_flight += pattern.kept_saved[passed[m]];
+      continue;
+    }
+    const size_t at = pattern.slot_peak_at[passed[m]];
+    stage.microbatches_in_flight += std::any_of(pattern.lives.begin(), pattern.lives.end(), [&](const Lifetime& life) {
+      return rb.saved[life.buffer] && life.allocated <= at && at <= life.last_use;
+    });
+  }
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <iterator>
+#include <map>
+#include <tuple>
 
 #include "common/json_util.hpp"
 
@@ -60,7 +62,7 @@ std::vector<char> buffers_saved_for_backward(const ShardSection& shard, int64_t 
   return saved;
 }
 
-std::vector<ScheduledOp> issue_order(const ShardSection& shard, int64_t stage) {
+RankProgram rank_program(const ShardSection& shard, int64_t stage) {
   const std::string where = "/shard/schedule/" + std::to_string(stage);
   if (stage < 0 || stage >= static_cast<int64_t>(shard.schedule.size()))
     throw DataError("/shard/schedule: no slot list for pipeline rank " + std::to_string(stage));
@@ -95,11 +97,12 @@ std::vector<ScheduledOp> issue_order(const ShardSection& shard, int64_t stage) {
   }
 
   // The ops of each (chunk, pass), in op id order.
+  RankProgram program;
   std::vector<std::vector<int64_t>> ops_of(static_cast<size_t>(chunks) * passes.size());
-  std::vector<ScheduledOp> order;
   for (const ShardOp& op : shard.ops) {
     if (op.stage != stage) continue;
-    if (op.scope == "step_start") order.push_back({op.id, -1});
+    if (op.scope == "step_start") program.step_start_ops.push_back(op.id);
+    if (op.scope == "step") program.step_ops.push_back(op.id);
     if (op.scope != "microbatch") continue;
     size_t pass = pass_index(slot_pass_of(op));
     if (pass == passes.size())
@@ -120,33 +123,40 @@ std::vector<ScheduledOp> issue_order(const ShardSection& shard, int64_t stage) {
       }
     of_pass.push_back(op.id);
   }
-  // One allocation: a step has hundreds of thousands of instances.
-  size_t instances = order.size();
+  // A kind per (chunk, pass, weight ops merged): without a weight slot the backward slot
+  // runs the weight ops too, in op order as autograd does.
+  std::map<std::tuple<int64_t, size_t, bool>, size_t> kind_of;
   for (const ScheduleSlot& s : slots) {
-    size_t pass = pass_index(s.pass);
-    instances += ops_of[static_cast<size_t>(s.chunk) * passes.size() + pass].size();
-    if (pass == 1 && at(s.chunk, s.microbatch, 2) == kNone)
-      instances += ops_of[static_cast<size_t>(s.chunk) * passes.size() + 2].size();
-  }
-  for (const ShardOp& op : shard.ops) instances += op.stage == stage && op.scope == "step";
-  order.reserve(instances);
-  std::vector<int64_t> merged;
-  for (size_t slot = 0; slot < slots.size(); ++slot) {
-    const ScheduleSlot& s = slots[slot];
-    size_t pass = pass_index(s.pass);
-    const std::vector<int64_t>* ops = &ops_of[static_cast<size_t>(s.chunk) * passes.size() + pass];
-    // Without a weight slot the backward slot runs the weight ops too, in op order as
-    // autograd does.
-    if (pass == 1 && at(s.chunk, s.microbatch, 2) == kNone) {
-      const std::vector<int64_t>& weight = ops_of[static_cast<size_t>(s.chunk) * passes.size() + 2];
-      merged.clear();
-      std::merge(ops->begin(), ops->end(), weight.begin(), weight.end(), std::back_inserter(merged));
-      ops = &merged;
+    const size_t pass = pass_index(s.pass);
+    const bool merged = pass == 1 && at(s.chunk, s.microbatch, 2) == kNone;
+    auto [it, added] = kind_of.emplace(std::make_tuple(s.chunk, pass, merged), program.kind_ops.size());
+    if (added) {
+      const std::vector<int64_t>& ops = ops_of[static_cast<size_t>(s.chunk) * passes.size() + pass];
+      std::vector<int64_t>& kind = program.kind_ops.emplace_back();
+      if (merged) {
+        const std::vector<int64_t>& weight = ops_of[static_cast<size_t>(s.chunk) * passes.size() + 2];
+        std::merge(ops.begin(), ops.end(), weight.begin(), weight.end(), std::back_inserter(kind));
+      } else {
+        kind = ops;
+      }
     }
-    for (int64_t op : *ops) order.push_back({op, s.microbatch, static_cast<int64_t>(slot)});
+    program.slots.push_back({s.microbatch, it->second});
   }
-  for (const ShardOp& op : shard.ops)
-    if (op.stage == stage && op.scope == "step") order.push_back({op.id, -1});
+  return program;
+}
+
+std::vector<ScheduledOp> issue_order(const ShardSection& shard, int64_t stage) {
+  const RankProgram program = rank_program(shard, stage);
+  // One allocation: a step has hundreds of thousands of instances.
+  size_t instances = program.step_start_ops.size() + program.step_ops.size();
+  for (const RankProgram::Slot& slot : program.slots) instances += program.kind_ops[slot.kind].size();
+  std::vector<ScheduledOp> order;
+  order.reserve(instances);
+  for (int64_t op : program.step_start_ops) order.push_back({op, -1});
+  for (size_t slot = 0; slot < program.slots.size(); ++slot)
+    for (int64_t op : program.kind_ops[program.slots[slot].kind])
+      order.push_back({op, program.slots[slot].microbatch, static_cast<int64_t>(slot)});
+  for (int64_t op : program.step_ops) order.push_back({op, -1});
   return order;
 }
 

@@ -95,10 +95,25 @@ struct ScheduledOp {
   int64_t slot = -1;  // its slot in the rank's schedule; -1 for step_start and step ops
 };
 
-// The op instances pipeline rank `stage` runs, in issue order: its step_start ops, the ops
-// of each of its schedule slots (docs/graph-format.md), then its step ops; each group in op
-// id order. Throws DataError when the schedule does not run every microbatch op of the
-// rank exactly once per micro-batch.
+// What pipeline rank `stage` runs, compactly: its step_start ops, then its schedule slots,
+// each as the op list of its kind (chunk and pass: every slot of a kind runs the same ops
+// for its micro-batch), then its step ops. Each list is in op id order. Throws DataError
+// when the schedule does not run every microbatch op of the rank exactly once per
+// micro-batch.
+struct RankProgram {
+  struct Slot {
+    int64_t microbatch = 0;
+    size_t kind = 0;  // index into kind_ops
+  };
+  std::vector<int64_t> step_start_ops;
+  std::vector<std::vector<int64_t>> kind_ops;
+  std::vector<Slot> slots;  // in the order of the rank's schedule
+  std::vector<int64_t> step_ops;
+};
+RankProgram rank_program(const ShardSection& shard, int64_t stage);
+
+// The op instances pipeline rank `stage` runs, in issue order (its rank_program expanded;
+// docs/graph-format.md).
 std::vector<ScheduledOp> issue_order(const ShardSection& shard, int64_t stage);
 
 nlohmann::json to_json(const ShardSection& shard);

@@ -127,6 +127,48 @@ TEST(Activations, EveryMicroBatchOfTheScheduleIsReplayed) {
   EXPECT_EQ(mem.pp_stage_microbatches_in_flight, std::vector<int64_t>{2});
 }
 
+TEST(Activations, MicroBatchesRunningTheirSlotsInDifferentOrdersOfKinds) {
+  // one_layer with the weight gradient split out of mlp_grad into a weight-pass op (b0 weight,
+  // b1 x 100, b2 h 1000 saved, b3 ws 300, b4 y 500 saved, b5 dy 500, b6 dh 200, b7 grad):
+  // micro-batch 0 has no weight slot (its backward runs wgrad), micro-batch 1 has one.
+  ShardSection shard = one_layer();
+  shard.num_microbatches = 2;
+  shard.ops = {op(0, "embed", "fwd", {0, 1}, {2, 3}), op(1, "mlp", "fwd", {2, 0}, {4}),
+               op(2, "loss_grad", "bwd", {4}, {5}), op(3, "mlp_grad", "bwd", {5, 0}, {6}),
+               op(4, "wgrad", "bwd", {5, 2}, {7})};
+  shard.ops[4].pass = "weight";
+  shard.schedule = {{{0, 0, "forward"},
+                     {0, 1, "forward"},
+                     {0, 0, "backward"},
+                     {0, 1, "backward"},
+                     {0, 1, "weight"}}};
+  // Issue order and live bytes (h0 lives until wgrad 0, h1 until wgrad 1):
+  //   embed 0      x0 h0 ws0                    1400
+  //   mlp 0        h0 y0                        1500
+  //   embed 1      h0 y0 x1 h1 ws1              2900
+  //   mlp 1        h0 y0 h1 y1                  3000
+  //   loss_grad 0  h0 y0 dy0 h1 y1              3500 <- peak: saved 3000, dy0 500; both in flight
+  //   mlp_grad 0   h0 dy0 dh0 h1 y1             3200
+  //   wgrad 0      h0 dy0 h1 y1                 3000
+  //   loss_grad 1  h1 y1 dy1 2000, mlp_grad 1  h1 dy1 dh1 1700, wgrad 1  h1 dy1 1500
+  MemSection mem = account(shard);
+  EXPECT_DOUBLE_EQ(mem.activation_bytes, 3000);
+  EXPECT_DOUBLE_EQ(mem.temporary_bytes, 500);
+  EXPECT_EQ(mem.peak_module, "loss_grad");
+  EXPECT_EQ(mem.pp_stage_microbatches_in_flight, std::vector<int64_t>{2});
+  // Micro-batch 1's backward first: at its loss_grad, h0 y0 (1500) are kept and h1 y1 dy1
+  // (2000) are its own; the first op reaching 3500.
+  shard.schedule = {{{0, 0, "forward"},
+                     {0, 1, "forward"},
+                     {0, 1, "backward"},
+                     {0, 1, "weight"},
+                     {0, 0, "backward"}}};
+  mem = account(shard);
+  EXPECT_DOUBLE_EQ(mem.activation_bytes + mem.temporary_bytes, 3500);
+  EXPECT_EQ(mem.peak_module, "loss_grad");
+  EXPECT_EQ(mem.pp_stage_microbatches_in_flight, std::vector<int64_t>{2});
+}
+
 TEST(ModelStates, EachPipelineRankCountsTheParametersItHolds) {
   // Two ranks each running a copy of the layer on its own buffers, rank 0 holding 2e6
   // parameters and rank 1 1e6: 18 bytes per parameter plus each one's 2000-byte peak.
