@@ -1,6 +1,6 @@
 #include "shard/emitter.hpp"
 
-#include <set>
+#include <algorithm>
 
 #include "common/error.hpp"
 
@@ -10,10 +10,10 @@ OpEmitter::OpEmitter(ShardSection& shard) : shard_(shard), last_writer_(shard.bu
 
 int64_t OpEmitter::emit(ShardOp op, const std::vector<int64_t>& extra_deps) {
   op.id = static_cast<int64_t>(shard_.ops.size());
-  std::set<int64_t> deps(extra_deps.begin(), extra_deps.end());
+  op.deps.assign(extra_deps.begin(), extra_deps.end());
   for (int64_t b : op.reads)
-    if (last_writer_[b] >= 0) deps.insert(last_writer_[b]);
-  op.deps.assign(deps.begin(), deps.end());
+    if (last_writer_[b] >= 0) op.deps.push_back(last_writer_[b]);
+  sort_unique(op.deps);
   for (int64_t b : op.writes) {
     ShardBuffer& buffer = shard_.buffers[b];
     if (!buffer.producer && buffer.role != "param" && buffer.role != "grad") buffer.producer = op.id;
@@ -48,18 +48,30 @@ std::vector<ShardOp> take_ops(ShardSection& shard) {
 
 }  // namespace
 
-OpRewriter::OpRewriter(ShardSection& shard) : old_ops_(take_ops(shard)), emitter_(shard) {
-  std::vector<int64_t> last_writer(shard.buffers.size(), -1);
-  for (const ShardOp& op : old_ops_) {
-    std::set<int64_t> data;
-    for (int64_t b : op.reads)
-      if (last_writer[b] >= 0) data.insert(last_writer[b]);
-    std::vector<int64_t> control;
+void sort_unique(std::vector<int64_t>& ids) {
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+}
+
+std::vector<std::vector<int64_t>> control_deps(const std::vector<ShardOp>& ops, size_t buffers) {
+  std::vector<std::vector<int64_t>> control(ops.size());
+  std::vector<int64_t> last_writer(buffers, -1);
+  for (const ShardOp& op : ops) {
     for (int64_t d : op.deps)
-      if (!data.count(d)) control.push_back(d);
-    old_control_deps_.push_back(control);
+      if (std::none_of(op.reads.begin(), op.reads.end(), [&](int64_t b) { return last_writer[b] == d; }))
+        control[op.id].push_back(d);
     for (int64_t b : op.writes) last_writer[b] = op.id;
   }
+  return control;
+}
+
+OpRewriter::OpRewriter(ShardSection& shard)
+    : old_ops_(take_ops(shard)),
+      old_control_deps_(control_deps(old_ops_, shard.buffers.size())),
+      new_ids_(old_ops_.size(), -1),
+      emitter_(shard) {
+  // Most passes keep every op and add some: one allocation for most.
+  shard.ops.reserve(old_ops_.size() + old_ops_.size() / 4);
 }
 
 int64_t OpRewriter::keep(int64_t old_id, ShardOp op) {
@@ -71,10 +83,9 @@ int64_t OpRewriter::keep(int64_t old_id, ShardOp op) {
 }
 
 int64_t OpRewriter::new_id(int64_t old_id) const {
-  auto it = new_ids_.find(old_id);
-  if (it == new_ids_.end())
+  if (old_id < 0 || old_id >= static_cast<int64_t>(new_ids_.size()) || new_ids_[old_id] < 0)
     throw DataError("/shard/ops/" + std::to_string(old_id) + ": a later op depends on it, but it was not kept");
-  return it->second;
+  return new_ids_[old_id];
 }
 
 }  // namespace syssim

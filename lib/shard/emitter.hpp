@@ -2,12 +2,17 @@
 // passes that insert ops rebuild the list through an emitter, which assigns ids and derives
 // each op's data dependencies from the buffers it reads (the last op that wrote them).
 #pragma once
-#include <map>
 #include <vector>
 
 #include "shard/section.hpp"
 
 namespace syssim {
+
+// Sorts ids and drops repeats.
+void sort_unique(std::vector<int64_t>& ids);
+
+// Per op: its deps that its reads do not explain (the last writer of a buffer it reads).
+std::vector<std::vector<int64_t>> control_deps(const std::vector<ShardOp>& ops, size_t buffers);
 
 class OpEmitter {
  public:
@@ -46,7 +51,7 @@ class OpRewriter {
  private:
   std::vector<ShardOp> old_ops_;
   std::vector<std::vector<int64_t>> old_control_deps_;  // deps not explained by reads
-  std::map<int64_t, int64_t> new_ids_;
+  std::vector<int64_t> new_ids_;  // by old id; -1 until kept
   OpEmitter emitter_;
 };
 

@@ -163,17 +163,11 @@ RankAnalysis analyze(const std::vector<ShardOp>& ops, const ShardSection& shard,
   a.virtual_stage.assign(ops.size(), -1);
   a.holders.resize(buffers);
   a.reader_ranks.resize(buffers);
-  a.control_deps.resize(ops.size());
-  std::vector<int64_t> last_writer(buffers, -1);
+  a.control_deps = control_deps(ops, buffers);
   std::map<std::string, int64_t> weight_named;
   for (const ShardBuffer& b : shard.buffers)
     if (b.role == "param") weight_named.emplace(b.param, b.id);
   for (const ShardOp& op : ops) {
-    std::set<int64_t> data;
-    for (int64_t b : op.reads)
-      if (last_writer[b] >= 0) data.insert(last_writer[b]);
-    for (int64_t d : op.deps)
-      if (!data.count(d)) a.control_deps[op.id].push_back(d);
     if (op.scope == "microbatch") {
       int64_t v = a.virtual_stage[op.id] = stages.virtual_stage(op);
       for (int64_t b : op.reads) {
@@ -181,12 +175,11 @@ RankAnalysis analyze(const std::vector<ShardOp>& ops, const ShardSection& shard,
         if (shard.buffers[b].role == "param") a.holders[b].insert(stages.rank(v));
       }
     }
-    for (int64_t b : op.writes) last_writer[b] = op.id;
   }
 
   // Gradients live where they are written; an op summing partial gradients of a weight that
   // several ranks hold is run by each of them on its own partials.
-  std::fill(last_writer.begin(), last_writer.end(), -1);
+  std::vector<int64_t> last_writer(buffers, -1);
   for (const ShardOp& op : ops) {
     if (op.scope == "microbatch") {
       int64_t v = a.virtual_stage[op.id], rank = stages.rank(v);
@@ -476,23 +469,24 @@ class PipelineRewriter {
   void finish(int64_t id) {
     ShardOp& op = shard_.ops[id];
     const bool before_weight_ops = op.scope == "microbatch" && (op.pass != "weight" || op.recompute);
-    std::set<int64_t> deps;
+    std::vector<int64_t> deps;
     for (int64_t d : op.deps) {
       const ShardOp& dep = shard_.ops[d];
       if (dep.stage == op.stage) {
-        if (!before_weight_ops || dep.scope != "microbatch" || dep.pass != "weight") deps.insert(d);
+        if (!before_weight_ops || dep.scope != "microbatch" || dep.pass != "weight") deps.push_back(d);
       } else if (copies_of_.count(d)) {
         auto it = step_copy_.find({copies_of_.at(d), op.stage});
-        if (it != step_copy_.end() && it->second != id) deps.insert(it->second);
+        if (it != step_copy_.end() && it->second != id) deps.push_back(it->second);
       } else if (op.scope == "microbatch") {
         auto it = received_.find({d, op.stage});
-        if (it != received_.end()) deps.insert(it->second.begin(), it->second.end());
+        if (it != received_.end()) deps.insert(deps.end(), it->second.begin(), it->second.end());
       } else {
         auto it = last_of_stream_.find({op.stage, dep.stream});
-        if (it != last_of_stream_.end()) deps.insert(it->second);
+        if (it != last_of_stream_.end()) deps.push_back(it->second);
       }
     }
-    op.deps.assign(deps.begin(), deps.end());
+    sort_unique(deps);
+    op.deps = std::move(deps);
     note(id);
   }
 

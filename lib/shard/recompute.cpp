@@ -94,8 +94,8 @@ class Recomputer {
     find_dropped_buffers();
     for (const ShardOp& op : rewriter_.old_ops()) {
       if (op.phase == "bwd" && op.scope == "microbatch")
-        for (size_t r = 0; r < regions_.size(); ++r)
-          if (!regions_[r].recomputed && needs(op, r)) recompute(r);
+        for (size_t r : regions_needed_by(op))
+          if (!regions_[r].recomputed) recompute(r);
       ShardOp kept = op;
       substitute(kept.reads);
       substitute(kept.writes);
@@ -118,6 +118,7 @@ class Recomputer {
     std::vector<int64_t> region_of_op(ops.size(), -1);
     for (size_t r = 0; r < regions_.size(); ++r)
       for (int64_t id : regions_[r].ops) region_of_op[id] = static_cast<int64_t>(r);
+    dropped_by_.resize(shard_.buffers.size());
     std::vector<std::set<int64_t>> read_outside(regions_.size());
     for (const ShardOp& op : ops)
       if (op.phase == "fwd")
@@ -130,23 +131,29 @@ class Recomputer {
         for (int64_t b : ops[id].writes)
           if (producer[b] == id && !(region.keeps_outputs && read_outside[r].count(b))) {
             region.dropped.insert(b);
-            dropping_region_[b] = r;
+            dropped_by_[b].push_back(r);
           }
       for (int64_t id : region.ops)
         if (ops[id].trace_op) trace_ops_[*ops[id].trace_op] = r;
     }
   }
 
-  // Whether backward op `op` needs region's forward: it reads a dropped buffer, or it is the
-  // backward of one of the region's ops (Megatron recomputes when the backward reaches it).
-  bool needs(const ShardOp& op, size_t r) const {
+  // The regions whose forward backward op `op` needs, in order: those that dropped a buffer
+  // it reads, and the region of its forward op (Megatron recomputes when the backward
+  // reaches it).
+  std::vector<size_t> regions_needed_by(const ShardOp& op) const {
+    std::vector<size_t> needed;
     for (int64_t b : op.reads)
-      if (regions_[r].dropped.count(b)) return true;
-    if (!op.trace_op) return false;
-    const auto& fwd_op = context_.trace.ops[*op.trace_op].fwd_op;
-    if (!fwd_op) return false;
-    auto it = trace_ops_.find(*fwd_op);
-    return it != trace_ops_.end() && it->second == r;
+      if (static_cast<size_t>(b) < dropped_by_.size())
+        needed.insert(needed.end(), dropped_by_[b].begin(), dropped_by_[b].end());
+    if (op.trace_op)
+      if (const auto& fwd_op = context_.trace.ops[*op.trace_op].fwd_op) {
+        auto it = trace_ops_.find(*fwd_op);
+        if (it != trace_ops_.end()) needed.push_back(it->second);
+      }
+    std::sort(needed.begin(), needed.end());
+    needed.erase(std::unique(needed.begin(), needed.end()), needed.end());
+    return needed;
   }
 
   void recompute(size_t r) {
@@ -156,8 +163,9 @@ class Recomputer {
     // A region that reads what another region dropped (mlp after layernorm) needs it first.
     for (int64_t id : region.ops)
       for (int64_t b : ops[id].reads) {
-        auto it = dropping_region_.find(b);
-        if (it != dropping_region_.end() && it->second != r && !regions_[it->second].recomputed) recompute(it->second);
+        if (static_cast<size_t>(b) >= dropped_by_.size() || dropped_by_[b].empty()) continue;
+        const size_t dropping = dropped_by_[b].back();  // the last region to drop it
+        if (dropping != r && !regions_[dropping].recomputed) recompute(dropping);
       }
     // Issued when the backward reaches it: after the compute op before it.
     std::vector<int64_t> launch_after;
@@ -198,7 +206,7 @@ class Recomputer {
   ShardSection& shard_;
   OpRewriter rewriter_;
   std::vector<Region> regions_;
-  std::map<int64_t, size_t> dropping_region_;  // dropped buffer -> its region
+  std::vector<std::vector<size_t>> dropped_by_;  // by buffer: the regions that dropped it
   std::map<int64_t, size_t> trace_ops_;        // traced forward op -> its region
   std::map<int64_t, int64_t> recomputed_;      // dropped buffer -> the copy later readers use
   int64_t last_compute_op_ = -1;

@@ -94,6 +94,29 @@ void BM_Pipe70B(benchmark::State& state) {
 }
 BENCHMARK(BM_Pipe70B)->Unit(benchmark::kMillisecond);
 
+// The search's unit of work: the memory estimate (shard, cost, memory; no simulation) of one
+// layout of GPT-3 175B on 1,024 A100 with global batch 1536, micro-batch 1, the distributed
+// optimizer and selective recompute. Args: tp, pp, cp (dp fills the GPUs).
+void BM_Estimate175B(benchmark::State& state) {
+  const ModelConfig model = load_model_yaml(kSource + "/configs/models/gpt3-175b.yaml");
+  const TraceSection& trace = trace_of(model);
+  const CostEstimator estimator(load_hardware_yaml(kSource + "/configs/hardware/a100-sxm-80gb.yaml"));
+  ShardOptions options;
+  ParallelismConfig& p = options.parallelism;
+  p.tp = state.range(0), p.pp = state.range(1), p.cp = state.range(2), p.sp = p.tp > 1;
+  p.dp = 1024 / (p.tp * p.pp * p.cp);
+  options.training.micro_batch = 1;
+  options.training.global_batch = 1536;
+  options.training.distributed_optimizer = true;
+  options.training.recompute = "selective";
+  for (auto _ : state) benchmark::DoNotOptimize(estimate_memory(model, trace, estimator, options));
+  state.SetLabel(std::to_string(1536 / p.dp) + " micro-batches");
+}
+BENCHMARK(BM_Estimate175B)
+    ->Args({8, 8, 1})->Args({2, 8, 4})->Args({2, 8, 32})->Args({8, 2, 64})
+    ->ArgNames({"tp", "pp", "cp"})
+    ->Unit(benchmark::kMillisecond);
+
 // A 1,000-point sweep of Llama-3-8B on 64 H100 with the trace made once (warm) and the point
 // cache off: 4 tp x 2 distributed optimizer x 5 pp x 5 micro-batch x 5 global batch. Layouts
 // the shard stage refuses (tp*pp over 64 GPUs, a batch that does not divide) count as points.
