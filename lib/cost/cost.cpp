@@ -1,7 +1,10 @@
 #include "cost/cost.hpp"
 
 #include <algorithm>
+#include <map>
 #include <memory>
+#include <string_view>
+#include <tuple>
 
 #include "network/network.hpp"
 
@@ -42,6 +45,9 @@ std::string bound_of(const Kernel& kernel, double time_us, const HardwareConfig&
   return roofline_us(memory_only, hw) >= roofline_us(kernel, hw) ? "memory" : "compute";
 }
 
+// What shard_collective_time reads of an op (besides its id, for messages).
+using CollectiveKey = std::tuple<std::string_view, std::string_view, std::string_view, int64_t, int64_t, int64_t, double>;
+
 }  // namespace
 
 CostEstimator::CostEstimator(HardwareConfig hardware, const CostOptions& options)
@@ -70,11 +76,16 @@ void CostEstimator::cost_graph(Graph& g) const {
   cost.ops.resize(shard.ops.size());
   std::vector<Kernel> calibrated_kernels;
   std::vector<size_t> calibrated_ops;
+  std::map<CollectiveKey, CollectiveTime> collective_times;
   for (size_t i = 0; i < shard.ops.size(); ++i) {
     const ShardOp& op = shard.ops[i];
     if (op.kind == "collective") {
-      CollectiveTime t = shard_collective_time(op, shard.parallelism, hardware_);
-      cost.ops[i] = {op.id, t.time_us, "network", std::move(t.phases)};
+      // Every layer's collectives repeat: each distinct one is placed and timed once.
+      CollectiveKey key{op.collective, op.group, op.phase, op.group_size, op.stage, op.chunk, op.message_bytes};
+      auto known = collective_times.find(key);
+      if (known == collective_times.end())
+        known = collective_times.emplace(key, shard_collective_time(op, shard.parallelism, hardware_)).first;
+      cost.ops[i] = {op.id, known->second.time_us, "network", known->second.phases};
       continue;
     }
     Kernel kernel = kernel_of(op);
