@@ -36,10 +36,10 @@ class PointEvaluator {
 
 void mark_invalid(SweepRow& row, const std::string& reason);
 
-// A lower bound on a layout's peak memory in GB (its heaviest rank's gradients and optimizer
-// states), from the model's parameter count alone: the search drops layouts above the GPU's
-// memory without an estimate.
-double training_state_lower_bound_gb(double params_total, const ShardOptions& layout);
+// A lower bound on a layout's peak memory in GB (its heaviest rank's weights, gradients and
+// optimizer states), from the model's parameter count alone: the search drops layouts above
+// the GPU's memory without an estimate.
+double model_state_lower_bound_gb(double params_total, const ShardOptions& layout);
 
 // Runs run_point(i) for every i < count on settings.threads threads, reporting progress; an
 // exception run_point lets out stops the others and is rethrown here.

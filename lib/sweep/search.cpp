@@ -129,14 +129,16 @@ bool dominates(const SweepRow& a, const SweepRow& b) {
 
 }  // namespace
 
-double training_state_lower_bound_gb(double params_total, const ShardOptions& layout) {
+double model_state_lower_bound_gb(double params_total, const ShardOptions& layout) {
   // Every parameter lives on some pipeline rank, split at most tp ways, so the heaviest rank
-  // holds at least params / (tp * pp) of them, with their gradients and optimizer states.
+  // holds at least params / (tp * pp) of them: their weights (16-bit, or at least the fp8
+  // byte of --fp8-param-gather), gradients and optimizer states, counted as syssim-mem does.
   const ParallelismConfig& p = layout.parallelism;
-  TrainingStateBytes states =
-      training_state_bytes(params_total / static_cast<double>(p.tp * p.pp), p, layout.training);
+  const double params = params_total / static_cast<double>(p.tp * p.pp);
+  const double weight_bytes_per_param = layout.training.fp8_param_gather ? 1 : 2;
+  TrainingStateBytes states = training_state_bytes(params, p, layout.training);
   constexpr double kBytesPerGB = 1e9;
-  return (states.grad_bytes + states.optimizer_state_bytes) / kBytesPerGB;
+  return (params * weight_bytes_per_param + states.grad_bytes + states.optimizer_state_bytes) / kBytesPerGB;
 }
 
 SearchResult search_layouts(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& base,
@@ -162,13 +164,13 @@ SearchResult search_layouts(const ModelConfig& model, const HardwareConfig& hard
   enum class Outcome { kInvalid, kOom, kFits };
   std::vector<Outcome> outcome(layouts.size(), Outcome::kOom);
   std::vector<Fitting> estimates(layouts.size());
-  // Cheaper still: a layout whose gradients and optimizer states alone exceed the GPU is out of
-  // memory whatever its micro-batch, and needs no estimate at all.
+  // Cheaper still: a layout whose weights, gradients and optimizer states alone exceed the GPU
+  // is out of memory whatever its micro-batch, and needs no estimate at all.
   const std::optional<double> capacity_gb = hardware.gpu_memory_GB;
   const double params_total = capacity_gb ? traced_parameters(evaluate.trace(), evaluate.trace().axes) : 0;
   for_each_point(groups.size(), settings, [&](size_t g) {
     std::optional<int64_t> smallest_oom;  // the smallest micro-batch of the group that did not fit
-    if (prune && capacity_gb && training_state_lower_bound_gb(params_total, layouts[groups[g].front()]) > *capacity_gb)
+    if (prune && capacity_gb && model_state_lower_bound_gb(params_total, layouts[groups[g].front()]) > *capacity_gb)
       return;  // all counted as oom
     for (size_t i : groups[g]) {
       const int64_t micro_batch = layouts[i].training.micro_batch;
@@ -195,30 +197,41 @@ SearchResult search_layouts(const ModelConfig& model, const HardwareConfig& hard
   std::stable_sort(fitting.begin(), fitting.end(), [](const Fitting& a, const Fitting& b) {
     return a.bound_ms != b.bound_ms ? a.bound_ms < b.bound_ms : a.peak_memory_gb < b.peak_memory_gb;
   });
+  // Layouts are simulated in rounds of kRound layouts that survive the bound, the layouts of a
+  // round in parallel, each checked against the front of the rounds before it: a fixed round,
+  // not one per thread, so that the counts do not depend on the threads.
+  constexpr size_t kRound = 8;
+  SweepSettings round_settings = settings;
+  round_settings.progress = nullptr;
   std::vector<SweepRow> front;
-  auto consider = [&](const Fitting& candidate) {
-    // A front member using no more memory and faster than this layout's bound dominates it.
-    if (prune && std::any_of(front.begin(), front.end(), [&](const SweepRow& q) {
-          return q.peak_memory_gb <= candidate.peak_memory_gb && q.step_time_ms < candidate.bound_ms;
-        })) {
-      ++result.pruned_by_bound;
-      return;
+  for (size_t f = 0; f < fitting.size();) {
+    std::vector<size_t> round;
+    for (; f < fitting.size() && round.size() < kRound; ++f) {
+      // A front member using no more memory and faster than this layout's bound dominates it.
+      const Fitting& candidate = fitting[f];
+      if (prune && std::any_of(front.begin(), front.end(), [&](const SweepRow& q) {
+            return q.peak_memory_gb <= candidate.peak_memory_gb && q.step_time_ms < candidate.bound_ms;
+          }))
+        ++result.pruned_by_bound;
+      else
+        round.push_back(candidate.layout);
     }
-    SweepRow row;
-    row.inputs = layout_inputs(layouts[candidate.layout]);
-    evaluate(layouts[candidate.layout], row);
-    ++result.simulated;
-    if (row.status != "ok") throw DataError("search: the layout " + row.inputs.dump() + " fit in the memory estimate "
-                                            "but its simulation reports: " + (row.reason.empty() ? row.status : row.reason));
-    if (std::any_of(front.begin(), front.end(), [&](const SweepRow& q) { return dominates(q, row); })) return;
-    front.erase(std::remove_if(front.begin(), front.end(), [&](const SweepRow& q) { return dominates(row, q); }),
-                front.end());
-    front.push_back(row);
-  };
-  // Progress restarts: the layouts that fit, simulated or pruned by the bound.
-  for (size_t f = 0; f < fitting.size(); ++f) {
-    consider(fitting[f]);
-    if (settings.progress) settings.progress(static_cast<int64_t>(f + 1), static_cast<int64_t>(fitting.size()));
+    std::vector<SweepRow> rows(round.size());
+    for_each_point(round.size(), round_settings, [&](size_t k) {
+      rows[k].inputs = layout_inputs(layouts[round[k]]);
+      evaluate(layouts[round[k]], rows[k]);
+    });
+    for (const SweepRow& row : rows) {
+      ++result.simulated;
+      if (row.status != "ok") throw DataError("search: the layout " + row.inputs.dump() + " fit in the memory estimate "
+                                              "but its simulation reports: " + (row.reason.empty() ? row.status : row.reason));
+      if (std::any_of(front.begin(), front.end(), [&](const SweepRow& q) { return dominates(q, row); })) continue;
+      front.erase(std::remove_if(front.begin(), front.end(), [&](const SweepRow& q) { return dominates(row, q); }),
+                  front.end());
+      front.push_back(row);
+    }
+    // Progress restarts: the layouts that fit, simulated or pruned by the bound.
+    if (settings.progress) settings.progress(static_cast<int64_t>(f), static_cast<int64_t>(fitting.size()));
   }
   std::stable_sort(front.begin(), front.end(), [](const SweepRow& a, const SweepRow& b) {
     return a.step_time_ms != b.step_time_ms ? a.step_time_ms < b.step_time_ms : a.peak_memory_gb < b.peak_memory_gb;

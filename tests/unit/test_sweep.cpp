@@ -232,7 +232,8 @@ void expect_same_front(int64_t layers, int64_t gpus, int64_t global_batch) {
   }
 }
 
-// The memory estimates run on several threads, a group of layouts each: the same front and counts.
+// The memory estimates (a group of layouts each) and the simulations (rounds of layouts) run on
+// several threads: the same front and counts.
 TEST(SweepSearch, ThreadsDoNotChangeTheResult) {
   ShardOptions base;
   base.gpus = 8;
@@ -250,20 +251,24 @@ TEST(SweepSearch, ThreadsDoNotChangeTheResult) {
   EXPECT_EQ(parallel.simulated, serial.simulated);
 }
 
-// By hand: 1e9 parameters over tp 2 x pp 2 = 2.5e8 per GPU, with 4 bytes of fp32 gradient
-// and 12 of Adam state each, the state sharded 4 ways by the distributed optimizer over dp 4.
-TEST(SweepSearch, TrainingStateBoundByHand) {
+// By hand: 1e9 parameters over tp 2 x pp 2 = 2.5e8 per GPU, with 2 bytes of bf16 weight,
+// 4 of fp32 gradient and 12 of Adam state each, the state sharded 4 ways by the distributed
+// optimizer over dp 4; fp8 parameters hold 1 byte.
+TEST(SweepSearch, ModelStateBoundByHand) {
   ShardOptions layout;
   layout.parallelism.tp = 2;
   layout.parallelism.pp = 2;
   layout.parallelism.dp = 4;
-  EXPECT_DOUBLE_EQ(training_state_lower_bound_gb(1e9, layout), 2.5e8 * (4 + 12) / 1e9);
+  EXPECT_DOUBLE_EQ(model_state_lower_bound_gb(1e9, layout), 2.5e8 * (2 + 4 + 12) / 1e9);
   layout.training.distributed_optimizer = true;
-  EXPECT_DOUBLE_EQ(training_state_lower_bound_gb(1e9, layout), 2.5e8 * (4 + 12.0 / 4) / 1e9);
+  EXPECT_DOUBLE_EQ(model_state_lower_bound_gb(1e9, layout), 2.5e8 * (2 + 4 + 12.0 / 4) / 1e9);
+  layout.training.dtype = "fp8";
+  layout.training.fp8_param_gather = true;
+  EXPECT_DOUBLE_EQ(model_state_lower_bound_gb(1e9, layout), 2.5e8 * (1 + 4 + 12.0 / 4) / 1e9);
 }
 
 // The bound the search prunes with never exceeds the memory the estimate finds.
-TEST(SweepSearch, TrainingStateBoundIsBelowTheEstimate) {
+TEST(SweepSearch, ModelStateBoundIsBelowTheEstimate) {
   const ModelConfig model = tiny(4);
   const TraceSection& trace = trace_of(model);
   const double params = traced_parameters(trace, trace.axes);
@@ -278,9 +283,20 @@ TEST(SweepSearch, TrainingStateBoundIsBelowTheEstimate) {
         layout.training.global_batch = 8;
         layout.training.distributed_optimizer = distributed_optimizer;
         double peak_gb = estimate_memory(model, trace, estimator, layout).mem->peak_memory_gb;
-        EXPECT_LE(training_state_lower_bound_gb(params, layout), peak_gb) << tp << " " << pp;
-        EXPECT_GT(training_state_lower_bound_gb(params, layout), 0.1 * peak_gb) << tp << " " << pp;
+        EXPECT_LE(model_state_lower_bound_gb(params, layout), peak_gb) << tp << " " << pp;
+        EXPECT_GT(model_state_lower_bound_gb(params, layout), 0.1 * peak_gb) << tp << " " << pp;
       }
+  // fp8 parameters (1 byte of weight each) on a GPU with fp8 tensor cores.
+  const CostEstimator h100(load_hardware_yaml(std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-80gb.yaml"));
+  ShardOptions layout;
+  layout.parallelism.tp = 2;
+  layout.parallelism.dp = 2;
+  layout.training.global_batch = 8;
+  layout.training.distributed_optimizer = true;
+  layout.training.dtype = "fp8";
+  layout.training.fp8_param_gather = true;
+  EXPECT_LE(model_state_lower_bound_gb(params, layout),
+            estimate_memory(model, trace, h100, layout).mem->peak_memory_gb);
 }
 
 TEST(SweepSearch, PeakMemoryNeverFallsAsTheMicroBatchGrows) {
