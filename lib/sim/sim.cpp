@@ -666,9 +666,19 @@ std::vector<const Instance*> instances_of_rank(const Timeline& t, int64_t rank) 
 
 using Interval = std::pair<double, double>;  // start, finish (us)
 
-// The union of intervals, as disjoint intervals in time order.
-std::vector<Interval> union_of(std::vector<Interval> intervals) {
-  std::sort(intervals.begin(), intervals.end());
+// Intervals from several lists, each in time order, merged into one list in time order.
+std::vector<Interval> merge_sorted(const std::vector<std::vector<Interval>>& lists) {
+  std::vector<Interval> all;
+  for (const std::vector<Interval>& list : lists) {
+    const auto middle = static_cast<std::ptrdiff_t>(all.size());
+    all.insert(all.end(), list.begin(), list.end());
+    std::inplace_merge(all.begin(), all.begin() + middle, all.end());
+  }
+  return all;
+}
+
+// The union of intervals in time order, as disjoint intervals in time order.
+std::vector<Interval> union_of(const std::vector<Interval>& intervals) {
   std::vector<Interval> merged;
   for (const Interval& interval : intervals) {
     if (!merged.empty() && interval.first <= merged.back().second)
@@ -696,15 +706,13 @@ double uncovered_us(const std::vector<Interval>& counted, const std::vector<Inte
   return total_us;
 }
 
-// Wall time, up to `until_us`, during which none of the instances runs.
-double idle_us(std::vector<const Instance*> instances, double until_us) {
-  std::sort(instances.begin(), instances.end(),
-            [](const Instance* a, const Instance* b) { return a->start_us < b->start_us; });
+// Wall time, up to `until_us`, during which none of the intervals (in time order) runs.
+double idle_us(const std::vector<Interval>& intervals, double until_us) {
   double idle = 0, covered_until = 0;
-  for (const Instance* instance : instances) {
-    if (instance->start_us >= until_us) break;
-    if (instance->start_us > covered_until) idle += instance->start_us - covered_until;
-    covered_until = std::max(covered_until, instance->finish_us);
+  for (const auto& [start, finish] : intervals) {
+    if (start >= until_us) break;
+    if (start > covered_until) idle += start - covered_until;
+    covered_until = std::max(covered_until, finish);
   }
   return idle + std::max(0.0, until_us - covered_until);
 }
@@ -801,28 +809,37 @@ SimSection summarize(const ShardSection& shard, const CostSection& cost, const T
   add_durations(shard, cost, instances, sim);
   find_longest_ops(shard, instances, sim);
   add_link_loads(cost, t, sim, *binding);
-  // Exposed communication: collectives running while the compute stream is idle.
-  std::vector<Interval> compute;
-  std::map<std::string, std::vector<Interval>> collectives_of;  // by group; "" for all
-  for (const Instance* i : instances) {
-    const ShardOp& op = shard.ops[i->op];
-    Interval interval{i->start_us, i->finish_us};
-    if (t.queues[i->queue].stream == "compute") compute.push_back(interval);
-    if (op.kind != "collective") continue;
-    collectives_of[""].push_back(interval);
-    collectives_of[op.group].push_back(interval);
+  // The rank's instances as intervals, by queue: a queue runs its instances one at a time, in
+  // order, so each list is in time order already and merging lists sorts them.
+  std::vector<std::vector<Interval>> ran, compute;
+  std::map<std::string, std::vector<std::vector<Interval>>> collectives_of;  // by group; "" for all
+  for (const StreamQueue& queue : t.queues) {
+    if (queue.rank != sim.binding_pp_stage) continue;
+    std::vector<Interval>& intervals = ran.emplace_back();
+    std::map<std::string, std::vector<Interval>> collectives;
+    for (uint32_t index : queue.instances) {
+      const Instance& i = t.instances[index];
+      const ShardOp& op = shard.ops[i.op];
+      intervals.emplace_back(i.start_us, i.finish_us);
+      if (op.kind != "collective") continue;
+      collectives[""].push_back(intervals.back());
+      collectives[op.group].push_back(intervals.back());
+    }
+    if (queue.stream == "compute") compute.push_back(intervals);
+    for (auto& [group, list] : collectives) collectives_of[group].push_back(std::move(list));
   }
-  compute = union_of(std::move(compute));
-  sim.collective_exposed_ms = uncovered_us(union_of(collectives_of[""]), compute, *binding) * kMsPerUs;
+  // Exposed communication: collectives running while the compute stream is idle.
+  const std::vector<Interval> computing = union_of(merge_sorted(compute));
+  sim.collective_exposed_ms = uncovered_us(union_of(merge_sorted(collectives_of[""])), computing, *binding) * kMsPerUs;
   for (auto& [group, totals] : sim.collective_by_group_ms)
-    totals.exposed_ms = uncovered_us(union_of(collectives_of[group]), compute, *binding) * kMsPerUs;
+    totals.exposed_ms = uncovered_us(union_of(merge_sorted(collectives_of[group])), computing, *binding) * kMsPerUs;
 
   // The bubble: until the pipeline has run its last micro-batch op (on any rank), the time
   // none of the binding rank's streams runs anything, waiting for other pipeline ranks.
   double pipeline_end_us = 0;
   for (const Instance& instance : t.instances)
     if (instance.microbatch >= 0) pipeline_end_us = std::max(pipeline_end_us, instance.finish_us);
-  if (pipeline_end_us > 0) sim.bubble_fraction = idle_us(instances, pipeline_end_us) / pipeline_end_us;
+  if (pipeline_end_us > 0) sim.bubble_fraction = idle_us(merge_sorted(ran), pipeline_end_us) / pipeline_end_us;
   return sim;
 }
 
