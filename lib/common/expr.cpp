@@ -197,6 +197,12 @@ Poly numel(const Dims& dims) {
   return p;
 }
 
+double numel_at(const Dims& dims, const AxisValues& values, const std::string& where) {
+  double elements = 1;
+  for (const auto& d : dims) elements *= d.evaluate(values, where);
+  return elements;
+}
+
 std::vector<std::string> dims_to_strings(const Dims& dims) {
   std::vector<std::string> out;
   for (const auto& d : dims) out.push_back(d.to_string());

@@ -49,6 +49,9 @@ class Poly {
 // A tensor shape: one Poly per dimension.
 using Dims = std::vector<Poly>;
 Poly numel(const Dims& dims);
+// numel(dims).evaluate(values, where) without building the product: the dims' values
+// multiplied (the same number wherever the products are exact, as element counts are).
+double numel_at(const Dims& dims, const AxisValues& values, const std::string& where);
 std::vector<std::string> dims_to_strings(const Dims& dims);
 Dims dims_from_strings(const std::vector<std::string>& text, const std::string& where);
 

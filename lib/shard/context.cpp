@@ -51,7 +51,7 @@ class ContextParallelRewriter {
     Block block;
     for (int operand : {key, value}) {
       const TensorRef& ref = traced.inputs.at(operand);
-      double elements = numel(ref.dims).evaluate(context_.full_axes, where + std::to_string(operand));
+      double elements = numel_at(ref.dims, context_.full_axes, where + std::to_string(operand));
       block.elements += elements;
       block.bytes += elements * dtype_size(ref.dtype);
     }

@@ -76,7 +76,7 @@ std::vector<LocalGrad> grads_in_backward_order(const ShardContext& context, cons
     std::string where = "/trace/tensors/" + std::to_string(t.id);
     auto weight = weight_named.find(t.param);
     if (weight == weight_named.end()) throw DataError(where + "/param: no weight named '" + t.param + "'");
-    LocalGrad grad{t.id, weight->second, numel(t.dims).evaluate(context.full_axes, where),
+    LocalGrad grad{t.id, weight->second, numel_at(t.dims, context.full_axes, where),
                    !has_tensor_parallel_axis(t.dims)};
     if (last_writer.count(t.id)) grad.producer = last_writer[t.id];
     grads.push_back(grad);

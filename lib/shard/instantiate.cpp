@@ -47,7 +47,7 @@ class Instantiator {
   }
 
   double operand_bytes(const TensorRef& ref, const AxisValues& axes, const std::string& where) const {
-    return numel(ref.dims).evaluate(axes, where) * dtype_size(ref.dtype);
+    return numel_at(ref.dims, axes, where) * dtype_size(ref.dtype);
   }
 
   // The backward of a parallel linear gathers, once, every replicated activation that

@@ -11,7 +11,7 @@ double last(const TensorRef& ref, const AxisValues& axes, const std::string& whe
   return value(ref.dims.back(), axes, where);
 }
 double elements(const TensorRef& ref, const AxisValues& axes, const std::string& where) {
-  return value(numel(ref.dims), axes, where);
+  return numel_at(ref.dims, axes, where);
 }
 
 // A GEMM's output is m x n with a reduction over k; m*n*k = flops/2, so each rule names the two

@@ -432,7 +432,7 @@ class PipelineRewriter {
     for (const auto& t : context_.trace.tensors) {
       const std::set<int64_t>& ranks = analysis_.holders[t.id];
       if (t.role != "grad" || ranks.size() < 2) continue;
-      double elements = numel(t.dims).evaluate(context_.full_axes, "/trace/tensors/" + str(t.id));
+      double elements = numel_at(t.dims, context_.full_axes, "/trace/tensors/" + str(t.id));
       all_reduce_across(t.id, {ranks.begin(), ranks.end()}, "embedding", elements * kFp32Bytes, "tied_embedding_grads");
     }
   }
@@ -501,7 +501,7 @@ class PipelineRewriter {
     shard_.stage_params_local.assign(pp_, 0.0);
     for (const auto& t : context_.trace.tensors) {
       if (t.role != "param") continue;
-      double elements = numel(t.dims).evaluate(context_.full_axes, "/trace/tensors/" + str(t.id));
+      double elements = numel_at(t.dims, context_.full_axes, "/trace/tensors/" + str(t.id));
       for (int64_t rank : analysis_.holders[t.id]) shard_.stage_params_local[rank] += elements;
     }
   }

@@ -198,7 +198,7 @@ AxisValues architecture_axes(const ModelConfig& model) {
 double traced_parameters(const TraceSection& trace, const AxisValues& axes) {
   double params = 0;
   for (const TraceTensor& t : trace.tensors)
-    if (t.role == "param") params += numel(t.dims).evaluate(axes, "/trace/tensors/" + std::to_string(t.id));
+    if (t.role == "param") params += numel_at(t.dims, axes, "/trace/tensors/" + std::to_string(t.id));
   return params;
 }
 
