@@ -88,7 +88,7 @@ std::vector<RankRows> rows_of(const ShardSection& shard, const std::vector<Timel
   for (const TimelineEntry& e : timeline) by_rank[e.rank].push_back(&e);
   std::vector<RankRows> rows(by_rank.size());
   for (size_t rank = 0; rank < by_rank.size(); ++rank) {
-    // The slot that runs an op (shard issue_order): recomputed forward ops run in the backward
+    // The slot that runs an op (shard rank_program): recomputed forward ops run in the backward
     // slot, and so do weight-gradient ops when the schedule has no weight slot for them.
     std::set<std::pair<int64_t, int64_t>> weight_slots;  // (chunk, micro-batch)
     if (rank < shard.schedule.size())

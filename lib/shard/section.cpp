@@ -145,21 +145,6 @@ RankProgram rank_program(const ShardSection& shard, int64_t stage) {
   return program;
 }
 
-std::vector<ScheduledOp> issue_order(const ShardSection& shard, int64_t stage) {
-  const RankProgram program = rank_program(shard, stage);
-  // One allocation: a step has hundreds of thousands of instances.
-  size_t instances = program.step_start_ops.size() + program.step_ops.size();
-  for (const RankProgram::Slot& slot : program.slots) instances += program.kind_ops[slot.kind].size();
-  std::vector<ScheduledOp> order;
-  order.reserve(instances);
-  for (int64_t op : program.step_start_ops) order.push_back({op, -1});
-  for (size_t slot = 0; slot < program.slots.size(); ++slot)
-    for (int64_t op : program.kind_ops[program.slots[slot].kind])
-      order.push_back({op, program.slots[slot].microbatch, static_cast<int64_t>(slot)});
-  for (int64_t op : program.step_ops) order.push_back({op, -1});
-  return order;
-}
-
 json to_json(const ShardSection& s) {
   json buffers = json::array();
   for (const auto& b : s.buffers)

@@ -87,17 +87,10 @@ struct ShardSection {
   PipelineSchedule schedule;                 // each pipeline rank's slots, in order
 };
 
-// One op instance a pipeline rank runs: `op` for micro-batch `microbatch` (-1 for the
-// step_start and step ops, which run once).
-struct ScheduledOp {
-  int64_t op = 0;
-  int64_t microbatch = -1;
-  int64_t slot = -1;  // its slot in the rank's schedule; -1 for step_start and step ops
-};
-
 // What pipeline rank `stage` runs, compactly: its step_start ops, then its schedule slots,
 // each as the op list of its kind (chunk and pass: every slot of a kind runs the same ops
-// for its micro-batch), then its step ops. Each list is in op id order. Throws DataError
+// for its micro-batch), then its step ops: in this order, the rank's issue order
+// (docs/graph-format.md). Each list is in op id order. Throws DataError
 // when the schedule does not run every microbatch op of the rank exactly once per
 // micro-batch.
 struct RankProgram {
@@ -111,10 +104,6 @@ struct RankProgram {
   std::vector<int64_t> step_ops;
 };
 RankProgram rank_program(const ShardSection& shard, int64_t stage);
-
-// The op instances pipeline rank `stage` runs, in issue order (its rank_program expanded;
-// docs/graph-format.md).
-std::vector<ScheduledOp> issue_order(const ShardSection& shard, int64_t stage);
 
 nlohmann::json to_json(const ShardSection& shard);
 ShardSection shard_from_json(const nlohmann::json& j, const std::string& path);

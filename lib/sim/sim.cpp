@@ -177,6 +177,18 @@ std::vector<char> local_queues(const ShardSection& shard, const CostSection& cos
   return local;
 }
 
+// Calls visit(op, microbatch, slot) for every op instance of a rank's program, in issue order:
+// its step_start ops, the ops of each slot, its step ops (slot and micro-batch -1 for the ops
+// that run once).
+template <typename Visit>
+void for_each_issued(const RankProgram& program, Visit visit) {
+  for (int64_t op : program.step_start_ops) visit(op, int64_t{-1}, int64_t{-1});
+  for (size_t slot = 0; slot < program.slots.size(); ++slot)
+    for (int64_t op : program.kind_ops[program.slots[slot].kind])
+      visit(op, program.slots[slot].microbatch, static_cast<int64_t>(slot));
+  for (int64_t op : program.step_ops) visit(op, int64_t{-1}, int64_t{-1});
+}
+
 // Expands the step of every pipeline rank in the issue order of its schedule. A dep of a
 // microbatch op means its instance in the same micro-batch; a dep of a step op on a
 // microbatch op, its instance in the last micro-batch; a dep on a step_start or step op,
@@ -187,11 +199,12 @@ Timeline expand_step(const ShardSection& shard, const CostSection& cost) {
   t.cost = &cost;
   const size_t ops = shard.ops.size();
   const size_t microbatches = static_cast<size_t>(shard.num_microbatches);
-  std::vector<std::vector<ScheduledOp>> orders;
+  std::vector<RankProgram> programs;
   size_t instances = 0;
   for (int64_t rank = 0; rank < shard.parallelism.pp; ++rank) {
-    orders.push_back(issue_order(shard, rank));
-    instances += orders.back().size();
+    const RankProgram& program = programs.emplace_back(rank_program(shard, rank));
+    instances += program.step_start_ops.size() + program.step_ops.size();
+    for (const RankProgram::Slot& slot : program.slots) instances += program.kind_ops[slot.kind].size();
   }
   if (instances >= std::numeric_limits<int32_t>::max() || ops >= std::numeric_limits<int32_t>::max())
     throw DataError("/shard: " + std::to_string(instances) + " op instances in one step; the simulator takes fewer than 2^31");
@@ -209,16 +222,16 @@ Timeline expand_step(const ShardSection& shard, const CostSection& cost) {
   std::vector<size_t> queue_length;
   for (int64_t rank = 0; rank < shard.parallelism.pp; ++rank) {
     std::map<std::string, uint32_t> queue_of_stream;  // the rank's queues, made in issue order
-    for (const ScheduledOp& scheduled : orders[rank]) {
-      uint32_t& queue = queue_of[scheduled.op];
+    for_each_issued(programs[rank], [&](int64_t op_id, int64_t, int64_t) {
+      uint32_t& queue = queue_of[op_id];
       if (queue == kNone) {
-        const ShardOp& op = shard.ops[scheduled.op];
+        const ShardOp& op = shard.ops[op_id];
         auto [it, added] = queue_of_stream.emplace(op.stream, static_cast<uint32_t>(t.queues.size()));
         if (added) t.queues.push_back(StreamQueue{rank, op.stream, {}, 0, false}), queue_length.push_back(0);
         queue = it->second;
       }
       ++queue_length[queue];
-    }
+    });
   }
   for (size_t q = 0; q < t.queues.size(); ++q) t.queues[q].instances.reserve(queue_length[q]);
 
@@ -227,40 +240,38 @@ Timeline expand_step(const ShardSection& shard, const CostSection& cost) {
   // The instance of op o in micro-batch m (m = 0 for ops that run once): instance_of[o * M + m].
   std::vector<uint32_t> instance_of(ops * microbatches, kNone);
   t.instances.reserve(instances);
-  std::map<std::tuple<int64_t, int64_t, std::string, int64_t, uint32_t>, int32_t> kind_of;  // rank, chunk, pass, first op, count
   for (int64_t rank = 0; rank < shard.parallelism.pp; ++rank) {
-    const std::vector<ScheduledOp>& order = orders[rank];
-    for (size_t position = 0; position < order.size(); ++position) {
-      const ScheduledOp& scheduled = order[position];
-      const auto op = static_cast<size_t>(scheduled.op);
+    const RankProgram& program = programs[rank];
+    std::vector<int32_t> kind_of(program.kind_ops.size(), -1);  // the program's kinds among t.kinds
+    int64_t last_slot = -1;
+    for_each_issued(program, [&](int64_t op_id, int64_t microbatch, int64_t slot) {
+      const auto op = static_cast<size_t>(op_id);
       const auto index = static_cast<uint32_t>(t.instances.size());
       const uint32_t queue = queue_of[op];
       t.queues[queue].instances.push_back(index);
-      instance_of[op * microbatches + static_cast<size_t>(std::max<int64_t>(scheduled.microbatch, 0))] = index;
-      const OpCost& op_cost = cost.ops[op];
-      Instance instance{static_cast<int32_t>(op), static_cast<int32_t>(scheduled.microbatch), queue};
-      instance.duration_us = op_cost.time_us;
-      if (scheduled.slot >= 0) {
-        if (position == 0 || order[position - 1].slot != scheduled.slot) {
-          size_t count = 1;
-          while (position + count < order.size() && order[position + count].slot == scheduled.slot) ++count;
-          const ScheduleSlot& slot = shard.schedule[rank][scheduled.slot];
-          auto [it, added] = kind_of.emplace(std::make_tuple(rank, slot.chunk, slot.pass, scheduled.op, count),
-                                             static_cast<int32_t>(t.kinds.size()));
-          if (added) {
+      instance_of[op * microbatches + static_cast<size_t>(std::max<int64_t>(microbatch, 0))] = index;
+      Instance instance{static_cast<int32_t>(op), static_cast<int32_t>(microbatch), queue};
+      instance.duration_us = cost.ops[op].time_us;
+      if (slot >= 0) {
+        if (slot != last_slot) {
+          const size_t kind = program.slots[slot].kind;
+          if (kind_of[kind] < 0) {
+            kind_of[kind] = static_cast<int32_t>(t.kinds.size());
             t.kinds.emplace_back();
             t.kinds.back().example = static_cast<uint32_t>(t.runs.size());
           }
-          t.runs.push_back(SlotRun{index, static_cast<uint32_t>(count), UINT32_MAX, it->second});
+          const auto count = static_cast<uint32_t>(program.kind_ops[kind].size());
+          t.runs.push_back(SlotRun{index, count, UINT32_MAX, kind_of[kind]});
+          last_slot = slot;
         }
         SlotRun& run = t.runs.back();
         if (t.local_queue[queue] && run.first_local == UINT32_MAX) run.first_local = index;
         instance.run = static_cast<int32_t>(t.runs.size() - 1);
       }
       t.instances.push_back(instance);
-    }
+    });
   }
-  orders.clear();
+  programs.clear();
   if (!cost.links.empty()) {
     RankNetwork network;
     for (const Link& link : cost.links) network.links.push_back(LinkState{link.bandwidth_GBps * kBytesPerUsPerGBps});
