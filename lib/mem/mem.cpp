@@ -65,6 +65,13 @@ struct RankBuffers {
   std::vector<uint32_t> uses_begin;  // by op id
   std::vector<std::pair<uint32_t, bool>> uses;  // local buffer, written
 
+  // A buffer's bytes, as activation when it is saved for backward, else as temporary.
+  LiveBytes live(size_t buffer) const {
+    LiveBytes result;
+    (saved[buffer] ? result.activation : result.temporary) = bytes[buffer];
+    return result;
+  }
+
   RankBuffers(const ShardSection& shard, const std::vector<char>& transient, int64_t rank) {
     const std::vector<char> saved_ids = buffers_saved_for_backward(shard, rank);
     std::vector<int64_t> local(shard.buffers.size(), -1);
@@ -94,13 +101,13 @@ struct Lifetime {
   size_t last_use = 0;
   bool written = false;
 };
-std::vector<Lifetime> lifetimes(const RankBuffers& rb, const std::vector<int64_t>& sequence) {
-  std::vector<int64_t> found(rb.bytes.size(), -1);  // index into the result
+std::vector<Lifetime> lifetimes(const RankBuffers& buffers, const std::vector<int64_t>& sequence) {
+  std::vector<int64_t> found(buffers.bytes.size(), -1);  // index into the result
   std::vector<Lifetime> result;
   for (size_t position = 0; position < sequence.size(); ++position) {
     const auto op = static_cast<size_t>(sequence[position]);
-    for (uint32_t u = rb.uses_begin[op]; u < rb.uses_begin[op + 1]; ++u) {
-      const auto [buffer, writes] = rb.uses[u];
+    for (uint32_t u = buffers.uses_begin[op]; u < buffers.uses_begin[op + 1]; ++u) {
+      const auto [buffer, writes] = buffers.uses[u];
       if (found[buffer] < 0) {
         found[buffer] = static_cast<int64_t>(result.size());
         result.push_back({buffer, 0, position, false});
@@ -114,11 +121,10 @@ std::vector<Lifetime> lifetimes(const RankBuffers& rb, const std::vector<int64_t
 }
 
 // Live bytes of `lives` at each index of a sequence of `length` ops.
-std::vector<LiveBytes> live_profile(const RankBuffers& rb, const std::vector<Lifetime>& lives, size_t length) {
+std::vector<LiveBytes> live_profile(const RankBuffers& buffers, const std::vector<Lifetime>& lives, size_t length) {
   std::vector<LiveBytes> delta(length + 1);
   for (const Lifetime& life : lives) {
-    LiveBytes bytes;
-    (rb.saved[life.buffer] ? bytes.activation : bytes.temporary) = rb.bytes[life.buffer];
+    const LiveBytes bytes = buffers.live(life.buffer);
     delta[life.allocated] += bytes;
     delta[life.last_use + 1] -= bytes;
   }
@@ -142,7 +148,7 @@ struct MicrobatchPattern {
   std::vector<Lifetime> lives;
 };
 
-MicrobatchPattern microbatch_pattern(const RankBuffers& rb, const RankProgram& program,
+MicrobatchPattern microbatch_pattern(const RankBuffers& buffers, const RankProgram& program,
                                      const std::vector<size_t>& kinds) {
   MicrobatchPattern pattern;
   for (size_t kind : kinds) {
@@ -150,8 +156,8 @@ MicrobatchPattern microbatch_pattern(const RankBuffers& rb, const RankProgram& p
     pattern.ops.insert(pattern.ops.end(), ops.begin(), ops.end());
     pattern.slot_end.push_back(pattern.ops.size());
   }
-  pattern.lives = lifetimes(rb, pattern.ops);
-  const std::vector<LiveBytes> live = live_profile(rb, pattern.lives, pattern.ops.size());
+  pattern.lives = lifetimes(buffers, pattern.ops);
+  const std::vector<LiveBytes> live = live_profile(buffers, pattern.lives, pattern.ops.size());
   size_t begin = 0;
   for (size_t end : pattern.slot_end) {
     LiveBytes peak;
@@ -174,12 +180,11 @@ MicrobatchPattern microbatch_pattern(const RankBuffers& rb, const RankProgram& p
   for (const Lifetime& life : pattern.lives) {
     const size_t first = slot_of(life.allocated) + 1, last = slot_of(life.last_use);
     if (first > last) continue;
-    LiveBytes bytes;
-    (rb.saved[life.buffer] ? bytes.activation : bytes.temporary) = rb.bytes[life.buffer];
+    const LiveBytes bytes = buffers.live(life.buffer);
     kept_delta[first] += bytes;
     kept_delta[last + 1] -= bytes;
-    saved_delta[first] += rb.saved[life.buffer];
-    saved_delta[last + 1] -= rb.saved[life.buffer];
+    saved_delta[first] += buffers.saved[life.buffer];
+    saved_delta[last + 1] -= buffers.saved[life.buffer];
   }
   LiveBytes kept;
   int64_t saved = 0;
@@ -202,21 +207,20 @@ MicrobatchPattern microbatch_pattern(const RankBuffers& rb, const RankProgram& p
 // every micro-batch runs its slots in the same order of kinds) plus its slots.
 void transient_peak(const ShardSection& shard, const std::vector<char>& transient, int64_t rank, StageMemory& stage) {
   const RankProgram program = rank_program(shard, rank);
-  const RankBuffers rb(shard, transient, rank);
+  const RankBuffers buffers(shard, transient, rank);
 
   // The step ops' buffers: step_start ops, then (after every slot) step ops. One nobody
   // writes is live from the rank's first op on.
   std::vector<int64_t> step_ops = program.step_start_ops;
   step_ops.insert(step_ops.end(), program.step_ops.begin(), program.step_ops.end());
   const size_t step_start_count = program.step_start_ops.size();
-  std::vector<Lifetime> step_lives = lifetimes(rb, step_ops);
+  std::vector<Lifetime> step_lives = lifetimes(buffers, step_ops);
   LiveBytes over_slots;  // step buffers live while the slots run
-  for (Lifetime& life : step_lives) {
+  for (const Lifetime& life : step_lives) {
     if (life.allocated < step_start_count || !life.written)
-      if (life.last_use >= step_start_count)
-        (rb.saved[life.buffer] ? over_slots.activation : over_slots.temporary) += rb.bytes[life.buffer];
+      if (life.last_use >= step_start_count) over_slots += buffers.live(life.buffer);
   }
-  const std::vector<LiveBytes> step_live = live_profile(rb, step_lives, step_ops.size());
+  const std::vector<LiveBytes> step_live = live_profile(buffers, step_lives, step_ops.size());
 
   // Micro-batches by their sequence of slot kinds.
   const auto microbatches = static_cast<size_t>(shard.num_microbatches);
@@ -228,7 +232,7 @@ void transient_peak(const ShardSection& shard, const std::vector<char>& transien
   std::vector<size_t> pattern_of(microbatches);
   for (size_t m = 0; m < microbatches; ++m) {
     auto [it, added] = pattern_index.emplace(kinds_of[m], patterns.size());
-    if (added) patterns.push_back(microbatch_pattern(rb, program, kinds_of[m]));
+    if (added) patterns.push_back(microbatch_pattern(buffers, program, kinds_of[m]));
     pattern_of[m] = it->second;
   }
 
@@ -279,7 +283,7 @@ void transient_peak(const ShardSection& shard, const std::vector<char>& transien
     }
     const size_t at = pattern.slot_peak_at[passed[m]];
     stage.microbatches_in_flight += std::any_of(pattern.lives.begin(), pattern.lives.end(), [&](const Lifetime& life) {
-      return rb.saved[life.buffer] && life.allocated <= at && at <= life.last_use;
+      return buffers.saved[life.buffer] && life.allocated <= at && at <= life.last_use;
     });
   }
 }
