@@ -127,6 +127,15 @@ bool dominates(const SweepRow& a, const SweepRow& b) {
          (a.step_time_ms < b.step_time_ms || a.peak_memory_gb < b.peak_memory_gb);
 }
 
+// Adds a simulated layout to the Pareto front unless a member dominates it, dropping the
+// members it dominates.
+void add_to_front(std::vector<SweepRow>& front, const SweepRow& row) {
+  if (std::any_of(front.begin(), front.end(), [&](const SweepRow& q) { return dominates(q, row); })) return;
+  front.erase(std::remove_if(front.begin(), front.end(), [&](const SweepRow& q) { return dominates(row, q); }),
+              front.end());
+  front.push_back(row);
+}
+
 }  // namespace
 
 double model_state_lower_bound_gb(double params_total, const ShardOptions& layout) {
@@ -134,8 +143,9 @@ double model_state_lower_bound_gb(double params_total, const ShardOptions& layou
   // holds at least params / (tp * pp) of them: their weights (16-bit, or at least the fp8
   // byte of --fp8-param-gather), gradients and optimizer states, counted as syssim-mem does.
   const ParallelismConfig& p = layout.parallelism;
+  constexpr double kHalfPrecisionBytes = 2, kFp8Bytes = 1;
   const double params = params_total / static_cast<double>(p.tp * p.pp);
-  const double weight_bytes_per_param = layout.training.fp8_param_gather ? 1 : 2;
+  const double weight_bytes_per_param = layout.training.fp8_param_gather ? kFp8Bytes : kHalfPrecisionBytes;
   TrainingStateBytes states = training_state_bytes(params, p, layout.training);
   constexpr double kBytesPerGB = 1e9;
   return (params * weight_bytes_per_param + states.grad_bytes + states.optimizer_state_bytes) / kBytesPerGB;
@@ -225,10 +235,7 @@ SearchResult search_layouts(const ModelConfig& model, const HardwareConfig& hard
       ++result.simulated;
       if (row.status != "ok") throw DataError("search: the layout " + row.inputs.dump() + " fit in the memory estimate "
                                               "but its simulation reports: " + (row.reason.empty() ? row.status : row.reason));
-      if (std::any_of(front.begin(), front.end(), [&](const SweepRow& q) { return dominates(q, row); })) continue;
-      front.erase(std::remove_if(front.begin(), front.end(), [&](const SweepRow& q) { return dominates(row, q); }),
-                  front.end());
-      front.push_back(row);
+      add_to_front(front, row);
     }
     // Progress restarts: the layouts that fit, simulated or pruned by the bound.
     if (settings.progress) settings.progress(static_cast<int64_t>(f), static_cast<int64_t>(fitting.size()));
