@@ -63,11 +63,15 @@ std::vector<char> buffers_saved_for_backward(const ShardSection& shard, int64_t 
 }
 
 RankProgram rank_program(const ShardSection& shard, int64_t stage) {
+  return rank_program(shard, stage, shard.schedule, shard.num_microbatches);
+}
+
+RankProgram rank_program(const ShardSection& shard, int64_t stage, const PipelineSchedule& schedule,
+                         int64_t microbatches) {
   const std::string where = "/shard/schedule/" + std::to_string(stage);
-  if (stage < 0 || stage >= static_cast<int64_t>(shard.schedule.size()))
+  if (stage < 0 || stage >= static_cast<int64_t>(schedule.size()))
     throw DataError("/shard/schedule: no slot list for pipeline rank " + std::to_string(stage));
-  const std::vector<ScheduleSlot>& slots = shard.schedule[stage];
-  const int64_t microbatches = shard.num_microbatches;
+  const std::vector<ScheduleSlot>& slots = schedule[stage];
   const std::vector<std::string> passes = {"forward", "backward", "weight"};
   auto pass_index = [&](const std::string& pass) {
     return static_cast<size_t>(std::find(passes.begin(), passes.end(), pass) - passes.begin());

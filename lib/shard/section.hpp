@@ -104,6 +104,10 @@ struct RankProgram {
   std::vector<int64_t> step_ops;
 };
 RankProgram rank_program(const ShardSection& shard, int64_t stage);
+// The same for the slot lists of another schedule with `microbatches` micro-batches (the
+// simulator's shorter steps, docs/syssim-sim.md "Extrapolated micro-batches").
+RankProgram rank_program(const ShardSection& shard, int64_t stage, const PipelineSchedule& schedule,
+                         int64_t microbatches);
 
 nlohmann::json to_json(const ShardSection& shard);
 ShardSection shard_from_json(const nlohmann::json& j, const std::string& path);

@@ -1,12 +1,15 @@
 #include "sim/sim.hpp"
 
 #include <algorithm>
+#include <array>
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/topological_sort.hpp>
+#include <cmath>
 #include <cstdint>
 #include <iterator>
 #include <limits>
 #include <map>
+#include <optional>
 #include <queue>
 #include <tuple>
 
@@ -194,15 +197,16 @@ void for_each_issued(const RankProgram& program, Visit visit) {
 // microbatch op, its instance in the last micro-batch; a dep on a step_start or step op,
 // its single instance. What instances of one op share (queue, deps) is worked out once per
 // op: a step has tens of ops per instance.
-Timeline expand_step(const ShardSection& shard, const CostSection& cost) {
+Timeline expand_step(const ShardSection& shard, const CostSection& cost, const PipelineSchedule& schedule,
+                     int64_t num_microbatches) {
   Timeline t;
   t.cost = &cost;
   const size_t ops = shard.ops.size();
-  const size_t microbatches = static_cast<size_t>(shard.num_microbatches);
+  const auto microbatches = static_cast<size_t>(num_microbatches);
   std::vector<RankProgram> programs;
   size_t instances = 0;
   for (int64_t rank = 0; rank < shard.parallelism.pp; ++rank) {
-    const RankProgram& program = programs.emplace_back(rank_program(shard, rank));
+    const RankProgram& program = programs.emplace_back(rank_program(shard, rank, schedule, num_microbatches));
     instances += program.step_start_ops.size() + program.step_ops.size();
     for (const RankProgram::Slot& slot : program.slots) instances += program.kind_ops[slot.kind].size();
   }
@@ -667,14 +671,6 @@ class EventLoop {
   uint64_t sequence_ = 0;
 };
 
-// The instances of one pipeline rank.
-std::vector<const Instance*> instances_of_rank(const Timeline& t, int64_t rank) {
-  std::vector<const Instance*> instances;
-  for (const Instance& instance : t.instances)
-    if (t.queues[instance.queue].rank == rank) instances.push_back(&instance);
-  return instances;
-}
-
 using Interval = std::pair<double, double>;  // start, finish (us)
 
 // Intervals from several lists, each in time order, merged into one list in time order.
@@ -732,25 +728,88 @@ TimedOp timed(const ShardOp& op, double time_us) {
   return TimedOp{std::to_string(op.id) + "_" + op.name, time_us * kMsPerUs};
 }
 
-// Phase, kind and collective-group totals of one rank's instances.
-void add_durations(const ShardSection& shard, const CostSection& cost, const std::vector<const Instance*>& instances,
-                   SimSection& sim) {
-  std::vector<double> duration_us(shard.ops.size(), 0.0), standalone_us(shard.ops.size(), 0.0);
-  std::vector<char> ran(shard.ops.size(), 0);
-  for (const Instance* instance : instances) {
-    duration_us[instance->op] += instance->duration_us;
-    standalone_us[instance->op] += cost.ops[instance->op].time_us;
-    ran[instance->op] = 1;
+// What a simulated step adds up to, before the report's ratios and rankings: every total
+// grows by the same amount with each steady-state period of micro-batches, so the totals of
+// a long step follow from those of shorter ones (extrapolated below).
+struct StepTotals {
+  std::vector<double> finish_us;  // by pipeline rank: its last instance's finish
+  double flops = 0;               // all ranks' instances
+  int64_t binding = 0;            // the rank finishing last (the first of equals)
+  // The binding rank's, by op: summed durations, summed standalone cost times, whether it ran.
+  std::vector<double> duration_us, standalone_us;
+  std::vector<char> ran;
+  std::vector<LinkState> links;            // the binding rank's; empty without links
+  std::map<std::string, double> exposed_us;  // collectives while compute idles, by group; "" for all
+  double idle_us = 0;          // none of the binding rank's streams runs, until pipeline_end_us
+  double pipeline_end_us = 0;  // the last micro-batch op's finish, any rank
+};
+
+StepTotals totals_of(const ShardSection& shard, const CostSection& cost, const Timeline& t) {
+  StepTotals totals;
+  totals.finish_us.assign(shard.parallelism.pp, 0.0);
+  for (const Instance& instance : t.instances) {
+    double& finish = totals.finish_us[t.queues[instance.queue].rank];
+    finish = std::max(finish, instance.finish_us);
+    totals.flops += shard.ops[instance.op].flops;
+    if (instance.microbatch >= 0) totals.pipeline_end_us = std::max(totals.pipeline_end_us, instance.finish_us);
   }
+  totals.binding = std::max_element(totals.finish_us.begin(), totals.finish_us.end()) - totals.finish_us.begin();
+  const double step_us = totals.finish_us[totals.binding];
+  if (!t.networks.empty()) totals.links = t.networks[totals.binding].links;
+
+  totals.duration_us.assign(shard.ops.size(), 0.0);
+  totals.standalone_us.assign(shard.ops.size(), 0.0);
+  totals.ran.assign(shard.ops.size(), 0);
+  // The rank's instances as intervals, by queue: a queue runs its instances one at a time, in
+  // order, so each list is in time order already and merging lists sorts them.
+  std::vector<std::vector<Interval>> ran, compute;
+  std::map<std::string, std::vector<std::vector<Interval>>> collectives_of;  // by group; "" for all
+  for (const StreamQueue& queue : t.queues) {
+    if (queue.rank != totals.binding) continue;
+    std::vector<Interval>& intervals = ran.emplace_back();
+    std::map<std::string, std::vector<Interval>> collectives;
+    for (uint32_t index : queue.instances) {
+      const Instance& i = t.instances[index];
+      totals.duration_us[i.op] += i.duration_us;
+      totals.standalone_us[i.op] += cost.ops[i.op].time_us;
+      totals.ran[i.op] = 1;
+      const ShardOp& op = shard.ops[i.op];
+      intervals.emplace_back(i.start_us, i.finish_us);
+      if (op.kind != "collective") continue;
+      collectives[""].push_back(intervals.back());
+      collectives[op.group].push_back(intervals.back());
+    }
+    if (queue.stream == "compute") compute.push_back(intervals);
+    for (auto& [group, list] : collectives) collectives_of[group].push_back(std::move(list));
+  }
+  const std::vector<Interval> computing = union_of(merge_sorted(compute));
+  totals.exposed_us[""] = 0;
+  for (const auto& [group, lists] : collectives_of)
+    totals.exposed_us[group] = uncovered_us(union_of(merge_sorted(lists)), computing, step_us);
+  if (totals.pipeline_end_us > 0) totals.idle_us = idle_us(merge_sorted(ran), totals.pipeline_end_us);
+  return totals;
+}
+
+// The report of a step from its totals: the step time is the binding rank's finish; its
+// phase, kind and collective-group times, longest ops, link loads, exposed communication and
+// pipeline bubble (docs/syssim-sim.md).
+SimSection sim_section(const ShardSection& shard, const CostSection& cost, const StepTotals& totals) {
+  SimSection sim;
+  sim.hardware_flops_per_rank = totals.flops / static_cast<double>(shard.parallelism.pp);
+  for (double us : totals.finish_us) sim.per_pp_rank_step_time_ms.push_back(us * kMsPerUs);
+  sim.binding_pp_stage = totals.binding;
+  const double step_us = totals.finish_us[totals.binding];
+  sim.step_time_ms = step_us * kMsPerUs;
+
   double collective_standalone_ms = 0;
   for (const ShardOp& op : shard.ops) {
-    if (!ran[op.id]) continue;
-    double ms = duration_us[op.id] * kMsPerUs;
+    if (!totals.ran[op.id]) continue;
+    double ms = totals.duration_us[op.id] * kMsPerUs;
     sim.by_op_type_ms[op.kind] += ms;
     if (op.kind == "collective") {
       sim.collective_total_ms += ms;
       sim.collective_by_group_ms[op.group].total_ms += ms;
-      collective_standalone_ms += standalone_us[op.id] * kMsPerUs;
+      collective_standalone_ms += totals.standalone_us[op.id] * kMsPerUs;
     } else if (op.phase == "fwd") {
       sim.forward_ms += ms;
     } else if (op.phase == "bwd") {
@@ -765,93 +824,155 @@ void add_durations(const ShardSection& shard, const CostSection& cost, const std
   double dominant_ms = -1;
   for (const auto& [kind, ms] : sim.by_op_type_ms)
     if (ms > dominant_ms) dominant_ms = ms, sim.dominant_op_type = kind;
-}
 
-// The longest ops and the longest collective of one rank, by duration summed over instances.
-void find_longest_ops(const ShardSection& shard, const std::vector<const Instance*>& instances, SimSection& sim) {
-  std::vector<double> op_time_us(shard.ops.size(), 0.0);
-  std::vector<bool> on_rank(shard.ops.size(), false);
-  for (const Instance* instance : instances) {
-    op_time_us[instance->op] += instance->duration_us;
-    on_rank[instance->op] = true;
-  }
+  // The longest ops and the longest collective, by duration summed over instances.
   std::vector<int64_t> ran;
-  for (size_t id = 0; id < on_rank.size(); ++id)
-    if (on_rank[id]) ran.push_back(static_cast<int64_t>(id));
-  std::stable_sort(ran.begin(), ran.end(), [&](int64_t a, int64_t b) { return op_time_us[a] > op_time_us[b]; });
-  for (size_t i = 0; i < std::min(kTopOps, ran.size()); ++i) sim.top_ops.push_back(timed(shard.ops[ran[i]], op_time_us[ran[i]]));
+  for (size_t id = 0; id < totals.ran.size(); ++id)
+    if (totals.ran[id]) ran.push_back(static_cast<int64_t>(id));
+  std::stable_sort(ran.begin(), ran.end(),
+                   [&](int64_t a, int64_t b) { return totals.duration_us[a] > totals.duration_us[b]; });
+  for (size_t i = 0; i < std::min(kTopOps, ran.size()); ++i)
+    sim.top_ops.push_back(timed(shard.ops[ran[i]], totals.duration_us[ran[i]]));
   auto longest = std::find_if(ran.begin(), ran.end(), [&](int64_t id) { return shard.ops[id].kind == "collective"; });
-  if (longest != ran.end()) sim.longest_collective = timed(shard.ops[*longest], op_time_us[*longest]);
-}
+  if (longest != ran.end()) sim.longest_collective = timed(shard.ops[*longest], totals.duration_us[*longest]);
 
-// The traffic of the binding rank's links over a step of `step_us`, and the most utilized.
-void add_link_loads(const CostSection& cost, const Timeline& t, SimSection& sim, double step_us) {
-  if (t.networks.empty()) return;
-  const RankNetwork& network = t.networks[sim.binding_pp_stage];
   double busiest = 0;
-  for (size_t l = 0; l < cost.links.size(); ++l) {
+  for (size_t l = 0; l < totals.links.size(); ++l) {
     const Link& link = cost.links[l];
-    const LinkState& state = network.links[l];
+    const LinkState& state = totals.links[l];
     double utilization = step_us > 0 ? state.bytes / (state.capacity * step_us) : 0;
     sim.links.push_back(LinkLoad{link.name, link.level, link.bandwidth_GBps, state.busy_us * kMsPerUs, state.bytes,
                                  utilization, state.max_flows});
     if (utilization > busiest) busiest = utilization, sim.busiest_link = link.name;
   }
+
+  sim.collective_exposed_ms = totals.exposed_us.at("") * kMsPerUs;
+  for (auto& [group, times] : sim.collective_by_group_ms) {
+    auto exposed = totals.exposed_us.find(group);
+    times.exposed_ms = exposed == totals.exposed_us.end() ? 0 : exposed->second * kMsPerUs;
+  }
+  if (totals.pipeline_end_us > 0) sim.bubble_fraction = totals.idle_us / totals.pipeline_end_us;
+  return sim;
 }
 
-// Step time of each rank (the finish of its last instance), the binding rank (the slowest),
-// and that rank's totals, exposed communication and pipeline bubble (docs/syssim-sim.md).
-SimSection summarize(const ShardSection& shard, const CostSection& cost, const Timeline& t) {
-  SimSection sim;
-  std::vector<double> finish_us(shard.parallelism.pp, 0.0);
-  double flops = 0;
-  for (const Instance& instance : t.instances) {
-    int64_t rank = t.queues[instance.queue].rank;
-    finish_us[rank] = std::max(finish_us[rank], instance.finish_us);
-    flops += shard.ops[instance.op].flops;
-  }
-  sim.hardware_flops_per_rank = flops / static_cast<double>(shard.parallelism.pp);
-  for (double us : finish_us) sim.per_pp_rank_step_time_ms.push_back(us * kMsPerUs);
-  auto binding = std::max_element(finish_us.begin(), finish_us.end());
-  sim.binding_pp_stage = binding - finish_us.begin();
-  sim.step_time_ms = *binding * kMsPerUs;
+// Totals of a step `periods` steady-state periods longer than c, from the steps a, b, c of
+// one period apart: c + periods * (c - b), where the period from a to b added what the one
+// from b to c did, up to rounding (kSettled, relative). nullopt where it did not, or where
+// the binding rank, the ops that ran, the groups or the most flows on a link differ.
+constexpr double kSettled = 1e-9;
 
-  std::vector<const Instance*> instances = instances_of_rank(t, sim.binding_pp_stage);
-  add_durations(shard, cost, instances, sim);
-  find_longest_ops(shard, instances, sim);
-  add_link_loads(cost, t, sim, *binding);
-  // The rank's instances as intervals, by queue: a queue runs its instances one at a time, in
-  // order, so each list is in time order already and merging lists sorts them.
-  std::vector<std::vector<Interval>> ran, compute;
-  std::map<std::string, std::vector<std::vector<Interval>>> collectives_of;  // by group; "" for all
-  for (const StreamQueue& queue : t.queues) {
-    if (queue.rank != sim.binding_pp_stage) continue;
-    std::vector<Interval>& intervals = ran.emplace_back();
-    std::map<std::string, std::vector<Interval>> collectives;
-    for (uint32_t index : queue.instances) {
-      const Instance& i = t.instances[index];
-      const ShardOp& op = shard.ops[i.op];
-      intervals.emplace_back(i.start_us, i.finish_us);
-      if (op.kind != "collective") continue;
-      collectives[""].push_back(intervals.back());
-      collectives[op.group].push_back(intervals.back());
-    }
-    if (queue.stream == "compute") compute.push_back(intervals);
-    for (auto& [group, list] : collectives) collectives_of[group].push_back(std::move(list));
+class LinearSteps {
+ public:
+  explicit LinearSteps(double periods) : periods_(periods) {}
+  bool settled() const { return settled_; }
+  double operator()(double a, double b, double c) {
+    if (std::abs((c - b) - (b - a)) > kSettled * std::max({std::abs(a), std::abs(b), std::abs(c)})) settled_ = false;
+    return c + periods_ * (c - b);
   }
-  // Exposed communication: collectives running while the compute stream is idle.
-  const std::vector<Interval> computing = union_of(merge_sorted(compute));
-  sim.collective_exposed_ms = uncovered_us(union_of(merge_sorted(collectives_of[""])), computing, *binding) * kMsPerUs;
-  for (auto& [group, totals] : sim.collective_by_group_ms)
-    totals.exposed_ms = uncovered_us(union_of(merge_sorted(collectives_of[group])), computing, *binding) * kMsPerUs;
 
-  // The bubble: until the pipeline has run its last micro-batch op (on any rank), the time
-  // none of the binding rank's streams runs anything, waiting for other pipeline ranks.
-  double pipeline_end_us = 0;
-  for (const Instance& instance : t.instances)
-    if (instance.microbatch >= 0) pipeline_end_us = std::max(pipeline_end_us, instance.finish_us);
-  if (pipeline_end_us > 0) sim.bubble_fraction = idle_us(merge_sorted(ran), pipeline_end_us) / pipeline_end_us;
-  return sim;
+ private:
+  double periods_;
+  bool settled_ = true;
+};
+
+std::optional<StepTotals> extend(const std::array<StepTotals, 3>& s, double periods) {
+  const StepTotals &a = s[0], &b = s[1], &c = s[2];
+  auto same = [&](auto member) { return a.*member == b.*member && b.*member == c.*member; };
+  if (!same(&StepTotals::binding) || !same(&StepTotals::ran) || a.links.size() != c.links.size() ||
+      b.links.size() != c.links.size())
+    return std::nullopt;
+  auto keys = [](const std::map<std::string, double>& m) {
+    std::vector<std::string> k;
+    for (const auto& entry : m) k.push_back(entry.first);
+    return k;
+  };
+  if (keys(a.exposed_us) != keys(c.exposed_us) || keys(b.exposed_us) != keys(c.exposed_us)) return std::nullopt;
+  LinearSteps linear(periods);
+  StepTotals m = c;
+  for (size_t r = 0; r < c.finish_us.size(); ++r) m.finish_us[r] = linear(a.finish_us[r], b.finish_us[r], c.finish_us[r]);
+  m.flops = linear(a.flops, b.flops, c.flops);
+  for (size_t op = 0; op < c.duration_us.size(); ++op) {
+    m.duration_us[op] = linear(a.duration_us[op], b.duration_us[op], c.duration_us[op]);
+    m.standalone_us[op] = linear(a.standalone_us[op], b.standalone_us[op], c.standalone_us[op]);
+  }
+  for (size_t l = 0; l < c.links.size(); ++l) {
+    if (a.links[l].max_flows != c.links[l].max_flows || b.links[l].max_flows != c.links[l].max_flows) return std::nullopt;
+    m.links[l].busy_us = linear(a.links[l].busy_us, b.links[l].busy_us, c.links[l].busy_us);
+    m.links[l].bytes = linear(a.links[l].bytes, b.links[l].bytes, c.links[l].bytes);
+  }
+  for (auto& [group, us] : m.exposed_us) us = linear(a.exposed_us.at(group), b.exposed_us.at(group), us);
+  m.idle_us = linear(a.idle_us, b.idle_us, c.idle_us);
+  m.pipeline_end_us = linear(a.pipeline_end_us, b.pipeline_end_us, c.pipeline_end_us);
+  if (!linear.settled()) return std::nullopt;
+  if (std::max_element(m.finish_us.begin(), m.finish_us.end()) - m.finish_us.begin() != m.binding) return std::nullopt;
+  return m;
+}
+
+// Whether micro-batches [first + period, first + 2 period) of a step ran as exact copies of
+// micro-batches [first, first + period), shifted by one time for every instance of every
+// rank (up to rounding): the step is in a steady state there, not drifting (two ranks of
+// unequal speed that nothing couples, as in GPipe's forward phase, drift).
+bool repeats_shifted(const Timeline& t, size_t ops, int64_t first, int64_t period) {
+  constexpr uint32_t kNone = UINT32_MAX;
+  std::vector<uint32_t> instance_of(ops * static_cast<size_t>(2 * period), kNone);
+  double step_us = 0;
+  for (size_t i = 0; i < t.instances.size(); ++i) {
+    const Instance& instance = t.instances[i];
+    step_us = std::max(step_us, instance.finish_us);
+    const int64_t offset = instance.microbatch - first;
+    if (offset >= 0 && offset < 2 * period)
+      instance_of[static_cast<size_t>(offset) * ops + static_cast<size_t>(instance.op)] = static_cast<uint32_t>(i);
+  }
+  std::optional<double> shift_us;
+  for (size_t e = 0; e < ops * static_cast<size_t>(period); ++e) {
+    const uint32_t before = instance_of[e], after = instance_of[e + ops * static_cast<size_t>(period)];
+    if ((before == kNone) != (after == kNone)) return false;
+    if (before == kNone) continue;
+    const Instance &x = t.instances[before], &y = t.instances[after];
+    if (!shift_us) shift_us = y.start_us - x.start_us;
+    if (std::abs(y.start_us - x.start_us - *shift_us) > kSettled * step_us ||
+        std::abs(y.finish_us - x.finish_us - *shift_us) > kSettled * step_us)
+      return false;
+  }
+  return true;
+}
+
+struct Extrapolated {
+  StepTotals totals;
+  SimStats stats;
+};
+
+// A step of many micro-batches, from three shorter steps of the same schedule (docs/syssim-sim.md,
+// "Extrapolated micro-batches"): 2 pp, 2 pp + k and 2 pp + 2k micro-batches, k the schedule's
+// period (pp micro-batches for the interleaved schedule, else 1). nullopt where that would
+// not save work, where the shard section's schedule is not the named schedule's, or where
+// the short steps have not settled into a steady state: the longest does not repeat its
+// middle period shifted, or the three do not grow by the same totals.
+std::optional<Extrapolated> extrapolate_microbatches(const ShardSection& shard, const CostSection& cost, bool replay) {
+  const int64_t pp = shard.parallelism.pp, vpp = shard.parallelism.vpp.value_or(1), m = shard.num_microbatches;
+  const std::string& name = shard.pipeline_schedule;
+  const int64_t period = name == "interleaved" ? pp : 1;
+  const std::array<int64_t, 3> counts = {3 * pp, 3 * pp + period, 3 * pp + 2 * period};
+  if (m <= counts[0] + counts[1] + counts[2] || (m - counts[2]) % period != 0) return std::nullopt;
+  if (name != "1f1b" && name != "interleaved" && name != "gpipe" && name != "zb-h1") return std::nullopt;
+  if ((name == "interleaved") != (vpp > 1) || shard.schedule != make_schedule(name, pp, vpp, m)) return std::nullopt;
+  std::array<StepTotals, 3> totals;
+  Extrapolated extrapolated;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    Timeline timeline = expand_step(shard, cost, make_schedule(name, pp, vpp, counts[i]), counts[i]);
+    EventLoop loop(timeline, replay);
+    loop.run();
+    if (i + 1 == counts.size() && !repeats_shifted(timeline, shard.ops.size(), counts[i] / 2 - period, period))
+      return std::nullopt;
+    totals[i] = totals_of(shard, cost, timeline);
+    extrapolated.stats.instances += static_cast<int64_t>(timeline.instances.size());
+    extrapolated.stats.replayed += loop.replayed();
+  }
+  std::optional<StepTotals> extended = extend(totals, static_cast<double>((m - counts[2]) / period));
+  if (!extended) return std::nullopt;
+  extrapolated.totals = std::move(*extended);
+  extrapolated.stats.extrapolated = true;
+  return extrapolated;
 }
 
 // Every instance's rank, stream and times, in the order expand_step made them.
@@ -878,12 +999,17 @@ SimStats simulate_graph(Graph& g, const SimOptions& options) {
     throw DataError("/shard/num_microbatches: expected at least 1, got " + std::to_string(shard.num_microbatches));
   check_ops(shard);
   check_network(cost, "/cost");  // cost_from_json checks this too; a graph built in memory may not be
-  Timeline timeline = expand_step(shard, cost);
+  if (!options.record_timeline && options.extrapolate_microbatches)
+    if (std::optional<Extrapolated> extrapolated = extrapolate_microbatches(shard, cost, options.replay_slots)) {
+      g.sim = sim_section(shard, cost, extrapolated->totals);
+      return extrapolated->stats;
+    }
+  Timeline timeline = expand_step(shard, cost, shard.schedule, shard.num_microbatches);
   EventLoop loop(timeline, options.replay_slots);
   loop.run();
-  g.sim = summarize(shard, cost, timeline);
+  g.sim = sim_section(shard, cost, totals_of(shard, cost, timeline));
   if (options.record_timeline) g.sim->timeline = timeline_entries(timeline);
-  return SimStats{static_cast<int64_t>(timeline.instances.size()), loop.replayed()};
+  return SimStats{static_cast<int64_t>(timeline.instances.size()), loop.replayed(), false};
 }
 
 }  // namespace syssim

@@ -9,12 +9,17 @@ struct SimOptions {
   // Replay repeated schedule slots from one simulation of each kind where that is exact
   // (docs/syssim-sim.md, "Replayed slots"); off simulates every op instance.
   bool replay_slots = true;
+  // A step of many micro-batches from three shorter steps of its schedule, extended by whole
+  // steady-state periods where they show one (docs/syssim-sim.md, "Extrapolated
+  // micro-batches"); off, or with record_timeline, simulates every micro-batch.
+  bool extrapolate_microbatches = true;
 };
 
 // How much of a step the simulator replayed instead of simulating.
 struct SimStats {
   int64_t instances = 0;  // op instances of the step, all ranks
   int64_t replayed = 0;   // of them, replayed from a slot kind's simulation
+  bool extrapolated = false;  // instances and replayed count the three shorter steps
 };
 
 // Sets g.sim from g.shard and g.cost. Throws DataError on cyclic dependencies, on ops that
