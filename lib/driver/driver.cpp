@@ -46,6 +46,15 @@ Graph simulate(const ModelConfig& model, const HardwareConfig& hardware, const S
   return simulate(model, trace_of(model), CostEstimator(hardware), options, sim_options);
 }
 
+void resimulate_with_global_batch(Graph& graph, int64_t global_batch, const SimOptions& sim_options) {
+  need_section(graph.shard, "shard", "syssim-shard");
+  set_global_batch(need_section(graph.model, "model", "syssim-trace"), global_batch, *graph.shard);
+  graph.sim.reset();
+  graph.mem.reset();
+  simulate_graph(graph, sim_options);
+  account_memory(graph);
+}
+
 Graph estimate_memory(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
                       const ShardOptions& options) {
   Graph graph = cost_and_shard(model, trace, estimator, options);

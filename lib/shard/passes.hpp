@@ -22,8 +22,9 @@ struct ShardContext {
 };
 
 // Pipeline parallelism (docs/parallelism.md), before any op exists: the decoder layers of
-// each virtual stage and each pipeline rank's schedule (shard.pp_layout, pipeline_schedule,
-// schedule). UsageError or DataError for combinations Megatron-LM refuses.
+// each virtual stage and the schedule's name (shard.pp_layout, pipeline_schedule; the slot
+// lists follow from the global batch, set_global_batch). UsageError or DataError for
+// combinations Megatron-LM refuses.
 void plan_pipeline(const ModelConfig& model, const ShardOptions& options, ShardSection& shard);
 // Sets the stage and chunk of every microbatch op from shard.pp_layout: a decoder layer's
 // virtual stage, the first for the embedding, the last for final norm, output layer and loss.

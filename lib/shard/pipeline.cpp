@@ -530,7 +530,6 @@ void plan_pipeline(const ModelConfig& model, const ShardOptions& options, ShardS
   if (name.empty()) name = p.vpp.value_or(1) > 1 ? "interleaved" : "1f1b";
   if (p.pp == 1 && name != "1f1b") throw UsageError("pipeline_schedule=" + name + " needs pp > 1");
   shard.pipeline_schedule = name;
-  shard.schedule = make_schedule(name, p.pp, p.vpp.value_or(1), shard.num_microbatches);
 }
 
 void assign_pipeline_stages(ShardSection& shard) {

@@ -1,6 +1,7 @@
 #include "shard/shard.hpp"
 
 #include "shard/passes.hpp"
+#include "shard/schedule.hpp"
 
 #include <algorithm>
 #include <map>
@@ -22,7 +23,7 @@ void check_layout(const ModelConfig& model, const ShardOptions& options, int64_t
   const auto& p = options.parallelism;
   const auto& t = options.training;
   for (auto [value, name] : {std::pair{p.tp, "tp"}, {p.dp, "dp"}, {p.cp, "cp"}, {p.pp, "pp"},
-                             {t.micro_batch, "micro_batch"}, {t.global_batch, "global_batch"}, {seq, "seq_length"}})
+                             {t.micro_batch, "micro_batch"}, {seq, "seq_length"}})
     if (value < 1) throw UsageError(std::string(name) + "=" + str(value) + " must be at least 1");
   check_recompute(model, options);
   check_low_precision(options);
@@ -40,7 +41,6 @@ void check_layout(const ModelConfig& model, const ShardOptions& options, int64_t
     require_divides(p.tp * p.cp, p.cp > 1 ? "tp*cp" : "tp", seq, "seq_length (sequence parallelism)");
   if (!model.rope && seq > model.max_position_embeddings)
     throw DataError("seq_length=" + str(seq) + " exceeds max_position_embeddings=" + str(model.max_position_embeddings));
-  require_divides(t.micro_batch * p.dp, "micro_batch*dp", t.global_batch, "global_batch");
 }
 
 AxisValues rank_axes(const ModelConfig& model, const TraceSection& trace, const ShardOptions& options, int64_t seq) {
@@ -143,10 +143,9 @@ ShardSection shard_trace(const ModelConfig& model, const TraceSection& trace, co
   shard.training.seq_length = seq;
   shard.training.fp8_recipe = low_precision_recipe(options.training);  // as simulated: the default resolved
   shard.seq_length = seq;
-  shard.num_microbatches = options.training.global_batch / (options.training.micro_batch * options.parallelism.dp);
   shard.axes = context.full_axes;
-  shard.model_flops_per_step = megatron_model_flops(model, options.training.global_batch, seq, context.tp());
   plan_pipeline(model, options, shard);
+  set_global_batch(model, options.training.global_batch, shard);
   count_parameters(context, shard);
   instantiate_trace(context, shard);
   assign_pipeline_stages(shard);
@@ -157,6 +156,17 @@ ShardSection shard_trace(const ModelConfig& model, const TraceSection& trace, co
   apply_tp_comm_overlap(context, shard);
   apply_pipeline_parallel(context, shard);
   return shard;
+}
+
+void set_global_batch(const ModelConfig& model, int64_t global_batch, ShardSection& shard) {
+  const ParallelismConfig& p = shard.parallelism;
+  if (global_batch < 1) throw UsageError("global_batch=" + str(global_batch) + " must be at least 1");
+  require_divides(shard.training.micro_batch * p.dp, "micro_batch*dp", global_batch, "global_batch");
+  const int64_t microbatches = global_batch / (shard.training.micro_batch * p.dp);
+  shard.schedule = make_schedule(shard.pipeline_schedule, p.pp, p.vpp.value_or(1), microbatches);
+  shard.num_microbatches = microbatches;
+  shard.training.global_batch = global_batch;
+  shard.model_flops_per_step = megatron_model_flops(model, global_batch, shard.seq_length, p.tp);
 }
 
 void shard_graph(Graph& graph, const ShardOptions& options) {

@@ -32,6 +32,11 @@ void shard_graph(Graph& graph, const ShardOptions& options);
 // The same for a model and its trace that are not in a graph (the driver's: copying a trace
 // into each graph took a tenth of a run).
 ShardSection shard_trace(const ModelConfig& model, const TraceSection& trace, const ShardOptions& options);
+// Makes `shard` the section of the same job with `global_batch`: nothing but the micro-batch
+// count, the schedule and the step's model FLOPs depend on it, so jobs that differ only there
+// (a sweep over the batch) share the rest. DataError when micro_batch * dp does not divide
+// it, UsageError when the schedule refuses the micro-batch count; `shard` is unchanged then.
+void set_global_batch(const ModelConfig& model, int64_t global_batch, ShardSection& shard);
 
 // Megatron-LM's padded vocabulary: a multiple of make_vocab_size_divisible_by * tp.
 int64_t padded_vocab_size(const ModelConfig& model, int64_t tp);

@@ -18,8 +18,10 @@ class PointEvaluator {
  public:
   PointEvaluator(const ModelConfig& model, const HardwareConfig& hardware, bool use_cache);
   // Fills the metrics and status of `row` (its inputs are kept) from the simulated job; a job
-  // that throws makes it invalid.
-  void operator()(const ShardOptions& options, SweepRow& row);
+  // that throws makes it invalid. `built`, when given, holds nothing or the simulated graph of
+  // a job that differs from this one at most in its global batch: that graph is simulated again
+  // with this batch (resimulate_with_global_batch), or this job's graph is left there.
+  void operator()(const ShardOptions& options, SweepRow& row, std::optional<Graph>* built = nullptr);
   const ModelConfig& model() const { return model_; }
   const HardwareConfig& hardware() const { return hardware_; }
   const TraceSection& trace();
@@ -41,9 +43,11 @@ void mark_invalid(SweepRow& row, const std::string& reason);
 // the GPU's memory without an estimate.
 double model_state_lower_bound_gb(double params_total, const ShardOptions& layout);
 
-// Runs run_point(i) for every i < count on settings.threads threads, reporting progress; an
-// exception run_point lets out stops the others and is rethrown here.
-void for_each_point(size_t count, const SweepSettings& settings, const std::function<void(size_t)>& run_point);
+// Runs run_point(i) for every i < count on settings.threads threads, reporting progress in
+// points (points_of(i) for unit i, else 1 each); an exception run_point lets out stops the
+// others and is rethrown here.
+void for_each_point(size_t count, const SweepSettings& settings, const std::function<void(size_t)>& run_point,
+                    const std::function<size_t(size_t)>& points_of = {});
 
 // The cache key of a job's results: the syssim version and the canonical JSON of the model,
 // the hardware and every setting of the job.

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <exception>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -126,7 +127,8 @@ std::vector<SweepRow> run_sweep(const ModelConfig& model, const HardwareConfig& 
       base.gpus && std::none_of(axes.begin(), axes.end(), [](const SweepAxis& a) { return a.path == "parallelism.dp"; });
   PointEvaluator evaluate(model, hardware, settings.use_cache);
   std::vector<SweepRow> rows(points.size());
-  auto run_point = [&](size_t i) {
+  std::vector<std::optional<ShardOptions>> jobs(points.size());
+  for (size_t i = 0; i < points.size(); ++i) {
     const std::vector<std::string>& point = points[i];
     SweepRow& row = rows[i];
     ShardOptions options = base;
@@ -142,23 +144,48 @@ std::vector<SweepRow> run_sweep(const ModelConfig& model, const HardwareConfig& 
         options.parallelism.dp = *base.gpus / model_parallel;
         row.inputs["parallelism.dp"] = options.parallelism.dp;
       }
-      evaluate(options, row);
+      jobs[i] = options;
     } catch (const DataError& e) {
       mark_invalid(row, e.what());
     } catch (const UsageError& e) {
       mark_invalid(row, e.what());
     }
-  };
-  for_each_point(points.size(), settings, run_point);
+  }
+  // Jobs that differ only in the global batch share their shard and cost sections: they form a
+  // group, whose jobs one thread simulates in order on one graph. A point refused above is a
+  // group of its own with nothing to run.
+  std::map<std::string, size_t> group_of;
+  std::vector<std::vector<size_t>> groups;
+  for (size_t i = 0; i < points.size(); ++i) {
+    if (!jobs[i]) {
+      groups.push_back({i});
+      continue;
+    }
+    ShardOptions shared = *jobs[i];
+    shared.training.global_batch = 0;
+    auto [it, added] = group_of.emplace(job_cache_key(model, hardware, shared), groups.size());
+    if (added) groups.emplace_back();
+    groups[it->second].push_back(i);
+  }
+  for_each_point(
+      groups.size(), settings,
+      [&](size_t g) {
+        std::optional<Graph> built;
+        for (size_t i : groups[g])
+          if (jobs[i]) evaluate(*jobs[i], rows[i], &built);
+      },
+      [&](size_t g) { return groups[g].size(); });
   return rows;
 }
 
-void for_each_point(size_t count, const SweepSettings& settings, const std::function<void(size_t)>& run_point) {
+void for_each_point(size_t count, const SweepSettings& settings, const std::function<void(size_t)>& run_point,
+                    const std::function<size_t(size_t)>& points_of) {
   const size_t threads = std::min<size_t>(
       count, settings.threads > 0 ? static_cast<size_t>(settings.threads) : std::max(1u, std::thread::hardware_concurrency()));
   std::atomic<size_t> next{0};
   std::mutex reporting;
-  int64_t done = 0;
+  int64_t done = 0, total = 0;
+  for (size_t i = 0; i < count; ++i) total += static_cast<int64_t>(points_of ? points_of(i) : 1);
   std::exception_ptr failure;
   auto work = [&] {
     for (size_t i = next++; i < count; i = next++) {
@@ -170,7 +197,8 @@ void for_each_point(size_t count, const SweepSettings& settings, const std::func
         next = count;
       }
       std::lock_guard<std::mutex> lock(reporting);
-      if (settings.progress) settings.progress(++done, static_cast<int64_t>(count));
+      done += static_cast<int64_t>(points_of ? points_of(i) : 1);
+      if (settings.progress) settings.progress(done, total);
     }
   };
   std::vector<std::thread> workers;
@@ -201,7 +229,7 @@ const CostEstimator& PointEvaluator::estimator() {
   return *estimator_;
 }
 
-void PointEvaluator::operator()(const ShardOptions& options, SweepRow& row) {
+void PointEvaluator::operator()(const ShardOptions& options, SweepRow& row, std::optional<Graph>* built) {
   const std::string key = use_cache_ ? job_cache_key(model_, hardware_, options) : "";
   if (use_cache_) {
     if (std::optional<std::string> cached = cache_get("point", key)) {
@@ -212,12 +240,17 @@ void PointEvaluator::operator()(const ShardOptions& options, SweepRow& row) {
     }
   }
   try {
-    Graph graph = simulate(model_, trace(), estimator(), options);
-    row.step_time_ms = graph.sim->step_time_ms;
-    row.mfu = throughput(graph).mfu;
-    row.peak_memory_gb = graph.mem->peak_memory_gb;
-    row.status = graph.mem->oom ? "oom" : "ok";
-    if (graph.mem->oom) row.reason = oom_reason(*graph.mem);
+    std::optional<Graph> own;
+    std::optional<Graph>& graph = built ? *built : own;
+    if (graph)
+      resimulate_with_global_batch(*graph, options.training.global_batch);
+    else
+      graph = simulate(model_, trace(), estimator(), options);
+    row.step_time_ms = graph->sim->step_time_ms;
+    row.mfu = throughput(*graph).mfu;
+    row.peak_memory_gb = graph->mem->peak_memory_gb;
+    row.status = graph->mem->oom ? "oom" : "ok";
+    if (graph->mem->oom) row.reason = oom_reason(*graph->mem);
   } catch (const DataError& e) {
     mark_invalid(row, e.what());
   } catch (const UsageError& e) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <tuple>
 
+#include "common/error.hpp"
 #include "config/config.hpp"
 #include "cost/cost.hpp"
 #include "sim/sim.hpp"
@@ -132,6 +133,36 @@ TEST(Driver, ReplayedSlotsGiveTheFullSimulationsTimeline) {
       ASSERT_NEAR(b[i].end_ms, a[i].end_ms, 1e-9 * step_ms) << "instance " << i;
     }
   }
+}
+
+// A sweep over the batch simulates each job again on the graph of another batch: the result
+// is the graph of simulating it afresh, byte for byte; a batch the schedule refuses leaves
+// the graph as it was.
+TEST(Driver, ResimulatingWithAnotherGlobalBatchEqualsSimulatingIt) {
+  ModelConfig model = llama3_8b();
+  model.num_layers = 4;
+  const TraceSection& trace = trace_of(model);
+  const CostEstimator estimator(h100());
+  ShardOptions one_f_one_b = small_job(8, 2, 2, 16), interleaved = one_f_one_b;
+  interleaved.parallelism.vpp = 2;
+  for (const ShardOptions& options : {one_f_one_b, interleaved}) {
+    Graph graph = simulate(model, trace, estimator, options);
+    ShardOptions larger = options;
+    larger.training.global_batch = 40;
+    resimulate_with_global_batch(graph, larger.training.global_batch);
+    EXPECT_EQ(write_graph(graph), write_graph(simulate(model, trace, estimator, larger)));
+  }
+  Graph graph = simulate(model, trace, estimator, interleaved);
+  const std::string before = write_graph(graph);
+  // 18 samples over dp 2: 9 micro-batches, not whole rounds of pp 2.
+  EXPECT_THROW(resimulate_with_global_batch(graph, 18), UsageError);
+  EXPECT_THROW(resimulate_with_global_batch(graph, 15), DataError);  // not a multiple of micro_batch * dp
+  graph.sim.reset();
+  graph.mem.reset();
+  Graph fresh = simulate(model, trace, estimator, interleaved);
+  fresh.sim.reset();
+  fresh.mem.reset();
+  EXPECT_EQ(write_graph(graph), write_graph(fresh));
 }
 
 // Extrapolated micro-batches (docs/syssim-sim.md): every schedule, overlapped data-parallel

@@ -170,6 +170,22 @@ TEST(Sweep, ThreadsDoNotChangeTheRows) {
   for (size_t i = 0; i < serial.size(); ++i) EXPECT_EQ(to_json(parallel[i]).dump(), to_json(serial[i]).dump()) << i;
 }
 
+// Points that differ only in the global batch share one graph (resimulate_with_global_batch):
+// each row is the row of sweeping that point alone, refused batches included.
+TEST(Sweep, PointsOfOneJobWithOtherBatchesEqualTheirSinglePointSweeps) {
+  ShardOptions base;
+  base.gpus = 4;
+  std::vector<SweepAxis> axes = {{"parallelism.tp", {"1", "2"}}, {"training.global_batch", {"8", "6", "16", "4"}}};
+  std::vector<SweepRow> whole = run_sweep(tiny(), a100(), base, axes, {false, {}});
+  const Points points = cartesian_product(axes);
+  ASSERT_EQ(whole.size(), points.size());
+  for (size_t i = 0; i < points.size(); ++i) {
+    std::vector<SweepAxis> single = {{axes[0].path, {points[i][0]}}, {axes[1].path, {points[i][1]}}};
+    EXPECT_EQ(to_json(whole[i]).dump(), to_json(run_sweep(tiny(), a100(), base, single, {false, {}}).at(0)).dump()) << i;
+  }
+  EXPECT_EQ(whole[1].status, "invalid");  // 6 samples over dp 4
+}
+
 TEST(Sweep, MergedSinglePointResultsEqualTheSweepInOneProcess) {
   ShardOptions base;
   base.gpus = 4;
