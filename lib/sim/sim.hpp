@@ -22,6 +22,13 @@ struct SimStats {
   bool extrapolated = false;  // instances and replayed count the three shorter steps
 };
 
+// A lower bound on the step time simulate_graph gives for these sections, in ms, found
+// without simulating each op instance (docs/syssim-sim.md, "A lower bound on the step"):
+// the longest path through each slot's ops, their deps and the compute stream's order, at
+// each op's least duration, chained slot by slot along the schedule. Throws DataError
+// where the schedule's slots wait for each other.
+double step_time_lower_bound_ms(const ShardSection& shard, const CostSection& cost);
+
 // Sets g.sim from g.shard and g.cost. Throws DataError on cyclic dependencies, on ops that
 // can never start (waiting, through deps and stream order, for ops issued after them) and
 // on a cost section that does not match the shard section.

@@ -8,6 +8,7 @@
 #include "common/error.hpp"
 #include "driver/driver.hpp"
 #include "mem/mem.hpp"
+#include "sim/sim.hpp"
 #include "sweep/detail.hpp"
 #include "sweep/sweep.hpp"
 
@@ -81,34 +82,24 @@ nlohmann::ordered_json layout_inputs(const ShardOptions& o) {
           {"training.distributed_optimizer", o.training.distributed_optimizer}};
 }
 
-// A lower bound on the step time: the busiest pipeline rank's compute stream, which runs its
-// ops one at a time for as long as the cost section says, with no bubble and no exposed
-// communication.
-double compute_bound_ms(const Graph& graph) {
-  const ShardSection& shard = *graph.shard;
-  std::vector<double> busy_us(shard.parallelism.pp, 0.0);
-  for (size_t i = 0; i < shard.ops.size(); ++i) {
-    const ShardOp& op = shard.ops[i];
-    if (op.stream != "compute") continue;
-    const double runs = op.scope == "microbatch" ? static_cast<double>(shard.num_microbatches) : 1.0;
-    busy_us[op.stage] += graph.cost->ops[i].time_us * runs;
-  }
-  return *std::max_element(busy_us.begin(), busy_us.end()) / 1000.0;
-}
-
-// A layout's memory estimate and time bound: {"status": "invalid" | "oom" | "fits",
-// "peak_memory_gb", "bound_ms"}, from the result cache (kind "estimate") when it has them.
+// A layout's memory estimate and the lower bound on its step time (step_time_lower_bound_ms):
+// {"status": "invalid" | "oom" | "fits", "peak_memory_gb", "step_bound_ms"}, from the result
+// cache (kind "estimate") when it has them; a cached record without "step_bound_ms" (an
+// earlier bound) is made again.
 nlohmann::json memory_estimate(PointEvaluator& evaluate, const ShardOptions& layout, bool use_cache) {
   const std::string key = use_cache ? job_cache_key(evaluate.model(), evaluate.hardware(), layout) : "";
   if (use_cache)
-    if (std::optional<std::string> cached = cache_get("estimate", key)) return nlohmann::json::parse(*cached);
+    if (std::optional<std::string> cached = cache_get("estimate", key)) {
+      nlohmann::json record = nlohmann::json::parse(*cached);
+      if (record["status"] != "fits" || record.contains("step_bound_ms")) return record;
+    }
   nlohmann::json estimated = {{"status", "invalid"}};
   try {
     Graph graph = estimate_memory(evaluate.model(), evaluate.trace(), evaluate.estimator(), layout);
     estimated = graph.mem->oom ? nlohmann::json{{"status", "oom"}}
                                : nlohmann::json{{"status", "fits"},
                                                 {"peak_memory_gb", graph.mem->peak_memory_gb},
-                                                {"bound_ms", compute_bound_ms(graph)}};
+                                                {"step_bound_ms", step_time_lower_bound_ms(*graph.shard, *graph.cost)}};
   } catch (const DataError&) {
   } catch (const UsageError&) {
   }
@@ -193,7 +184,7 @@ SearchResult search_layouts(const ModelConfig& model, const HardwareConfig& hard
         smallest_oom = std::min(smallest_oom.value_or(micro_batch), micro_batch);
       } else {
         outcome[i] = Outcome::kFits;
-        estimates[i] = {i, estimated["peak_memory_gb"], estimated["bound_ms"]};
+        estimates[i] = {i, estimated["peak_memory_gb"], estimated["step_bound_ms"]};
       }
     }
   });

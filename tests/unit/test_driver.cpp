@@ -235,6 +235,33 @@ TEST(Driver, ExtrapolatedMicroBatchesGiveTheFullSimulationsReport) {
   }
 }
 
+// The search's bound (docs/syssim-sim.md) never exceeds the simulated step: every schedule,
+// overlap, context parallelism, recomputation and fp8, with few and many micro-batches.
+TEST(Driver, StepBoundIsNeverAboveTheSimulatedStep) {
+  ModelConfig model = llama3_8b();
+  model.num_layers = 4;
+  const TraceSection& trace = trace_of(model);
+  const CostEstimator estimator(h100());
+  std::vector<ReplayCase> cases = replay_cases();
+  ShardOptions recomputed = small_job(4, 2, 2, 16);
+  recomputed.training.recompute = "full";
+  cases.push_back({"full recompute", recomputed, 0});
+  recomputed.training.recompute = "selective";
+  recomputed.training.dtype = "fp8";
+  cases.push_back({"selective recompute, fp8", recomputed, 0});
+  ShardOptions gathered = small_job(2, 2, 1, 8);
+  gathered.parallelism.cp = 4;
+  gathered.cp_comm_type = "all_gather";
+  cases.push_back({"cp all-gather", gathered, 0});
+  for (ReplayCase c : cases)
+    for (int64_t times : {1, 8}) {
+      SCOPED_TRACE(std::string(c.name) + " x" + std::to_string(times));
+      c.options.training.global_batch *= times;
+      Graph graph = simulate(model, trace, estimator, c.options);
+      EXPECT_LE(step_time_lower_bound_ms(*graph.shard, *graph.cost), graph.sim->step_time_ms);
+    }
+}
+
 TEST(Driver, ASchedulerOtherThanTheNamedOneIsSimulatedInFull) {
   ModelConfig model = llama3_8b();
   model.num_layers = 4;

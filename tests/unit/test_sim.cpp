@@ -177,6 +177,25 @@ TEST(Simulation, TwoPipelineRanksExchangeThroughPointToPoint) {
   EXPECT_DOUBLE_EQ(sim.collective_by_group_ms.at("pp").exposed_ms, 0.01);
   EXPECT_DOUBLE_EQ(sim.forward_ms, 0.02);  // rank 0's totals: f0 twice
   EXPECT_DOUBLE_EQ(sim.backward_ms, 0.04);
+  // No flows share a link and no stream but compute waits in order here, so the lower bound
+  // on the step is the step: each slot's longest path, chained along the schedule.
+  EXPECT_DOUBLE_EQ(step_time_lower_bound_ms(*g.shard, *g.cost), 0.1);
+}
+
+TEST(StepBound, DropsTheOrderOfStreamsOtherThanCompute) {
+  // One rank, one micro-batch: GEMMs a and b (10 us each), a 30 us all-reduce of a's output
+  // issued before a 10 us all-reduce of b's, and a GEMM c (10 us) that needs b's. The
+  // simulation runs the tp stream in order: a 0-10, b 10-20, all-reduce(a) 10-40,
+  // all-reduce(b) 40-50, c 50-60: 60 us. The bound keeps the compute stream's order and the
+  // deps only: all-reduce(b) 20-30, c 30-40, all-reduce(a) until 40: 40 us.
+  Graph g = graph_of({{"a", "gemm", "fwd", "compute", 10},
+                      {"b", "gemm", "fwd", "compute", 10},
+                      {"all_reduce_a", "collective", "fwd", "tp", 30, {0}},
+                      {"all_reduce_b", "collective", "fwd", "tp", 10, {1}},
+                      {"c", "gemm", "fwd", "compute", 10, {3}}});
+  EXPECT_DOUBLE_EQ(step_time_lower_bound_ms(*g.shard, *g.cost), 0.04);
+  simulate_graph(g);
+  EXPECT_DOUBLE_EQ(g.sim->step_time_ms, 0.06);
 }
 
 TEST(Simulation, OpsOfAPipelineRankWithoutSlotsAreRefused) {

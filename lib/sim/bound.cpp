@@ -1,0 +1,210 @@
+// A lower bound on the simulated step (docs/syssim-sim.md, "A lower bound on the step"):
+// the simulation relaxed to what no layout can beat, solved slot by slot instead of op
+// instance by op instance.
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <string>
+
+#include "common/error.hpp"
+#include "sim/sim.hpp"
+
+namespace syssim {
+namespace {
+
+constexpr double kUnreached = -std::numeric_limits<double>::infinity();
+constexpr double kBytesPerUsPerGBps = 1e3;
+
+// The least time an op instance can last: its cost time, or, with phases, each phase's
+// latency plus its bytes at the rate its flow gets alone (its cap, or its most loaded link's
+// share); other flows on its links only slow it.
+double shortest_duration_us(const OpCost& cost, const std::vector<Link>& links) {
+  if (cost.phases.empty()) return cost.time_us;
+  double us = 0;
+  for (const Phase& phase : cost.phases) {
+    us += phase.latency_us;
+    if (phase.bytes <= 0) continue;
+    double rate = phase.bandwidth_GBps * kBytesPerUsPerGBps;
+    for (size_t k = 0; k < phase.links.size(); ++k)
+      if (phase.loads[k] > 0)
+        rate = std::min(rate, links[phase.links[k]].bandwidth_GBps * kBytesPerUsPerGBps / phase.loads[k]);
+    us += phase.bytes / rate;
+  }
+  return us;
+}
+
+// Longest paths to the finish of each op of a list a rank issues in order (a slot kind, or
+// its step_start or step ops), from three sources: `start`, when the rank's compute stream
+// is free of the ops issued before the list (its compute ops run in order after it); the
+// finish of each microbatch op of another rank that an op depends on (an input; for the
+// step ops, of any rank); and time 0, for its other deps (relaxed to have finished at any
+// time). Other streams' order is dropped: a relaxation, so the paths are never longer than
+// the simulated times.
+struct ListPaths {
+  std::vector<double> from_start, from_zero;
+  std::vector<int64_t> inputs;                  // ops of other ranks
+  std::vector<std::vector<double>> from_input;  // by input
+  int64_t last_compute = -1;                    // position; -1: none
+
+  // The latest finish of the op at `position` given the sources' times.
+  double finish(size_t position, double start, const std::vector<double>& input_finish) const {
+    double latest = std::max(start + from_start[position], from_zero[position]);
+    for (size_t j = 0; j < inputs.size(); ++j) latest = std::max(latest, input_finish[j] + from_input[j][position]);
+    return latest;
+  }
+};
+
+ListPaths list_paths(const ShardSection& shard, const std::vector<int64_t>& ops, int64_t rank,
+                     const std::vector<double>& duration_us, bool own_rank_inputs = false) {
+  const size_t n = ops.size();
+  std::map<int64_t, size_t> position_of;
+  for (size_t p = 0; p < n; ++p) position_of[ops[p]] = p;
+  // Edges inside the list (deps, and the compute stream's order) and the sources of each op.
+  std::vector<std::vector<size_t>> preds(n);
+  std::vector<char> after_start(n, 0), after_zero(n, 0);
+  std::vector<std::vector<size_t>> after_input(n);
+  ListPaths paths;
+  int64_t previous_compute = -1;
+  for (size_t p = 0; p < n; ++p) {
+    const ShardOp& op = shard.ops[ops[p]];
+    if (op.stream == "compute") {
+      if (previous_compute < 0) after_start[p] = 1;
+      else preds[p].push_back(static_cast<size_t>(previous_compute));
+      previous_compute = static_cast<int64_t>(p);
+    }
+    if (op.deps.empty()) after_zero[p] = 1;
+    for (int64_t dep : op.deps) {
+      auto inside = position_of.find(dep);
+      if (inside != position_of.end()) {
+        preds[p].push_back(inside->second);
+      } else if ((own_rank_inputs || shard.ops[dep].stage != rank) && shard.ops[dep].scope == "microbatch") {
+        auto known = std::find(paths.inputs.begin(), paths.inputs.end(), dep);
+        after_input[p].push_back(static_cast<size_t>(known - paths.inputs.begin()));
+        if (known == paths.inputs.end()) paths.inputs.push_back(dep);
+      } else {
+        after_zero[p] = 1;
+      }
+    }
+  }
+  paths.last_compute = previous_compute;
+  // Ops in an order that puts every pred first (Kahn's algorithm over the list's edges).
+  std::vector<std::vector<size_t>> successors(n);
+  std::vector<size_t> waiting(n, 0), order;
+  for (size_t p = 0; p < n; ++p)
+    for (size_t q : preds[p]) successors[q].push_back(p), ++waiting[p];
+  for (size_t p = 0; p < n; ++p)
+    if (waiting[p] == 0) order.push_back(p);
+  for (size_t k = 0; k < order.size(); ++k)
+    for (size_t s : successors[order[k]])
+      if (--waiting[s] == 0) order.push_back(s);
+  if (order.size() != n)
+    throw DataError("/shard/ops/" + std::to_string(ops.front()) + ": the ops of one slot of pipeline rank " +
+                    std::to_string(rank) + " wait for each other through their deps and the compute stream's order");
+  auto longest = [&](const std::function<bool(size_t)>& is_source) {
+    std::vector<double> finish(n, kUnreached);
+    for (size_t p : order) {
+      double start = is_source(p) ? 0.0 : kUnreached;
+      for (size_t q : preds[p]) start = std::max(start, finish[q]);
+      if (start != kUnreached) finish[p] = start + duration_us[ops[p]];
+    }
+    return finish;
+  };
+  paths.from_start = longest([&](size_t p) { return after_start[p] != 0; });
+  paths.from_zero = longest([&](size_t p) { return after_zero[p] != 0; });
+  for (size_t j = 0; j < paths.inputs.size(); ++j)
+    paths.from_input.push_back(longest([&](size_t p) {
+      return std::find(after_input[p].begin(), after_input[p].end(), j) != after_input[p].end();
+    }));
+  return paths;
+}
+
+// The compute stream's free time after a list, from its free time before: its last compute
+// op's finish, or unchanged without compute ops.
+double compute_free_after(const ListPaths& paths, double start, const std::vector<double>& input_finish) {
+  return paths.last_compute < 0 ? start : paths.finish(static_cast<size_t>(paths.last_compute), start, input_finish);
+}
+
+// The latest finish of a list, and at least `start`.
+double list_finish(const ListPaths& paths, double start, const std::vector<double>& input_finish) {
+  double finish = start;
+  for (size_t p = 0; p < paths.from_start.size(); ++p) finish = std::max(finish, paths.finish(p, start, input_finish));
+  return finish;
+}
+
+}  // namespace
+
+double step_time_lower_bound_ms(const ShardSection& shard, const CostSection& cost) {
+  const int64_t ranks = shard.parallelism.pp;
+  const auto microbatches = static_cast<size_t>(shard.num_microbatches);
+  std::vector<double> duration_us(shard.ops.size());
+  for (size_t i = 0; i < shard.ops.size(); ++i) duration_us[i] = shortest_duration_us(cost.ops[i], cost.links);
+
+  struct RankState {
+    RankProgram program;
+    std::vector<ListPaths> kinds;
+    ListPaths step;  // its step ops
+    size_t next_slot = 0;
+    double compute_free_us = 0;
+  };
+  std::vector<RankState> states(static_cast<size_t>(ranks));
+  // The latest finish of each op another rank depends on, by micro-batch; NaN until known.
+  std::map<int64_t, std::vector<double>> exported;
+  for (int64_t rank = 0; rank < ranks; ++rank) {
+    RankState& state = states[rank];
+    state.program = rank_program(shard, rank);
+    for (const std::vector<int64_t>& ops : state.program.kind_ops)
+      state.kinds.push_back(list_paths(shard, ops, rank, duration_us));
+    state.step = list_paths(shard, state.program.step_ops, rank, duration_us, true);
+    auto export_inputs = [&](const ListPaths& paths) {
+      for (int64_t input : paths.inputs)
+        exported.emplace(input, std::vector<double>(microbatches, std::numeric_limits<double>::quiet_NaN()));
+    };
+    std::for_each(state.kinds.begin(), state.kinds.end(), export_inputs);
+    export_inputs(state.step);
+    // The step_start ops first.
+    const ListPaths starting = list_paths(shard, state.program.step_start_ops, rank, duration_us);
+    state.compute_free_us = compute_free_after(starting, 0, {});
+  }
+  // Slots in any order their inputs allow: each rank's in its order, a slot once the ops of
+  // other ranks it depends on have their finish.
+  size_t left = 0;
+  for (const RankState& state : states) left += state.program.slots.size();
+  std::vector<double> input_finish;
+  while (left > 0) {
+    size_t done = 0;
+    for (int64_t rank = 0; rank < ranks; ++rank) {
+      RankState& state = states[rank];
+      for (; state.next_slot < state.program.slots.size(); ++state.next_slot, ++done) {
+        const RankProgram::Slot& slot = state.program.slots[state.next_slot];
+        const ListPaths& paths = state.kinds[slot.kind];
+        const auto microbatch = static_cast<size_t>(slot.microbatch);
+        input_finish.clear();
+        for (int64_t input : paths.inputs) input_finish.push_back(exported.at(input)[microbatch]);
+        if (std::any_of(input_finish.begin(), input_finish.end(), [](double t) { return std::isnan(t); })) break;
+        const std::vector<int64_t>& ops = state.program.kind_ops[slot.kind];
+        for (size_t p = 0; p < ops.size(); ++p) {
+          auto out = exported.find(ops[p]);
+          if (out != exported.end()) out->second[microbatch] = paths.finish(p, state.compute_free_us, input_finish);
+        }
+        state.compute_free_us = compute_free_after(paths, state.compute_free_us, input_finish);
+      }
+    }
+    if (done == 0)
+      throw DataError("/shard/schedule: the pipeline ranks' slots wait for each other; no step can run them");
+    left -= done;
+  }
+  // Each rank ends with its step ops, issued after its slots; their deps on microbatch ops
+  // are on the last micro-batch's instances.
+  double step_us = 0;
+  for (const RankState& state : states) {
+    input_finish.clear();
+    for (int64_t input : state.step.inputs) input_finish.push_back(exported.at(input).back());
+    step_us = std::max(step_us, list_finish(state.step, state.compute_free_us, input_finish));
+  }
+  constexpr double kMsPerUs = 1e-3;
+  return step_us * kMsPerUs;
+}
+
+}  // namespace syssim
