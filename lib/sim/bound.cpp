@@ -144,29 +144,42 @@ double step_time_lower_bound_ms(const ShardSection& shard, const CostSection& co
   struct RankState {
     RankProgram program;
     std::vector<ListPaths> kinds;
+    // By kind: the positions of its ops other lists depend on, and their index in `exported`.
+    std::vector<std::vector<std::pair<size_t, size_t>>> outputs;
     ListPaths step;  // its step ops
     size_t next_slot = 0;
     double compute_free_us = 0;
   };
   std::vector<RankState> states(static_cast<size_t>(ranks));
-  // The latest finish of each op another rank depends on, by micro-batch; NaN until known.
-  std::map<int64_t, std::vector<double>> exported;
+  // The latest finish of each op an op of another list depends on, by micro-batch (NaN until
+  // known); export_of[op] is its index here, or -1.
+  std::vector<std::vector<double>> exported;
+  std::vector<int64_t> export_of(shard.ops.size(), -1);
+  auto export_inputs = [&](const ListPaths& paths) {
+    for (int64_t input : paths.inputs)
+      if (export_of[input] < 0) {
+        export_of[input] = static_cast<int64_t>(exported.size());
+        exported.emplace_back(microbatches, std::numeric_limits<double>::quiet_NaN());
+      }
+  };
   for (int64_t rank = 0; rank < ranks; ++rank) {
     RankState& state = states[rank];
     state.program = rank_program(shard, rank);
     for (const std::vector<int64_t>& ops : state.program.kind_ops)
       state.kinds.push_back(list_paths(shard, ops, rank, duration_us));
     state.step = list_paths(shard, state.program.step_ops, rank, duration_us, true);
-    auto export_inputs = [&](const ListPaths& paths) {
-      for (int64_t input : paths.inputs)
-        exported.emplace(input, std::vector<double>(microbatches, std::numeric_limits<double>::quiet_NaN()));
-    };
     std::for_each(state.kinds.begin(), state.kinds.end(), export_inputs);
     export_inputs(state.step);
     // The step_start ops first.
     const ListPaths starting = list_paths(shard, state.program.step_start_ops, rank, duration_us);
     state.compute_free_us = compute_free_after(starting, 0, {});
   }
+  for (RankState& state : states)
+    for (const std::vector<int64_t>& ops : state.program.kind_ops) {
+      std::vector<std::pair<size_t, size_t>>& outputs = state.outputs.emplace_back();
+      for (size_t p = 0; p < ops.size(); ++p)
+        if (export_of[ops[p]] >= 0) outputs.emplace_back(p, static_cast<size_t>(export_of[ops[p]]));
+    }
   // Slots in any order their inputs allow: each rank's in its order, a slot once the ops of
   // other ranks it depends on have their finish.
   size_t left = 0;
@@ -181,13 +194,10 @@ double step_time_lower_bound_ms(const ShardSection& shard, const CostSection& co
         const ListPaths& paths = state.kinds[slot.kind];
         const auto microbatch = static_cast<size_t>(slot.microbatch);
         input_finish.clear();
-        for (int64_t input : paths.inputs) input_finish.push_back(exported.at(input)[microbatch]);
+        for (int64_t input : paths.inputs) input_finish.push_back(exported[export_of[input]][microbatch]);
         if (std::any_of(input_finish.begin(), input_finish.end(), [](double t) { return std::isnan(t); })) break;
-        const std::vector<int64_t>& ops = state.program.kind_ops[slot.kind];
-        for (size_t p = 0; p < ops.size(); ++p) {
-          auto out = exported.find(ops[p]);
-          if (out != exported.end()) out->second[microbatch] = paths.finish(p, state.compute_free_us, input_finish);
-        }
+        for (const auto& [position, index] : state.outputs[slot.kind])
+          exported[index][microbatch] = paths.finish(position, state.compute_free_us, input_finish);
         state.compute_free_us = compute_free_after(paths, state.compute_free_us, input_finish);
       }
     }
@@ -200,7 +210,7 @@ double step_time_lower_bound_ms(const ShardSection& shard, const CostSection& co
   double step_us = 0;
   for (const RankState& state : states) {
     input_finish.clear();
-    for (int64_t input : state.step.inputs) input_finish.push_back(exported.at(input).back());
+    for (int64_t input : state.step.inputs) input_finish.push_back(exported[export_of[input]].back());
     step_us = std::max(step_us, list_finish(state.step, state.compute_free_us, input_finish));
   }
   constexpr double kMsPerUs = 1e-3;

@@ -943,7 +943,7 @@ struct Extrapolated {
 };
 
 // A step of many micro-batches, from three shorter steps of the same schedule (docs/syssim-sim.md,
-// "Extrapolated micro-batches"): 2 pp, 2 pp + k and 2 pp + 2k micro-batches, k the schedule's
+// "Extrapolated micro-batches"): 3 pp, 3 pp + k and 3 pp + 2k micro-batches, k the schedule's
 // period (pp micro-batches for the interleaved schedule, else 1). nullopt where that would
 // not save work, where the shard section's schedule is not the named schedule's, or where
 // the short steps have not settled into a steady state: the longest does not repeat its
