@@ -1,5 +1,5 @@
 // A lower bound on the simulated step (docs/syssim-sim.md, "A lower bound on the step"):
-// the simulation relaxed to what no layout can beat, solved slot by slot instead of op
+// the simulation relaxed so that it can only end earlier, solved slot by slot instead of op
 // instance by op instance.
 #include <algorithm>
 #include <cmath>
@@ -44,7 +44,7 @@ double shortest_duration_us(const OpCost& cost, const std::vector<Link>& links) 
 // the simulated times.
 struct ListPaths {
   std::vector<double> from_start, from_zero;
-  std::vector<int64_t> inputs;                  // ops of other ranks
+  std::vector<int64_t> inputs;                  // the microbatch ops outside the list it waits for
   std::vector<std::vector<double>> from_input;  // by input
   int64_t last_compute = -1;                    // position; -1: none
 
