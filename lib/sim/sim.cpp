@@ -908,24 +908,27 @@ std::optional<StepTotals> extend(const std::array<StepTotals, 3>& s, double peri
   return m;
 }
 
-// Whether micro-batches [first + period, first + 2 period) of a step ran as exact copies of
-// micro-batches [first, first + period), shifted by one time for every instance of every
-// rank (up to rounding): the step is in a steady state there, not drifting (two ranks of
-// unequal speed that nothing couples, as in GPipe's forward phase, drift).
-bool repeats_shifted(const Timeline& t, size_t ops, int64_t first, int64_t period) {
+// Whether every micro-batch in [first, last) of a step ran again `period` micro-batches
+// later as an exact copy, every instance of every rank shifted by one common time (up to
+// rounding): the step is in a steady state over that stretch. Ranks of unequal speed that
+// nothing couples (GPipe's forward phase) drift instead, and a pipeline still settling, or
+// settled into a cycle of several micro-batches, shifts them by different times.
+bool repeats_shifted(const Timeline& t, size_t ops, int64_t first, int64_t last, int64_t period) {
   constexpr uint32_t kNone = UINT32_MAX;
-  std::vector<uint32_t> instance_of(ops * static_cast<size_t>(2 * period), kNone);
+  const auto span = static_cast<size_t>(last + period - first);
+  std::vector<uint32_t> instance_of(ops * span, kNone);  // by (micro-batch - first) * ops + op
   double step_us = 0;
   for (size_t i = 0; i < t.instances.size(); ++i) {
     const Instance& instance = t.instances[i];
     step_us = std::max(step_us, instance.finish_us);
     const int64_t offset = instance.microbatch - first;
-    if (offset >= 0 && offset < 2 * period)
+    if (offset >= 0 && static_cast<size_t>(offset) < span)
       instance_of[static_cast<size_t>(offset) * ops + static_cast<size_t>(instance.op)] = static_cast<uint32_t>(i);
   }
+  const size_t later = ops * static_cast<size_t>(period);  // from an entry, the same op `period` micro-batches later
   std::optional<double> shift_us;
-  for (size_t e = 0; e < ops * static_cast<size_t>(period); ++e) {
-    const uint32_t before = instance_of[e], after = instance_of[e + ops * static_cast<size_t>(period)];
+  for (size_t e = 0; e + later < instance_of.size(); ++e) {
+    const uint32_t before = instance_of[e], after = instance_of[e + later];
     if ((before == kNone) != (after == kNone)) return false;
     if (before == kNone) continue;
     const Instance &x = t.instances[before], &y = t.instances[after];
@@ -934,7 +937,7 @@ bool repeats_shifted(const Timeline& t, size_t ops, int64_t first, int64_t perio
         std::abs(y.finish_us - x.finish_us - *shift_us) > kSettled * step_us)
       return false;
   }
-  return true;
+  return shift_us.has_value();
 }
 
 struct Extrapolated {
@@ -947,7 +950,8 @@ struct Extrapolated {
 // period (pp micro-batches for the interleaved schedule, else 1). nullopt where that would
 // not save work, where the shard section's schedule is not the named schedule's, or where
 // the short steps have not settled into a steady state: the longest does not repeat its
-// middle period shifted, or the three do not grow by the same totals.
+// middle micro-batch after micro-batch (period after period), or the three do not grow by
+// the same totals.
 std::optional<Extrapolated> extrapolate_microbatches(const ShardSection& shard, const CostSection& cost, bool replay) {
   const int64_t pp = shard.parallelism.pp, vpp = shard.parallelism.vpp.value_or(1), m = shard.num_microbatches;
   const std::string& name = shard.pipeline_schedule;
@@ -962,7 +966,9 @@ std::optional<Extrapolated> extrapolate_microbatches(const ShardSection& shard, 
     Timeline timeline = expand_step(shard, cost, make_schedule(name, pp, vpp, counts[i]), counts[i]);
     EventLoop loop(timeline, replay);
     loop.run();
-    if (i + 1 == counts.size() && !repeats_shifted(timeline, shard.ops.size(), counts[i] / 2 - period, period))
+    // The longest's middle, clear of the warm-up (pp micro-batches and one) and the cool-down
+    // (the last pp), must repeat period after period.
+    if (i + 1 == counts.size() && !repeats_shifted(timeline, shard.ops.size(), pp + 1, counts[i] - pp - period, period))
       return std::nullopt;
     totals[i] = totals_of(shard, cost, timeline);
     extrapolated.stats.instances += static_cast<int64_t>(timeline.instances.size());
