@@ -5,7 +5,9 @@
 #include <cmath>
 
 #include "common/error.hpp"
+#include "cost/cost.hpp"
 #include "driver/driver.hpp"
+#include "sim/sim.hpp"
 #include "trace_builder.hpp"
 #include "validate/validate.hpp"
 
@@ -284,6 +286,23 @@ TEST(ValidateRow, BloomIsMegatronDeepSpeedOf2022) {
   EXPECT_TRUE(plan.options.training.distributed_optimizer);  // ZeRO-1, as the row says
   EXPECT_FALSE(plan.options.training.overlap_grad_reduce);   // DeepSpeed's pipeline engine reduces at the end
   EXPECT_EQ(plan.model.vocab_size, 250880);
+}
+
+// BLOOM's pipeline (pp 12, full recompute, 128 micro-batches) settles only after about 35
+// micro-batches, into a cycle of 10 (docs/syssim-sim.md, "Extrapolated micro-batches"): its
+// short steps of 36-38 micro-batches must not be extrapolated, so the step is the one of
+// simulating every micro-batch.
+TEST(ValidateRow, BloomsLateSettlingPipelineIsSimulatedInFull) {
+  RowPlan plan = plan_row(bloom_row(), kPresets);
+  const CostEstimator estimator(
+      load_hardware_yaml(std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware/a100-sxm-80gb.yaml"));
+  SimOptions every_microbatch;
+  every_microbatch.extrapolate_microbatches = false;
+  Graph full = simulate(plan.model, trace_of(plan.model), estimator, plan.options, every_microbatch);
+  Graph graph = full;
+  graph.sim.reset();
+  EXPECT_FALSE(simulate_graph(graph).extrapolated);
+  EXPECT_DOUBLE_EQ(graph.sim->step_time_ms, full.sim->step_time_ms);
 }
 
 TEST(ValidateStepTime, NarayananRowFromItsTflopsByEquation3) {
