@@ -10,12 +10,14 @@
 
 #include "common/error.hpp"
 #include "sim/sim.hpp"
+#include "sim/units.hpp"
 
 namespace syssim {
 namespace {
 
 constexpr double kUnreached = -std::numeric_limits<double>::infinity();
-constexpr double kBytesPerUsPerGBps = 1e3;
+using sim_units::kBytesPerUsPerGBps;
+using sim_units::kMsPerUs;
 
 // The least time an op instance can last: its cost time, or, with phases, each phase's
 // latency plus its bytes at the rate its flow gets alone (its cap, or its most loaded link's
@@ -213,7 +215,6 @@ double step_time_lower_bound_ms(const ShardSection& shard, const CostSection& co
     for (int64_t input : state.step.inputs) input_finish.push_back(exported[export_of[input]].back());
     step_us = std::max(step_us, list_finish(state.step, state.compute_free_us, input_finish));
   }
-  constexpr double kMsPerUs = 1e-3;
   return step_us * kMsPerUs;
 }
 

@@ -13,12 +13,14 @@
 #include <queue>
 #include <tuple>
 
+#include "sim/units.hpp"
+
 namespace syssim {
 namespace {
 
-constexpr double kMsPerUs = 1e-3;
 constexpr size_t kTopOps = 10;
-constexpr double kBytesPerUsPerGBps = 1e3;  // 1 GB/s = 1e9 bytes / 1e6 us
+using sim_units::kBytesPerUsPerGBps;
+using sim_units::kMsPerUs;
 // A flow with less than this share of its bytes left is done (floating-point drift of the
 // remaining-bytes bookkeeping).
 constexpr double kDoneFraction = 1e-9;
