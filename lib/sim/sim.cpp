@@ -948,7 +948,7 @@ struct Extrapolated {
 };
 
 // A step of many micro-batches, from three shorter steps of the same schedule (docs/syssim-sim.md,
-// "Extrapolated micro-batches"): 3 pp, 3 pp + k and 3 pp + 2k micro-batches, k the schedule's
+// "Extrapolated micro-batches"): 4 pp, 4 pp + k and 4 pp + 2k micro-batches, k the schedule's
 // period (pp micro-batches for the interleaved schedule, else 1). nullopt where that would
 // not save work, where the shard section's schedule is not the named schedule's, or where
 // the short steps have not settled into a steady state: the longest does not repeat its
@@ -958,7 +958,7 @@ std::optional<Extrapolated> extrapolate_microbatches(const ShardSection& shard, 
   const int64_t pp = shard.parallelism.pp, vpp = shard.parallelism.vpp.value_or(1), m = shard.num_microbatches;
   const std::string& name = shard.pipeline_schedule;
   const int64_t period = name == "interleaved" ? pp : 1;
-  const std::array<int64_t, 3> counts = {3 * pp, 3 * pp + period, 3 * pp + 2 * period};
+  const std::array<int64_t, 3> counts = {4 * pp, 4 * pp + period, 4 * pp + 2 * period};
   if (m <= counts[0] + counts[1] + counts[2] || (m - counts[2]) % period != 0) return std::nullopt;
   if (name != "1f1b" && name != "interleaved" && name != "gpipe" && name != "zb-h1") return std::nullopt;
   if ((name == "interleaved") != (vpp > 1) || shard.schedule != make_schedule(name, pp, vpp, m)) return std::nullopt;
@@ -968,9 +968,9 @@ std::optional<Extrapolated> extrapolate_microbatches(const ShardSection& shard, 
     Timeline timeline = expand_step(shard, cost, make_schedule(name, pp, vpp, counts[i]), counts[i]);
     EventLoop loop(timeline, replay);
     loop.run();
-    // The longest's middle, clear of the warm-up (pp micro-batches and one) and the cool-down
-    // (the last pp), must repeat period after period.
-    if (i + 1 == counts.size() && !repeats_shifted(timeline, shard.ops.size(), pp + 1, counts[i] - pp - period, period))
+    // The longest's micro-batches 2 pp to 3 pp, clear of the warm-up and its settling and of
+    // the cool-down, must repeat period after period.
+    if (i + 1 == counts.size() && !repeats_shifted(timeline, shard.ops.size(), 2 * pp, 3 * pp, period))
       return std::nullopt;
     totals[i] = totals_of(shard, cost, timeline);
     extrapolated.stats.instances += static_cast<int64_t>(timeline.instances.size());
