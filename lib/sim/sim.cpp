@@ -736,7 +736,7 @@ TimedOp timed(const ShardOp& op, double time_us) {
 struct StepTotals {
   std::vector<double> finish_us;  // by pipeline rank: its last instance's finish
   double flops = 0;               // all ranks' instances
-  int64_t binding = 0;            // the rank finishing last (the first of equals)
+  int64_t binding = 0;            // binding_rank(finish_us)
   // The binding rank's, by op: summed durations, summed standalone cost times, whether it ran.
   std::vector<double> duration_us, standalone_us;
   std::vector<char> ran;
@@ -745,6 +745,11 @@ struct StepTotals {
   double idle_us = 0;          // none of the binding rank's streams runs, until pipeline_end_us
   double pipeline_end_us = 0;  // the last micro-batch op's finish, any rank
 };
+
+// The rank finishing last, the first of equals.
+int64_t binding_rank(const std::vector<double>& finish_us) {
+  return std::max_element(finish_us.begin(), finish_us.end()) - finish_us.begin();
+}
 
 StepTotals totals_of(const ShardSection& shard, const CostSection& cost, const Timeline& t) {
   StepTotals totals;
@@ -755,7 +760,7 @@ StepTotals totals_of(const ShardSection& shard, const CostSection& cost, const T
     totals.flops += shard.ops[instance.op].flops;
     if (instance.microbatch >= 0) totals.pipeline_end_us = std::max(totals.pipeline_end_us, instance.finish_us);
   }
-  totals.binding = std::max_element(totals.finish_us.begin(), totals.finish_us.end()) - totals.finish_us.begin();
+  totals.binding = binding_rank(totals.finish_us);
   const double step_us = totals.finish_us[totals.binding];
   if (!t.networks.empty()) totals.links = t.networks[totals.binding].links;
 
@@ -860,7 +865,7 @@ SimSection sim_section(const ShardSection& shard, const CostSection& cost, const
 // Totals of a step `periods` steady-state periods longer than c, from the steps a, b, c of
 // one period apart: c + periods * (c - b), where the period from a to b added what the one
 // from b to c did, up to rounding (kSettled, relative). nullopt where it did not, or where
-// the binding rank, the ops that ran, the groups or the most flows on a link differ.
+// the binding rank, the ops that ran or the most flows on a link differ.
 constexpr double kSettled = 1e-9;
 
 class LinearSteps {
@@ -880,15 +885,8 @@ class LinearSteps {
 std::optional<StepTotals> extend(const std::array<StepTotals, 3>& s, double periods) {
   const StepTotals &a = s[0], &b = s[1], &c = s[2];
   auto same = [&](auto member) { return a.*member == b.*member && b.*member == c.*member; };
-  if (!same(&StepTotals::binding) || !same(&StepTotals::ran) || a.links.size() != c.links.size() ||
-      b.links.size() != c.links.size())
-    return std::nullopt;
-  auto keys = [](const std::map<std::string, double>& m) {
-    std::vector<std::string> k;
-    for (const auto& entry : m) k.push_back(entry.first);
-    return k;
-  };
-  if (keys(a.exposed_us) != keys(c.exposed_us) || keys(b.exposed_us) != keys(c.exposed_us)) return std::nullopt;
+  // The same ops on the same binding rank: the same collective groups too (exposed_us's keys).
+  if (!same(&StepTotals::binding) || !same(&StepTotals::ran)) return std::nullopt;
   LinearSteps linear(periods);
   StepTotals m = c;
   for (size_t r = 0; r < c.finish_us.size(); ++r) m.finish_us[r] = linear(a.finish_us[r], b.finish_us[r], c.finish_us[r]);
@@ -906,7 +904,7 @@ std::optional<StepTotals> extend(const std::array<StepTotals, 3>& s, double peri
   m.idle_us = linear(a.idle_us, b.idle_us, c.idle_us);
   m.pipeline_end_us = linear(a.pipeline_end_us, b.pipeline_end_us, c.pipeline_end_us);
   if (!linear.settled()) return std::nullopt;
-  if (std::max_element(m.finish_us.begin(), m.finish_us.end()) - m.finish_us.begin() != m.binding) return std::nullopt;
+  if (binding_rank(m.finish_us) != m.binding) return std::nullopt;
   return m;
 }
 
