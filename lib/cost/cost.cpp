@@ -20,7 +20,7 @@ std::string family_of(const ShardOp& op) {
   if (op.kind == "gemm" || op.kind == "attention") return op.kind;
   if (op.kind != "math" && op.kind != "memory" && op.kind != "optimizer")
     throw DataError(op_path(op) + "/kind: unknown op kind \"" + op.kind + "\"");
-  if (op.name.find("norm") != std::string::npos) return "norm";
+  if (op.name.str().find("norm") != std::string::npos) return "norm";
   if (op.name == "aten::sum" || op.name == "syssim::cross_entropy" || op.name == "te::amax") return "reduction";
   return "elementwise";
 }
@@ -46,7 +46,7 @@ std::string bound_of(const Kernel& kernel, double time_us, const HardwareConfig&
 }
 
 // What shard_collective_time reads of an op (besides its id, for messages).
-using CollectiveKey = std::tuple<std::string_view, std::string_view, std::string_view, int64_t, int64_t, int64_t, double>;
+using CollectiveKey = std::tuple<Symbol, Symbol, Symbol, int64_t, int64_t, int64_t, double>;
 
 }  // namespace
 

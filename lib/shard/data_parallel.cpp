@@ -63,11 +63,12 @@ void check_step_options(const TrainingConfig& t) {
 // The rank's gradients in the order backward finishes them (by last writer; gradients one op
 // writes together in reverse tensor order, as Megatron-LM walks parameters in reverse).
 std::vector<LocalGrad> grads_in_backward_order(const ShardContext& context, const std::vector<ShardOp>& ops) {
-  std::map<int64_t, int64_t> last_writer;
+  std::vector<int64_t> last_writer(context.trace.tensors.size(), -1);  // traced buffers only: the grads
   for (const ShardOp& op : ops)
     if (op.scope == "microbatch")
-      for (int64_t b : op.writes) last_writer[b] = op.id;
-  std::map<std::string, int64_t> weight_named;
+      for (int64_t b : op.writes)
+        if (b < static_cast<int64_t>(last_writer.size())) last_writer[b] = op.id;
+  std::map<Symbol, int64_t> weight_named;
   for (const auto& t : context.trace.tensors)
     if (t.role == "param") weight_named[t.param] = t.id;
   std::vector<LocalGrad> grads;
@@ -78,7 +79,7 @@ std::vector<LocalGrad> grads_in_backward_order(const ShardContext& context, cons
     if (weight == weight_named.end()) throw DataError(where + "/param: no weight named '" + t.param + "'");
     LocalGrad grad{t.id, weight->second, numel_at(t.dims, context.full_axes, where),
                    !has_tensor_parallel_axis(t.dims)};
-    if (last_writer.count(t.id)) grad.producer = last_writer[t.id];
+    if (last_writer[t.id] >= 0) grad.producer = last_writer[t.id];
     grads.push_back(grad);
   }
   std::sort(grads.begin(), grads.end(), [](const LocalGrad& a, const LocalGrad& b) {

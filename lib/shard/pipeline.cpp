@@ -129,7 +129,7 @@ class StageMap {
 
   int64_t virtual_stage(const ShardOp& op) const {
     if (!op.layer) {
-      bool embedding = op.module == "embedding" || op.module.rfind("embedding.", 0) == 0;
+      bool embedding = op.module == "embedding" || op.module.starts_with("embedding.");
       return embedding ? 0 : stages_ - 1;
     }
     if (*op.layer < 0 || *op.layer >= static_cast<int64_t>(stage_of_layer_.size()))
@@ -145,14 +145,30 @@ class StageMap {
   std::vector<int64_t> stage_of_layer_;
 };
 
+// A few pipeline ranks, sorted: a set per buffer without a node per rank.
+class RankSet {
+ public:
+  void insert(int64_t rank) {
+    auto it = std::lower_bound(ranks_.begin(), ranks_.end(), rank);
+    if (it == ranks_.end() || *it != rank) ranks_.insert(it, rank);
+  }
+  bool count(int64_t rank) const { return std::binary_search(ranks_.begin(), ranks_.end(), rank); }
+  size_t size() const { return ranks_.size(); }
+  std::vector<int64_t>::const_iterator begin() const { return ranks_.begin(); }
+  std::vector<int64_t>::const_iterator end() const { return ranks_.end(); }
+
+ private:
+  std::vector<int64_t> ranks_;
+};
+
 // What the original op list says about the ranks: where each microbatch op runs, which
 // ranks hold each weight and gradient, and which ops reduce partial gradients of a weight
 // several ranks hold (the tied word embeddings: Megatron-LM keeps a copy on the last stage).
 struct RankAnalysis {
   std::vector<int64_t> virtual_stage;                 // per old op; -1 for step ops
   std::vector<std::string> pass;                      // per old op
-  std::vector<std::set<int64_t>> holders;             // per buffer: ranks holding a param or grad
-  std::vector<std::set<int64_t>> reader_ranks;        // per buffer: ranks of microbatch ops reading it
+  std::vector<RankSet> holders;                       // per buffer: ranks holding a param or grad
+  std::vector<RankSet> reader_ranks;                  // per buffer: ranks of microbatch ops reading it
   std::vector<std::vector<int64_t>> control_deps;     // per old op: deps its reads do not explain
   std::map<int64_t, std::map<int64_t, int64_t>> partial_sums;  // old op -> other rank -> virtual stage
 };
@@ -164,7 +180,7 @@ RankAnalysis analyze(const std::vector<ShardOp>& ops, const ShardSection& shard,
   a.holders.resize(buffers);
   a.reader_ranks.resize(buffers);
   a.control_deps = control_deps(ops, buffers);
-  std::map<std::string, int64_t> weight_named;
+  std::map<Symbol, int64_t> weight_named;
   for (const ShardBuffer& b : shard.buffers)
     if (b.role == "param") weight_named.emplace(b.param, b.id);
   for (const ShardOp& op : ops) {
@@ -186,9 +202,9 @@ RankAnalysis analyze(const std::vector<ShardOp>& ops, const ShardSection& shard,
       bool shared_weight_grad = false;
       for (int64_t b : op.writes) {
         const ShardBuffer& buffer = shard.buffers[b];
+        if (buffer.role != "grad") continue;
         auto weight = weight_named.find(buffer.param);
-        if (buffer.role == "grad" && weight != weight_named.end() && a.holders[weight->second].size() > 1)
-          shared_weight_grad = true;
+        if (weight != weight_named.end() && a.holders[weight->second].size() > 1) shared_weight_grad = true;
       }
       std::map<int64_t, int64_t> others;
       for (int64_t b : op.reads)
@@ -430,7 +446,7 @@ class PipelineRewriter {
   void reduce_shared_weight_grads() {
     if (pp_ == 1) return;
     for (const auto& t : context_.trace.tensors) {
-      const std::set<int64_t>& ranks = analysis_.holders[t.id];
+      const RankSet& ranks = analysis_.holders[t.id];
       if (t.role != "grad" || ranks.size() < 2) continue;
       double elements = numel_at(t.dims, context_.full_axes, "/trace/tensors/" + str(t.id));
       all_reduce_across(t.id, {ranks.begin(), ranks.end()}, "embedding", elements * kFp32Bytes, "tied_embedding_grads");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/expr.hpp"
+#include "common/symbol.hpp"
 #include "config/config.hpp"
 #include "shard/schedule.hpp"
 
@@ -18,8 +19,8 @@ namespace syssim {
 struct ShardBuffer {
   int64_t id = 0;
   double bytes = 0;
-  std::string role;  // param | grad | input | activation | comm
-  std::string param;
+  Symbol role;  // param | grad | input | activation | comm
+  Symbol param;
   std::optional<int64_t> producer;  // op that writes it first (none for params and inputs)
 };
 
@@ -44,18 +45,18 @@ using KernelShape = std::map<std::string, double>;
 struct ShardOp {
   int64_t id = 0;
   std::optional<int64_t> trace_op;  // the traced op this instantiates; none for inserted ops
-  std::string name;
-  std::string kind;    // gemm | attention | math | memory | collective | optimizer
-  std::string phase;   // fwd | bwd | optimizer
+  Symbol name;
+  Symbol kind;    // gemm | attention | math | memory | collective | optimizer
+  Symbol phase;   // fwd | bwd | optimizer
   std::optional<int64_t> layer;
-  std::string module;
-  std::string scope;   // microbatch (once per micro-batch) | step (once, after them) | step_start (once, before them)
-  std::string pass;    // forward | backward | weight (weight gradients only) | step
+  Symbol module;
+  Symbol scope;   // microbatch (once per micro-batch) | step (once, after them) | step_start (once, before them)
+  Symbol pass;    // forward | backward | weight (weight gradients only) | step
   int64_t stage = 0;   // pipeline rank that runs it
   int64_t chunk = 0;   // virtual pipeline chunk of that rank
   bool recompute = false;  // a forward op run again in the backward pass
-  std::string stream;  // compute | tp | cp | dp | pp
-  std::string dtype;   // compute dtype: bf16 | fp16 | fp32 | ...
+  Symbol stream;  // compute | tp | cp | dp | pp
+  Symbol dtype;   // compute dtype: bf16 | fp16 | fp32 | ...
   std::vector<int64_t> deps;  // ops of the same scope (or, for step ops, of any scope) that must finish first
   double flops = 0;
   double bytes = 0;  // bytes read plus written in device memory
@@ -63,8 +64,8 @@ struct ShardOp {
   std::vector<int64_t> reads;
   std::vector<int64_t> writes;
   // Collectives only.
-  std::string collective;  // all_reduce | all_gather | reduce_scatter | send_recv
-  std::string group;       // tp | cp | dp | pp | embedding
+  Symbol collective;  // all_reduce | all_gather | reduce_scatter | send_recv
+  Symbol group;       // tp | cp | dp | pp | embedding
   int64_t group_size = 1;
   double message_bytes = 0;  // the full (unsharded) buffer the collective operates on
 };

@@ -279,7 +279,7 @@ std::string trace_to_binary(const TraceSection& t) {
   }
   out.number(static_cast<uint32_t>(t.ops.size()));
   for (const TraceOp& op : t.ops) {
-    for (const std::string* text : {&op.name, &op.kind, &op.phase, &op.module, &op.tp_role}) out.text(*text);
+    for (const Symbol* text : {&op.name, &op.kind, &op.phase, &op.module, &op.tp_role}) out.text(*text);
     out.optional(op.layer);
     refs_to_binary(op.inputs, out);
     refs_to_binary(op.outputs, out);
@@ -313,7 +313,7 @@ TraceSection trace_from_binary(const std::string& bytes, const std::string& sour
     const std::string where = "/trace/ops/" + std::to_string(i);
     TraceOp& op = t.ops[i];
     op.id = static_cast<int64_t>(i);
-    for (std::string* text : {&op.name, &op.kind, &op.phase, &op.module, &op.tp_role}) *text = in.text();
+    for (Symbol* text : {&op.name, &op.kind, &op.phase, &op.module, &op.tp_role}) *text = in.text();
     op.layer = in.optional();
     op.inputs = refs_from_binary(in, t, where + "/inputs");
     op.outputs = refs_from_binary(in, t, where + "/outputs");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/expr.hpp"
+#include "common/symbol.hpp"
 #include "config/config.hpp"
 
 namespace syssim {
@@ -15,26 +16,26 @@ namespace syssim {
 struct TensorRef {
   int64_t tensor = 0;
   Dims dims;
-  std::string dtype;  // bf16 | fp16 | fp32 | i64 | bool
+  Symbol dtype;  // bf16 | fp16 | fp32 | i64 | bool
 };
 
 // A buffer (a storage): every view of it has the same id.
 struct TraceTensor {
   int64_t id = 0;
   Dims dims;
-  std::string dtype;
-  std::string role;     // param | grad | input | activation
-  std::string param;    // parameter name when role == param or grad
+  Symbol dtype;
+  Symbol role;     // param | grad | input | activation
+  Symbol param;    // parameter name when role == param or grad
 };
 
 struct TraceOp {
   int64_t id = 0;
-  std::string name;     // "syssim::linear", "aten::add", ...
-  std::string kind;     // gemm | attention | math | memory
-  std::string phase;    // fwd | bwd
+  Symbol name;     // "syssim::linear", "aten::add", ...
+  Symbol kind;     // gemm | attention | math | memory
+  Symbol phase;    // fwd | bwd
   std::optional<int64_t> layer;
-  std::string module;   // e.g. "decoder.layers.3.mlp.linear_fc1"
-  std::string tp_role;  // none | column | row | vocab_embedding | vocab_output | vocab_loss
+  Symbol module;   // e.g. "decoder.layers.3.mlp.linear_fc1"
+  Symbol tp_role;  // none | column | row | vocab_embedding | vocab_output | vocab_loss
   std::vector<TensorRef> inputs;
   std::vector<TensorRef> outputs;
   std::vector<int64_t> deps;   // ops that wrote a buffer this op reads (read after write)

@@ -89,7 +89,7 @@ ShardSection shard_of(const ShardOptions& options, Graph g = small_graph()) {
 std::vector<const ShardOp*> ops_of(const ShardSection& s, const std::string& module_prefix) {
   std::vector<const ShardOp*> out;
   for (const auto& op : s.ops)
-    if (op.module.rfind(module_prefix, 0) == 0) out.push_back(&op);
+    if (op.module.starts_with(module_prefix)) out.push_back(&op);
   return out;
 }
 
@@ -171,7 +171,7 @@ TEST(DataParallel, WithOverlapEachBucketWaitsOnlyForItsGradients) {
 double dp_reduction_us(const Graph& g) {
   double us = 0;
   for (const ShardOp& op : g.shard->ops)
-    if (op.module.rfind("data_parallel_grads", 0) == 0) us += g.cost->ops[op.id].time_us;
+    if (op.module.starts_with("data_parallel_grads")) us += g.cost->ops[op.id].time_us;
   return us;
 }
 

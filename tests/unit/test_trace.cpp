@@ -376,7 +376,7 @@ double mlp_bytes_kept_per_token(const TraceSection& trace) {
   for (const TraceOp& op : trace.ops) {
     if (op.phase == "fwd")
       for (const TensorRef& out : op.outputs) written_forward.insert(out.tensor);
-    if (op.phase == "bwd" && op.module.rfind(mlp, 0) == 0)
+    if (op.phase == "bwd" && op.module.starts_with(mlp))
       for (const TensorRef& in : op.inputs)
         if (written_forward.count(in.tensor)) kept.insert(in.tensor);
   }

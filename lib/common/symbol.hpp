@@ -1,0 +1,71 @@
+// An interned string: the names, kinds, passes and streams that every op of a graph carries.
+// A shard stage rebuilds its op list in every pass, and copying ten std::strings per op was a
+// large part of its time; a Symbol is a pointer into one table of the distinct texts, so it
+// copies and compares by pointer. The table only grows (a few thousand texts per model) and
+// is shared by all threads.
+#pragma once
+#include <functional>
+#include <ostream>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace syssim {
+
+class Symbol {
+ public:
+  Symbol();
+  Symbol(std::string_view text);  // NOLINT: implicit, so that op.kind = "gemm" reads naturally
+  Symbol(const std::string& text) : Symbol(std::string_view(text)) {}
+  Symbol(const char* text) : Symbol(std::string_view(text)) {}
+
+  const std::string& str() const { return *text_; }
+  operator const std::string&() const { return *text_; }  // NOLINT
+  const char* c_str() const { return text_->c_str(); }
+  bool empty() const { return text_->empty(); }
+  size_t size() const { return text_->size(); }
+  bool starts_with(std::string_view prefix) const { return std::string_view(*text_).substr(0, prefix.size()) == prefix; }
+
+  friend bool operator==(Symbol a, Symbol b) { return a.text_ == b.text_; }
+  friend bool operator!=(Symbol a, Symbol b) { return a.text_ != b.text_; }
+  friend bool operator==(Symbol a, std::string_view b) { return *a.text_ == b; }
+  friend bool operator!=(Symbol a, std::string_view b) { return *a.text_ != b; }
+  // Against a literal (op.scope == "microbatch", the commonest test): inline, no strlen.
+  friend bool operator==(Symbol a, const char* b) {
+    const char* t = a.text_->c_str();
+    while (*t && *t == *b) ++t, ++b;
+    return *t == *b;
+  }
+  friend bool operator!=(Symbol a, const char* b) { return !(a == b); }
+  friend bool operator==(Symbol a, const std::string& b) { return *a.text_ == b; }
+  friend bool operator!=(Symbol a, const std::string& b) { return *a.text_ != b; }
+  friend bool operator==(std::string_view a, Symbol b) { return b == a; }
+  friend bool operator!=(std::string_view a, Symbol b) { return b != a; }
+  friend bool operator==(const char* a, Symbol b) { return b == a; }
+  friend bool operator!=(const char* a, Symbol b) { return b != a; }
+  friend bool operator==(const std::string& a, Symbol b) { return b == a; }
+  friend bool operator!=(const std::string& a, Symbol b) { return b != a; }
+  // By text, so that maps and sorts keyed by symbols do not depend on the order of interning.
+  friend bool operator<(Symbol a, Symbol b) { return a.text_ != b.text_ && *a.text_ < *b.text_; }
+
+  friend std::string operator+(const std::string& a, Symbol b) { return a + *b.text_; }
+  friend std::string operator+(Symbol a, const std::string& b) { return *a.text_ + b; }
+  friend std::string operator+(const char* a, Symbol b) { return a + *b.text_; }
+  friend std::string operator+(Symbol a, const char* b) { return *a.text_ + b; }
+  friend std::ostream& operator<<(std::ostream& out, Symbol s) { return out << *s.text_; }
+
+ private:
+  const std::string* text_;
+};
+
+inline void to_json(nlohmann::json& j, Symbol s) { j = s.str(); }
+inline void from_json(const nlohmann::json& j, Symbol& s) { s = Symbol(j.get<std::string>()); }
+inline void to_json(nlohmann::ordered_json& j, Symbol s) { j = s.str(); }
+
+}  // namespace syssim
+
+template <>
+struct std::hash<syssim::Symbol> {
+  size_t operator()(syssim::Symbol s) const { return std::hash<std::string>()(s.str()); }
+};
