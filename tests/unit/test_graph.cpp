@@ -2,8 +2,14 @@
 // and deterministic output.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+#include <thread>
+#include <vector>
+
 #include "common/error.hpp"
 #include "common/graph.hpp"
+#include "common/symbol.hpp"
 #include "trace_builder.hpp"
 
 namespace syssim {
@@ -32,6 +38,37 @@ TEST(AxisExpression, ErrorsNameThePlaceAndTheText) {
   } catch (const DataError& e) {
     EXPECT_STREQ(e.what(), "/shard: axis 'b' has no value");
   }
+}
+
+TEST(Symbol, EqualTextsAreOneSymbolAndOrderByText) {
+  const std::string built = std::string("micro") + "batch";
+  Symbol a("microbatch"), b(built), c("step");
+  EXPECT_EQ(&a.str(), &b.str());  // one interned text
+  EXPECT_TRUE(a == b && a == "microbatch" && a == built && "microbatch" == a);
+  EXPECT_TRUE(a != c && a != "microbatc" && a != "microbatchX" && a != "");
+  EXPECT_TRUE(Symbol() == "" && Symbol().empty() && Symbol("") == Symbol());
+  // Ordered by text whatever the order of interning: "zz" first, then "aa".
+  Symbol z("zz-symbol-test"), y("aa-symbol-test");
+  EXPECT_TRUE(y < z && !(z < y) && !(z < z));
+  std::map<Symbol, int> by_name{{z, 1}, {y, 2}};
+  EXPECT_EQ(by_name.begin()->first, "aa-symbol-test");
+  EXPECT_EQ("layer." + c + ".x", "layer.step.x");
+  nlohmann::json j = c;
+  EXPECT_EQ(j, "step");
+  EXPECT_EQ(j.get<Symbol>(), c);
+}
+
+TEST(Symbol, ThreadsInterningTheSameTextsGetTheSameSymbols) {
+  const int kTexts = 2000;
+  std::vector<std::vector<const std::string*>> seen(4);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < seen.size(); ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kTexts; ++i) seen[t].push_back(&Symbol("threaded-" + std::to_string(i)).str());
+    });
+  for (auto& thread : threads) thread.join();
+  for (size_t t = 1; t < seen.size(); ++t) EXPECT_EQ(seen[t], seen[0]);
+  for (int i = 0; i < kTexts; ++i) EXPECT_EQ(*seen[0][i], "threaded-" + std::to_string(i));
 }
 
 TEST(GraphDocument, RoundTripsByteForByte) {
