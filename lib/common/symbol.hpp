@@ -59,9 +59,11 @@ class Symbol {
   const std::string* text_;
 };
 
-inline void to_json(nlohmann::json& j, Symbol s) { j = s.str(); }
-inline void from_json(const nlohmann::json& j, Symbol& s) { s = Symbol(j.get<std::string>()); }
-inline void to_json(nlohmann::ordered_json& j, Symbol s) { j = s.str(); }
+// As JSON strings, in json and ordered_json alike.
+template <typename Json>
+void to_json(Json& j, Symbol s) { j = s.str(); }
+template <typename Json>
+void from_json(const Json& j, Symbol& s) { s = Symbol(j.template get<std::string>()); }
 
 }  // namespace syssim
 

@@ -83,23 +83,23 @@ nlohmann::ordered_json layout_inputs(const ShardOptions& o) {
 }
 
 // A layout's memory estimate and the lower bound on its step time (step_time_lower_bound_ms):
-// {"status": "invalid" | "oom" | "fits", "peak_memory_gb", "step_bound_ms"}, from the result
-// cache (kind "estimate") when it has them; a cached record without "step_bound_ms" (an
-// earlier bound) is made again.
+// {"status": "invalid" | "oom" | "fits", "peak_memory_gb", "step_bound_ms"}, the bound for
+// out-of-memory layouts too (it bounds their recomputing siblings), from the result cache
+// (kind "estimate") when it has them; a cached record without "step_bound_ms" (made by an
+// earlier version) is made again.
 nlohmann::json memory_estimate(PointEvaluator& evaluate, const ShardOptions& layout, bool use_cache) {
   const std::string key = use_cache ? job_cache_key(evaluate.model(), evaluate.hardware(), layout) : "";
   if (use_cache)
     if (std::optional<std::string> cached = cache_get("estimate", key)) {
       nlohmann::json record = nlohmann::json::parse(*cached);
-      if (record["status"] != "fits" || record.contains("step_bound_ms")) return record;
+      if (record["status"] == "invalid" || record.contains("step_bound_ms")) return record;
     }
   nlohmann::json estimated = {{"status", "invalid"}};
   try {
     Graph graph = estimate_memory(evaluate.model(), evaluate.trace(), evaluate.estimator(), layout);
-    estimated = graph.mem->oom ? nlohmann::json{{"status", "oom"}}
-                               : nlohmann::json{{"status", "fits"},
-                                                {"peak_memory_gb", graph.mem->peak_memory_gb},
-                                                {"step_bound_ms", step_time_lower_bound_ms(*graph.shard, *graph.cost)}};
+    estimated = {{"status", graph.mem->oom ? "oom" : "fits"},
+                 {"peak_memory_gb", graph.mem->peak_memory_gb},
+                 {"step_bound_ms", step_time_lower_bound_ms(*graph.shard, *graph.cost)}};
   } catch (const DataError&) {
   } catch (const UsageError&) {
   }
@@ -107,10 +107,13 @@ nlohmann::json memory_estimate(PointEvaluator& evaluate, const ShardOptions& lay
   return estimated;
 }
 
-struct Fitting {
+// What the search knows of a layout: until it is estimated, lower bounds on its peak memory
+// (its model states) and on its step (its sibling's without recompute, or 0); then its own.
+struct Candidate {
   size_t layout = 0;  // index into the enumeration
   double peak_memory_gb = 0;
   double bound_ms = 0;
+  bool estimated = false;
 };
 
 bool dominates(const SweepRow& a, const SweepRow& b) {
@@ -148,88 +151,147 @@ SearchResult search_layouts(const ModelConfig& model, const HardwareConfig& hard
   SearchResult result;
   result.enumerated = static_cast<int64_t>(layouts.size());
   PointEvaluator evaluate(model, hardware, settings.use_cache);
-  // Memory before time: the estimate (shard, cost, memory; no simulation) drops what does not fit.
-  // Activations grow with the micro-batch, so once a layout is out of memory the same layout
-  // with a larger micro-batch (enumerated later) is too, and is dropped without an estimate.
-  // Layouts that differ only in their micro-batch form a group: groups are estimated in
-  // parallel, the layouts of a group in enumeration order.
+  // Layouts that differ only in their micro-batch form a group. Activations grow with the
+  // micro-batch, so once a layout is out of memory the same layout with a larger micro-batch
+  // is too, and is dropped without an estimate.
   std::map<std::string, size_t> group_index;
   std::vector<std::vector<size_t>> groups;
+  std::vector<size_t> group_of(layouts.size());
   for (size_t i = 0; i < layouts.size(); ++i) {
     nlohmann::ordered_json group = layout_inputs(layouts[i]);
     group.erase("training.micro_batch");
     auto [it, added] = group_index.emplace(group.dump(), groups.size());
     if (added) groups.emplace_back();
     groups[it->second].push_back(i);
+    group_of[i] = it->second;
   }
-  enum class Outcome { kInvalid, kOom, kFits };
-  std::vector<Outcome> outcome(layouts.size(), Outcome::kOom);
-  std::vector<Fitting> estimates(layouts.size());
-  // Cheaper still: a layout whose weights, gradients and optimizer states alone exceed the GPU
-  // is out of memory whatever its micro-batch, and needs no estimate at all.
+  std::vector<std::optional<int64_t>> smallest_oom(groups.size());  // per group: its smallest micro-batch out of memory
+  enum class Outcome { kOpen, kInvalid, kOom, kPrunedByBound, kSimulated };
+  std::vector<Outcome> outcome(layouts.size(), Outcome::kOpen);
+  std::vector<Candidate> known(layouts.size());
+  // A layout whose weights, gradients and optimizer states alone exceed the GPU is out of
+  // memory whatever its micro-batch, and needs no estimate at all.
   const std::optional<double> capacity_gb = hardware.gpu_memory_GB;
   const double params_total = capacity_gb ? traced_parameters(evaluate.trace(), evaluate.trace().axes) : 0;
-  for_each_point(groups.size(), settings, [&](size_t g) {
-    std::optional<int64_t> smallest_oom;  // the smallest micro-batch of the group that did not fit
-    if (prune && capacity_gb && model_state_lower_bound_gb(params_total, layouts[groups[g].front()]) > *capacity_gb)
-      return;  // all counted as oom
-    for (size_t i : groups[g]) {
-      const int64_t micro_batch = layouts[i].training.micro_batch;
-      if (prune && smallest_oom && *smallest_oom <= micro_batch) continue;  // counted as oom
-      const nlohmann::json estimated = memory_estimate(evaluate, layouts[i], settings.use_cache);
-      const std::string status = estimated["status"];
-      if (status == "invalid") {
-        outcome[i] = Outcome::kInvalid;
-      } else if (status == "oom") {
-        smallest_oom = std::min(smallest_oom.value_or(micro_batch), micro_batch);
-      } else {
-        outcome[i] = Outcome::kFits;
-        estimates[i] = {i, estimated["peak_memory_gb"], estimated["step_bound_ms"]};
-      }
-    }
-  });
-  std::vector<Fitting> fitting;
   for (size_t i = 0; i < layouts.size(); ++i) {
-    if (outcome[i] == Outcome::kInvalid) ++result.invalid;
-    if (outcome[i] == Outcome::kOom) ++result.pruned_by_memory;
-    if (outcome[i] == Outcome::kFits) fitting.push_back(estimates[i]);
+    known[i].layout = i;
+    if (!capacity_gb) continue;
+    known[i].peak_memory_gb = model_state_lower_bound_gb(params_total, layouts[i]);
+    if (prune && known[i].peak_memory_gb > *capacity_gb) outcome[i] = Outcome::kOom;
+  }
+  auto skipped_by_micro_batch = [&](size_t i) {
+    const std::optional<int64_t>& oom = smallest_oom[group_of[i]];
+    return prune && oom && *oom <= layouts[i].training.micro_batch;
+  };
+  auto record = [&](size_t i, const nlohmann::json& estimated) {
+    const std::string status = estimated["status"];
+    known[i].estimated = true;
+    if (status == "invalid") {
+      outcome[i] = Outcome::kInvalid;
+      return;
+    }
+    known[i].peak_memory_gb = estimated["peak_memory_gb"];
+    known[i].bound_ms = estimated["step_bound_ms"];
+    if (status == "oom") {
+      outcome[i] = Outcome::kOom;
+      std::optional<int64_t>& oom = smallest_oom[group_of[i]];
+      oom = std::min(oom.value_or(layouts[i].training.micro_batch), layouts[i].training.micro_batch);
+    }
+  };
+  // First the layouts without recompute (all of them without pruning), group by group in
+  // parallel, the layouts of a group in enumeration order. Recomputation only adds work to
+  // the same step (ops on the compute stream and their communication), so their bounds bound
+  // their recomputing siblings' too, which are estimated only if that does not prune them.
+  for_each_point(groups.size(), settings, [&](size_t g) {
+    if (prune && layouts[groups[g].front()].training.recompute != "none") return;
+    for (size_t i : groups[g])
+      if (outcome[i] == Outcome::kOpen && !skipped_by_micro_batch(i))
+        record(i, memory_estimate(evaluate, layouts[i], settings.use_cache));
+      else if (outcome[i] == Outcome::kOpen)
+        outcome[i] = Outcome::kOom;
+  });
+  std::map<std::string, size_t> without_recompute;
+  for (size_t i = 0; i < layouts.size(); ++i)
+    if (layouts[i].training.recompute == "none") {
+      nlohmann::ordered_json inputs = layout_inputs(layouts[i]);
+      inputs.erase("training.recompute");
+      without_recompute.emplace(inputs.dump(), i);
+    }
+  std::vector<Candidate> open;
+  for (size_t i = 0; i < layouts.size(); ++i) {
+    if (outcome[i] != Outcome::kOpen) continue;
+    if (!known[i].estimated) {
+      nlohmann::ordered_json inputs = layout_inputs(layouts[i]);
+      inputs.erase("training.recompute");
+      auto sibling = without_recompute.find(inputs.dump());
+      if (sibling != without_recompute.end() && known[sibling->second].estimated)
+        known[i].bound_ms = known[sibling->second].bound_ms;
+    }
+    open.push_back(known[i]);
   }
   // Fastest bounds first, so that the layouts simulated early prune the most.
-  std::stable_sort(fitting.begin(), fitting.end(), [](const Fitting& a, const Fitting& b) {
+  std::stable_sort(open.begin(), open.end(), [](const Candidate& a, const Candidate& b) {
     return a.bound_ms != b.bound_ms ? a.bound_ms < b.bound_ms : a.peak_memory_gb < b.peak_memory_gb;
   });
-  // Layouts are simulated in rounds of kRound layouts that survive the bound, the layouts of a
-  // round in parallel, each checked against the front of the rounds before it: a fixed round,
-  // not one per thread, so that the counts do not depend on the threads.
+  // A front member using no more memory than a layout's and faster than its bound dominates
+  // it. The open layouts go in rounds of kRound that the front does not prune, each round in
+  // parallel: those not estimated yet are estimated, then those the front still does not
+  // prune are simulated and join the front. A fixed round, not one per thread, so that the
+  // counts do not depend on the threads.
   constexpr size_t kRound = 8;
   SweepSettings round_settings = settings;
   round_settings.progress = nullptr;
   std::vector<SweepRow> front;
-  for (size_t f = 0; f < fitting.size();) {
+  auto pruned_by_front = [&](const Candidate& c) {
+    return prune && std::any_of(front.begin(), front.end(), [&](const SweepRow& q) {
+             return q.peak_memory_gb <= c.peak_memory_gb && q.step_time_ms < c.bound_ms;
+           });
+  };
+  for (size_t f = 0; f < open.size();) {
     std::vector<size_t> round;
-    for (; f < fitting.size() && round.size() < kRound; ++f) {
-      // A front member using no more memory and faster than this layout's bound dominates it.
-      const Fitting& candidate = fitting[f];
-      if (prune && std::any_of(front.begin(), front.end(), [&](const SweepRow& q) {
-            return q.peak_memory_gb <= candidate.peak_memory_gb && q.step_time_ms < candidate.bound_ms;
-          }))
-        ++result.pruned_by_bound;
+    for (; f < open.size() && round.size() < kRound; ++f) {
+      const size_t i = open[f].layout;
+      if (pruned_by_front(open[f]))
+        outcome[i] = Outcome::kPrunedByBound;
+      else if (!known[i].estimated && skipped_by_micro_batch(i))
+        outcome[i] = Outcome::kOom;
       else
-        round.push_back(candidate.layout);
+        round.push_back(i);
     }
-    std::vector<SweepRow> rows(round.size());
+    std::vector<nlohmann::json> estimates(round.size());
     for_each_point(round.size(), round_settings, [&](size_t k) {
-      rows[k].inputs = layout_inputs(layouts[round[k]]);
-      evaluate(layouts[round[k]], rows[k]);
+      if (!known[round[k]].estimated) estimates[k] = memory_estimate(evaluate, layouts[round[k]], settings.use_cache);
     });
-    for (const SweepRow& row : rows) {
-      ++result.simulated;
-      if (row.status != "ok") throw DataError("search: the layout " + row.inputs.dump() + " fit in the memory estimate "
-                                              "but its simulation reports: " + (row.reason.empty() ? row.status : row.reason));
-      add_to_front(front, row);
+    std::vector<size_t> simulate;
+    for (size_t k = 0; k < round.size(); ++k) {
+      const size_t i = round[k];
+      if (!known[i].estimated) record(i, estimates[k]);
+      if (outcome[i] != Outcome::kOpen) continue;
+      if (pruned_by_front(known[i]))
+        outcome[i] = Outcome::kPrunedByBound;
+      else
+        simulate.push_back(i);
     }
-    // Progress restarts: the layouts that fit, simulated or pruned by the bound.
-    if (settings.progress) settings.progress(static_cast<int64_t>(f), static_cast<int64_t>(fitting.size()));
+    std::vector<SweepRow> rows(simulate.size());
+    for_each_point(simulate.size(), round_settings, [&](size_t k) {
+      rows[k].inputs = layout_inputs(layouts[simulate[k]]);
+      evaluate(layouts[simulate[k]], rows[k]);
+    });
+    for (size_t k = 0; k < rows.size(); ++k) {
+      outcome[simulate[k]] = Outcome::kSimulated;
+      if (rows[k].status != "ok")
+        throw DataError("search: the layout " + rows[k].inputs.dump() + " fit in the memory estimate but its "
+                        "simulation reports: " + (rows[k].reason.empty() ? rows[k].status : rows[k].reason));
+      add_to_front(front, rows[k]);
+    }
+    // Progress restarts: the open layouts, simulated or pruned.
+    if (settings.progress) settings.progress(static_cast<int64_t>(f), static_cast<int64_t>(open.size()));
+  }
+  for (Outcome o : outcome) {
+    result.invalid += o == Outcome::kInvalid;
+    result.pruned_by_memory += o == Outcome::kOom;
+    result.pruned_by_bound += o == Outcome::kPrunedByBound;
+    result.simulated += o == Outcome::kSimulated;
   }
   std::stable_sort(front.begin(), front.end(), [](const SweepRow& a, const SweepRow& b) {
     return a.step_time_ms != b.step_time_ms ? a.step_time_ms < b.step_time_ms : a.peak_memory_gb < b.peak_memory_gb;

@@ -75,8 +75,8 @@ struct SearchResult {
   std::vector<SweepRow> front;
   int64_t enumerated = 0;
   int64_t invalid = 0;           // refused by the shard stage
-  int64_t pruned_by_memory = 0;  // out of memory, from the memory estimate alone
-  int64_t pruned_by_bound = 0;   // compute time alone slower than a simulated layout using no more memory
+  int64_t pruned_by_memory = 0;  // out of memory, by the model-state bound or the memory estimate
+  int64_t pruned_by_bound = 0;   // dominated by a simulated layout, by lower bounds on memory and step time
   int64_t simulated = 0;
 };
 

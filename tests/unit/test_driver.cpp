@@ -262,6 +262,28 @@ TEST(Driver, StepBoundIsNeverAboveTheSimulatedStep) {
     }
 }
 
+// The search prunes a recomputing layout by the bound of its sibling without recompute
+// (docs/syssim-sweep.md): recomputation only adds work, so the bound never falls, from none
+// to selective to full, in every case of the replay tests (schedules, overlap, cp, dp).
+TEST(Driver, RecomputationNeverLowersTheStepBound) {
+  ModelConfig model = llama3_8b();
+  model.num_layers = 4;
+  const TraceSection& trace = trace_of(model);
+  const CostEstimator estimator(h100());
+  for (ReplayCase c : replay_cases()) {
+    SCOPED_TRACE(c.name);
+    std::vector<double> bounds;
+    for (const char* recompute : {"none", "selective", "full"}) {
+      c.options.training.recompute = recompute;
+      Graph graph = estimate_memory(model, trace, estimator, c.options);
+      bounds.push_back(step_time_lower_bound_ms(*graph.shard, *graph.cost));
+    }
+    EXPECT_GE(bounds[1], bounds[0]);
+    EXPECT_GE(bounds[2], bounds[1]);
+    EXPECT_GT(bounds[2], bounds[0]);  // a whole forward again per layer: strictly more
+  }
+}
+
 TEST(Driver, ASchedulerOtherThanTheNamedOneIsSimulatedInFull) {
   ModelConfig model = llama3_8b();
   model.num_layers = 4;
