@@ -1,8 +1,11 @@
 // `syssim sweep --search`: every layout of N GPUs, pruned by memory and by a bound on the step
 // time, down to the Pareto front of step time against peak memory.
 #include <algorithm>
+#include <array>
 #include <map>
 #include <optional>
+#include <set>
+#include <tuple>
 
 #include "common/cache.hpp"
 #include "common/error.hpp"
@@ -108,9 +111,9 @@ nlohmann::json memory_estimate(PointEvaluator& evaluate, const ShardOptions& lay
 }
 
 // What the search knows of a layout: until it is estimated, lower bounds on its peak memory
-// (its model states) and on its step (its sibling's without recompute, or 0); then its own.
+// (its model states) and on its step (its compute, or its sibling's estimated bound without
+// recompute); then its own.
 struct Candidate {
-  size_t layout = 0;  // index into the enumeration
   double peak_memory_gb = 0;
   double bound_ms = 0;
   bool estimated = false;
@@ -131,6 +134,62 @@ void add_to_front(std::vector<SweepRow>& front, const SweepRow& row) {
 }
 
 }  // namespace
+
+nlohmann::json layer_compute(PointEvaluator& evaluate, const ModelConfig& short_model, const TraceSection& short_trace,
+                             const ShardOptions& layout, bool use_cache) {
+  ShardOptions one_rank = layout;
+  ParallelismConfig& p = one_rank.parallelism;
+  p.pp = 1, p.dp = 1, p.vpp.reset();
+  one_rank.gpus.reset();
+  one_rank.pipeline_schedule.clear();
+  one_rank.training.global_batch = one_rank.training.micro_batch;
+  one_rank.training.recompute = "none";
+  one_rank.training.distributed_optimizer = false;
+  const std::string key = use_cache ? job_cache_key(short_model, evaluate.hardware(), one_rank) : "";
+  if (use_cache)
+    if (std::optional<std::string> cached = cache_get("layers", key)) return nlohmann::json::parse(*cached);
+  nlohmann::json compute;
+  try {
+    Graph graph = estimate_memory(short_model, short_trace, evaluate.estimator(), one_rank);
+    // Per part: the decoder layers, then the embedding and the output layer; [all, forward].
+    const int64_t layers = short_model.num_layers;
+    std::vector<std::array<double, 2>> ms(layers + 2, {0.0, 0.0});
+    constexpr double kUsPerMs = 1e3;
+    for (const ShardOp& op : graph.shard->ops) {
+      if (op.scope != "microbatch" || op.stream != "compute") continue;
+      const size_t part = op.layer ? static_cast<size_t>(*op.layer) : op.module.starts_with("embedding") ? layers : layers + 1;
+      const double time_ms = graph.cost->ops[op.id].time_us / kUsPerMs;
+      ms.at(part)[0] += time_ms;
+      if (op.pass == "forward") ms.at(part)[1] += time_ms;
+    }
+    std::array<double, 2> layer = ms[0];
+    for (int64_t l = 1; l < layers; ++l) layer = {std::min(layer[0], ms[l][0]), std::min(layer[1], ms[l][1])};
+    compute = {{"layer", layer}, {"embedding", ms[layers]}, {"head", ms[layers + 1]}};
+  } catch (const DataError&) {
+  } catch (const UsageError&) {
+  }
+  if (use_cache) cache_put("layers", key, compute.dump());
+  return compute;
+}
+
+double compute_lower_bound_ms(const nlohmann::json& compute, int64_t num_layers, const ShardOptions& layout) {
+  if (compute.is_null()) return 0;
+  const std::array<double, 2> layer = compute["layer"], embedding = compute["embedding"], head = compute["head"];
+  const ParallelismConfig& p = layout.parallelism;
+  const int64_t stages = p.pp * p.vpp.value_or(1);
+  const double per_stage = static_cast<double>(num_layers / stages);
+  std::vector<std::array<double, 2>> stage(stages, {per_stage * layer[0], per_stage * layer[1]});
+  for (int part : {0, 1}) stage.front()[part] += embedding[part], stage.back()[part] += head[part];
+  const double microbatches = static_cast<double>(layout.training.global_batch / (p.dp * layout.training.micro_batch));
+  double bound = 0, before = 0;  // before: the first forward through the virtual stages before rank r's first
+  for (int64_t r = 0; r < p.pp; ++r) {
+    double per_microbatch = 0;
+    for (int64_t v = r; v < stages; v += p.pp) per_microbatch += stage[v][0];
+    bound = std::max(bound, before + microbatches * per_microbatch);
+    before += stage[r][1];
+  }
+  return bound;
+}
 
 double model_state_lower_bound_gb(double params_total, const ShardOptions& layout) {
   // Every parameter lives on some pipeline rank, split at most tp ways, so the heaviest rank
@@ -174,7 +233,6 @@ SearchResult search_layouts(const ModelConfig& model, const HardwareConfig& hard
   const std::optional<double> capacity_gb = hardware.gpu_memory_GB;
   const double params_total = capacity_gb ? traced_parameters(evaluate.trace(), evaluate.trace().axes) : 0;
   for (size_t i = 0; i < layouts.size(); ++i) {
-    known[i].layout = i;
     if (!capacity_gb) continue;
     known[i].peak_memory_gb = model_state_lower_bound_gb(params_total, layouts[i]);
     if (prune && known[i].peak_memory_gb > *capacity_gb) outcome[i] = Outcome::kOom;
@@ -198,46 +256,77 @@ SearchResult search_layouts(const ModelConfig& model, const HardwareConfig& hard
       oom = std::min(oom.value_or(layouts[i].training.micro_batch), layouts[i].training.micro_batch);
     }
   };
-  // First the layouts without recompute (all of them without pruning), group by group in
-  // parallel, the layouts of a group in enumeration order. Recomputation only adds work to
-  // the same step (ops on the compute stream and their communication), so their bounds bound
-  // their recomputing siblings' too, which are estimated only if that does not prune them.
-  for_each_point(groups.size(), settings, [&](size_t g) {
-    if (prune && layouts[groups[g].front()].training.recompute != "none") return;
-    for (size_t i : groups[g])
-      if (outcome[i] == Outcome::kOpen && !skipped_by_micro_batch(i))
-        record(i, memory_estimate(evaluate, layouts[i], settings.use_cache));
-      else if (outcome[i] == Outcome::kOpen)
-        outcome[i] = Outcome::kOom;
-  });
-  std::map<std::string, size_t> without_recompute;
-  for (size_t i = 0; i < layouts.size(); ++i)
-    if (layouts[i].training.recompute == "none") {
-      nlohmann::ordered_json inputs = layout_inputs(layouts[i]);
-      inputs.erase("training.recompute");
-      without_recompute.emplace(inputs.dump(), i);
+  // Without pruning, every layout is estimated, a group per thread. With it, each starts
+  // from lower bounds: its model states, and the compute of its busiest rank (one shard per
+  // tp, cp and micro-batch; docs/syssim-sweep.md).
+  if (!prune) {
+    for_each_point(groups.size(), settings, [&](size_t g) {
+      for (size_t i : groups[g]) record(i, memory_estimate(evaluate, layouts[i], settings.use_cache));
+    });
+  } else if (base.pp_layout.empty() && !base.decoder_first_pipeline_num_layers &&
+             !base.decoder_last_pipeline_num_layers && !base.account_for_embedding_in_pipeline_split &&
+             !base.account_for_loss_in_pipeline_split) {  // the even split the compute bound assumes
+    std::map<std::tuple<int64_t, int64_t, int64_t>, size_t> family_index;  // (tp, cp, micro-batch)
+    std::vector<size_t> family_layout;  // a layout of each family
+    std::vector<size_t> family_of(layouts.size());
+    for (size_t i = 0; i < layouts.size(); ++i) {
+      if (outcome[i] != Outcome::kOpen) continue;
+      const ParallelismConfig& p = layouts[i].parallelism;
+      auto [it, added] = family_index.emplace(std::tuple{p.tp, p.cp, layouts[i].training.micro_batch}, family_layout.size());
+      if (added) family_layout.push_back(i);
+      family_of[i] = it->second;
     }
-  std::vector<Candidate> open;
-  for (size_t i = 0; i < layouts.size(); ++i) {
-    if (outcome[i] != Outcome::kOpen) continue;
-    if (!known[i].estimated) {
-      nlohmann::ordered_json inputs = layout_inputs(layouts[i]);
-      inputs.erase("training.recompute");
-      auto sibling = without_recompute.find(inputs.dump());
-      if (sibling != without_recompute.end() && known[sibling->second].estimated)
-        known[i].bound_ms = known[sibling->second].bound_ms;
-    }
-    open.push_back(known[i]);
+    ModelConfig short_model = model;
+    short_model.num_layers = std::min<int64_t>(2, model.num_layers);
+    const TraceSection& short_trace = trace_of(short_model);
+    std::vector<nlohmann::json> family_compute(family_layout.size());
+    for_each_point(family_layout.size(), settings, [&](size_t f) {
+      family_compute[f] = layer_compute(evaluate, short_model, short_trace, layouts[family_layout[f]], settings.use_cache);
+    });
+    for (size_t i = 0; i < layouts.size(); ++i)
+      if (outcome[i] == Outcome::kOpen)
+        known[i].bound_ms = compute_lower_bound_ms(family_compute[family_of[i]], model.num_layers, layouts[i]);
   }
-  // Fastest bounds first, so that the layouts simulated early prune the most.
-  std::stable_sort(open.begin(), open.end(), [](const Candidate& a, const Candidate& b) {
-    return a.bound_ms != b.bound_ms ? a.bound_ms < b.bound_ms : a.peak_memory_gb < b.peak_memory_gb;
-  });
-  // A front member using no more memory than a layout's and faster than its bound dominates
-  // it. The open layouts go in rounds of kRound that the front does not prune, each round in
-  // parallel: those not estimated yet are estimated, then those the front still does not
-  // prune are simulated and join the front. A fixed round, not one per thread, so that the
-  // counts do not depend on the threads.
+  // Recomputation only adds work to the same step (ops on the compute stream and their
+  // communication), so the bound of a layout without recompute, once estimated, bounds its
+  // recomputing siblings' too.
+  std::vector<std::optional<size_t>> sibling_without_recompute(layouts.size());
+  {
+    std::map<std::string, size_t> without_recompute;
+    auto key_of = [&](size_t i) {
+      nlohmann::ordered_json inputs = layout_inputs(layouts[i]);
+      inputs.erase("training.recompute");
+      return inputs.dump();
+    };
+    for (size_t i = 0; i < layouts.size(); ++i)
+      if (layouts[i].training.recompute == "none") without_recompute.emplace(key_of(i), i);
+    for (size_t i = 0; i < layouts.size(); ++i) {
+      if (layouts[i].training.recompute == "none") continue;
+      auto sibling = without_recompute.find(key_of(i));
+      if (sibling != without_recompute.end()) sibling_without_recompute[i] = sibling->second;
+    }
+  }
+  // What is known of a layout now: its estimate, or its lower bounds, the sibling's included.
+  auto candidate = [&](size_t i) {
+    Candidate c = known[i];
+    const std::optional<size_t>& sibling = sibling_without_recompute[i];
+    if (!c.estimated && sibling && known[*sibling].estimated && outcome[*sibling] != Outcome::kInvalid)
+      c.bound_ms = std::max(c.bound_ms, known[*sibling].bound_ms);
+    return c;
+  };
+  // The open layouts wait in order of their bound, lowest first, so that the layouts simulated
+  // early prune the most: a lower bound until the layout is estimated, then its own. Each
+  // round takes up to kRound layouts from the front of the line that the front of simulated
+  // layouts does not prune (a member using no more memory and faster than the bound dominates
+  // the layout): those not estimated yet are estimated and go back in line with their own
+  // bound and memory; the others are simulated and join the front. A recomputing layout waits
+  // for the estimate of its sibling without recompute when that is in the round. Each round
+  // runs in parallel; its size is fixed, not one per thread, so that the counts do not
+  // depend on the threads.
+  std::set<std::tuple<double, double, size_t>> line;  // (bound, memory, layout)
+  size_t open_count = 0;
+  for (size_t i = 0; i < layouts.size(); ++i)
+    if (outcome[i] == Outcome::kOpen) line.emplace(known[i].bound_ms, known[i].peak_memory_gb, i), ++open_count;
   constexpr size_t kRound = 8;
   SweepSettings round_settings = settings;
   round_settings.progress = nullptr;
@@ -247,45 +336,53 @@ SearchResult search_layouts(const ModelConfig& model, const HardwareConfig& hard
              return q.peak_memory_gb <= c.peak_memory_gb && q.step_time_ms < c.bound_ms;
            });
   };
-  for (size_t f = 0; f < open.size();) {
-    std::vector<size_t> round;
-    for (; f < open.size() && round.size() < kRound; ++f) {
-      const size_t i = open[f].layout;
-      if (pruned_by_front(open[f]))
+  while (!line.empty()) {
+    std::vector<size_t> to_estimate, to_simulate, waiting;
+    while (!line.empty() && to_estimate.size() + to_simulate.size() < kRound) {
+      const auto [bound_ms, memory_gb, i] = *line.begin();
+      line.erase(line.begin());
+      const Candidate c = candidate(i);
+      const std::optional<size_t>& sibling = sibling_without_recompute[i];
+      if (pruned_by_front(c))
         outcome[i] = Outcome::kPrunedByBound;
-      else if (!known[i].estimated && skipped_by_micro_batch(i))
+      else if (known[i].estimated)
+        to_simulate.push_back(i);
+      else if (c.bound_ms > bound_ms)
+        line.emplace(c.bound_ms, c.peak_memory_gb, i);  // the sibling's estimate raised it
+      else if (sibling && outcome[*sibling] == Outcome::kOpen && !known[*sibling].estimated)
+        waiting.push_back(i);
+      else if (skipped_by_micro_batch(i))
         outcome[i] = Outcome::kOom;
       else
-        round.push_back(i);
+        to_estimate.push_back(i);
     }
-    std::vector<nlohmann::json> estimates(round.size());
-    for_each_point(round.size(), round_settings, [&](size_t k) {
-      if (!known[round[k]].estimated) estimates[k] = memory_estimate(evaluate, layouts[round[k]], settings.use_cache);
+    std::vector<nlohmann::json> estimates(to_estimate.size());
+    std::vector<SweepRow> rows(to_simulate.size());
+    for_each_point(to_estimate.size() + to_simulate.size(), round_settings, [&](size_t k) {
+      if (k < to_estimate.size()) {
+        estimates[k] = memory_estimate(evaluate, layouts[to_estimate[k]], settings.use_cache);
+      } else {
+        SweepRow& row = rows[k - to_estimate.size()];
+        row.inputs = layout_inputs(layouts[to_simulate[k - to_estimate.size()]]);
+        evaluate(layouts[to_simulate[k - to_estimate.size()]], row);
+      }
     });
-    std::vector<size_t> simulate;
-    for (size_t k = 0; k < round.size(); ++k) {
-      const size_t i = round[k];
-      if (!known[i].estimated) record(i, estimates[k]);
-      if (outcome[i] != Outcome::kOpen) continue;
-      if (pruned_by_front(known[i]))
-        outcome[i] = Outcome::kPrunedByBound;
-      else
-        simulate.push_back(i);
+    for (size_t k = 0; k < to_estimate.size(); ++k) {
+      const size_t i = to_estimate[k];
+      record(i, estimates[k]);
+      if (outcome[i] == Outcome::kOpen) line.emplace(known[i].bound_ms, known[i].peak_memory_gb, i);
     }
-    std::vector<SweepRow> rows(simulate.size());
-    for_each_point(simulate.size(), round_settings, [&](size_t k) {
-      rows[k].inputs = layout_inputs(layouts[simulate[k]]);
-      evaluate(layouts[simulate[k]], rows[k]);
-    });
+    for (size_t i : waiting) line.emplace(known[i].bound_ms, known[i].peak_memory_gb, i);
     for (size_t k = 0; k < rows.size(); ++k) {
-      outcome[simulate[k]] = Outcome::kSimulated;
+      outcome[to_simulate[k]] = Outcome::kSimulated;
       if (rows[k].status != "ok")
         throw DataError("search: the layout " + rows[k].inputs.dump() + " fit in the memory estimate but its "
                         "simulation reports: " + (rows[k].reason.empty() ? rows[k].status : rows[k].reason));
       add_to_front(front, rows[k]);
     }
-    // Progress restarts: the open layouts, simulated or pruned.
-    if (settings.progress) settings.progress(static_cast<int64_t>(f), static_cast<int64_t>(open.size()));
+    // Progress restarts: the open layouts decided (simulated or pruned).
+    if (settings.progress)
+      settings.progress(static_cast<int64_t>(open_count - line.size()), static_cast<int64_t>(open_count));
   }
   for (Outcome o : outcome) {
     result.invalid += o == Outcome::kInvalid;

@@ -9,6 +9,7 @@
 #include "common/io.hpp"
 #include "config/config.hpp"
 #include "driver/driver.hpp"
+#include "sim/sim.hpp"
 #include "sweep/detail.hpp"
 #include "sweep/sweep.hpp"
 
@@ -246,6 +247,43 @@ void expect_same_front(int64_t layers, int64_t gpus, int64_t global_batch) {
     EXPECT_LT(pruned.front[i - 1].step_time_ms, pruned.front[i].step_time_ms);
     EXPECT_GT(pruned.front[i - 1].peak_memory_gb, pruned.front[i].peak_memory_gb);
   }
+}
+
+// The search's compute bound: one shard of the model cut to two layers gives a layer's,
+// the embedding's and the output layer's compute; the bound is worked out here by hand for
+// pp 2 and checked to stay under the slot-level bound (docs/syssim-sim.md) of every layout.
+TEST(SweepSearch, ComputeBoundIsAHandSumAndNeverAboveTheStepBound) {
+  const ModelConfig model = tiny(8), short_model = tiny(2);
+  const HardwareConfig hardware = a100();
+  PointEvaluator evaluate(model, hardware, false);
+  ShardOptions layout;
+  layout.parallelism.tp = 2, layout.parallelism.sp = true, layout.parallelism.pp = 2;
+  layout.training.micro_batch = 1, layout.training.global_batch = 8;
+  const nlohmann::json compute = layer_compute(evaluate, short_model, trace_of(short_model), layout, false);
+  const double layer = compute["layer"][0], embedding = compute["embedding"][0], head = compute["head"][0];
+  const double layer_forward = compute["layer"][1], embedding_forward = compute["embedding"][1];
+  EXPECT_GT(layer_forward, 0);
+  EXPECT_LT(layer_forward, layer);
+  // pp 2, 8 micro-batches, 4 layers a rank: rank 0 runs the embedding, rank 1 the output
+  // layer and starts after the first forward through rank 0.
+  const double rank0 = 8 * (4 * layer + embedding), rank1 = (4 * layer_forward + embedding_forward) + 8 * (4 * layer + head);
+  EXPECT_DOUBLE_EQ(compute_lower_bound_ms(compute, 8, layout), std::max(rank0, rank1));
+  EXPECT_EQ(compute_lower_bound_ms(nlohmann::json(), 8, layout), 0);
+
+  const CostEstimator estimator(hardware);
+  for (int64_t pp : {1, 2, 4})
+    for (std::optional<int64_t> vpp : {std::optional<int64_t>(), std::optional<int64_t>(2)})
+      for (int64_t cp : {1, 2})
+        for (const char* recompute : {"none", "full"}) {
+          if (vpp && pp == 1) continue;
+          ShardOptions o = layout;
+          o.parallelism.pp = pp, o.parallelism.vpp = vpp, o.parallelism.cp = cp, o.training.recompute = recompute;
+          SCOPED_TRACE("pp " + std::to_string(pp) + (vpp ? " vpp 2" : "") + " cp " + std::to_string(cp) + " " + recompute);
+          Graph graph = estimate_memory(model, trace_of(model), estimator, o);
+          const double bound = compute_lower_bound_ms(layer_compute(evaluate, short_model, trace_of(short_model), o, false), 8, o);
+          EXPECT_GT(bound, 0);
+          EXPECT_LE(bound, step_time_lower_bound_ms(*graph.shard, *graph.cost) * (1 + 1e-12));
+        }
 }
 
 // The memory estimates (a group of layouts each) and the simulations (rounds of layouts) run on
