@@ -18,6 +18,10 @@
 namespace syssim {
 namespace {
 
+// A part's compute per micro-batch: all passes, the forward, the weight gradients.
+using PassCompute = std::array<double, 3>;
+constexpr size_t kAllPasses = 0, kForward = 1, kWeight = 2;
+
 std::vector<int64_t> divisors(int64_t n) {
   std::vector<int64_t> found;
   for (int64_t d = 1; d <= n; ++d)
@@ -151,19 +155,21 @@ nlohmann::json layer_compute(PointEvaluator& evaluate, const ModelConfig& short_
   nlohmann::json compute;
   try {
     Graph graph = estimate_memory(short_model, short_trace, evaluate.estimator(), one_rank);
-    // Per part: the decoder layers, then the embedding and the output layer; [all, forward].
+    // Per part: the decoder layers, then the embedding and the output layer; per pass.
     const int64_t layers = short_model.num_layers;
-    std::vector<std::array<double, 2>> ms(layers + 2, {0.0, 0.0});
+    std::vector<PassCompute> ms(layers + 2, PassCompute{});
     constexpr double kUsPerMs = 1e3;
     for (const ShardOp& op : graph.shard->ops) {
       if (op.scope != "microbatch" || op.stream != "compute") continue;
       const size_t part = op.layer ? static_cast<size_t>(*op.layer) : op.module.starts_with("embedding") ? layers : layers + 1;
       const double time_ms = graph.cost->ops[op.id].time_us / kUsPerMs;
-      ms.at(part)[0] += time_ms;
-      if (op.pass == "forward") ms.at(part)[1] += time_ms;
+      ms.at(part)[kAllPasses] += time_ms;
+      if (op.pass == "forward") ms.at(part)[kForward] += time_ms;
+      if (op.pass == "weight") ms.at(part)[kWeight] += time_ms;
     }
-    std::array<double, 2> layer = ms[0];
-    for (int64_t l = 1; l < layers; ++l) layer = {std::min(layer[0], ms[l][0]), std::min(layer[1], ms[l][1])};
+    PassCompute layer = ms[0];
+    for (int64_t l = 1; l < layers; ++l)
+      for (size_t pass = 0; pass < layer.size(); ++pass) layer[pass] = std::min(layer[pass], ms[l][pass]);
     compute = {{"layer", layer}, {"embedding", ms[layers]}, {"head", ms[layers + 1]}};
   } catch (const DataError&) {
   } catch (const UsageError&) {
@@ -174,19 +180,28 @@ nlohmann::json layer_compute(PointEvaluator& evaluate, const ModelConfig& short_
 
 double compute_lower_bound_ms(const nlohmann::json& compute, int64_t num_layers, const ShardOptions& layout) {
   if (compute.is_null()) return 0;
-  const std::array<double, 2> layer = compute["layer"], embedding = compute["embedding"], head = compute["head"];
+  const PassCompute layer = compute["layer"], embedding = compute["embedding"], head = compute["head"];
   const ParallelismConfig& p = layout.parallelism;
   const int64_t stages = p.pp * p.vpp.value_or(1);
   const double per_stage = static_cast<double>(num_layers / stages);
-  std::vector<std::array<double, 2>> stage(stages, {per_stage * layer[0], per_stage * layer[1]});
-  for (int part : {0, 1}) stage.front()[part] += embedding[part], stage.back()[part] += head[part];
+  std::vector<PassCompute> stage(stages);
+  for (PassCompute& s : stage)
+    for (size_t pass = 0; pass < s.size(); ++pass) s[pass] = per_stage * layer[pass];
+  for (size_t pass = 0; pass < layer.size(); ++pass) stage.front()[pass] += embedding[pass], stage.back()[pass] += head[pass];
+  // 1F1B and its interleaved form end each rank with the last micro-batch's backward of its
+  // first virtual stage, and only that slot's weight-gradient ops may follow the input
+  // gradient the stages before wait for; zero-bubble and GPipe orders are not counted on.
+  const std::string& schedule = layout.pipeline_schedule;
+  const bool drains = schedule.empty() || schedule == "1f1b" || schedule == "interleaved";
   const double microbatches = static_cast<double>(layout.training.global_batch / (p.dp * layout.training.micro_batch));
-  double bound = 0, before = 0;  // before: the first forward through the virtual stages before rank r's first
+  double bound = 0, before = 0, after = 0;  // the first forward to rank r's first virtual stage; the last backward from it
   for (int64_t r = 0; r < p.pp; ++r) {
     double per_microbatch = 0;
-    for (int64_t v = r; v < stages; v += p.pp) per_microbatch += stage[v][0];
-    bound = std::max(bound, before + microbatches * per_microbatch);
-    before += stage[r][1];
+    for (int64_t v = r; v < stages; v += p.pp) per_microbatch += stage[v][kAllPasses];
+    const double drain = drains ? after - stage[r][kWeight] : 0;
+    bound = std::max(bound, before + microbatches * per_microbatch + std::max(drain, 0.0));
+    before += stage[r][kForward];
+    after += stage[r][kAllPasses] - stage[r][kForward] - stage[r][kWeight];
   }
   return bound;
 }

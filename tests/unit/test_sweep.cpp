@@ -260,13 +260,21 @@ TEST(SweepSearch, ComputeBoundIsAHandSumAndNeverAboveTheStepBound) {
   layout.parallelism.tp = 2, layout.parallelism.sp = true, layout.parallelism.pp = 2;
   layout.training.micro_batch = 1, layout.training.global_batch = 8;
   const nlohmann::json compute = layer_compute(evaluate, short_model, trace_of(short_model), layout, false);
+  // [all passes, forward, weight gradients] per micro-batch.
   const double layer = compute["layer"][0], embedding = compute["embedding"][0], head = compute["head"][0];
   const double layer_forward = compute["layer"][1], embedding_forward = compute["embedding"][1];
+  const double layer_weight = compute["layer"][2], embedding_weight = compute["embedding"][2], head_weight = compute["head"][2];
   EXPECT_GT(layer_forward, 0);
-  EXPECT_LT(layer_forward, layer);
+  EXPECT_GT(layer_weight, 0);
+  EXPECT_LT(layer_forward + layer_weight, layer);
   // pp 2, 8 micro-batches, 4 layers a rank: rank 0 runs the embedding, rank 1 the output
-  // layer and starts after the first forward through rank 0.
-  const double rank0 = 8 * (4 * layer + embedding), rank1 = (4 * layer_forward + embedding_forward) + 8 * (4 * layer + head);
+  // layer; rank 1 starts after the first forward through rank 0, and after its last
+  // backward's input gradient (all but that slot's weight gradients) rank 0 still runs its
+  // backward's input gradient.
+  const double rank0 = 8 * (4 * layer + embedding);
+  const double rank0_input_gradient = 4 * (layer - layer_forward - layer_weight) + embedding - embedding_forward - embedding_weight;
+  const double rank1 = (4 * layer_forward + embedding_forward) + 8 * (4 * layer + head) - (4 * layer_weight + head_weight) +
+                       rank0_input_gradient;
   EXPECT_DOUBLE_EQ(compute_lower_bound_ms(compute, 8, layout), std::max(rank0, rank1));
   EXPECT_EQ(compute_lower_bound_ms(nlohmann::json(), 8, layout), 0);
 
