@@ -151,7 +151,11 @@ nlohmann::json layer_compute(PointEvaluator& evaluate, const ModelConfig& short_
   one_rank.training.distributed_optimizer = false;
   const std::string key = use_cache ? job_cache_key(short_model, evaluate.hardware(), one_rank) : "";
   if (use_cache)
-    if (std::optional<std::string> cached = cache_get("layers", key)) return nlohmann::json::parse(*cached);
+    if (std::optional<std::string> cached = cache_get("layers", key)) {
+      nlohmann::json record = nlohmann::json::parse(*cached);
+      auto per_pass = [&](const char* part) { return record.contains(part) && record[part].size() == PassCompute().size(); };
+      if (record.is_null() || (per_pass("layer") && per_pass("embedding") && per_pass("head"))) return record;
+    }
   nlohmann::json compute;
   try {
     Graph graph = estimate_memory(short_model, short_trace, evaluate.estimator(), one_rank);

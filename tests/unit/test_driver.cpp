@@ -73,6 +73,13 @@ ShardOptions small_job(int64_t tp, int64_t pp, int64_t dp, int64_t global_batch)
   return options;
 }
 
+// Llama-3-8B cut to 4 layers: the model of the replay cases.
+ModelConfig four_layer_llama() {
+  ModelConfig model = llama3_8b();
+  model.num_layers = 4;
+  return model;
+}
+
 std::vector<ReplayCase> replay_cases() {
   std::vector<ReplayCase> cases;
   ShardOptions one_f_one_b = small_job(8, 2, 2, 16);  // pp across nodes: its flows leave NVLink to tp
@@ -102,8 +109,7 @@ std::vector<ReplayCase> replay_cases() {
 }
 
 TEST(Driver, ReplayedSlotsGiveTheFullSimulationsTimeline) {
-  ModelConfig model = llama3_8b();
-  model.num_layers = 4;
+  ModelConfig model = four_layer_llama();
   const TraceSection& trace = trace_of(model);
   const CostEstimator estimator(h100());
   for (const ReplayCase& c : replay_cases()) {
@@ -139,8 +145,7 @@ TEST(Driver, ReplayedSlotsGiveTheFullSimulationsTimeline) {
 // is the graph of simulating it afresh, byte for byte; a batch the schedule refuses leaves
 // the graph as it was.
 TEST(Driver, ResimulatingWithAnotherGlobalBatchEqualsSimulatingIt) {
-  ModelConfig model = llama3_8b();
-  model.num_layers = 4;
+  ModelConfig model = four_layer_llama();
   const TraceSection& trace = trace_of(model);
   const CostEstimator estimator(h100());
   ShardOptions one_f_one_b = small_job(8, 2, 2, 16), interleaved = one_f_one_b;
@@ -207,8 +212,7 @@ void expect_same_report(const SimSection& a, const SimSection& b) {
 }
 
 TEST(Driver, ExtrapolatedMicroBatchesGiveTheFullSimulationsReport) {
-  ModelConfig model = llama3_8b();
-  model.num_layers = 4;
+  ModelConfig model = four_layer_llama();
   const TraceSection& trace = trace_of(model);
   const CostEstimator estimator(h100());
   for (ReplayCase c : replay_cases()) {
@@ -238,8 +242,7 @@ TEST(Driver, ExtrapolatedMicroBatchesGiveTheFullSimulationsReport) {
 // The search's bound (docs/syssim-sim.md) never exceeds the simulated step: every schedule,
 // overlap, context parallelism, recomputation and fp8, with few and many micro-batches.
 TEST(Driver, StepBoundIsNeverAboveTheSimulatedStep) {
-  ModelConfig model = llama3_8b();
-  model.num_layers = 4;
+  ModelConfig model = four_layer_llama();
   const TraceSection& trace = trace_of(model);
   const CostEstimator estimator(h100());
   std::vector<ReplayCase> cases = replay_cases();
@@ -266,8 +269,7 @@ TEST(Driver, StepBoundIsNeverAboveTheSimulatedStep) {
 // (docs/syssim-sweep.md): recomputation only adds work, so the bound never falls, from none
 // to selective to full, in every case of the replay tests (schedules, overlap, cp, dp).
 TEST(Driver, RecomputationNeverLowersTheStepBound) {
-  ModelConfig model = llama3_8b();
-  model.num_layers = 4;
+  ModelConfig model = four_layer_llama();
   const TraceSection& trace = trace_of(model);
   const CostEstimator estimator(h100());
   for (ReplayCase c : replay_cases()) {
@@ -285,8 +287,7 @@ TEST(Driver, RecomputationNeverLowersTheStepBound) {
 }
 
 TEST(Driver, ASchedulerOtherThanTheNamedOneIsSimulatedInFull) {
-  ModelConfig model = llama3_8b();
-  model.num_layers = 4;
+  ModelConfig model = four_layer_llama();
   ShardOptions options = small_job(8, 2, 2, 64);
   Graph graph = simulate(model, trace_of(model), CostEstimator(h100()), options);
   // The 1f1b slot lists put in GPipe's order, every forward first: a valid schedule, not 1f1b's.
