@@ -146,6 +146,24 @@ void BM_Sweep1000(benchmark::State& state) {
 }
 BENCHMARK(BM_Sweep1000)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 
+// The search target: every layout of GPT-3 175B on 1,024 A100 with global batch 1536,
+// the trace made once (warm), the result cache off, a thread per core.
+void BM_Search175B(benchmark::State& state) {
+  const ModelConfig model = load_model_yaml(kSource + "/configs/models/gpt3-175b.yaml");
+  const HardwareConfig hardware = load_hardware_yaml(kSource + "/configs/hardware/a100-sxm-80gb.yaml");
+  trace_of(model);
+  ShardOptions base;
+  base.gpus = 1024;
+  base.training.global_batch = 1536;
+  SweepSettings settings;
+  settings.use_cache = false;
+  SearchResult result;
+  for (auto _ : state) result = search_layouts(model, hardware, base, true, settings);
+  state.SetLabel(std::to_string(result.simulated) + " simulated of " + std::to_string(result.enumerated) +
+                 " layouts, front of " + std::to_string(result.front.size()));
+}
+BENCHMARK(BM_Search175B)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
+
 // `syssim run` as a user starts it: a new process, the trace from the on-disk cache (warm,
 // filled by the first run) or traced afresh (cold, cache off).
 void run_command(benchmark::State& state, const std::string& cache) {
