@@ -20,14 +20,22 @@ namespace {
 
 const std::string kSource = SYSSIM_SOURCE_DIR;
 
+ModelConfig model_named(const std::string& name) { return load_model_yaml(kSource + "/configs/models/" + name + ".yaml"); }
+HardwareConfig hardware_named(const std::string& name) {
+  return load_hardware_yaml(kSource + "/configs/hardware/" + name + ".yaml");
+}
+
+// The sweeps' setting: the on-disk result cache off, a thread per core.
+const SweepSettings kUncached{false, {}, 0};
+
 const ModelConfig& llama3_70b() {
-  static const ModelConfig model = load_model_yaml(kSource + "/configs/models/llama3-70b.yaml");
+  static const ModelConfig model = model_named("llama3-70b");
   return model;
 }
 
 // Made per benchmark, never static: XGBoost 1.6 frees its per-thread prediction state before
 // the static destructors run, and a booster freed after that crashes at exit.
-CostEstimator h100() { return CostEstimator(load_hardware_yaml(kSource + "/configs/hardware/h100-sxm-80gb.yaml")); }
+CostEstimator h100() { return CostEstimator(hardware_named("h100-sxm-80gb")); }
 
 // Llama-3-70B as Megatron-LM trains it on H100: tp 8 with SP, pp 8, the distributed optimizer,
 // micro-batch 1; dp fills the GPUs and the global batch gives each pipeline `microbatches`.
@@ -46,7 +54,7 @@ ShardOptions layout_70b(int64_t gpus, int64_t microbatches) {
 // The trace of Llama 3.1 405B (126 layers), or of it cut to range(0) layers, by the trace
 // stage the driver loads (LibTorch's start-up, paid once per process, aside).
 void BM_Trace(benchmark::State& state) {
-  ModelConfig model = load_model_yaml(kSource + "/configs/models/llama3.1-405b.yaml");
+  ModelConfig model = model_named("llama3.1-405b");
   model.num_layers = state.range(0);
   for (auto _ : state) benchmark::DoNotOptimize(trace_afresh(model));
   state.SetLabel(std::to_string(model.num_layers) + " layers");
@@ -99,9 +107,9 @@ BENCHMARK(BM_Pipe70B)->Unit(benchmark::kMillisecond);
 // micro-batch 1, the distributed optimizer and selective recompute. Args: tp, pp, cp (dp
 // fills the GPUs).
 void BM_Estimate175B(benchmark::State& state) {
-  const ModelConfig model = load_model_yaml(kSource + "/configs/models/gpt3-175b.yaml");
+  const ModelConfig model = model_named("gpt3-175b");
   const TraceSection& trace = trace_of(model);
-  const CostEstimator estimator(load_hardware_yaml(kSource + "/configs/hardware/a100-sxm-80gb.yaml"));
+  const CostEstimator estimator(hardware_named("a100-sxm-80gb"));
   ShardOptions options;
   ParallelismConfig& p = options.parallelism;
   p.tp = state.range(0), p.pp = state.range(1), p.cp = state.range(2), p.sp = p.tp > 1;
@@ -125,8 +133,8 @@ BENCHMARK(BM_Estimate175B)
 // cache off: 4 tp x 2 distributed optimizer x 5 pp x 5 micro-batch x 5 global batch. Layouts
 // the shard stage refuses (tp*pp over 64 GPUs, a batch that does not divide) count as points.
 void BM_Sweep1000(benchmark::State& state) {
-  const ModelConfig model = load_model_yaml(kSource + "/configs/models/llama3-8b.yaml");
-  const HardwareConfig hardware = load_hardware_yaml(kSource + "/configs/hardware/h100-sxm-80gb.yaml");
+  const ModelConfig model = model_named("llama3-8b");
+  const HardwareConfig hardware = hardware_named("h100-sxm-80gb");
   trace_of(model);
   ShardOptions base;
   base.gpus = 64;
@@ -134,11 +142,9 @@ void BM_Sweep1000(benchmark::State& state) {
       parse_sweep_axis("parallelism.tp=1,2,4,8"), parse_sweep_axis("training.distributed_optimizer=true,false"),
       parse_sweep_axis("parallelism.pp=1,2,4,8,16"), parse_sweep_axis("training.micro_batch=1,2,4,8,16"),
       parse_sweep_axis("training.global_batch=256,512,768,1024,2048")};
-  SweepSettings settings;
-  settings.use_cache = false;
   int64_t ok = 0;
   for (auto _ : state) {
-    std::vector<SweepRow> rows = run_sweep(model, hardware, base, axes, settings);
+    std::vector<SweepRow> rows = run_sweep(model, hardware, base, axes, kUncached);
     ok = std::count_if(rows.begin(), rows.end(), [](const SweepRow& row) { return row.status == "ok"; });
   }
   state.counters["points"] = benchmark::Counter(1000, benchmark::Counter::kIsIterationInvariantRate);
@@ -149,16 +155,14 @@ BENCHMARK(BM_Sweep1000)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 // The search target: every layout of GPT-3 175B on 1,024 A100 with global batch 1536,
 // the trace made once (warm), the result cache off, a thread per core.
 void BM_Search175B(benchmark::State& state) {
-  const ModelConfig model = load_model_yaml(kSource + "/configs/models/gpt3-175b.yaml");
-  const HardwareConfig hardware = load_hardware_yaml(kSource + "/configs/hardware/a100-sxm-80gb.yaml");
+  const ModelConfig model = model_named("gpt3-175b");
+  const HardwareConfig hardware = hardware_named("a100-sxm-80gb");
   trace_of(model);
   ShardOptions base;
   base.gpus = 1024;
   base.training.global_batch = 1536;
-  SweepSettings settings;
-  settings.use_cache = false;
   SearchResult result;
-  for (auto _ : state) result = search_layouts(model, hardware, base, true, settings);
+  for (auto _ : state) result = search_layouts(model, hardware, base, true, kUncached);
   state.SetLabel(std::to_string(result.simulated) + " simulated of " + std::to_string(result.enumerated) +
                  " layouts, front of " + std::to_string(result.front.size()));
 }
