@@ -137,6 +137,42 @@ double list_finish(const ListPaths& paths, double start, const std::vector<doubl
 
 }  // namespace
 
+std::vector<std::vector<double>> part_spans_ms(const ShardSection& shard, const CostSection& cost, int64_t stage,
+                                               const std::vector<size_t>& part_of, size_t parts) {
+  std::vector<double> duration_us(shard.ops.size());
+  for (size_t i = 0; i < shard.ops.size(); ++i) duration_us[i] = shortest_duration_us(cost.ops[i], cost.links);
+  const RankProgram program = rank_program(shard, stage);
+  std::vector<std::vector<double>> spans;
+  for (const std::vector<int64_t>& ops : program.kind_ops) {
+    std::vector<std::vector<int64_t>> ops_of(parts);
+    std::vector<double> compute_us(parts, 0);
+    // Whether each part's compute ops follow each other on the compute stream.
+    bool contiguous = true;
+    std::vector<char> left(parts, 0);
+    size_t current = parts;
+    for (int64_t id : ops) {
+      const size_t part = part_of.at(id);
+      ops_of.at(part).push_back(id);
+      if (shard.ops[id].stream != "compute") continue;
+      compute_us[part] += duration_us[id];
+      if (part == current) continue;
+      if (left[part]) contiguous = false;
+      if (current < parts) left[current] = 1;
+      current = part;
+    }
+    std::vector<double>& kind = spans.emplace_back(parts, 0);
+    for (size_t part = 0; part < parts; ++part) {
+      double us = compute_us[part];
+      if (contiguous && us > 0) {
+        const ListPaths paths = list_paths(shard, ops_of[part], stage, duration_us);
+        us = paths.from_start[static_cast<size_t>(paths.last_compute)];
+      }
+      kind[part] = us * kMsPerUs;
+    }
+  }
+  return spans;
+}
+
 double step_time_lower_bound_ms(const ShardSection& shard, const CostSection& cost) {
   const int64_t ranks = shard.parallelism.pp;
   const auto microbatches = static_cast<size_t>(shard.num_microbatches);

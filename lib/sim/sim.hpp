@@ -29,6 +29,17 @@ struct SimStats {
 // where the schedule's slots wait for each other.
 double step_time_lower_bound_ms(const ShardSection& shard, const CostSection& cost);
 
+// Per slot kind of pipeline rank `stage` (rank_program's kinds) and per part of the model
+// (part_of[op id] < parts: a decoder layer, the embedding, ...): a lower bound in ms on the
+// time from the part's first compute op's start to its last compute op's finish in every slot
+// of that kind, the longest path between them over the deps among the part's ops and the
+// compute stream's order, at each op's least duration; so it holds the communication of the
+// part that its compute waits for. Where a kind's compute stream leaves a part and comes back
+// to it, that kind's parts get their compute time alone, so that in every kind the spans of
+// the parts add up to a lower bound on the kind's slot. 0 for a part without compute ops.
+std::vector<std::vector<double>> part_spans_ms(const ShardSection& shard, const CostSection& cost, int64_t stage,
+                                               const std::vector<size_t>& part_of, size_t parts);
+
 // Sets g.sim from g.shard and g.cost. Throws DataError on cyclic dependencies, on ops that
 // can never start (waiting, through deps and stream order, for ops issued after them) and
 // on a cost section that does not match the shard section.

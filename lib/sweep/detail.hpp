@@ -43,19 +43,20 @@ void mark_invalid(SweepRow& row, const std::string& reason);
 // the GPU's memory without an estimate.
 double model_state_lower_bound_gb(double params_total, const ShardOptions& layout);
 
-// The compute of one decoder layer, the embedding and the output layer per micro-batch on a
-// rank's compute stream, for the layouts with `layout`'s tp, cp and micro-batch:
-// {"layer"|"embedding"|"head": [all passes, forward, weight gradients] in ms}, from one shard
-// of `short_model`
-// (the model cut to two layers, whose trace is `short_trace`) on one rank without recompute;
-// null when the shard stage refuses it. Cached (kind "layers") when use_cache.
+// What one decoder layer, the embedding and the output layer take per micro-batch on a rank,
+// for the layouts with `layout`'s tp, cp, micro-batch and recompute: {"layer"|"embedding"|
+// "head": [compute in all passes, in the forward, in the weight gradients, recomputed; the
+// span of the forward slot, of the backward slot (part_spans_ms)] in ms}, from one shard of
+// `short_model` (the model cut to two layers, whose trace is `short_trace`) on one rank; null
+// when the shard stage refuses it. Cached (kind "layers") when use_cache.
 nlohmann::json layer_compute(PointEvaluator& evaluate, const ModelConfig& short_model, const TraceSection& short_trace,
                              const ShardOptions& layout, bool use_cache);
-// A lower bound on the step of `layout` (num_layers split evenly) from that compute alone:
-// the most over its pipeline ranks of the first micro-batch's forward through the virtual
-// stages before the rank's first, plus every micro-batch's compute of the rank, plus (1F1B
-// and interleaved) the last backward's input gradient through the stages before it, less
-// the rank's weight gradients of one micro-batch, which may run meanwhile. 0 for null.
+// A lower bound on the step of `layout` (num_layers split evenly) from those times alone: the
+// most over its pipeline ranks of the first micro-batch's forward through the virtual stages
+// before the rank's first, plus the rank's forward and backward slots of every micro-batch,
+// plus (1F1B and interleaved) the last backward's input gradient through the stages before
+// it, less what follows the input gradient in the rank's last slot. Zero-bubble schedules
+// count the compute alone. 0 for null.
 double compute_lower_bound_ms(const nlohmann::json& compute, int64_t num_layers, const ShardOptions& layout);
 
 // Runs run_point(i) for every i < count on settings.threads threads, reporting progress in

@@ -18,9 +18,11 @@
 namespace syssim {
 namespace {
 
-// A part's compute per micro-batch: all passes, the forward, the weight gradients.
-using PassCompute = std::array<double, 3>;
-constexpr size_t kAllPasses = 0, kForward = 1, kWeight = 2;
+// A part's time per micro-batch: its compute in all passes, in the forward, in the weight
+// gradients and in the recomputed forward; then the spans of its forward and backward slots
+// (part_spans_ms: its compute and the communication that compute waits for).
+using PassCompute = std::array<double, 6>;
+constexpr size_t kAllPasses = 0, kForward = 1, kWeight = 2, kRecomputed = 3, kForwardSpan = 4, kBackwardSpan = 5;
 
 std::vector<int64_t> divisors(int64_t n) {
   std::vector<int64_t> found;
@@ -147,7 +149,6 @@ nlohmann::json layer_compute(PointEvaluator& evaluate, const ModelConfig& short_
   one_rank.gpus.reset();
   one_rank.pipeline_schedule.clear();
   one_rank.training.global_batch = one_rank.training.micro_batch;
-  one_rank.training.recompute = "none";
   one_rank.training.distributed_optimizer = false;
   const std::string key = use_cache ? job_cache_key(short_model, evaluate.hardware(), one_rank) : "";
   if (use_cache)
@@ -160,19 +161,28 @@ nlohmann::json layer_compute(PointEvaluator& evaluate, const ModelConfig& short_
   try {
     Graph graph = estimate_memory(short_model, short_trace, evaluate.estimator(), one_rank);
     // Per part: the decoder layers, then the embedding and the output layer; per pass.
-    const int64_t layers = short_model.num_layers;
+    const size_t layers = static_cast<size_t>(short_model.num_layers);
+    std::vector<size_t> part_of(graph.shard->ops.size());
     std::vector<PassCompute> ms(layers + 2, PassCompute{});
     constexpr double kUsPerMs = 1e3;
     for (const ShardOp& op : graph.shard->ops) {
-      if (op.scope != "microbatch" || op.stream != "compute") continue;
       const size_t part = op.layer ? static_cast<size_t>(*op.layer) : op.module.starts_with("embedding") ? layers : layers + 1;
+      part_of[op.id] = part;
+      if (op.scope != "microbatch" || op.stream != "compute") continue;
       const double time_ms = graph.cost->ops[op.id].time_us / kUsPerMs;
       ms.at(part)[kAllPasses] += time_ms;
       if (op.pass == "forward") ms.at(part)[kForward] += time_ms;
       if (op.pass == "weight") ms.at(part)[kWeight] += time_ms;
+      if (op.recompute) ms.at(part)[kRecomputed] += time_ms;
     }
+    // One rank without pipeline runs a forward slot kind, then a backward one.
+    const std::vector<std::vector<double>> spans = part_spans_ms(*graph.shard, *graph.cost, 0, part_of, layers + 2);
+    if (spans.size() != 2)
+      throw DataError("layer compute: one rank runs " + std::to_string(spans.size()) + " slot kinds, not 2");
+    for (size_t part = 0; part < ms.size(); ++part)
+      ms[part][kForwardSpan] = spans[0][part], ms[part][kBackwardSpan] = spans[1][part];
     PassCompute layer = ms[0];
-    for (int64_t l = 1; l < layers; ++l)
+    for (size_t l = 1; l < layers; ++l)
       for (size_t pass = 0; pass < layer.size(); ++pass) layer[pass] = std::min(layer[pass], ms[l][pass]);
     compute = {{"layer", layer}, {"embedding", ms[layers]}, {"head", ms[layers + 1]}};
   } catch (const DataError&) {
@@ -192,20 +202,31 @@ double compute_lower_bound_ms(const nlohmann::json& compute, int64_t num_layers,
   for (PassCompute& s : stage)
     for (size_t pass = 0; pass < s.size(); ++pass) s[pass] = per_stage * layer[pass];
   for (size_t pass = 0; pass < layer.size(); ++pass) stage.front()[pass] += embedding[pass], stage.back()[pass] += head[pass];
-  // 1F1B and its interleaved form end each rank with the last micro-batch's backward of its
-  // first virtual stage, and only that slot's weight-gradient ops may follow the input
-  // gradient the stages before wait for; zero-bubble and GPipe orders are not counted on.
   const std::string& schedule = layout.pipeline_schedule;
+  // A slot's parts run one after another on the compute stream, so their spans add up; where
+  // the schedule moves the weight gradients to slots of their own (zero bubble), only the
+  // compute is counted.
+  const bool whole_backward = schedule.empty() || schedule == "1f1b" || schedule == "interleaved" || schedule == "gpipe";
+  auto forward_ms = [&](const PassCompute& s) { return whole_backward ? s[kForwardSpan] : s[kForward]; };
+  auto backward_ms = [&](const PassCompute& s) { return whole_backward ? s[kBackwardSpan] : s[kAllPasses] - s[kForward]; };
+  // What must precede the backward's input gradient in its slot, and what of it the stages
+  // before wait for (the recomputed forward needs no gradient, so they may run it before).
+  auto input_gradient_ms = [](const PassCompute& s) { return s[kAllPasses] - s[kForward] - s[kWeight] - s[kRecomputed]; };
+  // 1F1B and its interleaved form end each rank with the last micro-batch's backward of its
+  // first virtual stage, and only what follows the input gradient in that slot may run while
+  // the stages before take that gradient back; zero-bubble and GPipe orders are not counted on.
   const bool drains = schedule.empty() || schedule == "1f1b" || schedule == "interleaved";
   const double microbatches = static_cast<double>(layout.training.global_batch / (p.dp * layout.training.micro_batch));
   double bound = 0, before = 0, after = 0;  // the first forward to rank r's first virtual stage; the last backward from it
   for (int64_t r = 0; r < p.pp; ++r) {
     double per_microbatch = 0;
-    for (int64_t v = r; v < stages; v += p.pp) per_microbatch += stage[v][kAllPasses];
-    const double drain = drains ? after - stage[r][kWeight] : 0;
+    for (int64_t v = r; v < stages; v += p.pp) per_microbatch += forward_ms(stage[v]) + backward_ms(stage[v]);
+    const PassCompute& first = stage[r];
+    const double meanwhile = backward_ms(first) - input_gradient_ms(first) - first[kRecomputed];
+    const double drain = drains ? after - meanwhile : 0;
     bound = std::max(bound, before + microbatches * per_microbatch + std::max(drain, 0.0));
-    before += stage[r][kForward];
-    after += stage[r][kAllPasses] - stage[r][kForward] - stage[r][kWeight];
+    before += forward_ms(first);
+    after += input_gradient_ms(first);
   }
   return bound;
 }
@@ -277,7 +298,7 @@ SearchResult search_layouts(const ModelConfig& model, const HardwareConfig& hard
   };
   // Without pruning, every layout is estimated, a group per thread. With it, each starts
   // from lower bounds: its model states, and the compute of its busiest rank (one shard per
-  // tp, cp and micro-batch; docs/syssim-sweep.md).
+  // tp, cp, micro-batch and recompute; docs/syssim-sweep.md).
   if (!prune) {
     for_each_point(groups.size(), settings, [&](size_t g) {
       for (size_t i : groups[g]) record(i, memory_estimate(evaluate, layouts[i], settings.use_cache));
@@ -285,13 +306,14 @@ SearchResult search_layouts(const ModelConfig& model, const HardwareConfig& hard
   } else if (base.pp_layout.empty() && !base.decoder_first_pipeline_num_layers &&
              !base.decoder_last_pipeline_num_layers && !base.account_for_embedding_in_pipeline_split &&
              !base.account_for_loss_in_pipeline_split) {  // the even split the compute bound assumes
-    std::map<std::tuple<int64_t, int64_t, int64_t>, size_t> family_index;  // (tp, cp, micro-batch)
+    std::map<std::tuple<int64_t, int64_t, int64_t, std::string>, size_t> family_index;  // (tp, cp, micro-batch, recompute)
     std::vector<size_t> family_layout;  // a layout of each family
     std::vector<size_t> family_of(layouts.size());
     for (size_t i = 0; i < layouts.size(); ++i) {
       if (outcome[i] != Outcome::kOpen) continue;
       const ParallelismConfig& p = layouts[i].parallelism;
-      auto [it, added] = family_index.emplace(std::tuple{p.tp, p.cp, layouts[i].training.micro_batch}, family_layout.size());
+      const TrainingConfig& t = layouts[i].training;
+      auto [it, added] = family_index.emplace(std::tuple{p.tp, p.cp, t.micro_batch, t.recompute}, family_layout.size());
       if (added) family_layout.push_back(i);
       family_of[i] = it->second;
     }

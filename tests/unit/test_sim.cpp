@@ -198,6 +198,32 @@ TEST(StepBound, DropsTheOrderOfStreamsOtherThanCompute) {
   EXPECT_DOUBLE_EQ(g.sim->step_time_ms, 0.06);
 }
 
+TEST(StepBound, PartSpansHoldTheCommunicationTheirComputeWaitsFor) {
+  // Forward slot, part 0: a1 (10 us), an all-gather of its output (30 us), a2 that needs it
+  // (10 us), a3 (5 us): a1 0-10, all-gather 10-40, a2 40-50, a3 50-55, a span of 55 us.
+  // Part 1: b1 (10 us) and b2 (10 us) after an all-reduce that waits for part 0's a1 only,
+  // relaxed to have finished at any time: 20 us. Backward slot: c1 (20 us, part 1), c2
+  // (10 us, part 0), c3 (10 us, part 1): part 1 comes back on the compute stream, so each part
+  // gets its compute alone, 10 and 30 us.
+  Graph g = graph_of({{"a1", "gemm", "fwd", "compute", 10},
+                      {"all_gather", "collective", "fwd", "tp", 30, {0}},
+                      {"a2", "gemm", "fwd", "compute", 10, {1}},
+                      {"a3", "math", "fwd", "compute", 5},
+                      {"b1", "gemm", "fwd", "compute", 10, {2}},
+                      {"all_reduce", "collective", "fwd", "tp", 20, {0}},
+                      {"b2", "gemm", "fwd", "compute", 10, {5}},
+                      {"c1", "gemm", "bwd", "compute", 20, {6}},
+                      {"c2", "gemm", "bwd", "compute", 10, {7}},
+                      {"c3", "gemm", "bwd", "compute", 10, {8}}});
+  const std::vector<size_t> part_of = {0, 0, 0, 0, 1, 1, 1, 1, 0, 1};
+  const std::vector<std::vector<double>> spans = part_spans_ms(*g.shard, *g.cost, 0, part_of, 2);
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_DOUBLE_EQ(spans[0][0], 0.055);
+  EXPECT_DOUBLE_EQ(spans[0][1], 0.02);
+  EXPECT_DOUBLE_EQ(spans[1][0], 0.01);
+  EXPECT_DOUBLE_EQ(spans[1][1], 0.03);
+}
+
 TEST(Simulation, OpsOfAPipelineRankWithoutSlotsAreRefused) {
   Graph g = graph_of({{"f", "gemm", "fwd", "compute", 1, {}, "microbatch", 0, 1}});
   try {

@@ -260,33 +260,62 @@ TEST(SweepSearch, ComputeBoundIsAHandSumAndNeverAboveTheStepBound) {
   layout.parallelism.tp = 2, layout.parallelism.sp = true, layout.parallelism.pp = 2;
   layout.training.micro_batch = 1, layout.training.global_batch = 8;
   const nlohmann::json compute = layer_compute(evaluate, short_model, trace_of(short_model), layout, false);
-  // [all passes, forward, weight gradients] per micro-batch.
-  const double layer = compute["layer"][0], embedding = compute["embedding"][0], head = compute["head"][0];
-  const double layer_forward = compute["layer"][1], embedding_forward = compute["embedding"][1];
-  const double layer_weight = compute["layer"][2], embedding_weight = compute["embedding"][2], head_weight = compute["head"][2];
-  EXPECT_GT(layer_forward, 0);
-  EXPECT_GT(layer_weight, 0);
-  EXPECT_LT(layer_forward + layer_weight, layer);
+  // Per part and micro-batch: [compute in all passes, in the forward, in the weight gradients,
+  // recomputed; span of the forward slot, of the backward slot].
+  auto part = [&](const char* name) {
+    struct {
+      double all, forward, weight, recomputed, forward_span, backward_span, input_gradient;
+    } p{compute[name][0], compute[name][1], compute[name][2], compute[name][3], compute[name][4], compute[name][5], 0};
+    p.input_gradient = p.all - p.forward - p.weight - p.recomputed;
+    return p;
+  };
+  const auto layer = part("layer"), embedding = part("embedding"), head = part("head");
+  EXPECT_GT(layer.forward, 0);
+  EXPECT_GT(layer.weight, 0);
+  EXPECT_EQ(layer.recomputed, 0);
+  EXPECT_GT(layer.input_gradient, 0);
+  // Sequence parallelism's all-gathers and reduce-scatters sit between a layer's GEMMs: the
+  // spans hold them.
+  EXPECT_GT(layer.forward_span, layer.forward);
+  EXPECT_GT(layer.backward_span, layer.all - layer.forward);
   // pp 2, 8 micro-batches, 4 layers a rank: rank 0 runs the embedding, rank 1 the output
-  // layer; rank 1 starts after the first forward through rank 0, and after its last
-  // backward's input gradient (all but that slot's weight gradients) rank 0 still runs its
-  // backward's input gradient.
-  const double rank0 = 8 * (4 * layer + embedding);
-  const double rank0_input_gradient = 4 * (layer - layer_forward - layer_weight) + embedding - embedding_forward - embedding_weight;
-  const double rank1 = (4 * layer_forward + embedding_forward) + 8 * (4 * layer + head) - (4 * layer_weight + head_weight) +
-                       rank0_input_gradient;
+  // layer; rank 1 starts after the first forward through rank 0, runs its 8 forward and
+  // backward slots, and after its last backward's input gradient (all of that slot but the
+  // weight gradients and what the span adds to them) rank 0 still runs its backward's input
+  // gradient.
+  const double rank0 = 8 * (4 * (layer.forward_span + layer.backward_span) + embedding.forward_span + embedding.backward_span);
+  const double rank1_last_slot_after_input_gradient = 4 * (layer.backward_span - layer.input_gradient) + head.backward_span - head.input_gradient;
+  const double rank1 = (4 * layer.forward_span + embedding.forward_span) +
+                       8 * (4 * (layer.forward_span + layer.backward_span) + head.forward_span + head.backward_span) +
+                       std::max(0.0, 4 * layer.input_gradient + embedding.input_gradient - rank1_last_slot_after_input_gradient);
   EXPECT_DOUBLE_EQ(compute_lower_bound_ms(compute, 8, layout), std::max(rank0, rank1));
+  // On one GPU nothing is communicated: the spans are the compute.
+  ShardOptions one_gpu = layout;
+  one_gpu.parallelism.tp = 1, one_gpu.parallelism.sp = false;
+  const nlohmann::json alone = layer_compute(evaluate, short_model, trace_of(short_model), one_gpu, false);
+  for (const char* name : {"layer", "embedding", "head"}) {
+    EXPECT_DOUBLE_EQ(alone[name][4], alone[name][1]) << name;
+    EXPECT_NEAR(alone[name][5], alone[name][0].get<double>() - alone[name][1].get<double>(), 1e-12) << name;
+  }
+  // Full recompute runs each layer's forward again in its backward slot.
+  ShardOptions full = layout;
+  full.training.recompute = "full";
+  const nlohmann::json recomputing = layer_compute(evaluate, short_model, trace_of(short_model), full, false);
+  EXPECT_NEAR(recomputing["layer"][3].get<double>(), layer.forward, 1e-9);
   EXPECT_EQ(compute_lower_bound_ms(nlohmann::json(), 8, layout), 0);
 
   const CostEstimator estimator(hardware);
   for (int64_t pp : {1, 2, 4})
-    for (std::optional<int64_t> vpp : {std::optional<int64_t>(), std::optional<int64_t>(2)})
+    for (const char* schedule : {"", "gpipe", "zb-h1", "interleaved"})
       for (int64_t cp : {1, 2})
-        for (const char* recompute : {"none", "full"}) {
-          if (vpp && pp == 1) continue;
+        for (const char* recompute : {"none", "selective", "full"}) {
+          const bool interleaved = std::string(schedule) == "interleaved";
+          if (pp == 1 && *schedule) continue;
           ShardOptions o = layout;
-          o.parallelism.pp = pp, o.parallelism.vpp = vpp, o.parallelism.cp = cp, o.training.recompute = recompute;
-          SCOPED_TRACE("pp " + std::to_string(pp) + (vpp ? " vpp 2" : "") + " cp " + std::to_string(cp) + " " + recompute);
+          o.parallelism.pp = pp, o.parallelism.cp = cp, o.training.recompute = recompute;
+          if (interleaved) o.parallelism.vpp = 2;
+          else o.pipeline_schedule = schedule;
+          SCOPED_TRACE("pp " + std::to_string(pp) + " " + schedule + " cp " + std::to_string(cp) + " " + recompute);
           Graph graph = estimate_memory(model, trace_of(model), estimator, o);
           const double bound = compute_lower_bound_ms(layer_compute(evaluate, short_model, trace_of(short_model), o, false), 8, o);
           EXPECT_GT(bound, 0);
