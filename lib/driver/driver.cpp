@@ -13,10 +13,10 @@ namespace {
 // The graph holds no trace section: the stages after the shard stage do not read it, and a
 // copy of the trace cost a tenth of a run.
 Graph cost_and_shard(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
-                     const ShardOptions& options) {
+                     const ShardOptions& options, ShardReuse* reuse) {
   Graph graph;
   graph.model = model;
-  graph.shard = shard_trace(model, trace, options);
+  graph.shard = shard_trace(model, trace, options, reuse);
   estimator.cost_graph(graph);
   return graph;
 }
@@ -34,8 +34,8 @@ HardwareConfig hardware_of(const RunRequest& request) {
 }  // namespace
 
 Graph simulate(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
-               const ShardOptions& options, const SimOptions& sim_options) {
-  Graph graph = cost_and_shard(model, trace, estimator, options);
+               const ShardOptions& options, const SimOptions& sim_options, ShardReuse* reuse) {
+  Graph graph = cost_and_shard(model, trace, estimator, options, reuse);
   simulate_graph(graph, sim_options);
   account_memory(graph);
   return graph;
@@ -56,8 +56,8 @@ void resimulate_with_global_batch(Graph& graph, int64_t global_batch, const SimO
 }
 
 Graph estimate_memory(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
-                      const ShardOptions& options) {
-  Graph graph = cost_and_shard(model, trace, estimator, options);
+                      const ShardOptions& options, ShardReuse* reuse) {
+  Graph graph = cost_and_shard(model, trace, estimator, options, reuse);
   account_memory(graph);
   return graph;
 }

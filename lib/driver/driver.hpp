@@ -28,9 +28,9 @@ TraceSection trace_afresh(const ModelConfig& model);
 
 // Trace, shard, cost, simulate, account memory: the graph the pipe would carry, less its
 // trace section (nothing after the shard stage reads it). The estimator form prices many
-// jobs with one loaded calibrated model.
+// jobs with one loaded calibrated model, and shares their shard stage's work through `reuse`.
 Graph simulate(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
-               const ShardOptions& options, const SimOptions& sim_options = {});
+               const ShardOptions& options, const SimOptions& sim_options = {}, ShardReuse* reuse = nullptr);
 Graph simulate(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options,
                const SimOptions& sim_options = {});
 // Simulates a simulated graph's job again with another global batch, on the same shard
@@ -39,7 +39,7 @@ void resimulate_with_global_batch(Graph& graph, int64_t global_batch, const SimO
 
 // Same, without the discrete-event simulation (memory fields only).
 Graph estimate_memory(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
-                      const ShardOptions& options);
+                      const ShardOptions& options, ShardReuse* reuse = nullptr);
 Graph estimate_memory(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options);
 
 // `syssim run` and `syssim memory`: load the configs, run the stages, render the report.

@@ -1,5 +1,7 @@
 #include <set>
 
+#include "shard/shard.hpp"
+
 #include "common/error.hpp"
 #include "shard/passes.hpp"
 
@@ -177,6 +179,30 @@ void instantiate_trace(const ShardContext& context, ShardSection& shard) {
   Instantiator(context, shard).run();
   for (auto& b : shard.buffers)
     if (b.bytes < 0) b.bytes = 0;  // a buffer no op references takes no memory
+}
+
+}  // namespace syssim
+
+namespace syssim {
+
+void ShardReuse::instantiate(const ShardContext& context, ShardSection& shard) {
+  Key key{context.full_axes, context.sequence_axes, context.tp(), context.sequence_parallel(),
+          context.options.training.dtype};
+  std::shared_ptr<const Instantiated> kept;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = kept_.find(key);
+    if (it != kept_.end()) kept = it->second;
+  }
+  if (!kept) {
+    ShardSection made;
+    instantiate_trace(context, made);
+    kept = std::make_shared<const Instantiated>(std::move(made.ops), std::move(made.buffers));
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (kept_.size() < kMaxInstantiations) kept_.emplace(std::move(key), kept);
+  }
+  shard.ops = kept->first;
+  shard.buffers = kept->second;
 }
 
 }  // namespace syssim

@@ -128,7 +128,8 @@ ShardOp make_collective(const ShardContext& context, const std::string& collecti
   return c;
 }
 
-ShardSection shard_trace(const ModelConfig& model, const TraceSection& trace, const ShardOptions& options) {
+ShardSection shard_trace(const ModelConfig& model, const TraceSection& trace, const ShardOptions& options,
+                         ShardReuse* reuse) {
   int64_t seq = options.training.seq_length.value_or(model.seq_length);
   check_layout(model, options, seq);
 
@@ -147,7 +148,10 @@ ShardSection shard_trace(const ModelConfig& model, const TraceSection& trace, co
   plan_pipeline(model, options, shard);
   set_global_batch(model, options.training.global_batch, shard);
   count_parameters(context, shard);
-  instantiate_trace(context, shard);
+  if (reuse && &reuse->trace() == &trace)
+    reuse->instantiate(context, shard);
+  else
+    instantiate_trace(context, shard);
   assign_pipeline_stages(shard);
   apply_context_parallel(context, shard);
   apply_recompute(context, shard);

@@ -3,7 +3,11 @@
 // vocab by TP; sequence of the norm/residual regions by TP under SP), inserts the tensor-
 // and data-parallel collectives where Megatron-LM places them, and adds the optimizer step.
 #pragma once
+#include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
+#include <tuple>
 
 #include "common/graph.hpp"
 
@@ -29,9 +33,33 @@ struct ShardOptions {
 // Sets graph.shard from graph.model and graph.trace; throws DataError for impossible
 // layouts and UsageError for settings this version does not simulate yet.
 void shard_graph(Graph& graph, const ShardOptions& options);
+struct ShardContext;
+
+// What the jobs of one trace share in the shard stage: its ops instantiated at one rank's
+// shapes, which depend on tp, sequence parallelism, the axis values (micro-batch, sequence,
+// cp) and the dtype, not on the pipeline, data parallelism, optimizer or recompute. Made once
+// per such key and copied for each job (a sixth of a sweep point's time); at most
+// kMaxInstantiations are kept, later keys are made each time. Thread-safe.
+class ShardReuse {
+ public:
+  explicit ShardReuse(const TraceSection& trace) : trace_(trace) {}
+  const TraceSection& trace() const { return trace_; }
+  // instantiate_trace for `context` (whose trace must be this one's), from what was kept.
+  void instantiate(const ShardContext& context, ShardSection& shard);
+
+ private:
+  static constexpr size_t kMaxInstantiations = 32;
+  using Key = std::tuple<AxisValues, AxisValues, int64_t, bool, std::string>;
+  using Instantiated = std::pair<std::vector<ShardOp>, std::vector<ShardBuffer>>;
+  const TraceSection& trace_;
+  std::mutex mutex_;
+  std::map<Key, std::shared_ptr<const Instantiated>> kept_;
+};
+
 // The same for a model and its trace that are not in a graph (the driver's: copying a trace
-// into each graph took a tenth of a run).
-ShardSection shard_trace(const ModelConfig& model, const TraceSection& trace, const ShardOptions& options);
+// into each graph took a tenth of a run), reusing `reuse` when it is of this trace.
+ShardSection shard_trace(const ModelConfig& model, const TraceSection& trace, const ShardOptions& options,
+                         ShardReuse* reuse = nullptr);
 // Makes `shard` the section of the same job with `global_batch`: nothing but the micro-batch
 // count, the schedule and the step's model FLOPs depend on it, so jobs that differ only there
 // (a sweep over the batch) share the rest. DataError when micro_batch * dp does not divide

@@ -26,6 +26,7 @@ class PointEvaluator {
   const HardwareConfig& hardware() const { return hardware_; }
   const TraceSection& trace();
   const CostEstimator& estimator();
+  ShardReuse& reuse();  // of trace()
 
  private:
   const ModelConfig& model_;
@@ -33,6 +34,7 @@ class PointEvaluator {
   bool use_cache_;
   std::mutex loading_;  // points run on several threads; the first that needs them loads these
   const TraceSection* trace_ = nullptr;
+  std::optional<ShardReuse> reuse_;
   std::optional<CostEstimator> estimator_;
 };
 

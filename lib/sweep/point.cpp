@@ -223,6 +223,13 @@ const TraceSection& PointEvaluator::trace() {
   return *trace_;
 }
 
+ShardReuse& PointEvaluator::reuse() {
+  const TraceSection& traced = trace();
+  std::lock_guard<std::mutex> lock(loading_);
+  if (!reuse_) reuse_.emplace(traced);
+  return *reuse_;
+}
+
 const CostEstimator& PointEvaluator::estimator() {
   std::lock_guard<std::mutex> lock(loading_);
   if (!estimator_) estimator_.emplace(hardware_);
@@ -245,7 +252,7 @@ void PointEvaluator::operator()(const ShardOptions& options, SweepRow& row, std:
     if (graph)
       resimulate_with_global_batch(*graph, options.training.global_batch);
     else
-      graph = simulate(model_, trace(), estimator(), options);
+      graph = simulate(model_, trace(), estimator(), options, SimOptions{}, &reuse());
     row.step_time_ms = graph->sim->step_time_ms;
     row.mfu = throughput(*graph).mfu;
     row.peak_memory_gb = graph->mem->peak_memory_gb;

@@ -149,6 +149,24 @@ TEST(Shard, DataParallelAddsGradientReductionAndAdam) {
   EXPECT_DOUBLE_EQ(adam.bytes, 2.0 * 1024 * 4096 * 30);
 }
 
+// Jobs that share a ShardReuse get the sections they would get alone: the kept
+// instantiation serves layouts that differ in data parallelism and the optimizer, another
+// micro-batch makes its own, and a reuse of another trace is not used.
+TEST(Shard, ReusedInstantiationsGiveTheSameSections) {
+  const Graph g = small_graph();
+  ShardReuse reuse(*g.trace);
+  ShardOptions distributed = layout(2, true, 4, 1, 8);
+  distributed.training.distributed_optimizer = true;
+  for (const ShardOptions& o : {layout(2, true, 1, 1, 4), layout(2, true, 4, 1, 8), distributed, layout(2, true, 1, 2, 4),
+                                layout(2, true, 1, 1, 4)}) {
+    const std::string alone = to_json(shard_trace(*g.model, *g.trace, o)).dump();
+    EXPECT_EQ(to_json(shard_trace(*g.model, *g.trace, o, &reuse)).dump(), alone);
+  }
+  const Graph other = small_graph();  // an equal trace, but not the one `reuse` is of
+  EXPECT_EQ(to_json(shard_trace(*other.model, *other.trace, layout(1, false), &reuse)).dump(),
+            to_json(shard_trace(*other.model, *other.trace, layout(1, false))).dump());
+}
+
 TEST(Shard, DistributedOptimizerReduceScattersAndGathers) {
   Graph g = small_graph();
   ShardOptions o = layout(1, false, 4, 1, 4);
