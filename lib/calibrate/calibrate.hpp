@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/kernel_shape.hpp"
 #include "config/config.hpp"
 
 namespace syssim {
@@ -19,7 +20,7 @@ struct Kernel {
   std::string family;  // gemm | attention | norm | elementwise | reduction
   std::string dtype;   // compute dtype: bf16 | fp16 | fp8 | fp4 | fp32
   bool backward = false;
-  std::map<std::string, double> dims;
+  KernelShape dims;
   double flops = 0;  // counted as the trace counts them (docs/syssim-trace.md)
   double bytes = 0;  // read plus written in device memory
 };

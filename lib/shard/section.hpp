@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/expr.hpp"
+#include "common/kernel_shape.hpp"
 #include "common/symbol.hpp"
 #include "config/config.hpp"
 #include "shard/schedule.hpp"
@@ -38,9 +39,6 @@ struct ShardSection;
 // forward op of the rank writes it and a backward op of the rank reads it.
 std::vector<char> buffers_saved_for_backward(const ShardSection& shard, int64_t rank);
 
-// The shape of the kernel an op runs on one rank, by kind (docs/graph-format.md): gemm m, n, k;
-// attention b, s_q, s_kv, heads, kv_heads, head_dim, causal; others rows, dim.
-using KernelShape = std::map<std::string, double>;
 
 struct ShardOp {
   int64_t id = 0;
@@ -60,7 +58,7 @@ struct ShardOp {
   std::vector<int64_t> deps;  // ops of the same scope (or, for step ops, of any scope) that must finish first
   double flops = 0;
   double bytes = 0;  // bytes read plus written in device memory
-  KernelShape shape;  // empty for collectives and ops inserted without one
+  KernelShape shape;  // on one rank; empty for collectives and ops inserted without one
   std::vector<int64_t> reads;
   std::vector<int64_t> writes;
   // Collectives only.

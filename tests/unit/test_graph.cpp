@@ -9,6 +9,7 @@
 
 #include "common/error.hpp"
 #include "common/graph.hpp"
+#include "common/kernel_shape.hpp"
 #include "common/symbol.hpp"
 #include "trace_builder.hpp"
 
@@ -38,6 +39,27 @@ TEST(AxisExpression, ErrorsNameThePlaceAndTheText) {
   } catch (const DataError& e) {
     EXPECT_STREQ(e.what(), "/shard: axis 'b' has no value");
   }
+}
+
+// A kernel shape keeps its dims in name order whatever order they come in, so that two
+// shapes of the same dims are equal and JSON writes them as std::map did.
+TEST(KernelShape, DimsInNameOrderAndAJsonObject) {
+  KernelShape shape{{"n", 2}, {"m", 1}};
+  shape["k"] = 3;
+  shape["m"] += 10;
+  EXPECT_EQ(shape, (KernelShape{{"k", 3}, {"m", 11}, {"n", 2}}));
+  EXPECT_EQ(shape.size(), 3u);
+  EXPECT_EQ(shape.count("k"), 1u);
+  EXPECT_EQ(shape.count("rows"), 0u);
+  EXPECT_DOUBLE_EQ(shape.at("m"), 11);
+  EXPECT_THROW(shape.at("rows"), std::out_of_range);
+  EXPECT_LT((KernelShape{{"k", 3}}), (KernelShape{{"k", 4}}));
+  const nlohmann::json j = shape;
+  EXPECT_EQ(j.dump(), R"({"k":3.0,"m":11.0,"n":2.0})");
+  EXPECT_EQ(j.get<KernelShape>(), shape);
+  nlohmann::ordered_json ordered = shape;
+  EXPECT_EQ(ordered.dump(), j.dump());
+  EXPECT_THROW(nlohmann::json({{"m", "one"}}).get<KernelShape>(), nlohmann::json::type_error);
 }
 
 TEST(Symbol, EqualTextsAreOneSymbolAndOrderByText) {
