@@ -47,6 +47,10 @@ std::string bound_of(const Kernel& kernel, double time_us, const HardwareConfig&
 
 // What shard_collective_time reads of an op (besides its id, for messages).
 using CollectiveKey = std::tuple<Symbol, Symbol, Symbol, int64_t, int64_t, int64_t, double>;
+// What a compute op's time depends on: its kernel (FLOPs and bytes first, as they tell most
+// kernels apart at once).
+using KernelKey = std::tuple<double, double, bool, std::string, std::string, KernelShape>;
+KernelKey key_of(const Kernel& k) { return {k.flops, k.bytes, k.backward, k.family, k.dtype, k.dims}; }
 
 }  // namespace
 
@@ -77,6 +81,9 @@ void CostEstimator::cost_graph(Graph& g) const {
   std::vector<Kernel> calibrated_kernels;
   std::vector<size_t> calibrated_ops;
   std::map<CollectiveKey, CollectiveTime> collective_times;
+  // Every layer's compute ops repeat too: each distinct kernel is priced once, at its first op.
+  std::map<KernelKey, size_t> first_op_of;
+  std::vector<std::pair<size_t, size_t>> repeats;  // (op, the first op of its kernel)
   for (size_t i = 0; i < shard.ops.size(); ++i) {
     const ShardOp& op = shard.ops[i];
     if (op.kind == "collective") {
@@ -89,6 +96,11 @@ void CostEstimator::cost_graph(Graph& g) const {
       continue;
     }
     Kernel kernel = kernel_of(op);
+    auto [first, added] = first_op_of.emplace(key_of(kernel), i);
+    if (!added) {
+      repeats.emplace_back(i, first->second);
+      continue;
+    }
     double roofline = roofline_of(kernel, op, hardware_);
     if (calibrated_ && !kernel.dims.empty() && priced_by_bundle(kernel.family) && calibrated_->covers(kernel)) {
       calibrated_kernels.push_back(std::move(kernel));
@@ -106,6 +118,10 @@ void CostEstimator::cost_graph(Graph& g) const {
       cost.ops[calibrated_ops[j]] = {op.id, std::max(times[j], hardware_.kernel_launch_us),
                                      bound_of(calibrated_kernels[j], times[j], hardware_), {}};
     }
+  }
+  for (const auto& [i, first] : repeats) {
+    cost.ops[i] = cost.ops[first];
+    cost.ops[i].id = shard.ops[i].id;
   }
   g.cost = std::move(cost);
 }
