@@ -117,13 +117,14 @@ RankProgram rank_program(const ShardSection& shard, int64_t stage, const Pipelin
     if (of_pass.empty())
       for (int64_t m = 0; m < microbatches; ++m) {
         size_t slot_pass = pass == 2 && at(op.chunk, m, 2) == kNone ? 1 : pass;
-        std::string slot_name = passes[slot_pass] + " slot of chunk " + std::to_string(op.chunk) + ", micro-batch " +
-                                std::to_string(m);
+        auto slot_name = [&] {
+          return passes[slot_pass] + " slot of chunk " + std::to_string(op.chunk) + ", micro-batch " + std::to_string(m);
+        };
         size_t slot = at(op.chunk, m, slot_pass);
-        if (slot == kNone) throw DataError(where + ": no " + slot_name + ", which op " + std::to_string(op.id) + " needs");
+        if (slot == kNone) throw DataError(where + ": no " + slot_name() + ", which op " + std::to_string(op.id) + " needs");
         size_t before = slot_pass == 0 ? kNone : at(op.chunk, m, slot_pass - 1);
         if (slot_pass != 0 && (before == kNone || before > slot))
-          throw DataError(where + ": the " + slot_name + " is not preceded by its " + passes[slot_pass - 1] + " slot");
+          throw DataError(where + ": the " + slot_name() + " is not preceded by its " + passes[slot_pass - 1] + " slot");
       }
     of_pass.push_back(op.id);
   }

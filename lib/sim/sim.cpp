@@ -139,8 +139,7 @@ void check_ops(const ShardSection& shard) {
   if (ranks != shard.parallelism.pp)
     throw DataError("/shard/schedule: " + std::to_string(ranks) + " slot lists for pp=" +
                     std::to_string(shard.parallelism.pp) + " pipeline ranks");
-  using DependencyGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
-  DependencyGraph graph(shard.ops.size());
+  bool deps_before = true;  // every dep an earlier op: no cycle, without sorting
   for (const ShardOp& op : shard.ops) {
     if (op.stage < 0 || op.stage >= ranks)
       throw DataError(op_path(op.id) + "/stage: pipeline rank " + std::to_string(op.stage) + " does not exist (pp=" +
@@ -153,9 +152,14 @@ void check_ops(const ShardSection& shard) {
         throw DataError(op_path(op.id) + "/deps: microbatch op depends on step op " + std::to_string(dep));
       if (op.scope == "step_start" && dep_scope != "step_start")
         throw DataError(op_path(op.id) + "/deps: step_start op depends on " + dep_scope + " op " + std::to_string(dep));
-      boost::add_edge(dep, op.id, graph);
+      deps_before = deps_before && dep < op.id;
     }
   }
+  if (deps_before) return;
+  using DependencyGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
+  DependencyGraph graph(shard.ops.size());
+  for (const ShardOp& op : shard.ops)
+    for (int64_t dep : op.deps) boost::add_edge(dep, op.id, graph);
   std::vector<DependencyGraph::vertex_descriptor> order;
   try {
     boost::topological_sort(graph, std::back_inserter(order));
@@ -303,7 +307,7 @@ Timeline expand_step(const ShardSection& shard, const CostSection& cost, const P
     instance.unfinished_deps = 0;
     for (uint32_t d = deps_begin[instance.op]; d < deps_begin[instance.op + 1]; ++d) {
       uint32_t dep = dep_instance(instance, deps[d]);
-      if (dep < index && t.instances[dep].queue == instance.queue) continue;
+      if (dep < index && queue_of[deps[d]] == instance.queue) continue;
       edges.emplace_back(dep, static_cast<uint32_t>(index));
       ++t.dependents_begin[dep + 1];
       ++instance.unfinished_deps;
