@@ -199,7 +199,7 @@ void add_step_ops(const ShardContext& context, ShardSection& shard) {
   // gathered in forward order, the reverse of the buckets.
   if (distributed && t.overlap_param_gather)
     for (size_t i = buckets.size(); i-- > 0;) rewriter.add(param_gather(context, buckets[i], i, "step_start"));
-  for (const ShardOp& op : rewriter.old_ops()) rewriter.keep(op.id);
+  rewriter.keep_all();
 
   std::vector<int64_t> grads, replicated_grads;
   double replicated_grad_bytes = 0;

@@ -82,6 +82,11 @@ int64_t OpRewriter::keep(int64_t old_id, ShardOp op) {
   return id;
 }
 
+void OpRewriter::keep_all() {
+  for (ShardOp& op : old_ops_) keep(op.id, std::move(op));
+  old_ops_.clear();
+}
+
 int64_t OpRewriter::new_id(int64_t old_id) const {
   if (old_id < 0 || old_id >= static_cast<int64_t>(new_ids_.size()) || new_ids_[old_id] < 0)
     throw DataError("/shard/ops/" + std::to_string(old_id) + ": a later op depends on it, but it was not kept");

@@ -42,6 +42,9 @@ class OpRewriter {
   // Re-emits old op `old_id`, possibly modified (e.g. reads substituted); returns its new id.
   int64_t keep(int64_t old_id, ShardOp op);
   int64_t keep(int64_t old_id) { return keep(old_id, old_ops_[old_id]); }
+  // Keeps every old op in order, moved out of old_ops() (left empty): for a pass that only
+  // adds ops around them and reads the old ops no more.
+  void keep_all();
   // Emits a new op; `extra_deps` are new ids.
   int64_t add(ShardOp op, const std::vector<int64_t>& extra_deps = {}) { return emitter_.emit(std::move(op), extra_deps); }
   // The new id of an old op that was kept (DataError if it was dropped or not kept yet).

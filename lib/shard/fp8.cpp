@@ -418,7 +418,7 @@ class LowPrecision {
     ShardOp kept = op;
     if (kept.dtype == context_.options.training.dtype) kept.dtype = high_precision_;
     if (is_param_gather(op, shard_)) kept.message_bytes = kept.bytes = bytes_of(op.writes);
-    rewriter_.keep(op.id, kept);
+    rewriter_.keep(op.id, std::move(kept));
   }
 
   const ShardContext& context_;

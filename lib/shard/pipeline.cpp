@@ -299,7 +299,7 @@ class PipelineRewriter {
       for (int64_t b : rewriter_.old_ops()[d].writes)
         if (!is_model_state(shard_.buffers[b]) && analysis_.reader_ranks[b].count(s.stage)) readable(b, v, op);
     }
-    finish(rewriter_.keep(op.id, s));
+    finish(rewriter_.keep(op.id, std::move(s)));
   }
 
   // The rank's copy of buffer b.

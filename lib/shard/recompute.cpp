@@ -99,7 +99,7 @@ class Recomputer {
       ShardOp kept = op;
       substitute(kept.reads);
       substitute(kept.writes);
-      note_issued(rewriter_.keep(op.id, kept), op.stream);
+      note_issued(rewriter_.keep(op.id, std::move(kept)), op.stream);
     }
   }
 
