@@ -224,7 +224,9 @@ Timeline expand_step(const ShardSection& shard, const CostSection& cost, const P
   std::vector<uint32_t> queue_of(ops, kNone);
   std::vector<char> once(ops);
   std::vector<uint32_t> deps_begin(ops + 1, 0), deps;
+  std::vector<double> time_us(ops);  // packed: read once per instance
   for (const ShardOp& op : shard.ops) {
+    time_us[op.id] = cost.ops[op.id].time_us;
     once[op.id] = op.scope != "microbatch";
     deps_begin[op.id + 1] = deps_begin[op.id] + static_cast<uint32_t>(op.deps.size());
     deps.insert(deps.end(), op.deps.begin(), op.deps.end());
@@ -261,7 +263,7 @@ Timeline expand_step(const ShardSection& shard, const CostSection& cost, const P
       t.queues[queue].instances.push_back(index);
       instance_of[op * microbatches + static_cast<size_t>(std::max<int64_t>(microbatch, 0))] = index;
       Instance instance{static_cast<int32_t>(op), static_cast<int32_t>(microbatch), queue};
-      instance.duration_us = cost.ops[op].time_us;
+      instance.duration_us = time_us[op];
       if (slot >= 0) {
         if (slot != last_slot) {
           const size_t kind = program.slots[slot].kind;
@@ -758,10 +760,12 @@ int64_t binding_rank(const std::vector<double>& finish_us) {
 StepTotals totals_of(const ShardSection& shard, const CostSection& cost, const Timeline& t) {
   StepTotals totals;
   totals.finish_us.assign(shard.parallelism.pp, 0.0);
+  std::vector<double> flops(shard.ops.size());  // by op, packed: read once per instance
+  for (const ShardOp& op : shard.ops) flops[op.id] = op.flops;
   for (const Instance& instance : t.instances) {
     double& finish = totals.finish_us[t.queues[instance.queue].rank];
     finish = std::max(finish, instance.finish_us);
-    totals.flops += shard.ops[instance.op].flops;
+    totals.flops += flops[instance.op];
     if (instance.microbatch >= 0) totals.pipeline_end_us = std::max(totals.pipeline_end_us, instance.finish_us);
   }
   totals.binding = binding_rank(totals.finish_us);
