@@ -531,7 +531,7 @@ class PipelineRewriter {
   std::vector<int64_t> writer_;  // per buffer: the new op that last wrote it
   std::map<std::pair<int64_t, int64_t>, int64_t> local_copy_;             // (buffer, rank) -> copy
   std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> received_;  // (op, rank) -> recvs of its outputs
-  std::map<std::pair<int64_t, std::string>, int64_t> last_of_stream_;     // (rank, stream) -> last microbatch op
+  std::map<std::pair<int64_t, Symbol>, int64_t> last_of_stream_;          // (rank, stream) -> last microbatch op
   std::map<int64_t, int64_t> copies_of_;                                   // step op copy -> old op
   std::map<std::pair<int64_t, int64_t>, int64_t> step_copy_;              // (old op, rank) -> copy
   std::map<int64_t, int64_t> first_step_rank_;  // transient buffer of step ops -> rank keeping the original
