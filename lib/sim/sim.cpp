@@ -49,7 +49,7 @@ struct Flow {
   double remaining_bytes = 0;
   double cap = 0;             // bytes/us: the phase's bandwidth_GBps
   double rate = 0;            // bytes/us, while on its links
-  uint64_t version = 0;       // bumped on every rate change: older finish events are stale
+  uint32_t version = 0;       // bumped on every rate change: older finish events are stale
   double next_rate = 0;       // water-filling scratch
   bool frozen = false;        // water-filling scratch
 };
@@ -403,12 +403,12 @@ class EventLoop {
 
  private:
   enum class Kind : uint8_t { kFinish, kLatencyEnd, kFlowEnd, kReplayedFinish };
-  struct Event {
+  struct Event {  // 32 bytes: the heap moves them on every push and pop
     double time_us;
     uint64_t sequence;
-    size_t instance;
+    uint32_t instance;  // fewer than 2^31 (expand_step)
+    uint32_t version;   // kFlowEnd: the flow's version when it was made
     Kind kind;
-    uint64_t version;  // kFlowEnd: the flow's version when it was made
   };
   struct Later {
     bool operator()(const Event& a, const Event& b) const {
@@ -416,8 +416,8 @@ class EventLoop {
     }
   };
 
-  void push(double time_us, size_t instance, Kind kind, uint64_t version = 0) {
-    events_.push(Event{time_us, sequence_++, instance, kind, version});
+  void push(double time_us, size_t instance, Kind kind, uint32_t version = 0) {
+    events_.push(Event{time_us, sequence_++, static_cast<uint32_t>(instance), version, kind});
   }
 
   void try_start(size_t queue_index, double now_us) {
