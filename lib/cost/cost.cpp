@@ -47,10 +47,21 @@ std::string bound_of(const Kernel& kernel, double time_us, const HardwareConfig&
 
 // What shard_collective_time reads of an op (besides its id, for messages).
 using CollectiveKey = std::tuple<Symbol, Symbol, Symbol, int64_t, int64_t, int64_t, double>;
-// What a compute op's time depends on: its kernel (FLOPs and bytes first, as they tell most
-// kernels apart at once).
-using KernelKey = std::tuple<double, double, bool, std::string, std::string, KernelShape>;
-KernelKey key_of(const Kernel& k) { return {k.flops, k.bytes, k.backward, k.family, k.dtype, k.dims}; }
+// What a compute op's time depends on: the fields kernel_of reads (FLOPs and bytes first, as
+// they tell most kernels apart at once); the shape is the op's, which outlives the key.
+struct KernelKey {
+  double flops, bytes;
+  bool backward;
+  Symbol kind, name, dtype;
+  const KernelShape* shape;
+  explicit KernelKey(const ShardOp& op)
+      : flops(op.flops), bytes(op.bytes), backward(op.phase == "bwd"), kind(op.kind), name(op.name), dtype(op.dtype),
+        shape(&op.shape) {}
+  bool operator<(const KernelKey& o) const {
+    return std::tie(flops, bytes, backward, kind, name, dtype, *shape) <
+           std::tie(o.flops, o.bytes, o.backward, o.kind, o.name, o.dtype, *o.shape);
+  }
+};
 
 }  // namespace
 
@@ -95,12 +106,12 @@ void CostEstimator::cost_graph(Graph& g) const {
       cost.ops[i] = {op.id, known->second.time_us, "network", known->second.phases};
       continue;
     }
-    Kernel kernel = kernel_of(op);
-    auto [first, added] = first_op_of.emplace(key_of(kernel), i);
+    auto [first, added] = first_op_of.emplace(KernelKey(op), i);
     if (!added) {
       repeats.emplace_back(i, first->second);
       continue;
     }
+    Kernel kernel = kernel_of(op);
     double roofline = roofline_of(kernel, op, hardware_);
     if (calibrated_ && !kernel.dims.empty() && priced_by_bundle(kernel.family) && calibrated_->covers(kernel)) {
       calibrated_kernels.push_back(std::move(kernel));
