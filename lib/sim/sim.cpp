@@ -231,19 +231,30 @@ Timeline expand_step(const ShardSection& shard, const CostSection& cost, const P
     deps_begin[op.id + 1] = deps_begin[op.id] + static_cast<uint32_t>(op.deps.size());
     deps.insert(deps.end(), op.deps.begin(), op.deps.end());
   }
+  // The queues, made in issue order (an op first runs in the first slot of its kind), and
+  // their lengths, counted per op list rather than per instance.
   std::vector<size_t> queue_length;
   for (int64_t rank = 0; rank < shard.parallelism.pp; ++rank) {
-    std::map<std::string, uint32_t> queue_of_stream;  // the rank's queues, made in issue order
-    for_each_issued(programs[rank], [&](int64_t op_id, int64_t, int64_t) {
-      uint32_t& queue = queue_of[op_id];
-      if (queue == kNone) {
-        const ShardOp& op = shard.ops[op_id];
-        auto [it, added] = queue_of_stream.emplace(op.stream, static_cast<uint32_t>(t.queues.size()));
-        if (added) t.queues.push_back(StreamQueue{rank, op.stream, {}, 0, false}), queue_length.push_back(0);
-        queue = it->second;
+    const RankProgram& program = programs[rank];
+    std::map<std::string, uint32_t> queue_of_stream;  // the rank's queues
+    auto add = [&](const std::vector<int64_t>& list, size_t times) {
+      for (int64_t op_id : list) {
+        uint32_t& queue = queue_of[op_id];
+        if (queue == kNone) {
+          const ShardOp& op = shard.ops[op_id];
+          auto [it, added] = queue_of_stream.emplace(op.stream, static_cast<uint32_t>(t.queues.size()));
+          if (added) t.queues.push_back(StreamQueue{rank, op.stream, {}, 0, false}), queue_length.push_back(0);
+          queue = it->second;
+        }
+        queue_length[queue] += times;
       }
-      ++queue_length[queue];
-    });
+    };
+    add(program.step_start_ops, 1);
+    std::vector<size_t> slots_of_kind(program.kind_ops.size(), 0);
+    for (const RankProgram::Slot& slot : program.slots)
+      if (slots_of_kind[slot.kind]++ == 0) add(program.kind_ops[slot.kind], 0);  // queues in issue order
+    for (size_t kind = 0; kind < program.kind_ops.size(); ++kind) add(program.kind_ops[kind], slots_of_kind[kind]);
+    add(program.step_ops, 1);
   }
   for (size_t q = 0; q < t.queues.size(); ++q) t.queues[q].instances.reserve(queue_length[q]);
 
@@ -782,7 +793,9 @@ StepTotals totals_of(const ShardSection& shard, const CostSection& cost, const T
   for (const StreamQueue& queue : t.queues) {
     if (queue.rank != totals.binding) continue;
     std::vector<Interval>& intervals = ran.emplace_back();
-    std::map<std::string, std::vector<Interval>> collectives;
+    // The queue's collectives, all and by group (a queue has few groups: a list, not a map).
+    std::vector<Interval> all_collectives;
+    std::vector<std::pair<Symbol, std::vector<Interval>>> collectives;
     for (uint32_t index : queue.instances) {
       const Instance& i = t.instances[index];
       totals.duration_us[i.op] += i.duration_us;
@@ -791,10 +804,13 @@ StepTotals totals_of(const ShardSection& shard, const CostSection& cost, const T
       const ShardOp& op = shard.ops[i.op];
       intervals.emplace_back(i.start_us, i.finish_us);
       if (op.kind != "collective") continue;
-      collectives[""].push_back(intervals.back());
-      collectives[op.group].push_back(intervals.back());
+      all_collectives.push_back(intervals.back());
+      auto group = std::find_if(collectives.begin(), collectives.end(), [&](const auto& g) { return g.first == op.group; });
+      if (group == collectives.end()) group = collectives.insert(collectives.end(), {op.group, {}});
+      group->second.push_back(intervals.back());
     }
     if (queue.stream == "compute") compute.push_back(intervals);
+    if (!all_collectives.empty()) collectives_of[""].push_back(std::move(all_collectives));
     for (auto& [group, list] : collectives) collectives_of[group].push_back(std::move(list));
   }
   const std::vector<Interval> computing = union_of(merge_sorted(compute));
