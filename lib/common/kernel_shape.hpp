@@ -51,8 +51,9 @@ void to_json(Json& j, const KernelShape& shape) {
 
 template <typename Json>
 void from_json(const Json& j, KernelShape& shape) {
+  if (!j.is_object()) (void)j.template get<std::map<std::string, double>>();  // nlohmann's type_error
   shape = KernelShape();
-  for (const auto& [name, value] : j.template get<std::map<std::string, double>>()) shape[name] = value;
+  for (const auto& dim : j.items()) shape[dim.key()] = dim.value().template get<double>();
 }
 
 }  // namespace syssim
