@@ -1,9 +1,8 @@
 #include <set>
 
-#include "shard/shard.hpp"
-
 #include "common/error.hpp"
 #include "shard/passes.hpp"
+#include "shard/shard.hpp"
 
 namespace syssim {
 namespace {
@@ -180,10 +179,6 @@ void instantiate_trace(const ShardContext& context, ShardSection& shard) {
   for (auto& b : shard.buffers)
     if (b.bytes < 0) b.bytes = 0;  // a buffer no op references takes no memory
 }
-
-}  // namespace syssim
-
-namespace syssim {
 
 void ShardReuse::instantiate(const ShardContext& context, ShardSection& shard) {
   Key key{context.full_axes, context.sequence_axes, context.tp(), context.sequence_parallel(),

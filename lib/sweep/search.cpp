@@ -209,8 +209,8 @@ double compute_lower_bound_ms(const nlohmann::json& compute, int64_t num_layers,
   const bool whole_backward = schedule.empty() || schedule == "1f1b" || schedule == "interleaved" || schedule == "gpipe";
   auto forward_ms = [&](const PassCompute& s) { return whole_backward ? s[kForwardSpan] : s[kForward]; };
   auto backward_ms = [&](const PassCompute& s) { return whole_backward ? s[kBackwardSpan] : s[kAllPasses] - s[kForward]; };
-  // What must precede the backward's input gradient in its slot, and what of it the stages
-  // before wait for (the recomputed forward needs no gradient, so they may run it before).
+  // A part's input-gradient compute: its backward less the weight gradients and the
+  // recomputed forward, neither of which the gradient sent to the stage before waits for.
   auto input_gradient_ms = [](const PassCompute& s) { return s[kAllPasses] - s[kForward] - s[kWeight] - s[kRecomputed]; };
   // 1F1B and its interleaved form end each rank with the last micro-batch's backward of its
   // first virtual stage, and only what follows the input gradient in that slot may run while
