@@ -37,6 +37,13 @@ double shortest_duration_us(const OpCost& cost, const std::vector<Link>& links) 
   return us;
 }
 
+// Every op's shortest duration, by op id.
+std::vector<double> shortest_durations_us(const ShardSection& shard, const CostSection& cost) {
+  std::vector<double> duration_us(shard.ops.size());
+  for (size_t i = 0; i < shard.ops.size(); ++i) duration_us[i] = shortest_duration_us(cost.ops[i], cost.links);
+  return duration_us;
+}
+
 // Longest paths to the finish of each op of a list a rank issues in order (a slot kind, or
 // its step_start or step ops), from three sources: `start`, when the rank's compute stream
 // is free of the ops issued before the list (its compute ops run in order after it); the
@@ -139,8 +146,7 @@ double list_finish(const ListPaths& paths, double start, const std::vector<doubl
 
 std::vector<std::vector<double>> part_spans_ms(const ShardSection& shard, const CostSection& cost, int64_t stage,
                                                const std::vector<size_t>& part_of, size_t parts) {
-  std::vector<double> duration_us(shard.ops.size());
-  for (size_t i = 0; i < shard.ops.size(); ++i) duration_us[i] = shortest_duration_us(cost.ops[i], cost.links);
+  const std::vector<double> duration_us = shortest_durations_us(shard, cost);
   const RankProgram program = rank_program(shard, stage);
   std::vector<std::vector<double>> spans;
   for (const std::vector<int64_t>& ops : program.kind_ops) {
@@ -176,8 +182,7 @@ std::vector<std::vector<double>> part_spans_ms(const ShardSection& shard, const 
 double step_time_lower_bound_ms(const ShardSection& shard, const CostSection& cost) {
   const int64_t ranks = shard.parallelism.pp;
   const auto microbatches = static_cast<size_t>(shard.num_microbatches);
-  std::vector<double> duration_us(shard.ops.size());
-  for (size_t i = 0; i < shard.ops.size(); ++i) duration_us[i] = shortest_duration_us(cost.ops[i], cost.links);
+  const std::vector<double> duration_us = shortest_durations_us(shard, cost);
 
   struct RankState {
     RankProgram program;
