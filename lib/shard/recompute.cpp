@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string_view>
 
 #include "common/error.hpp"
 #include "shard/passes.hpp"
@@ -29,8 +30,12 @@ std::vector<std::string> selected_modules(const TrainingConfig& training) {
 
 // Whether one of the dot-separated names of a module path is `component` ("mlp" is in
 // "decoder.layers.3.mlp.linear_fc1", not in "decoder.layers.3.mlp_bda").
-bool has_component(const std::string& module, const std::string& component) {
-  return ("." + module + ".").find("." + component + ".") != std::string::npos;
+bool has_component(std::string_view module, std::string_view component) {
+  for (size_t at = module.find(component); at != std::string_view::npos; at = module.find(component, at + 1)) {
+    const size_t end = at + component.size();
+    if ((at == 0 || module[at - 1] == '.') && (end == module.size() || module[end] == '.')) return true;
+  }
+  return false;
 }
 
 bool is_layer_forward_op(const ShardOp& op) { return op.phase == "fwd" && op.scope == "microbatch" && op.layer; }
@@ -73,7 +78,7 @@ std::vector<Region> selective_regions(const std::vector<ShardOp>& ops, const std
     if (!is_layer_forward_op(op)) continue;
     for (const std::string& name : modules)
       for (const std::string& component : kRecomputeModules.at(name)) {
-        if (!has_component(op.module, component)) continue;
+        if (!has_component(op.module.str(), component)) continue;
         auto [it, added] = region_of.emplace(std::pair{*op.layer, component}, regions.size());
         if (added) {
           regions.emplace_back();

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <iterator>
 #include <map>
+#include <string_view>
 #include <tuple>
 
 #include "common/json_util.hpp"
@@ -44,7 +45,7 @@ PipelineSchedule schedule_from_json(const json& j, const std::string& path) {
 }
 
 // The slot pass that runs an op: recomputed forward ops run at the start of the backward.
-std::string slot_pass_of(const ShardOp& op) { return op.recompute ? "backward" : op.pass; }
+std::string_view slot_pass_of(const ShardOp& op) { return op.recompute ? std::string_view("backward") : op.pass.str(); }
 
 }  // namespace
 
@@ -72,8 +73,8 @@ RankProgram rank_program(const ShardSection& shard, int64_t stage, const Pipelin
   if (stage < 0 || stage >= static_cast<int64_t>(schedule.size()))
     throw DataError("/shard/schedule: no slot list for pipeline rank " + std::to_string(stage));
   const std::vector<ScheduleSlot>& slots = schedule[stage];
-  const std::vector<std::string> passes = {"forward", "backward", "weight"};
-  auto pass_index = [&](const std::string& pass) {
+  static const std::vector<std::string> passes = {"forward", "backward", "weight"};
+  auto pass_index = [&](std::string_view pass) {
     return static_cast<size_t>(std::find(passes.begin(), passes.end(), pass) - passes.begin());
   };
 

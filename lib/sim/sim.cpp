@@ -147,7 +147,7 @@ void check_ops(const ShardSection& shard) {
     for (int64_t dep : op.deps) {
       if (dep < 0 || dep >= static_cast<int64_t>(shard.ops.size()))
         throw DataError(op_path(op.id) + "/deps: op " + std::to_string(dep) + " does not exist");
-      const std::string& dep_scope = shard.ops[dep].scope;
+      const Symbol dep_scope = shard.ops[dep].scope;
       if (op.scope == "microbatch" && dep_scope == "step")
         throw DataError(op_path(op.id) + "/deps: microbatch op depends on step op " + std::to_string(dep));
       if (op.scope == "step_start" && dep_scope != "step_start")
