@@ -91,6 +91,13 @@ nlohmann::ordered_json layout_inputs(const ShardOptions& o) {
           {"training.distributed_optimizer", o.training.distributed_optimizer}};
 }
 
+// The layout's inputs but one, as text: the key of the layouts that differ only there.
+std::string inputs_but(const ShardOptions& layout, const char* input) {
+  nlohmann::ordered_json inputs = layout_inputs(layout);
+  inputs.erase(input);
+  return inputs.dump();
+}
+
 // A layout's memory estimate and the lower bound on its step time (step_time_lower_bound_ms):
 // {"status": "invalid" | "oom" | "fits", "peak_memory_gb", "step_bound_ms"}, the bound for
 // out-of-memory layouts too (it bounds their recomputing siblings), from the result cache
@@ -215,7 +222,7 @@ double compute_lower_bound_ms(const nlohmann::json& compute, int64_t num_layers,
   // 1F1B and its interleaved form end each rank with the last micro-batch's backward of its
   // first virtual stage, and only what follows the input gradient in that slot may run while
   // the stages before take that gradient back; zero-bubble and GPipe orders are not counted on.
-  const bool drains = schedule.empty() || schedule == "1f1b" || schedule == "interleaved";
+  const bool drains = whole_backward && schedule != "gpipe";
   const double microbatches = static_cast<double>(layout.training.global_batch / (p.dp * layout.training.micro_batch));
   double bound = 0, before = 0, after = 0;  // the first forward to rank r's first virtual stage; the last backward from it
   for (int64_t r = 0; r < p.pp; ++r) {
@@ -257,9 +264,7 @@ SearchResult search_layouts(const ModelConfig& model, const HardwareConfig& hard
   std::vector<std::vector<size_t>> groups;
   std::vector<size_t> group_of(layouts.size());
   for (size_t i = 0; i < layouts.size(); ++i) {
-    nlohmann::ordered_json group = layout_inputs(layouts[i]);
-    group.erase("training.micro_batch");
-    auto [it, added] = group_index.emplace(group.dump(), groups.size());
+    auto [it, added] = group_index.emplace(inputs_but(layouts[i], "training.micro_batch"), groups.size());
     if (added) groups.emplace_back();
     groups[it->second].push_back(i);
     group_of[i] = it->second;
@@ -334,16 +339,11 @@ SearchResult search_layouts(const ModelConfig& model, const HardwareConfig& hard
   std::vector<std::optional<size_t>> sibling_without_recompute(layouts.size());
   {
     std::map<std::string, size_t> without_recompute;
-    auto key_of = [&](size_t i) {
-      nlohmann::ordered_json inputs = layout_inputs(layouts[i]);
-      inputs.erase("training.recompute");
-      return inputs.dump();
-    };
     for (size_t i = 0; i < layouts.size(); ++i)
-      if (layouts[i].training.recompute == "none") without_recompute.emplace(key_of(i), i);
+      if (layouts[i].training.recompute == "none") without_recompute.emplace(inputs_but(layouts[i], "training.recompute"), i);
     for (size_t i = 0; i < layouts.size(); ++i) {
       if (layouts[i].training.recompute == "none") continue;
-      auto sibling = without_recompute.find(key_of(i));
+      auto sibling = without_recompute.find(inputs_but(layouts[i], "training.recompute"));
       if (sibling != without_recompute.end()) sibling_without_recompute[i] = sibling->second;
     }
   }
