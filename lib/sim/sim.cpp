@@ -886,48 +886,30 @@ SimSection sim_section(const ShardSection& shard, const CostSection& cost, const
   return sim;
 }
 
-// Totals of a step `periods` steady-state periods longer than c, from the steps a, b, c of
-// one period apart: c + periods * (c - b), where the period from a to b added what the one
-// from b to c did, up to rounding (kSettled, relative). nullopt where it did not, or where
-// the binding rank, the ops that ran or the most flows on a link differ.
-constexpr double kSettled = 1e-9;
+// Totals of a step `periods` steady-state periods longer than c, from the steps b and c, one
+// period apart: c + periods * (c - b). nullopt where the binding rank, the ops that ran or the
+// most flows on a link differ between them, or where the binding rank would change.
+constexpr double kSettled = 1e-9;  // relative: equal up to rounding
 
-class LinearSteps {
- public:
-  explicit LinearSteps(double periods) : periods_(periods) {}
-  bool settled() const { return settled_; }
-  double operator()(double a, double b, double c) {
-    if (std::abs((c - b) - (b - a)) > kSettled * std::max({std::abs(a), std::abs(b), std::abs(c)})) settled_ = false;
-    return c + periods_ * (c - b);
-  }
-
- private:
-  double periods_;
-  bool settled_ = true;
-};
-
-std::optional<StepTotals> extend(const std::array<StepTotals, 3>& s, double periods) {
-  const StepTotals &a = s[0], &b = s[1], &c = s[2];
-  auto same = [&](auto member) { return a.*member == b.*member && b.*member == c.*member; };
+std::optional<StepTotals> extend(const StepTotals& b, const StepTotals& c, double periods) {
   // The same ops on the same binding rank: the same collective groups too (exposed_us's keys).
-  if (!same(&StepTotals::binding) || !same(&StepTotals::ran)) return std::nullopt;
-  LinearSteps linear(periods);
+  if (b.binding != c.binding || b.ran != c.ran) return std::nullopt;
+  auto linear = [&](double before, double after) { return after + periods * (after - before); };
   StepTotals m = c;
-  for (size_t r = 0; r < c.finish_us.size(); ++r) m.finish_us[r] = linear(a.finish_us[r], b.finish_us[r], c.finish_us[r]);
-  m.flops = linear(a.flops, b.flops, c.flops);
+  for (size_t r = 0; r < c.finish_us.size(); ++r) m.finish_us[r] = linear(b.finish_us[r], c.finish_us[r]);
+  m.flops = linear(b.flops, c.flops);
   for (size_t op = 0; op < c.duration_us.size(); ++op) {
-    m.duration_us[op] = linear(a.duration_us[op], b.duration_us[op], c.duration_us[op]);
-    m.standalone_us[op] = linear(a.standalone_us[op], b.standalone_us[op], c.standalone_us[op]);
+    m.duration_us[op] = linear(b.duration_us[op], c.duration_us[op]);
+    m.standalone_us[op] = linear(b.standalone_us[op], c.standalone_us[op]);
   }
   for (size_t l = 0; l < c.links.size(); ++l) {
-    if (a.links[l].max_flows != c.links[l].max_flows || b.links[l].max_flows != c.links[l].max_flows) return std::nullopt;
-    m.links[l].busy_us = linear(a.links[l].busy_us, b.links[l].busy_us, c.links[l].busy_us);
-    m.links[l].bytes = linear(a.links[l].bytes, b.links[l].bytes, c.links[l].bytes);
+    if (b.links[l].max_flows != c.links[l].max_flows) return std::nullopt;
+    m.links[l].busy_us = linear(b.links[l].busy_us, c.links[l].busy_us);
+    m.links[l].bytes = linear(b.links[l].bytes, c.links[l].bytes);
   }
-  for (auto& [group, us] : m.exposed_us) us = linear(a.exposed_us.at(group), b.exposed_us.at(group), us);
-  m.idle_us = linear(a.idle_us, b.idle_us, c.idle_us);
-  m.pipeline_end_us = linear(a.pipeline_end_us, b.pipeline_end_us, c.pipeline_end_us);
-  if (!linear.settled()) return std::nullopt;
+  for (auto& [group, us] : m.exposed_us) us = linear(b.exposed_us.at(group), us);
+  m.idle_us = linear(b.idle_us, c.idle_us);
+  m.pipeline_end_us = linear(b.pipeline_end_us, c.pipeline_end_us);
   if (binding_rank(m.finish_us) != m.binding) return std::nullopt;
   return m;
 }
@@ -969,28 +951,28 @@ struct Extrapolated {
   SimStats stats;
 };
 
-// A step of many micro-batches, from three shorter steps of the same schedule (docs/syssim-sim.md,
-// "Extrapolated micro-batches"): 4 pp, 4 pp + k and 4 pp + 2k micro-batches, k the schedule's
-// period (pp micro-batches for the interleaved schedule, else 1). nullopt where that would
-// not save work, where the shard section's schedule is not the named schedule's, or where
-// the short steps have not settled into a steady state: the longest does not repeat its
-// middle micro-batch after micro-batch (period after period), or the three do not grow by
-// the same totals.
+// A step of many micro-batches, from two shorter steps of the same schedule (docs/syssim-sim.md,
+// "Extrapolated micro-batches"): 4 pp + k and 4 pp + 2k micro-batches, k the schedule's period
+// (pp micro-batches for the interleaved schedule, else 1). nullopt where that would not save
+// work, where the shard section's schedule is not the named schedule's, or where the longer
+// has not settled into a steady state: it does not repeat its middle micro-batch after
+// micro-batch (period after period).
 std::optional<Extrapolated> extrapolate_microbatches(const ShardSection& shard, const CostSection& cost, bool replay) {
   const int64_t pp = shard.parallelism.pp, vpp = shard.parallelism.vpp.value_or(1), m = shard.num_microbatches;
   const std::string& name = shard.pipeline_schedule;
   const int64_t period = name == "interleaved" ? pp : 1;
-  const std::array<int64_t, 3> counts = {4 * pp, 4 * pp + period, 4 * pp + 2 * period};
-  if (m <= counts[0] + counts[1] + counts[2] || (m - counts[2]) % period != 0) return std::nullopt;
+  const std::array<int64_t, 2> counts = {4 * pp + period, 4 * pp + 2 * period};
+  if (m <= counts[0] + counts[1] || (m - counts[1]) % period != 0) return std::nullopt;
   if (name != "1f1b" && name != "interleaved" && name != "gpipe" && name != "zb-h1") return std::nullopt;
   if ((name == "interleaved") != (vpp > 1) || shard.schedule != make_schedule(name, pp, vpp, m)) return std::nullopt;
-  std::array<StepTotals, 3> totals;
+  std::array<StepTotals, 2> totals;
   Extrapolated extrapolated;
-  for (size_t i = 0; i < counts.size(); ++i) {
+  // The longer first: when it shows no steady state, the shorter is not needed.
+  for (size_t i = counts.size(); i-- > 0;) {
     Timeline timeline = expand_step(shard, cost, make_schedule(name, pp, vpp, counts[i]), counts[i]);
     EventLoop loop(timeline, replay);
     loop.run();
-    // The longest's micro-batches 2 pp to 3 pp, clear of the warm-up and its settling and of
+    // The longer's micro-batches 2 pp to 3 pp, clear of the warm-up and its settling and of
     // the cool-down, must repeat period after period.
     if (i + 1 == counts.size() && !repeats_shifted(timeline, shard.ops.size(), 2 * pp, 3 * pp, period))
       return std::nullopt;
@@ -998,7 +980,7 @@ std::optional<Extrapolated> extrapolate_microbatches(const ShardSection& shard, 
     extrapolated.stats.instances += static_cast<int64_t>(timeline.instances.size());
     extrapolated.stats.replayed += loop.replayed();
   }
-  std::optional<StepTotals> extended = extend(totals, static_cast<double>((m - counts[2]) / period));
+  std::optional<StepTotals> extended = extend(totals[0], totals[1], static_cast<double>((m - counts[1]) / period));
   if (!extended) return std::nullopt;
   extrapolated.totals = std::move(*extended);
   extrapolated.stats.extrapolated = true;

@@ -9,7 +9,7 @@ struct SimOptions {
   // Replay repeated schedule slots from one simulation of each kind where that is exact
   // (docs/syssim-sim.md, "Replayed slots"); off simulates every op instance.
   bool replay_slots = true;
-  // A step of many micro-batches from three shorter steps of its schedule, extended by whole
+  // A step of many micro-batches from two shorter steps of its schedule, extended by whole
   // steady-state periods where they show one (docs/syssim-sim.md, "Extrapolated
   // micro-batches"); off, or with record_timeline, simulates every micro-batch.
   bool extrapolate_microbatches = true;
@@ -19,7 +19,7 @@ struct SimOptions {
 struct SimStats {
   int64_t instances = 0;  // op instances of the step, all ranks
   int64_t replayed = 0;   // of them, replayed from a slot kind's simulation
-  bool extrapolated = false;  // instances and replayed count the three shorter steps
+  bool extrapolated = false;  // instances and replayed count the two shorter steps
 };
 
 // A lower bound on the step time simulate_graph gives for these sections, in ms, found

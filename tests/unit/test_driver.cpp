@@ -172,7 +172,7 @@ TEST(Driver, ResimulatingWithAnotherGlobalBatchEqualsSimulatingIt) {
 
 // Extrapolated micro-batches (docs/syssim-sim.md): every schedule, overlapped data-parallel
 // traffic, context parallelism and pipeline flows inside a node settle into a steady state
-// that three shorter steps show, and the report of the long step is the one of simulating
+// that two shorter steps show, and the report of the long step is the one of simulating
 // every micro-batch, up to rounding.
 void expect_same_report(const SimSection& a, const SimSection& b) {
   const double step_ms = a.step_time_ms, tolerance = 1e-9 * step_ms;
@@ -217,7 +217,7 @@ TEST(Driver, ExtrapolatedMicroBatchesGiveTheFullSimulationsReport) {
   const CostEstimator estimator(h100());
   for (ReplayCase c : replay_cases()) {
     SCOPED_TRACE(c.name);
-    // Eight times the micro-batches of the replay cases: more than the three shorter steps hold.
+    // Eight times the micro-batches of the replay cases: more than the two shorter steps hold.
     c.options.training.global_batch *= 8;
     SimOptions every_microbatch;
     every_microbatch.extrapolate_microbatches = false;

@@ -289,9 +289,9 @@ TEST(ValidateRow, BloomIsMegatronDeepSpeedOf2022) {
 }
 
 // BLOOM's pipeline (pp 12, full recompute, 128 micro-batches) settles only after about 35
-// micro-batches, into a cycle of 10 (docs/syssim-sim.md, "Extrapolated micro-batches"): its
-// short steps of 36-38 micro-batches must not be extrapolated, so the step is the one of
-// simulating every micro-batch.
+// micro-batches, into a cycle of 10 (docs/syssim-sim.md, "Extrapolated micro-batches"): it
+// must not be extrapolated from short steps, so the step is the one of simulating every
+// micro-batch.
 TEST(ValidateRow, BloomsLateSettlingPipelineIsSimulatedInFull) {
   RowPlan plan = plan_row(bloom_row(), kPresets);
   const CostEstimator estimator(
