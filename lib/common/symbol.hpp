@@ -4,6 +4,7 @@
 // copies and compares by pointer. The table only grows (a few thousand texts per model) and
 // is shared by all threads.
 #pragma once
+#include <cstring>
 #include <functional>
 #include <ostream>
 #include <string>
@@ -31,19 +32,22 @@ class Symbol {
   friend bool operator!=(Symbol a, Symbol b) { return a.text_ != b.text_; }
   friend bool operator==(Symbol a, std::string_view b) { return *a.text_ == b; }
   friend bool operator!=(Symbol a, std::string_view b) { return *a.text_ != b; }
-  // Against a literal (op.scope == "microbatch", the commonest test): inline, no strlen.
-  friend bool operator==(Symbol a, const char* b) {
-    const char* t = a.text_->c_str();
-    while (*t && *t == *b) ++t, ++b;
-    return *t == *b;
+  // Against a literal (op.scope == "microbatch", the commonest test): its length is known at
+  // compile time, so this is a length test and a fixed-size compare, inlined.
+  template <size_t N>
+  friend bool operator==(Symbol a, const char (&literal)[N]) {
+    return a.text_->size() == N - 1 && std::memcmp(a.text_->data(), literal, N - 1) == 0;
   }
-  friend bool operator!=(Symbol a, const char* b) { return !(a == b); }
+  template <size_t N>
+  friend bool operator!=(Symbol a, const char (&literal)[N]) { return !(a == literal); }
   friend bool operator==(Symbol a, const std::string& b) { return *a.text_ == b; }
   friend bool operator!=(Symbol a, const std::string& b) { return *a.text_ != b; }
   friend bool operator==(std::string_view a, Symbol b) { return b == a; }
   friend bool operator!=(std::string_view a, Symbol b) { return b != a; }
-  friend bool operator==(const char* a, Symbol b) { return b == a; }
-  friend bool operator!=(const char* a, Symbol b) { return b != a; }
+  template <size_t N>
+  friend bool operator==(const char (&literal)[N], Symbol b) { return b == literal; }
+  template <size_t N>
+  friend bool operator!=(const char (&literal)[N], Symbol b) { return b != literal; }
   friend bool operator==(const std::string& a, Symbol b) { return b == a; }
   friend bool operator!=(const std::string& a, Symbol b) { return b != a; }
   // By text, so that maps and sorts keyed by symbols do not depend on the order of interning.
