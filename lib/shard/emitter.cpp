@@ -67,7 +67,7 @@ std::vector<std::vector<int64_t>> control_deps(const std::vector<ShardOp>& ops, 
 
 OpRewriter::OpRewriter(ShardSection& shard)
     : old_ops_(take_ops(shard)),
-      old_control_deps_(control_deps(old_ops_, shard.buffers.size())),
+      old_control_deps_(syssim::control_deps(old_ops_, shard.buffers.size())),
       new_ids_(old_ops_.size(), -1),
       emitter_(shard) {
   // Most passes keep every op and add some: one allocation for most.
@@ -80,6 +80,13 @@ int64_t OpRewriter::keep(int64_t old_id, ShardOp op) {
   int64_t id = emitter_.emit(std::move(op), extra);
   new_ids_[old_id] = id;
   return id;
+}
+
+ShardOp OpRewriter::take(int64_t old_id) {
+  ShardOp& old = old_ops_[old_id];
+  ShardOp op = std::move(old);
+  old.writes = op.writes;
+  return op;
 }
 
 void OpRewriter::keep_all() {

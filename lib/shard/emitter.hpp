@@ -39,9 +39,14 @@ class OpRewriter {
   explicit OpRewriter(ShardSection& shard);  // takes the ops out of `shard`
 
   const std::vector<ShardOp>& old_ops() const { return old_ops_; }
+  // An old op's deps that its reads do not explain (old ids).
+  const std::vector<int64_t>& control_deps(int64_t old_id) const { return old_control_deps_[old_id]; }
   // Re-emits old op `old_id`, possibly modified (e.g. reads substituted); returns its new id.
   int64_t keep(int64_t old_id, ShardOp op);
   int64_t keep(int64_t old_id) { return keep(old_id, old_ops_[old_id]); }
+  // Old op `old_id` moved out of old_ops(), to be kept modified without a copy. What stays
+  // there is all but its deps, reads and kernel shape: a pass may still ask what it wrote.
+  ShardOp take(int64_t old_id);
   // Keeps every old op in order, moved out of old_ops() (left empty): for a pass that only
   // adds ops around them and reads the old ops no more.
   void keep_all();

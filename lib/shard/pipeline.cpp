@@ -145,20 +145,35 @@ class StageMap {
   std::vector<int64_t> stage_of_layer_;
 };
 
-// A few pipeline ranks, sorted: a set per buffer without a node per rank.
+// A few pipeline ranks: a set per buffer, and there are thousands of buffers. Ranks below 64
+// (every pipeline people run) are bits of one word, so most sets allocate nothing.
 class RankSet {
  public:
   void insert(int64_t rank) {
-    auto it = std::lower_bound(ranks_.begin(), ranks_.end(), rank);
-    if (it == ranks_.end() || *it != rank) ranks_.insert(it, rank);
+    if (rank < kBits) {
+      low_ |= uint64_t{1} << rank;
+      return;
+    }
+    auto it = std::lower_bound(high_.begin(), high_.end(), rank);
+    if (it == high_.end() || *it != rank) high_.insert(it, rank);
   }
-  bool count(int64_t rank) const { return std::binary_search(ranks_.begin(), ranks_.end(), rank); }
-  size_t size() const { return ranks_.size(); }
-  std::vector<int64_t>::const_iterator begin() const { return ranks_.begin(); }
-  std::vector<int64_t>::const_iterator end() const { return ranks_.end(); }
+  bool count(int64_t rank) const {
+    return rank < kBits ? (low_ >> rank & 1) != 0 : std::binary_search(high_.begin(), high_.end(), rank);
+  }
+  size_t size() const { return static_cast<size_t>(__builtin_popcountll(low_)) + high_.size(); }
+  // In increasing order.
+  std::vector<int64_t> ranks() const {
+    std::vector<int64_t> all;
+    for (int64_t r = 0; r < kBits; ++r)
+      if (low_ >> r & 1) all.push_back(r);
+    all.insert(all.end(), high_.begin(), high_.end());
+    return all;
+  }
 
  private:
-  std::vector<int64_t> ranks_;
+  static constexpr int64_t kBits = 64;
+  uint64_t low_ = 0;
+  std::vector<int64_t> high_;
 };
 
 // What the original op list says about the ranks: where each microbatch op runs, which
@@ -166,10 +181,9 @@ class RankSet {
 // several ranks hold (the tied word embeddings: Megatron-LM keeps a copy on the last stage).
 struct RankAnalysis {
   std::vector<int64_t> virtual_stage;                 // per old op; -1 for step ops
-  std::vector<std::string> pass;                      // per old op
+  std::vector<Symbol> pass;                           // per old op
   std::vector<RankSet> holders;                       // per buffer: ranks holding a param or grad
   std::vector<RankSet> reader_ranks;                  // per buffer: ranks of microbatch ops reading it
-  std::vector<std::vector<int64_t>> control_deps;     // per old op: deps its reads do not explain
   std::map<int64_t, std::map<int64_t, int64_t>> partial_sums;  // old op -> other rank -> virtual stage
 };
 
@@ -179,7 +193,6 @@ RankAnalysis analyze(const std::vector<ShardOp>& ops, const ShardSection& shard,
   a.virtual_stage.assign(ops.size(), -1);
   a.holders.resize(buffers);
   a.reader_ranks.resize(buffers);
-  a.control_deps = control_deps(ops, buffers);
   std::map<Symbol, int64_t> weight_named;
   for (const ShardBuffer& b : shard.buffers)
     if (b.role == "param") weight_named.emplace(b.param, b.id);
@@ -224,20 +237,23 @@ RankAnalysis analyze(const std::vector<ShardOp>& ops, const ShardSection& shard,
 
   // A backward collective whose results only weight-gradient ops read (the all-gather of a
   // linear's input for its weight gradient) belongs to the weight pass that zero-bubble
-  // schedules defer.
-  std::vector<std::vector<int64_t>> readers(buffers);
-  for (const ShardOp& op : ops) {
-    a.pass.push_back(op.pass);
-    if (op.scope == "microbatch")
-      for (int64_t b : op.reads) readers[b].push_back(op.id);
-  }
-  for (const ShardOp& op : ops) {
-    if (op.scope != "microbatch" || op.pass != "backward" || op.kind != "collective") continue;
-    bool read = false, only_by_weight_ops = true;
-    for (int64_t b : op.writes)
-      for (int64_t reader : readers[b])
-        if (reader > op.id) read = true, only_by_weight_ops = only_by_weight_ops && ops[reader].pass == "weight";
-    if (read && only_by_weight_ops) a.pass[op.id] = "weight";
+  // schedules defer. From the last op back: by buffer, whether a later microbatch op reads
+  // it, and whether one that is not a weight op does.
+  a.pass.reserve(ops.size());
+  for (const ShardOp& op : ops) a.pass.push_back(op.pass);
+  std::vector<char> read_later(buffers, 0), read_later_outside_weight_pass(buffers, 0);
+  for (auto op = ops.rbegin(); op != ops.rend(); ++op) {
+    if (op->scope != "microbatch") continue;
+    if (op->pass == "backward" && op->kind == "collective") {
+      bool read = false, only_by_weight_ops = true;
+      for (int64_t b : op->writes)
+        read = read || read_later[b], only_by_weight_ops = only_by_weight_ops && !read_later_outside_weight_pass[b];
+      if (read && only_by_weight_ops) a.pass[op->id] = "weight";
+    }
+    for (int64_t b : op->reads) {
+      read_later[b] = 1;
+      if (op->pass != "weight") read_later_outside_weight_pass[b] = 1;
+    }
   }
   return a;
 }
@@ -251,7 +267,8 @@ class PipelineRewriter {
         pp_(shard.parallelism.pp),
         rewriter_(shard),
         analysis_(analyze(rewriter_.old_ops(), shard, stages_)),
-        writer_(shard.buffers.size(), -1) {}
+        writer_(shard.buffers.size(), -1),
+        last_of_stream_(pp_) {}
 
   void run() {
     const auto& ops = rewriter_.old_ops();
@@ -277,23 +294,22 @@ class PipelineRewriter {
  private:
   // --- microbatch ops -------------------------------------------------------------------
 
-  ShardOp placed(const ShardOp& op, int64_t virtual_stage) const {
-    ShardOp s = op;
-    s.pass = analysis_.pass[op.id];
-    s.stage = stages_.rank(virtual_stage);
-    s.chunk = stages_.chunk(virtual_stage);
-    return s;
+  ShardOp placed(ShardOp op, int64_t virtual_stage) const {
+    op.pass = analysis_.pass[op.id];
+    op.stage = stages_.rank(virtual_stage);
+    op.chunk = stages_.chunk(virtual_stage);
+    return op;
   }
 
   // Emits an op of a rank: its buffers are that rank's copies; what it reads from another
   // rank, or what an op it waits for produced there, arrives by point-to-point first.
   void place(const ShardOp& op) {
     int64_t v = analysis_.virtual_stage[op.id];
-    ShardOp s = placed(op, v);
+    ShardOp s = placed(rewriter_.take(op.id), v);  // `op` keeps its id, place and writes
     for (int64_t& b : s.reads) b = readable(b, v, op);
     for (int64_t& b : s.writes) b = local(b, s.stage);
     // An op waiting for a neighbour's op (launched after it) waits for what arrives from it.
-    for (int64_t d : analysis_.control_deps[op.id]) {
+    for (int64_t d : rewriter_.control_deps(op.id)) {
       int64_t w = analysis_.virtual_stage[d];
       if (w < 0 || stages_.rank(w) == s.stage || (v != w + 1 && v != w - 1)) continue;
       for (int64_t b : rewriter_.old_ops()[d].writes)
@@ -304,15 +320,24 @@ class PipelineRewriter {
 
   // The rank's copy of buffer b.
   int64_t local(int64_t b, int64_t rank) const {
+    if (!has_copies(b)) return b;
     auto it = local_copy_.find({b, rank});
     return it == local_copy_.end() ? b : it->second;
+  }
+
+  bool has_copies(int64_t b) const { return b < static_cast<int64_t>(copied_.size()) && copied_[b]; }
+  void add_copy(int64_t b, int64_t rank, int64_t copy) {
+    local_copy_[{b, rank}] = copy;
+    copied_.resize(std::max(copied_.size(), static_cast<size_t>(b) + 1), 0);
+    copied_[b] = 1;
   }
 
   // The buffer an op of virtual stage v reads for b: b itself when this rank wrote it (or
   // nobody did: weights, inputs); else its copy received from the neighbouring virtual stage.
   int64_t readable(int64_t b, int64_t v, const ShardOp& reader) {
     const int64_t rank = stages_.rank(v);
-    if (local_copy_.count({b, rank}) || writer_[b] < 0 || is_model_state(shard_.buffers[b])) return local(b, rank);
+    if ((has_copies(b) && local_copy_.count({b, rank})) || writer_[b] < 0 || is_model_state(shard_.buffers[b]))
+      return local(b, rank);
     const ShardOp& producer = shard_.ops[writer_[b]];
     if (producer.stage == rank) return b;
     const int64_t w = producer.chunk * pp_ + producer.stage;
@@ -332,7 +357,7 @@ class PipelineRewriter {
     recv.chunk = stages_.chunk(v);
     recv.writes = {copy};
     int64_t id = rewriter_.add(recv, {writer_[b]});
-    local_copy_[{b, rank}] = copy;
+    add_copy(b, rank, copy);
     received_[{writer_[b], rank}].push_back(id);
     note(id);
     return copy;
@@ -366,12 +391,11 @@ class PipelineRewriter {
   // The rank's copy of a buffer several ranks write; the first keeps the original.
   int64_t own_copy(int64_t b, int64_t rank, bool original) {
     if (original) return b;
-    auto it = local_copy_.find({b, rank});
-    if (it != local_copy_.end()) return it->second;
+    if (int64_t copy = local(b, rank); copy != b) return copy;
     const ShardBuffer& buffer = shard_.buffers[b];
     int64_t copy = rewriter_.emitter().add_buffer(buffer.bytes, buffer.role);
     shard_.buffers[copy].param = buffer.param;
-    local_copy_[{b, rank}] = copy;
+    add_copy(b, rank, copy);
     return copy;
   }
 
@@ -388,7 +412,7 @@ class PipelineRewriter {
     double total = 0;
     for (int64_t b : covered) total += shard_.buffers[b].bytes;
     std::vector<int64_t> control;
-    for (int64_t d : analysis_.control_deps[op.id]) control.push_back(rewriter_.new_id(d));
+    for (int64_t d : rewriter_.control_deps(op.id)) control.push_back(rewriter_.new_id(d));
     bool kept = false;
     std::map<int64_t, int64_t> copies;  // rank -> new id
     for (int64_t rank = 0; rank < pp_; ++rank) {
@@ -449,7 +473,7 @@ class PipelineRewriter {
       const RankSet& ranks = analysis_.holders[t.id];
       if (t.role != "grad" || ranks.size() < 2) continue;
       double elements = numel_at(t.dims, context_.full_axes, "/trace/tensors/" + str(t.id));
-      all_reduce_across(t.id, {ranks.begin(), ranks.end()}, "embedding", elements * kFp32Bytes, "tied_embedding_grads");
+      all_reduce_across(t.id, ranks.ranks(), "embedding", elements * kFp32Bytes, "tied_embedding_grads");
     }
   }
 
@@ -497,8 +521,7 @@ class PipelineRewriter {
         auto it = received_.find({d, op.stage});
         if (it != received_.end()) deps.insert(deps.end(), it->second.begin(), it->second.end());
       } else {
-        auto it = last_of_stream_.find({op.stage, dep.stream});
-        if (it != last_of_stream_.end()) deps.push_back(it->second);
+        if (const int64_t* last = last_of_stream(op.stage, dep.stream)) deps.push_back(*last);
       }
     }
     sort_unique(deps);
@@ -510,7 +533,18 @@ class PipelineRewriter {
     const ShardOp& op = shard_.ops[id];
     writer_.resize(shard_.buffers.size(), -1);  // buffers added since
     for (int64_t b : op.writes) writer_[b] = id;
-    if (op.scope == "microbatch") last_of_stream_[{op.stage, op.stream}] = id;
+    if (op.scope != "microbatch") return;
+    if (int64_t* last = last_of_stream(op.stage, op.stream))
+      *last = id;
+    else
+      last_of_stream_[op.stage].emplace_back(op.stream, id);
+  }
+
+  // The rank's last microbatch op on the stream so far; nullptr before the first.
+  int64_t* last_of_stream(int64_t rank, Symbol stream) {
+    for (auto& [s, last] : last_of_stream_[rank])
+      if (s == stream) return &last;
+    return nullptr;
   }
 
   void count_stage_parameters() {
@@ -518,7 +552,7 @@ class PipelineRewriter {
     for (const auto& t : context_.trace.tensors) {
       if (t.role != "param") continue;
       double elements = numel_at(t.dims, context_.full_axes, "/trace/tensors/" + str(t.id));
-      for (int64_t rank : analysis_.holders[t.id]) shard_.stage_params_local[rank] += elements;
+      for (int64_t rank : analysis_.holders[t.id].ranks()) shard_.stage_params_local[rank] += elements;
     }
   }
 
@@ -530,8 +564,9 @@ class PipelineRewriter {
   RankAnalysis analysis_;
   std::vector<int64_t> writer_;  // per buffer: the new op that last wrote it
   std::map<std::pair<int64_t, int64_t>, int64_t> local_copy_;             // (buffer, rank) -> copy
+  std::vector<char> copied_;  // by buffer: whether local_copy_ has it
   std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> received_;  // (op, rank) -> recvs of its outputs
-  std::map<std::pair<int64_t, Symbol>, int64_t> last_of_stream_;          // (rank, stream) -> last microbatch op
+  std::vector<std::vector<std::pair<Symbol, int64_t>>> last_of_stream_;  // by rank: (stream, last microbatch op)
   std::map<int64_t, int64_t> copies_of_;                                   // step op copy -> old op
   std::map<std::pair<int64_t, int64_t>, int64_t> step_copy_;              // (old op, rank) -> copy
   std::map<int64_t, int64_t> first_step_rank_;  // transient buffer of step ops -> rank keeping the original
