@@ -198,6 +198,64 @@ void for_each_issued(const RankProgram& program, Visit visit) {
   for (int64_t op : program.step_ops) visit(op, int64_t{-1}, int64_t{-1});
 }
 
+// The deps of each op (CSR), in two lists. A dep on an op of the same slot kind (a microbatch
+// op in the same op list of the same rank) is, in every run of that slot, the instance at a
+// fixed offset from the op's: `in_slot` holds those offsets, less those of deps issued earlier
+// on the op's own queue, which stream order keeps already. `other` holds the rest, by op id,
+// to be found per instance.
+struct OpDeps {
+  std::vector<uint32_t> in_slot_begin, other_begin;
+  std::vector<int32_t> in_slot;
+  std::vector<uint32_t> other;
+};
+
+OpDeps deps_by_slot(const ShardSection& shard, const std::vector<RankProgram>& programs,
+                    const std::vector<uint32_t>& queue_of) {
+  constexpr uint32_t kNone = UINT32_MAX;
+  const size_t ops = shard.ops.size();
+  // By op: its op list and position there; kNone for ops in none, in several, or also run
+  // once per step.
+  std::vector<uint32_t> list_of(ops, kNone), position_of(ops, kNone);
+  std::vector<char> listed(ops, 0);
+  uint32_t lists = 0;
+  for (const RankProgram& program : programs) {
+    for (const std::vector<int64_t>* once : {&program.step_start_ops, &program.step_ops})
+      for (int64_t op : *once)
+        if (listed[static_cast<size_t>(op)]++) position_of[static_cast<size_t>(op)] = kNone;
+    for (const std::vector<int64_t>& list : program.kind_ops) {
+      for (size_t p = 0; p < list.size(); ++p) {
+        const auto op = static_cast<size_t>(list[p]);
+        if (listed[op]++) {
+          position_of[op] = kNone;
+          continue;
+        }
+        list_of[op] = lists;
+        position_of[op] = static_cast<uint32_t>(p);
+      }
+      ++lists;
+    }
+  }
+  OpDeps deps;
+  deps.in_slot_begin.assign(ops + 1, 0);
+  deps.other_begin.assign(ops + 1, 0);
+  for (const ShardOp& op : shard.ops) {
+    const auto o = static_cast<size_t>(op.id);
+    for (int64_t dep : op.deps) {
+      const auto d = static_cast<size_t>(dep);
+      if (position_of[o] == kNone || position_of[d] == kNone || list_of[d] != list_of[o]) {
+        deps.other.push_back(static_cast<uint32_t>(d));
+        continue;
+      }
+      const int64_t offset = static_cast<int64_t>(position_of[d]) - static_cast<int64_t>(position_of[o]);
+      if (offset < 0 && queue_of[d] == queue_of[o]) continue;
+      deps.in_slot.push_back(static_cast<int32_t>(offset));
+    }
+    deps.in_slot_begin[o + 1] = static_cast<uint32_t>(deps.in_slot.size());
+    deps.other_begin[o + 1] = static_cast<uint32_t>(deps.other.size());
+  }
+  return deps;
+}
+
 // Expands the step of every pipeline rank in the issue order of its schedule. A dep of a
 // microbatch op means its instance in the same micro-batch; a dep of a step op on a
 // microbatch op, its instance in the last micro-batch; a dep on a step_start or step op,
@@ -219,17 +277,14 @@ Timeline expand_step(const ShardSection& shard, const CostSection& cost, const P
   if (instances >= std::numeric_limits<int32_t>::max() || ops >= std::numeric_limits<int32_t>::max())
     throw DataError("/shard: " + std::to_string(instances) + " op instances in one step; the simulator takes fewer than 2^31");
 
-  // By op: its queue, whether it runs once per step, and its deps (CSR).
+  // By op: its queue and whether it runs once per step.
   constexpr uint32_t kNone = UINT32_MAX;
   std::vector<uint32_t> queue_of(ops, kNone);
   std::vector<char> once(ops);
-  std::vector<uint32_t> deps_begin(ops + 1, 0), deps;
   std::vector<double> time_us(ops);  // packed: read once per instance
   for (const ShardOp& op : shard.ops) {
     time_us[op.id] = cost.ops[op.id].time_us;
     once[op.id] = op.scope != "microbatch";
-    deps_begin[op.id + 1] = deps_begin[op.id] + static_cast<uint32_t>(op.deps.size());
-    deps.insert(deps.end(), op.deps.begin(), op.deps.end());
   }
   // The queues, made in issue order (an op first runs in the first slot of its kind), and
   // their lengths, counted per op list rather than per instance.
@@ -259,6 +314,7 @@ Timeline expand_step(const ShardSection& shard, const CostSection& cost, const P
   for (size_t q = 0; q < t.queues.size(); ++q) t.queues[q].instances.reserve(queue_length[q]);
 
   t.local_queue = local_queues(shard, cost, queue_of, t.queues);
+  const OpDeps op_deps = deps_by_slot(shard, programs, queue_of);
 
   // The instance of op o in micro-batch m (m = 0 for ops that run once): instance_of[o * M + m].
   std::vector<uint32_t> instance_of(ops * microbatches, kNone);
@@ -318,12 +374,18 @@ Timeline expand_step(const ShardSection& shard, const CostSection& cost, const P
   for (size_t index = 0; index < t.instances.size(); ++index) {
     Instance& instance = t.instances[index];
     instance.unfinished_deps = 0;
-    for (uint32_t d = deps_begin[instance.op]; d < deps_begin[instance.op + 1]; ++d) {
-      uint32_t dep = dep_instance(instance, deps[d]);
-      if (dep < index && queue_of[deps[d]] == instance.queue) continue;
+    auto wait_for = [&](uint32_t dep) {
       edges.emplace_back(dep, static_cast<uint32_t>(index));
       ++t.dependents_begin[dep + 1];
       ++instance.unfinished_deps;
+    };
+    const auto op = static_cast<size_t>(instance.op);
+    for (uint32_t d = op_deps.in_slot_begin[op]; d < op_deps.in_slot_begin[op + 1]; ++d)
+      wait_for(static_cast<uint32_t>(static_cast<int64_t>(index) + op_deps.in_slot[d]));
+    for (uint32_t d = op_deps.other_begin[op]; d < op_deps.other_begin[op + 1]; ++d) {
+      const uint32_t dep_op = op_deps.other[d], dep = dep_instance(instance, dep_op);
+      if (dep < index && queue_of[dep_op] == instance.queue) continue;
+      wait_for(dep);
     }
   }
   for (size_t i = 0; i < t.instances.size(); ++i) t.dependents_begin[i + 1] += t.dependents_begin[i];
