@@ -44,17 +44,25 @@ nlohmann::json yaml_scalar(const std::string& text, const std::string& path) {
   return node.Scalar();
 }
 
+// The settings of a config section, by key (its defaults as JSON, less what is derived).
+nlohmann::json section_keys(const nlohmann::json& section) {
+  nlohmann::json keys = section;
+  keys.erase("world_size");  // derived, not a setting
+  return keys;
+}
+
 // The config section a path names and its key; UsageError when it names none.
 std::pair<std::string, std::string> split_config_path(const std::string& path) {
-  const ShardOptions defaults;
+  static const nlohmann::json parallelism_keys = section_keys(to_json(ShardOptions().parallelism));
+  static const nlohmann::json training_keys = section_keys(to_json(ShardOptions().training));
   size_t dot = path.find('.');
   std::string section = path.substr(0, dot);
   std::string key = dot == std::string::npos ? "" : path.substr(dot + 1);
-  nlohmann::json keys;
-  if (section == "parallelism") keys = to_json(defaults.parallelism);
-  else if (section == "training") keys = to_json(defaults.training);
+  const nlohmann::json* known_keys = nullptr;
+  if (section == "parallelism") known_keys = &parallelism_keys;
+  else if (section == "training") known_keys = &training_keys;
   else throw UsageError("--over " + path + ": unknown config path (expected parallelism.KEY or training.KEY)");
-  keys.erase("world_size");  // derived, not a setting
+  const nlohmann::json& keys = *known_keys;
   if (!keys.contains(key)) {
     std::string known;
     for (const auto& [name, value] : keys.items()) known += (known.empty() ? "" : ", ") + name;
@@ -98,6 +106,33 @@ std::vector<std::vector<std::string>> cartesian_product(const std::vector<SweepA
   return points;
 }
 
+void apply_config_paths(ShardOptions& options, const std::vector<std::pair<std::string, std::string>>& settings) {
+  // All at once, one JSON round trip per section: the readers check each key on its own, so
+  // the result is that of setting them one by one. Where a value does not fit, one by one,
+  // to name it.
+  nlohmann::json parallelism = to_json(options.parallelism), training = to_json(options.training);
+  std::vector<std::pair<bool, std::string>> keys;  // in parallelism?, key
+  for (const auto& [path, value] : settings) {
+    auto [section, key] = split_config_path(path);
+    keys.emplace_back(section == "parallelism", key);
+    (keys.back().first ? parallelism : training)[key] = yaml_scalar(value, path);
+  }
+  try {
+    ParallelismConfig parallelism_read = parallelism_from_json(parallelism, "parallelism");
+    TrainingConfig training_read = training_from_json(training, "training");
+    nlohmann::json parallelism_back = to_json(parallelism_read), training_back = to_json(training_read);
+    if (std::all_of(keys.begin(), keys.end(), [&](const auto& k) {
+          return k.first ? parallelism_back[k.second] == parallelism[k.second] : training_back[k.second] == training[k.second];
+        })) {
+      options.parallelism = parallelism_read;
+      options.training = training_read;
+      return;
+    }
+  } catch (const DataError&) {
+  }
+  for (const auto& [path, value] : settings) apply_config_path(options, path, value);
+}
+
 void apply_config_path(ShardOptions& options, const std::string& path, const std::string& value) {
   auto [section, key] = split_config_path(path);
   nlohmann::json settings = section == "parallelism" ? to_json(options.parallelism) : to_json(options.training);
@@ -134,7 +169,9 @@ std::vector<SweepRow> run_sweep(const ModelConfig& model, const HardwareConfig& 
     ShardOptions options = base;
     for (size_t a = 0; a < axes.size(); ++a) row.inputs[axes[a].path] = yaml_scalar(point[a], axes[a].path);
     try {
-      for (size_t a = 0; a < axes.size(); ++a) apply_config_path(options, axes[a].path, point[a]);
+      std::vector<std::pair<std::string, std::string>> settings;
+      for (size_t a = 0; a < axes.size(); ++a) settings.emplace_back(axes[a].path, point[a]);
+      apply_config_paths(options, settings);
       if (derive_dp) {
         const ParallelismConfig& p = options.parallelism;
         int64_t model_parallel = p.tp * p.cp * p.pp;
