@@ -78,7 +78,7 @@ struct RankNetwork {
 // issue order.
 struct StreamQueue {
   int64_t rank = 0;
-  std::string stream;
+  Symbol stream;
   std::vector<uint32_t> instances;  // issue order
   size_t head = 0;                // next instance to start
   bool busy = false;
@@ -291,14 +291,18 @@ Timeline expand_step(const ShardSection& shard, const CostSection& cost, const P
   std::vector<size_t> queue_length;
   for (int64_t rank = 0; rank < shard.parallelism.pp; ++rank) {
     const RankProgram& program = programs[rank];
-    std::map<std::string, uint32_t> queue_of_stream;  // the rank's queues
+    std::vector<std::pair<Symbol, uint32_t>> queue_of_stream;  // the rank's queues (a few)
     auto add = [&](const std::vector<int64_t>& list, size_t times) {
       for (int64_t op_id : list) {
         uint32_t& queue = queue_of[op_id];
         if (queue == kNone) {
-          const ShardOp& op = shard.ops[op_id];
-          auto [it, added] = queue_of_stream.emplace(op.stream, static_cast<uint32_t>(t.queues.size()));
-          if (added) t.queues.push_back(StreamQueue{rank, op.stream, {}, 0, false}), queue_length.push_back(0);
+          const Symbol stream = shard.ops[op_id].stream;
+          auto it = std::find_if(queue_of_stream.begin(), queue_of_stream.end(),
+                                 [&](const auto& entry) { return entry.first == stream; });
+          if (it == queue_of_stream.end()) {
+            it = queue_of_stream.emplace(queue_of_stream.end(), stream, static_cast<uint32_t>(t.queues.size()));
+            t.queues.push_back(StreamQueue{rank, stream, {}, 0, false}), queue_length.push_back(0);
+          }
           queue = it->second;
         }
         queue_length[queue] += times;
