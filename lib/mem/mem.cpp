@@ -205,8 +205,8 @@ MicrobatchPattern microbatch_pattern(const RankBuffers& buffers, const RankProgr
 // boundary, and the live bytes inside a slot are the pattern's own plus a sum that is the
 // same for the whole slot. The work is linear in the ops of the rank's patterns (one, when
 // every micro-batch runs its slots in the same order of kinds) plus its slots.
-void transient_peak(const ShardSection& shard, const std::vector<char>& transient, int64_t rank, StageMemory& stage) {
-  const RankProgram program = rank_program(shard, rank);
+void transient_peak(const ShardSection& shard, const std::vector<char>& transient, int64_t rank,
+                    const RankProgram& program, StageMemory& stage) {
   const RankBuffers buffers(shard, transient, rank);
 
   // The step ops' buffers: step_start ops, then (after every slot) step ops. One nobody
@@ -309,6 +309,7 @@ void account_memory(Graph& g) {
 
   MemSection mem;
   StageMemory heaviest;
+  const std::vector<RankProgram> programs = rank_programs(shard);
   for (int64_t rank = 0; rank < pp; ++rank) {
     StageMemory stage;
     double params = shard.stage_params_local[rank];
@@ -316,7 +317,7 @@ void account_memory(Graph& g) {
     TrainingStateBytes states = training_state_bytes(params, shard.parallelism, shard.training);
     stage.grad_bytes = states.grad_bytes;
     stage.optimizer_state_bytes = states.optimizer_state_bytes;
-    transient_peak(shard, transient, rank, stage);
+    transient_peak(shard, transient, rank, programs[rank], stage);
     mem.pp_stage_memory_gb.push_back(stage.total_bytes() / kBytesPerGB);
     mem.pp_stage_microbatches_in_flight.push_back(stage.microbatches_in_flight);
     if (rank == 0 || stage.total_bytes() > heaviest.total_bytes()) {

@@ -63,12 +63,11 @@ std::vector<char> buffers_saved_for_backward(const ShardSection& shard, int64_t 
   return saved;
 }
 
-RankProgram rank_program(const ShardSection& shard, int64_t stage) {
-  return rank_program(shard, stage, shard.schedule, shard.num_microbatches);
-}
+namespace {
 
-RankProgram rank_program(const ShardSection& shard, int64_t stage, const PipelineSchedule& schedule,
-                         int64_t microbatches) {
+// The program of rank `stage`, whose ops are `rank_ops` (in id order).
+RankProgram program_of(const std::vector<const ShardOp*>& rank_ops, int64_t stage, const PipelineSchedule& schedule,
+                       int64_t microbatches) {
   const std::string where = "/shard/schedule/" + std::to_string(stage);
   if (stage < 0 || stage >= static_cast<int64_t>(schedule.size()))
     throw DataError("/shard/schedule: no slot list for pipeline rank " + std::to_string(stage));
@@ -82,8 +81,7 @@ RankProgram rank_program(const ShardSection& shard, int64_t stage, const Pipelin
   // out of the backward slot of the same chunk and micro-batch.
   int64_t chunks = 0;
   for (const ScheduleSlot& s : slots) chunks = std::max(chunks, s.chunk + 1);
-  for (const ShardOp& op : shard.ops)
-    if (op.stage == stage) chunks = std::max(chunks, op.chunk + 1);
+  for (const ShardOp* op : rank_ops) chunks = std::max(chunks, op->chunk + 1);
   constexpr size_t kNone = SIZE_MAX;
   std::vector<size_t> position(static_cast<size_t>(chunks * microbatches) * passes.size(), kNone);
   auto at = [&](int64_t chunk, int64_t microbatch, size_t pass) -> size_t& {
@@ -104,8 +102,8 @@ RankProgram rank_program(const ShardSection& shard, int64_t stage, const Pipelin
   // The ops of each (chunk, pass), in op id order.
   RankProgram program;
   std::vector<std::vector<int64_t>> ops_of(static_cast<size_t>(chunks) * passes.size());
-  for (const ShardOp& op : shard.ops) {
-    if (op.stage != stage) continue;
+  for (const ShardOp* rank_op : rank_ops) {
+    const ShardOp& op = *rank_op;
     if (op.scope == "step_start") program.step_start_ops.push_back(op.id);
     if (op.scope == "step") program.step_ops.push_back(op.id);
     if (op.scope != "microbatch") continue;
@@ -131,12 +129,13 @@ RankProgram rank_program(const ShardSection& shard, int64_t stage, const Pipelin
   }
   // A kind per (chunk, pass, weight ops merged): without a weight slot the backward slot
   // runs the weight ops too, in op order as autograd does.
-  std::map<std::tuple<int64_t, size_t, bool>, size_t> kind_of;
+  std::vector<size_t> kind_of(static_cast<size_t>(chunks) * passes.size() * 2, kNone);
   for (const ScheduleSlot& s : slots) {
     const size_t pass = pass_index(s.pass);
     const bool merged = pass == 1 && at(s.chunk, s.microbatch, 2) == kNone;
-    auto [it, added] = kind_of.emplace(std::make_tuple(s.chunk, pass, merged), program.kind_ops.size());
-    if (added) {
+    size_t& kind_index = kind_of[(static_cast<size_t>(s.chunk) * passes.size() + pass) * 2 + merged];
+    if (kind_index == kNone) {
+      kind_index = program.kind_ops.size();
       const std::vector<int64_t>& ops = ops_of[static_cast<size_t>(s.chunk) * passes.size() + pass];
       std::vector<int64_t>& kind = program.kind_ops.emplace_back();
       if (merged) {
@@ -146,9 +145,33 @@ RankProgram rank_program(const ShardSection& shard, int64_t stage, const Pipelin
         kind = ops;
       }
     }
-    program.slots.push_back({s.microbatch, it->second});
+    program.slots.push_back({s.microbatch, kind_index});
   }
   return program;
+}
+
+}  // namespace
+
+RankProgram rank_program(const ShardSection& shard, int64_t stage) {
+  std::vector<const ShardOp*> rank_ops;
+  for (const ShardOp& op : shard.ops)
+    if (op.stage == stage) rank_ops.push_back(&op);
+  return program_of(rank_ops, stage, shard.schedule, shard.num_microbatches);
+}
+
+std::vector<RankProgram> rank_programs(const ShardSection& shard) {
+  return rank_programs(shard, shard.schedule, shard.num_microbatches);
+}
+
+std::vector<RankProgram> rank_programs(const ShardSection& shard, const PipelineSchedule& schedule,
+                                       int64_t microbatches) {
+  const int64_t ranks = std::max<int64_t>(shard.parallelism.pp, 0);
+  std::vector<std::vector<const ShardOp*>> ops_of_rank(static_cast<size_t>(ranks));
+  for (const ShardOp& op : shard.ops)
+    if (op.stage >= 0 && op.stage < ranks) ops_of_rank[op.stage].push_back(&op);
+  std::vector<RankProgram> programs;
+  for (int64_t rank = 0; rank < ranks; ++rank) programs.push_back(program_of(ops_of_rank[rank], rank, schedule, microbatches));
+  return programs;
 }
 
 json to_json(const ShardSection& s) {

@@ -205,9 +205,10 @@ double step_time_lower_bound_ms(const ShardSection& shard, const CostSection& co
         exported.emplace_back(microbatches, std::numeric_limits<double>::quiet_NaN());
       }
   };
+  std::vector<RankProgram> programs = rank_programs(shard);
   for (int64_t rank = 0; rank < ranks; ++rank) {
     RankState& state = states[rank];
-    state.program = rank_program(shard, rank);
+    state.program = std::move(programs[rank]);
     for (const std::vector<int64_t>& ops : state.program.kind_ops)
       state.kinds.push_back(list_paths(shard, ops, rank, duration_us));
     state.step = list_paths(shard, state.program.step_ops, rank, duration_us, true);

@@ -267,10 +267,9 @@ Timeline expand_step(const ShardSection& shard, const CostSection& cost, const P
   t.cost = &cost;
   const size_t ops = shard.ops.size();
   const auto microbatches = static_cast<size_t>(num_microbatches);
-  std::vector<RankProgram> programs;
+  std::vector<RankProgram> programs = rank_programs(shard, schedule, num_microbatches);
   size_t instances = 0;
-  for (int64_t rank = 0; rank < shard.parallelism.pp; ++rank) {
-    const RankProgram& program = programs.emplace_back(rank_program(shard, rank, schedule, num_microbatches));
+  for (const RankProgram& program : programs) {
     instances += program.step_start_ops.size() + program.step_ops.size();
     for (const RankProgram::Slot& slot : program.slots) instances += program.kind_ops[slot.kind].size();
   }
