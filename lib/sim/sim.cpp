@@ -1017,39 +1017,51 @@ struct Extrapolated {
 };
 
 // A step of many micro-batches, from two shorter steps of the same schedule (docs/syssim-sim.md,
-// "Extrapolated micro-batches"): 4 pp + k and 4 pp + 2k micro-batches, k the schedule's period
-// (pp micro-batches for the interleaved schedule, else 1). nullopt where that would not save
-// work, where the shard section's schedule is not the named schedule's, or where the longer
-// has not settled into a steady state: it does not repeat its middle micro-batch after
-// micro-batch (period after period).
+// "Extrapolated micro-batches"): w pp + k and w pp + 2k micro-batches, k the schedule's period
+// (pp micro-batches for the interleaved schedule, else 1), w = 3 and then 4 for 1f1b, which
+// mostly settles a pipeline's length after its warm-up, 4 for the others. nullopt where that
+// would not save work, where the shard section's schedule is not the named schedule's, or
+// where no longer short step settled into a steady state: micro-batches (w - 2) pp to
+// (w - 1) pp do not repeat micro-batch after micro-batch (period after period).
 std::optional<Extrapolated> extrapolate_microbatches(const ShardSection& shard, const CostSection& cost, bool replay) {
   const int64_t pp = shard.parallelism.pp, vpp = shard.parallelism.vpp.value_or(1), m = shard.num_microbatches;
   const std::string& name = shard.pipeline_schedule;
-  const int64_t period = name == "interleaved" ? pp : 1;
-  const std::array<int64_t, 2> counts = {4 * pp + period, 4 * pp + 2 * period};
-  if (m <= counts[0] + counts[1] || (m - counts[1]) % period != 0) return std::nullopt;
   if (name != "1f1b" && name != "interleaved" && name != "gpipe" && name != "zb-h1") return std::nullopt;
-  if ((name == "interleaved") != (vpp > 1) || shard.schedule != make_schedule(name, pp, vpp, m)) return std::nullopt;
-  std::array<StepTotals, 2> totals;
-  Extrapolated extrapolated;
-  // The longer first: when it shows no steady state, the shorter is not needed.
-  for (size_t i = counts.size(); i-- > 0;) {
-    Timeline timeline = expand_step(shard, cost, make_schedule(name, pp, vpp, counts[i]), counts[i]);
-    EventLoop loop(timeline, replay);
-    loop.run();
-    // The longer's micro-batches 2 pp to 3 pp, clear of the warm-up and its settling and of
-    // the cool-down, must repeat period after period.
-    if (i + 1 == counts.size() && !repeats_shifted(timeline, shard.ops.size(), 2 * pp, 3 * pp, period))
-      return std::nullopt;
-    totals[i] = totals_of(shard, cost, timeline);
-    extrapolated.stats.instances += static_cast<int64_t>(timeline.instances.size());
-    extrapolated.stats.replayed += loop.replayed();
+  const int64_t period = name == "interleaved" ? pp : 1;
+  bool checked_schedule = false;
+  for (int64_t warm : name == "1f1b" ? std::vector<int64_t>{3, 4} : std::vector<int64_t>{4}) {
+    const std::array<int64_t, 2> counts = {warm * pp + period, warm * pp + 2 * period};
+    if (m <= counts[0] + counts[1] || (m - counts[1]) % period != 0) return std::nullopt;
+    if (!checked_schedule) {
+      if ((name == "interleaved") != (vpp > 1) || shard.schedule != make_schedule(name, pp, vpp, m)) return std::nullopt;
+      checked_schedule = true;
+    }
+    std::array<StepTotals, 2> totals;
+    Extrapolated extrapolated;
+    // The longer first: when it shows no steady state, the shorter is not needed.
+    bool settled = true;
+    for (size_t i = counts.size(); settled && i-- > 0;) {
+      Timeline timeline = expand_step(shard, cost, make_schedule(name, pp, vpp, counts[i]), counts[i]);
+      EventLoop loop(timeline, replay);
+      loop.run();
+      // The longer's stretch of pp micro-batches past the warm-up and its settling, clear of
+      // the cool-down, must repeat period after period.
+      if (i + 1 == counts.size() && !repeats_shifted(timeline, shard.ops.size(), (warm - 2) * pp, (warm - 1) * pp, period)) {
+        settled = false;
+        break;
+      }
+      totals[i] = totals_of(shard, cost, timeline);
+      extrapolated.stats.instances += static_cast<int64_t>(timeline.instances.size());
+      extrapolated.stats.replayed += loop.replayed();
+    }
+    if (!settled) continue;
+    std::optional<StepTotals> extended = extend(totals[0], totals[1], static_cast<double>((m - counts[1]) / period));
+    if (!extended) continue;
+    extrapolated.totals = std::move(*extended);
+    extrapolated.stats.extrapolated = true;
+    return extrapolated;
   }
-  std::optional<StepTotals> extended = extend(totals[0], totals[1], static_cast<double>((m - counts[1]) / period));
-  if (!extended) return std::nullopt;
-  extrapolated.totals = std::move(*extended);
-  extrapolated.stats.extrapolated = true;
-  return extrapolated;
+  return std::nullopt;
 }
 
 // Every instance's rank, stream and times, in the order expand_step made them.

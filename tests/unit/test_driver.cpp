@@ -239,6 +239,33 @@ TEST(Driver, ExtrapolatedMicroBatchesGiveTheFullSimulationsReport) {
   }
 }
 
+// 1f1b tries short steps of 3 pp + 1 and 3 pp + 2 micro-batches first: at 6 pp + 4 micro-batches
+// they are the only ones that save work, and the report is still the full simulation's.
+TEST(Driver, OneFOneBExtrapolatesFromShortStepsOfThreePipelineLengths) {
+  ModelConfig model = four_layer_llama();
+  const TraceSection& trace = trace_of(model);
+  const CostEstimator estimator(h100());
+  int extrapolated_cases = 0;
+  for (ReplayCase c : replay_cases()) {
+    if (!c.options.pipeline_schedule.empty() || c.options.parallelism.vpp) continue;  // 1f1b only
+    SCOPED_TRACE(c.name);
+    const int64_t pp = c.options.parallelism.pp;
+    c.options.training.global_batch = (6 * pp + 4) * c.options.parallelism.dp;
+    SimOptions every_microbatch;
+    every_microbatch.extrapolate_microbatches = false;
+    Graph full = simulate(model, trace, estimator, c.options, every_microbatch);
+    Graph extrapolated = full;
+    extrapolated.sim.reset();
+    SimStats stats = simulate_graph(extrapolated, SimOptions{});
+    expect_same_report(*full.sim, *extrapolated.sim);
+    if (stats.extrapolated) {
+      ++extrapolated_cases;
+      EXPECT_LT(stats.instances, simulate_graph(full, every_microbatch).instances);
+    }
+  }
+  EXPECT_EQ(extrapolated_cases, 4);  // every 1f1b case settles that soon
+}
+
 // The search's bound (docs/syssim-sim.md) never exceeds the simulated step: every schedule,
 // overlap, context parallelism, recomputation and fp8, with few and many micro-batches.
 TEST(Driver, StepBoundIsNeverAboveTheSimulatedStep) {
