@@ -4,6 +4,7 @@
 // copies and compares by pointer. The table only grows (a few thousand texts per model) and
 // is shared by all threads.
 #pragma once
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <ostream>
@@ -52,6 +53,8 @@ class Symbol {
   friend bool operator!=(const std::string& a, Symbol b) { return b != a; }
   // By text, so that maps and sorts keyed by symbols do not depend on the order of interning.
   friend bool operator<(Symbol a, Symbol b) { return a.text_ != b.text_ && *a.text_ < *b.text_; }
+  // One value per text, for lookup tables whose order never shows (cheaper to compare).
+  uintptr_t identity() const { return reinterpret_cast<uintptr_t>(text_); }
 
   friend std::string operator+(const std::string& a, Symbol b) { return a + *b.text_; }
   friend std::string operator+(Symbol a, const std::string& b) { return *a.text_ + b; }

@@ -45,18 +45,19 @@ std::string bound_of(const Kernel& kernel, double time_us, const HardwareConfig&
   return roofline_us(memory_only, hw) >= roofline_us(kernel, hw) ? "memory" : "compute";
 }
 
-// What shard_collective_time reads of an op (besides its id, for messages).
-using CollectiveKey = std::tuple<Symbol, Symbol, Symbol, int64_t, int64_t, int64_t, double>;
+// What shard_collective_time reads of an op (besides its id, for messages); symbols by
+// identity, as these tables are only looked up.
+using CollectiveKey = std::tuple<uintptr_t, uintptr_t, uintptr_t, int64_t, int64_t, int64_t, double>;
 // What a compute op's time depends on: the fields kernel_of reads (FLOPs and bytes first, as
 // they tell most kernels apart at once); the shape is the op's, which outlives the key.
 struct KernelKey {
   double flops, bytes;
   bool backward;
-  Symbol kind, name, dtype;
+  uintptr_t kind, name, dtype;
   const KernelShape* shape;
   explicit KernelKey(const ShardOp& op)
-      : flops(op.flops), bytes(op.bytes), backward(op.phase == "bwd"), kind(op.kind), name(op.name), dtype(op.dtype),
-        shape(&op.shape) {}
+      : flops(op.flops), bytes(op.bytes), backward(op.phase == "bwd"), kind(op.kind.identity()),
+        name(op.name.identity()), dtype(op.dtype.identity()), shape(&op.shape) {}
   bool operator<(const KernelKey& o) const {
     return std::tie(flops, bytes, backward, kind, name, dtype, *shape) <
            std::tie(o.flops, o.bytes, o.backward, o.kind, o.name, o.dtype, *o.shape);
@@ -99,7 +100,8 @@ void CostEstimator::cost_graph(Graph& g) const {
     const ShardOp& op = shard.ops[i];
     if (op.kind == "collective") {
       // Every layer's collectives repeat: each distinct one is placed and timed once.
-      CollectiveKey key{op.collective, op.group, op.phase, op.group_size, op.stage, op.chunk, op.message_bytes};
+      CollectiveKey key{op.collective.identity(), op.group.identity(), op.phase.identity(), op.group_size, op.stage,
+                        op.chunk, op.message_bytes};
       auto known = collective_times.find(key);
       if (known == collective_times.end())
         known = collective_times.emplace(key, shard_collective_time(op, shard.parallelism, hardware_)).first;

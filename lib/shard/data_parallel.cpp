@@ -68,14 +68,14 @@ std::vector<LocalGrad> grads_in_backward_order(const ShardContext& context, cons
     if (op.scope == "microbatch")
       for (int64_t b : op.writes)
         if (b < static_cast<int64_t>(last_writer.size())) last_writer[b] = op.id;
-  std::map<Symbol, int64_t> weight_named;
+  std::map<uintptr_t, int64_t> weight_named;  // by the name's identity
   for (const auto& t : context.trace.tensors)
-    if (t.role == "param") weight_named[t.param] = t.id;
+    if (t.role == "param") weight_named[t.param.identity()] = t.id;
   std::vector<LocalGrad> grads;
   for (const auto& t : context.trace.tensors) {
     if (t.role != "grad") continue;
     std::string where = "/trace/tensors/" + std::to_string(t.id);
-    auto weight = weight_named.find(t.param);
+    auto weight = weight_named.find(t.param.identity());
     if (weight == weight_named.end()) throw DataError(where + "/param: no weight named '" + t.param + "'");
     LocalGrad grad{t.id, weight->second, numel_at(t.dims, context.full_axes, where),
                    !has_tensor_parallel_axis(t.dims)};

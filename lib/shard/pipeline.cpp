@@ -193,9 +193,9 @@ RankAnalysis analyze(const std::vector<ShardOp>& ops, const ShardSection& shard,
   a.virtual_stage.assign(ops.size(), -1);
   a.holders.resize(buffers);
   a.reader_ranks.resize(buffers);
-  std::map<Symbol, int64_t> weight_named;
+  std::map<uintptr_t, int64_t> weight_named;  // by the name's identity
   for (const ShardBuffer& b : shard.buffers)
-    if (b.role == "param") weight_named.emplace(b.param, b.id);
+    if (b.role == "param") weight_named.emplace(b.param.identity(), b.id);
   for (const ShardOp& op : ops) {
     if (op.scope == "microbatch") {
       int64_t v = a.virtual_stage[op.id] = stages.virtual_stage(op);
@@ -216,7 +216,7 @@ RankAnalysis analyze(const std::vector<ShardOp>& ops, const ShardSection& shard,
       for (int64_t b : op.writes) {
         const ShardBuffer& buffer = shard.buffers[b];
         if (buffer.role != "grad") continue;
-        auto weight = weight_named.find(buffer.param);
+        auto weight = weight_named.find(buffer.param.identity());
         if (weight != weight_named.end() && a.holders[weight->second].size() > 1) shared_weight_grad = true;
       }
       std::map<int64_t, int64_t> others;
