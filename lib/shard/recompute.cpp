@@ -101,7 +101,8 @@ class Recomputer {
       if (op.phase == "bwd" && op.scope == "microbatch")
         for (size_t r : regions_needed_by(op))
           if (!regions_[r].recomputed) recompute(r);
-      ShardOp kept = op;
+      // A region's ops are read again when the backward recomputes them: copied; the rest moved.
+      ShardOp kept = in_region_[op.id] ? op : rewriter_.take(op.id);
       substitute(kept.reads);
       substitute(kept.writes);
       note_issued(rewriter_.keep(op.id, std::move(kept)), op.stream);
@@ -121,8 +122,9 @@ class Recomputer {
       for (int64_t b : op.writes)
         if (producer[b] < 0) producer[b] = op.id;
     std::vector<int64_t> region_of_op(ops.size(), -1);
+    in_region_.assign(ops.size(), 0);
     for (size_t r = 0; r < regions_.size(); ++r)
-      for (int64_t id : regions_[r].ops) region_of_op[id] = static_cast<int64_t>(r);
+      for (int64_t id : regions_[r].ops) region_of_op[id] = static_cast<int64_t>(r), in_region_[id] = 1;
     dropped_by_.resize(shard_.buffers.size());
     std::vector<std::set<int64_t>> read_outside(regions_.size());
     for (const ShardOp& op : ops)
@@ -212,6 +214,7 @@ class Recomputer {
   OpRewriter rewriter_;
   std::vector<Region> regions_;
   std::vector<std::vector<size_t>> dropped_by_;  // by buffer: the regions that dropped it
+  std::vector<char> in_region_;                  // by old op
   std::map<int64_t, size_t> trace_ops_;        // traced forward op -> its region
   std::map<int64_t, int64_t> recomputed_;      // dropped buffer -> the copy later readers use
   int64_t last_compute_op_ = -1;
