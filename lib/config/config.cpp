@@ -1,6 +1,7 @@
 #include "config/config.hpp"
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <sstream>
 
@@ -439,11 +440,16 @@ HardwareConfig hardware_from_json(const nlohmann::json& j, const std::string& pa
 }
 
 std::vector<std::pair<std::string, int64_t>> rank_order(const ParallelismConfig& p) {
-  const std::map<std::string, int64_t> sizes = {{"tp", p.tp}, {"cp", p.cp}, {"ep", 1}, {"dp", p.dp}, {"pp", p.pp}};
+  // In name order, the order the check for a left-out dimension names them in.
+  const std::array<std::pair<std::string_view, int64_t>, 5> sizes = {
+      {{"cp", p.cp}, {"dp", p.dp}, {"ep", 1}, {"pp", p.pp}, {"tp", p.tp}}};
   std::vector<std::pair<std::string, int64_t>> order;
-  std::stringstream text(p.order);
-  for (std::string name; std::getline(text, name, '-');) {
-    auto size = sizes.find(name);
+  // The names between dashes, as getline would split them: none after a trailing dash.
+  for (size_t start = 0; start < p.order.size();) {
+    const size_t dash = std::min(p.order.find('-', start), p.order.size());
+    const std::string name = p.order.substr(start, dash - start);
+    start = dash + 1;
+    auto size = std::find_if(sizes.begin(), sizes.end(), [&](const auto& s) { return s.first == name; });
     if (size == sizes.end())
       throw DataError("parallelism.order \"" + p.order + "\": unknown dimension \"" + name + "\" (expected tp, cp, ep, dp, pp)");
     for (const auto& [seen, unused] : order)
@@ -453,7 +459,7 @@ std::vector<std::pair<std::string, int64_t>> rank_order(const ParallelismConfig&
   for (const auto& [name, size] : sizes) {
     bool listed = std::any_of(order.begin(), order.end(), [&](const auto& dim) { return dim.first == name; });
     if (!listed && size > 1)
-      throw DataError("parallelism.order \"" + p.order + "\": leaves out " + name + "=" + std::to_string(size));
+      throw DataError("parallelism.order \"" + p.order + "\": leaves out " + std::string(name) + "=" + std::to_string(size));
   }
   return order;
 }
