@@ -225,6 +225,7 @@ void transient_peak(const ShardSection& shard, const std::vector<char>& transien
   // Micro-batches by their sequence of slot kinds.
   const auto microbatches = static_cast<size_t>(shard.num_microbatches);
   std::vector<std::vector<size_t>> kinds_of(microbatches);
+  for (std::vector<size_t>& kinds : kinds_of) kinds.reserve(program.slots.size() / std::max<size_t>(microbatches, 1) + 1);
   for (const RankProgram::Slot& slot : program.slots)
     kinds_of[static_cast<size_t>(slot.microbatch)].push_back(slot.kind);
   std::map<std::vector<size_t>, size_t> pattern_index;
