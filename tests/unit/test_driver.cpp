@@ -211,6 +211,21 @@ void expect_same_report(const SimSection& a, const SimSection& b) {
   }
 }
 
+// Simulates the job with and without extrapolation: the same report, and where it was
+// extrapolated, fewer instances simulated than the long step has.
+SimStats expect_extrapolation_exact(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
+                                    const ShardOptions& options) {
+  SimOptions every_microbatch;
+  every_microbatch.extrapolate_microbatches = false;
+  Graph full = simulate(model, trace, estimator, options, every_microbatch);
+  Graph extrapolated = full;
+  extrapolated.sim.reset();
+  SimStats stats = simulate_graph(extrapolated, SimOptions{});
+  expect_same_report(*full.sim, *extrapolated.sim);
+  if (stats.extrapolated) EXPECT_LT(stats.instances, simulate_graph(full, every_microbatch).instances);
+  return stats;
+}
+
 TEST(Driver, ExtrapolatedMicroBatchesGiveTheFullSimulationsReport) {
   ModelConfig model = four_layer_llama();
   const TraceSection& trace = trace_of(model);
@@ -219,23 +234,10 @@ TEST(Driver, ExtrapolatedMicroBatchesGiveTheFullSimulationsReport) {
     SCOPED_TRACE(c.name);
     // Eight times the micro-batches of the replay cases: more than the two shorter steps hold.
     c.options.training.global_batch *= 8;
-    SimOptions every_microbatch;
-    every_microbatch.extrapolate_microbatches = false;
-    Graph full = simulate(model, trace, estimator, c.options, every_microbatch);
-    Graph extrapolated = full;
-    extrapolated.sim.reset();
-    SimStats stats = simulate_graph(extrapolated, SimOptions{});
-    expect_same_report(*full.sim, *extrapolated.sim);
     // GPipe's forward phases drift here (the last rank's forward, with the loss, is slower than
     // the first's, and nothing holds the first back): no steady state, simulated in full.
-    if (std::string(c.name) == "gpipe") {
-      EXPECT_FALSE(stats.extrapolated);
-      continue;
-    }
-    EXPECT_TRUE(stats.extrapolated);
-    // The shorter steps simulate fewer instances than the long one has.
-    Graph counted = full;
-    EXPECT_LT(stats.instances, simulate_graph(counted, every_microbatch).instances);
+    EXPECT_EQ(expect_extrapolation_exact(model, trace, estimator, c.options).extrapolated,
+              std::string(c.name) != "gpipe");
   }
 }
 
@@ -251,17 +253,7 @@ TEST(Driver, OneFOneBExtrapolatesFromShortStepsOfThreePipelineLengths) {
     SCOPED_TRACE(c.name);
     const int64_t pp = c.options.parallelism.pp;
     c.options.training.global_batch = (6 * pp + 4) * c.options.parallelism.dp;
-    SimOptions every_microbatch;
-    every_microbatch.extrapolate_microbatches = false;
-    Graph full = simulate(model, trace, estimator, c.options, every_microbatch);
-    Graph extrapolated = full;
-    extrapolated.sim.reset();
-    SimStats stats = simulate_graph(extrapolated, SimOptions{});
-    expect_same_report(*full.sim, *extrapolated.sim);
-    if (stats.extrapolated) {
-      ++extrapolated_cases;
-      EXPECT_LT(stats.instances, simulate_graph(full, every_microbatch).instances);
-    }
+    extrapolated_cases += expect_extrapolation_exact(model, trace, estimator, c.options).extrapolated;
   }
   EXPECT_EQ(extrapolated_cases, 4);  // every 1f1b case settles that soon
 }
