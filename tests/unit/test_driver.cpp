@@ -222,7 +222,9 @@ SimStats expect_extrapolation_exact(const ModelConfig& model, const TraceSection
   extrapolated.sim.reset();
   SimStats stats = simulate_graph(extrapolated, SimOptions{});
   expect_same_report(*full.sim, *extrapolated.sim);
-  if (stats.extrapolated) EXPECT_LT(stats.instances, simulate_graph(full, every_microbatch).instances);
+  if (stats.extrapolated) {
+    EXPECT_LT(stats.instances, simulate_graph(full, every_microbatch).instances);
+  }
   return stats;
 }
 
