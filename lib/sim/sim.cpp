@@ -954,8 +954,6 @@ SimSection sim_section(const ShardSection& shard, const CostSection& cost, const
 // Totals of a step `periods` steady-state periods longer than c, from the steps b and c, one
 // period apart: c + periods * (c - b). nullopt where the binding rank, the ops that ran or the
 // most flows on a link differ between them, or where the binding rank would change.
-constexpr double kSettled = 1e-9;  // relative: equal up to rounding
-
 std::optional<StepTotals> extend(const StepTotals& b, const StepTotals& c, double periods) {
   // The same ops on the same binding rank: the same collective groups too (exposed_us's keys).
   if (b.binding != c.binding || b.ran != c.ran) return std::nullopt;
@@ -978,6 +976,8 @@ std::optional<StepTotals> extend(const StepTotals& b, const StepTotals& c, doubl
   if (binding_rank(m.finish_us) != m.binding) return std::nullopt;
   return m;
 }
+
+constexpr double kSettled = 1e-9;  // relative to the step: equal up to rounding
 
 // Whether every micro-batch in [first, last) of a step ran again `period` micro-batches
 // later as an exact copy, every instance of every rank shifted by one common time (up to
@@ -1028,38 +1028,39 @@ std::optional<Extrapolated> extrapolate_microbatches(const ShardSection& shard, 
   const std::string& name = shard.pipeline_schedule;
   if (name != "1f1b" && name != "interleaved" && name != "gpipe" && name != "zb-h1") return std::nullopt;
   const int64_t period = name == "interleaved" ? pp : 1;
-  bool checked_schedule = false;
-  for (int64_t warm : name == "1f1b" ? std::vector<int64_t>{3, 4} : std::vector<int64_t>{4}) {
+  // From short steps of warm pp + k and warm pp + 2k micro-batches, where the longer settled.
+  auto extrapolate_from = [&](int64_t warm) -> std::optional<Extrapolated> {
     const std::array<int64_t, 2> counts = {warm * pp + period, warm * pp + 2 * period};
-    if (m <= counts[0] + counts[1] || (m - counts[1]) % period != 0) return std::nullopt;
-    if (!checked_schedule) {
-      if ((name == "interleaved") != (vpp > 1) || shard.schedule != make_schedule(name, pp, vpp, m)) return std::nullopt;
-      checked_schedule = true;
-    }
     std::array<StepTotals, 2> totals;
     Extrapolated extrapolated;
     // The longer first: when it shows no steady state, the shorter is not needed.
-    bool settled = true;
-    for (size_t i = counts.size(); settled && i-- > 0;) {
+    for (size_t i = counts.size(); i-- > 0;) {
       Timeline timeline = expand_step(shard, cost, make_schedule(name, pp, vpp, counts[i]), counts[i]);
       EventLoop loop(timeline, replay);
       loop.run();
       // The longer's stretch of pp micro-batches past the warm-up and its settling, clear of
       // the cool-down, must repeat period after period.
-      if (i + 1 == counts.size() && !repeats_shifted(timeline, shard.ops.size(), (warm - 2) * pp, (warm - 1) * pp, period)) {
-        settled = false;
-        break;
-      }
+      if (i + 1 == counts.size() && !repeats_shifted(timeline, shard.ops.size(), (warm - 2) * pp, (warm - 1) * pp, period))
+        return std::nullopt;
       totals[i] = totals_of(shard, cost, timeline);
       extrapolated.stats.instances += static_cast<int64_t>(timeline.instances.size());
       extrapolated.stats.replayed += loop.replayed();
     }
-    if (!settled) continue;
     std::optional<StepTotals> extended = extend(totals[0], totals[1], static_cast<double>((m - counts[1]) / period));
-    if (!extended) continue;
+    if (!extended) return std::nullopt;
     extrapolated.totals = std::move(*extended);
     extrapolated.stats.extrapolated = true;
     return extrapolated;
+  };
+  bool schedule_checked = false;
+  for (int64_t warm : name == "1f1b" ? std::vector<int64_t>{3, 4} : std::vector<int64_t>{4}) {
+    const int64_t longer = warm * pp + 2 * period, shorter = longer - period;
+    if (m <= shorter + longer || (m - longer) % period != 0) return std::nullopt;  // nothing to save
+    if (!schedule_checked &&
+        ((name == "interleaved") != (vpp > 1) || shard.schedule != make_schedule(name, pp, vpp, m)))
+      return std::nullopt;
+    schedule_checked = true;
+    if (std::optional<Extrapolated> extrapolated = extrapolate_from(warm)) return extrapolated;
   }
   return std::nullopt;
 }
