@@ -220,15 +220,18 @@ OpDeps deps_by_slot(const ShardSection& shard, const std::vector<RankProgram>& p
   uint32_t lists = 0;
   for (const RankProgram& program : programs) {
     for (const std::vector<int64_t>* once : {&program.step_start_ops, &program.step_ops})
-      for (int64_t op : *once)
-        if (listed[static_cast<size_t>(op)]++) position_of[static_cast<size_t>(op)] = kNone;
+      for (int64_t op : *once) {
+        if (listed[static_cast<size_t>(op)]) position_of[static_cast<size_t>(op)] = kNone;
+        listed[static_cast<size_t>(op)] = 1;
+      }
     for (const std::vector<int64_t>& list : program.kind_ops) {
       for (size_t p = 0; p < list.size(); ++p) {
         const auto op = static_cast<size_t>(list[p]);
-        if (listed[op]++) {
+        if (listed[op]) {
           position_of[op] = kNone;
           continue;
         }
+        listed[op] = 1;
         list_of[op] = lists;
         position_of[op] = static_cast<uint32_t>(p);
       }

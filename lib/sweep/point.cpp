@@ -106,53 +106,49 @@ std::vector<std::vector<std::string>> cartesian_product(const std::vector<SweepA
   return points;
 }
 
-void apply_config_paths(ShardOptions& options, const std::vector<std::pair<std::string, std::string>>& settings) {
-  // All at once, one JSON round trip per section: the readers check each key on its own, so
-  // the result is that of setting them one by one. Where a value does not fit, one by one,
-  // to name it.
+namespace {
+
+// Sets every setting through the config's own readers, one JSON round trip per section (the
+// readers check each key on its own, so this is setting them one by one). False, with
+// `options` unchanged, when a value does not read back unchanged: the JSON reader would
+// truncate a float read as an integer, or refuses the type.
+bool try_settings(ShardOptions& options, const std::vector<ConfigSetting>& settings) {
   nlohmann::json parallelism = to_json(options.parallelism), training = to_json(options.training);
-  std::vector<std::pair<bool, std::string>> keys;  // in parallelism?, key
-  for (const auto& [path, value] : settings) {
-    auto [section, key] = split_config_path(path);
-    keys.emplace_back(section == "parallelism", key);
-    (keys.back().first ? parallelism : training)[key] = yaml_scalar(value, path);
+  std::vector<std::pair<nlohmann::json*, std::string>> keys;  // section, key
+  for (const ConfigSetting& setting : settings) {
+    auto [section, key] = split_config_path(setting.path);
+    keys.emplace_back(section == "parallelism" ? &parallelism : &training, key);
+    (*keys.back().first)[key] = setting.value;
   }
   try {
     ParallelismConfig parallelism_read = parallelism_from_json(parallelism, "parallelism");
     TrainingConfig training_read = training_from_json(training, "training");
     nlohmann::json parallelism_back = to_json(parallelism_read), training_back = to_json(training_read);
-    if (std::all_of(keys.begin(), keys.end(), [&](const auto& k) {
-          return k.first ? parallelism_back[k.second] == parallelism[k.second] : training_back[k.second] == training[k.second];
-        })) {
-      options.parallelism = parallelism_read;
-      options.training = training_read;
-      return;
-    }
+    for (const auto& [section, key] : keys)
+      if ((section == &parallelism ? parallelism_back : training_back)[key] != (*section)[key]) return false;
+    options.parallelism = parallelism_read;
+    options.training = training_read;
+    return true;
   } catch (const DataError&) {
+    return false;
   }
-  for (const auto& [path, value] : settings) apply_config_path(options, path, value);
+}
+
+}  // namespace
+
+void apply_config_settings(ShardOptions& options, const std::vector<ConfigSetting>& settings) {
+  if (try_settings(options, settings)) return;
+  // One by one, to name the first value that does not fit.
+  for (const ConfigSetting& setting : settings) {
+    auto [section, key] = split_config_path(setting.path);
+    const nlohmann::json previous = (section == "parallelism" ? to_json(options.parallelism) : to_json(options.training))[key];
+    if (!try_settings(options, {setting}))
+      throw DataError(setting.path + "=" + setting.text + ": not a value of this key (the job has " + previous.dump() + ")");
+  }
 }
 
 void apply_config_path(ShardOptions& options, const std::string& path, const std::string& value) {
-  auto [section, key] = split_config_path(path);
-  nlohmann::json settings = section == "parallelism" ? to_json(options.parallelism) : to_json(options.training);
-  const nlohmann::json previous = settings[key];
-  settings[key] = yaml_scalar(value, path);
-  // The value must read back unchanged: the JSON reader would truncate a float read as an integer.
-  bool kept = false;
-  try {
-    if (section == "parallelism") {
-      ParallelismConfig read = parallelism_from_json(settings, section);
-      kept = to_json(read)[key] == settings[key];
-      if (kept) options.parallelism = read;
-    } else {
-      TrainingConfig read = training_from_json(settings, section);
-      kept = to_json(read)[key] == settings[key];
-      if (kept) options.training = read;
-    }
-  } catch (const DataError&) {
-  }
-  if (!kept) throw DataError(path + "=" + value + ": not a value of this key (the job has " + previous.dump() + ")");
+  apply_config_settings(options, {ConfigSetting{path, value, yaml_scalar(value, path)}});
 }
 
 std::vector<SweepRow> run_sweep(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& base,
@@ -163,15 +159,21 @@ std::vector<SweepRow> run_sweep(const ModelConfig& model, const HardwareConfig& 
   PointEvaluator evaluate(model, hardware, settings.use_cache);
   std::vector<SweepRow> rows(points.size());
   std::vector<std::optional<ShardOptions>> jobs(points.size());
+  // Each axis value parsed once: points repeat them.
+  std::vector<std::map<std::string, nlohmann::json>> parsed(axes.size());
+  for (size_t a = 0; a < axes.size(); ++a)
+    for (const std::string& value : axes[a].values) parsed[a].emplace(value, yaml_scalar(value, axes[a].path));
   for (size_t i = 0; i < points.size(); ++i) {
     const std::vector<std::string>& point = points[i];
     SweepRow& row = rows[i];
     ShardOptions options = base;
-    for (size_t a = 0; a < axes.size(); ++a) row.inputs[axes[a].path] = yaml_scalar(point[a], axes[a].path);
+    std::vector<ConfigSetting> settings;
+    for (size_t a = 0; a < axes.size(); ++a) {
+      settings.push_back(ConfigSetting{axes[a].path, point[a], parsed[a].at(point[a])});
+      row.inputs[axes[a].path] = settings.back().value;
+    }
     try {
-      std::vector<std::pair<std::string, std::string>> settings;
-      for (size_t a = 0; a < axes.size(); ++a) settings.emplace_back(axes[a].path, point[a]);
-      apply_config_paths(options, settings);
+      apply_config_settings(options, settings);
       if (derive_dp) {
         const ParallelismConfig& p = options.parallelism;
         int64_t model_parallel = p.tp * p.cp * p.pp;

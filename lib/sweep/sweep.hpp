@@ -31,8 +31,14 @@ std::vector<std::vector<std::string>> cartesian_product(const std::vector<SweepA
 // so names and types are exactly theirs. UsageError for a path that names no key; DataError
 // for a value of the wrong type.
 void apply_config_path(ShardOptions& options, const std::string& path, const std::string& value);
-// The same for several (path, value) settings, in order.
-void apply_config_paths(ShardOptions& options, const std::vector<std::pair<std::string, std::string>>& settings);
+// One setting of a sweep point: a config path, the YAML scalar as given, and its value.
+struct ConfigSetting {
+  std::string path;
+  std::string text;
+  nlohmann::json value;
+};
+// The same for several settings, in order; the error names the first value that does not fit.
+void apply_config_settings(ShardOptions& options, const std::vector<ConfigSetting>& settings);
 
 // One point of a sweep. Status: ok; oom (simulated, but its peak exceeds the GPU's memory);
 // invalid (the job throws: `reason` is the one-line message; the metrics are not set).
