@@ -25,24 +25,10 @@ using sim_units::kMsPerUs;
 // remaining-bytes bookkeeping).
 constexpr double kDoneFraction = 1e-9;
 
-// One run of a shard op: once per micro-batch for microbatch-scope ops, once per step otherwise.
-// 32-bit fields: a step has at most a few million instances, and the instance arrays are most
-// of the simulator's memory.
-struct Instance {
-  int32_t op = 0;
-  int32_t microbatch = -1;  // -1 for step_start and step ops
-  uint32_t queue = 0;       // index of its (rank, stream) queue
-  uint32_t unfinished_deps = 0;
-  int32_t flow = -1;  // its Flow once it starts, when its cost has phases; -1: it lasts its cost time_us
-  int32_t run = -1;   // its SlotRun; -1 for step_start and step ops
-  double duration_us = 0;  // simulated: its cost time_us, or finish - start with phases
-  double start_us = 0;
-  double finish_us = 0;
-};
-
-// The phases of one instance whose cost has phases, and the flow of the current one.
+// The phases of the instance running on one queue whose cost has phases, and the flow of the
+// current one. One per queue: a queue runs one instance at a time.
 struct Flow {
-  size_t instance = 0;
+  uint32_t queue = 0;
   int64_t rank = 0;
   const std::vector<Phase>* phases = nullptr;
   size_t phase = 0;           // the current one
@@ -70,66 +56,116 @@ struct LinkState {
 // The links of one pipeline rank and its flows on them.
 struct RankNetwork {
   std::vector<LinkState> links;
-  std::vector<size_t> active;  // Flow indices, in the order they started
+  std::vector<size_t> active;  // Flow indices (queues), in the order they started
   double updated_us = 0;       // remaining bytes and busy times are up to this time
 };
 
-// An in-order stream of one pipeline rank, like a CUDA stream: one instance at a time, in
-// issue order.
-struct StreamQueue {
-  int64_t rank = 0;
-  Symbol stream;
-  std::vector<uint32_t> instances;  // issue order
-  size_t head = 0;                // next instance to start
-  bool busy = false;
-};
-
-// The instances of one schedule slot of one rank: t.instances[first, first + count). Those on
-// the rank's local queues (queues whose flows share no link with another queue's flows) can
-// be replayed from one simulation of the slot's kind (docs/syssim-sim.md, "Replayed slots").
-struct SlotRun {
-  uint32_t first = 0;
-  uint32_t count = 0;
-  uint32_t first_local = UINT32_MAX;  // its first instance on a local queue; UINT32_MAX: none
-  int32_t kind = 0;                   // index into Timeline::kinds
-};
-
-// What every run of one kind of slot (rank, chunk, pass, op list) does on the local queues
-// when it starts at time 0 on idle queues with its outside deps done: times relative to its
-// start, by position in the run. Simulated once, at the kind's first replay.
-struct SlotKind {
-  uint32_t example = 0;  // a SlotRun of this kind
-  bool simulated = false;
-  bool replayable = false;
-  std::vector<char> local;            // by position: on a local queue
-  std::vector<uint32_t> inside_deps;  // by position: deps on the run's own local instances
-  std::vector<double> start_us, finish_us, duration_us;
-  // By local queue the run uses: the queue, its first and last position, its instance count.
-  struct QueueUse {
-    uint32_t queue = 0;
-    uint32_t first = 0;
-    uint32_t last = 0;
-    uint32_t count = 0;
-  };
-  std::vector<QueueUse> queues;
-  std::vector<LinkState> links;  // traffic of one run on the rank's links
-};
-
-struct Timeline {
-  std::vector<Instance> instances;
-  // The instances waiting for instance i: dependents[dependents_begin[i] .. dependents_begin[i + 1]).
-  std::vector<uint32_t> dependents_begin;
-  std::vector<uint32_t> dependents;
-  std::vector<StreamQueue> queues;
-  const CostSection* cost = nullptr;  // its ops' phases
-  std::vector<Flow> flows;            // made as instances with phases start
-  std::vector<RankNetwork> networks;  // by pipeline rank; empty when the cost has no links
-  std::vector<SlotRun> runs;
-  std::vector<SlotKind> kinds;
-  std::vector<char> local_queue;  // by queue
-};
-
 std::string op_path(int64_t id) { return "/shard/ops/" + std::to_string(id); }
+
+// The simulator keeps no list of a step's op instances: each stream queue walks its rank's
+// issue order with a cursor (a slot of the rank and a place among that slot's ops on the
+// queue), and a dep is done once its queue has finished past the dep's place in that queue's
+// issue order. Its memory follows the graph and the schedule's slot lists, not ops x
+// micro-batches (docs/syssim-sim.md, "Memory").
+constexpr uint32_t kNone = UINT32_MAX;
+
+// One op of a slot kind's op list, with what all its instances share.
+struct Entry {
+  uint32_t op = 0;         // shard op id
+  uint32_t queue = 0;      // Plan::queues
+  uint32_t queue_pos = 0;  // its place among the kind's entries on its queue
+  uint32_t deps_begin = 0, deps_end = 0;              // Plan::deps
+  uint32_t dependents_begin = 0, dependents_end = 0;  // Plan::dependent_queues: the queues of its dependents
+  // The op's cost and FLOPs, packed here: read at every instance.
+  double time_us = 0;
+  double flops = 0;
+  const std::vector<Phase>* phases = nullptr;  // null without phases
+};
+
+// A dep of an entry that stream order does not keep already: the instance at queue_pos `at`
+// on queue `queue` of the slot that runs kind `kind` for the micro-batch; with kind kSameSlot,
+// of the waiting instance's own slot; with kind kSeveral, op `at`'s instance wherever the
+// micro-batch runs it (Plan::place_of), for an op that several kinds list.
+constexpr uint32_t kSameSlot = kNone - 1;
+constexpr uint32_t kSeveral = kNone;
+struct Dep {
+  uint32_t queue = kNone;
+  uint32_t at = 0;
+  uint32_t kind = kSeveral;
+};
+
+// A step laid out for the event loop: the queues of every pipeline rank, each rank's slots in
+// issue order (its step_start ops and its step ops as one slot each, first and last), the op
+// list of each kind of slot, and where each op runs.
+struct Plan {
+  struct Queue {
+    int64_t rank = 0;
+    Symbol stream;
+    std::vector<uint64_t> before;  // by slot of its rank, and one past the last: its instances in earlier slots
+  };
+  struct Kind {
+    bool once = false;  // the step_start or step ops: one slot, micro-batch -1
+    std::vector<Entry> entries;
+    std::vector<std::vector<uint32_t>> on_queue;  // by queue of the rank (queue - first_queue[rank]): entries, in order
+    std::vector<uint32_t> slot_of;                // by micro-batch (once: [0]): the rank's slot running it; kNone: none
+  };
+  struct Slot {
+    uint32_t kind = 0;
+    int32_t microbatch = -1;
+  };
+  struct Home {  // a kind listing an op, and the op's queue_pos there
+    uint32_t kind = 0;
+    uint32_t queue_pos = 0;
+  };
+  const CostSection* cost = nullptr;
+  int64_t microbatches = 0;
+  std::vector<Queue> queues;             // a rank's are consecutive
+  std::vector<uint32_t> first_queue;     // by rank, and one past the last rank
+  std::vector<std::vector<Slot>> slots;  // by rank
+  std::vector<Kind> kinds;
+  std::vector<Dep> deps;
+  std::vector<uint32_t> dependent_queues;
+  // By op, for deps outside a slot: the kinds listing it (a weight op is listed by its weight
+  // slots' kind and by the backward slots' kind that runs the weight ops where a micro-batch
+  // has no weight slot), whether such a dep names it.
+  std::vector<uint32_t> homes_begin;
+  std::vector<Home> homes;
+  std::vector<char> waited_across_slots;
+  std::vector<char> local_queue;  // by queue: no link its flows use carries another queue's flows of its rank
+
+  const std::vector<uint32_t>& on_queue(uint32_t queue, uint32_t slot) const {
+    const int64_t rank = queues[queue].rank;
+    return kinds[slots[rank][slot].kind].on_queue[queue - first_queue[rank]];
+  }
+  // The entry of kind `kind` at `queue_pos` on `queue`.
+  uint32_t entry_in(uint32_t kind, uint32_t queue, uint32_t queue_pos) const {
+    return kinds[kind].on_queue[queue - first_queue[queues[queue].rank]][queue_pos];
+  }
+  // The rank slot running kind `kind` for micro-batch `microbatch` (ignored for ops that run
+  // once); kNone: none.
+  uint32_t slot_running(uint32_t kind, int32_t microbatch) const {
+    const Kind& k = kinds[kind];
+    return k.once ? k.slot_of[0] : k.slot_of[static_cast<size_t>(microbatch)];
+  }
+  // The place in its queue's issue order of the instance `dep` names, for an instance of rank
+  // slot `slot` and micro-batch `microbatch` (the last micro-batch for a step op's dep).
+  uint64_t place_of(const Dep& dep, uint32_t slot, int32_t microbatch) const {
+    if (dep.kind == kSameSlot) return queues[dep.queue].before[slot] + dep.at;
+    if (microbatch < 0) microbatch = static_cast<int32_t>(microbatches - 1);
+    if (dep.kind != kSeveral) {
+      const uint32_t running = slot_running(dep.kind, microbatch);
+      if (running != kNone) return queues[dep.queue].before[running] + dep.at;
+    } else {
+      for (uint32_t h = homes_begin[dep.at]; h < homes_begin[dep.at + 1]; ++h) {
+        const uint32_t running = slot_running(homes[h].kind, microbatch);
+        if (running != kNone) return queues[dep.queue].before[running] + homes[h].queue_pos;
+      }
+    }
+    const uint32_t op = dep.kind == kSeveral ? dep.at : kinds[dep.kind].entries[entry_in(dep.kind, dep.queue, dep.at)].op;
+    throw DataError(op_path(op) + ": runs in no slot of the schedule for micro-batch " + std::to_string(microbatch) +
+                    ", which an op waits for");
+  }
+};
 
 // Refuses deps on ops that do not exist, deps that run against the scopes' order (a
 // microbatch op waiting for a step op, a step_start op for anything but step_start ops),
@@ -168,238 +204,263 @@ void check_ops(const ShardSection& shard) {
   }
 }
 
+// Fills each entry's dependents range: the queues of the entries whose deps name it, each
+// once, in the order of those entries. A dep that stream order keeps has no entry here: the
+// finishing instance's own queue is tried anyway.
+void link_dependents(Plan& plan) {
+  std::vector<uint32_t> first_entry(plan.kinds.size() + 1, 0);  // global entry index of each kind's first
+  for (size_t k = 0; k < plan.kinds.size(); ++k)
+    first_entry[k + 1] = first_entry[k] + static_cast<uint32_t>(plan.kinds[k].entries.size());
+  auto global = [&](uint32_t queue, uint32_t kind, uint32_t queue_pos) {
+    return first_entry[kind] + plan.entry_in(kind, queue, queue_pos);
+  };
+  // (target, waiting queue) pairs, in the order of the waiting entries; then laid out by target.
+  std::vector<std::pair<uint32_t, uint32_t>> waits;
+  waits.reserve(plan.deps.size());
+  for (uint32_t k = 0; k < plan.kinds.size(); ++k)
+    for (const Entry& entry : plan.kinds[k].entries)
+      for (uint32_t d = entry.deps_begin; d < entry.deps_end; ++d) {
+        const Dep& dep = plan.deps[d];
+        if (dep.kind != kSeveral) {
+          waits.emplace_back(global(dep.queue, dep.kind == kSameSlot ? k : dep.kind, dep.at), entry.queue);
+          continue;
+        }
+        for (uint32_t h = plan.homes_begin[dep.at]; h < plan.homes_begin[dep.at + 1]; ++h)
+          waits.emplace_back(global(dep.queue, plan.homes[h].kind, plan.homes[h].queue_pos), entry.queue);
+      }
+  std::vector<uint32_t> begin(first_entry.back() + 1, 0);
+  for (const auto& wait : waits) ++begin[wait.first + 1];
+  for (size_t e = 0; e + 1 < begin.size(); ++e) begin[e + 1] += begin[e];
+  std::vector<uint32_t> queues(waits.size()), filled(begin.begin(), begin.end() - 1);
+  for (const auto& [target, queue] : waits) queues[filled[target]++] = queue;
+  plan.dependent_queues.clear();
+  plan.dependent_queues.reserve(waits.size());
+  for (uint32_t k = 0; k < plan.kinds.size(); ++k)
+    for (uint32_t e = 0; e < plan.kinds[k].entries.size(); ++e) {
+      Entry& entry = plan.kinds[k].entries[e];
+      const uint32_t g = first_entry[k] + e;
+      entry.dependents_begin = static_cast<uint32_t>(plan.dependent_queues.size());
+      for (uint32_t w = begin[g]; w < begin[g + 1]; ++w)
+        if (std::find(plan.dependent_queues.begin() + entry.dependents_begin, plan.dependent_queues.end(), queues[w]) ==
+            plan.dependent_queues.end())
+          plan.dependent_queues.push_back(queues[w]);
+      entry.dependents_end = static_cast<uint32_t>(plan.dependent_queues.size());
+    }
+}
+
 // By queue: whether it is local, no link its flows use carrying another queue's flows of the
-// same rank. `queue_of` is the queue of each op (UINT32_MAX for ops no rank runs).
-std::vector<char> local_queues(const ShardSection& shard, const CostSection& cost, const std::vector<uint32_t>& queue_of,
-                               const std::vector<StreamQueue>& queues) {
-  std::vector<std::vector<char>> links_of(queues.size(), std::vector<char>(cost.links.size(), 0));
-  for (const ShardOp& op : shard.ops)
-    if (queue_of[op.id] != UINT32_MAX)
-      for (const Phase& phase : cost.ops[op.id].phases)
-        for (int64_t l : phase.links) links_of[queue_of[op.id]][l] = 1;
-  std::vector<char> local(queues.size(), 1);
-  for (size_t a = 0; a < queues.size(); ++a)
-    for (size_t b = 0; b < queues.size(); ++b)
-      if (a != b && queues[a].rank == queues[b].rank)
-        for (size_t l = 0; l < cost.links.size(); ++l)
+// same rank.
+std::vector<char> local_queues(const Plan& plan) {
+  const size_t links = plan.cost->links.size();
+  std::vector<std::vector<char>> links_of(plan.queues.size(), std::vector<char>(links, 0));
+  for (const Plan::Kind& kind : plan.kinds)
+    for (const Entry& entry : kind.entries)
+      if (entry.phases)
+        for (const Phase& phase : *entry.phases)
+          for (int64_t l : phase.links) links_of[entry.queue][l] = 1;
+  std::vector<char> local(plan.queues.size(), 1);
+  for (size_t a = 0; a < plan.queues.size(); ++a)
+    for (size_t b = 0; b < plan.queues.size(); ++b)
+      if (a != b && plan.queues[a].rank == plan.queues[b].rank)
+        for (size_t l = 0; l < links; ++l)
           if (links_of[a][l] && links_of[b][l]) local[a] = 0;
   return local;
 }
 
-// Calls visit(op, microbatch, slot) for every op instance of a rank's program, in issue order:
-// its step_start ops, the ops of each slot, its step ops (slot and micro-batch -1 for the ops
-// that run once).
-template <typename Visit>
-void for_each_issued(const RankProgram& program, Visit visit) {
-  for (int64_t op : program.step_start_ops) visit(op, int64_t{-1}, int64_t{-1});
-  for (size_t slot = 0; slot < program.slots.size(); ++slot)
-    for (int64_t op : program.kind_ops[program.slots[slot].kind])
-      visit(op, program.slots[slot].microbatch, static_cast<int64_t>(slot));
-  for (int64_t op : program.step_ops) visit(op, int64_t{-1}, int64_t{-1});
+// Lays out the step of `programs` (one per pipeline rank, for `microbatches` micro-batches).
+// A rank's queues are made in issue order (an op first runs in the first slot of its kind).
+// A dep of a microbatch op means its instance in the same micro-batch; a dep of a step op on
+// a microbatch op, its instance in the last micro-batch; a dep on a step_start or step op,
+// its single instance.
+Plan make_plan(const ShardSection& shard, const CostSection& cost, const std::vector<RankProgram>& programs,
+               int64_t microbatches) {
+  const size_t ops = shard.ops.size();
+  if (ops >= kNone) throw DataError("/shard/ops: " + std::to_string(ops) + " ops; the simulator takes fewer than 2^32");
+  Plan plan;
+  plan.cost = &cost;
+  plan.microbatches = microbatches;
+  std::vector<uint32_t> queue_of(ops, kNone);
+  plan.waited_across_slots.assign(ops, 0);
+  std::vector<uint32_t> entry_in_kind(ops, kNone);  // scratch: an op's entry in the kind being laid out
+  for (int64_t rank = 0; rank < static_cast<int64_t>(programs.size()); ++rank) {
+    const RankProgram& program = programs[rank];
+    const auto base = static_cast<uint32_t>(plan.kinds.size());
+    const auto step_kind = static_cast<uint32_t>(base + 1 + program.kind_ops.size());
+    std::vector<const std::vector<int64_t>*> lists{&program.step_start_ops};
+    for (const std::vector<int64_t>& list : program.kind_ops) lists.push_back(&list);
+    lists.push_back(&program.step_ops);
+    std::vector<Plan::Slot>& slots = plan.slots.emplace_back();
+    slots.push_back({base, -1});
+    for (const RankProgram::Slot& slot : program.slots)
+      slots.push_back({static_cast<uint32_t>(base + 1 + slot.kind), static_cast<int32_t>(slot.microbatch)});
+    slots.push_back({step_kind, -1});
+
+    // The rank's queues, in issue order.
+    const auto first_queue = static_cast<uint32_t>(plan.queues.size());
+    plan.first_queue.push_back(first_queue);
+    std::vector<char> seen(lists.size(), 0);
+    for (const Plan::Slot& slot : slots) {
+      if (seen[slot.kind - base]) continue;
+      seen[slot.kind - base] = 1;
+      for (int64_t op : *lists[slot.kind - base]) {
+        if (queue_of[op] != kNone) continue;
+        const Symbol stream = shard.ops[op].stream;
+        uint32_t q = first_queue;
+        while (q < plan.queues.size() && plan.queues[q].stream != stream) ++q;
+        if (q == plan.queues.size()) plan.queues.push_back(Plan::Queue{rank, stream, {}});
+        queue_of[op] = q;
+      }
+    }
+    const size_t rank_queues = plan.queues.size() - first_queue;
+
+    // Each kind's entries, deps and slots.
+    for (size_t l = 0; l < lists.size(); ++l) {
+      Plan::Kind& kind = plan.kinds.emplace_back();
+      kind.once = l == 0 || l + 1 == lists.size();
+      kind.on_queue.resize(rank_queues);
+      const std::vector<int64_t>& list = *lists[l];
+      kind.entries.reserve(list.size());
+      for (size_t p = 0; p < list.size(); ++p) {
+        const auto op = static_cast<uint32_t>(list[p]);
+        const uint32_t queue = queue_of[op];
+        std::vector<uint32_t>& on_queue = kind.on_queue[queue - first_queue];
+        Entry& entry = kind.entries.emplace_back(Entry{op, queue, static_cast<uint32_t>(on_queue.size())});
+        entry.time_us = cost.ops[op].time_us;
+        entry.flops = shard.ops[op].flops;
+        if (!cost.ops[op].phases.empty()) entry.phases = &cost.ops[op].phases;
+        on_queue.push_back(static_cast<uint32_t>(p));
+        entry_in_kind[op] = static_cast<uint32_t>(p);
+      }
+      for (size_t p = 0; p < kind.entries.size(); ++p) {
+        Entry& entry = kind.entries[p];
+        entry.deps_begin = static_cast<uint32_t>(plan.deps.size());
+        for (int64_t dep : shard.ops[entry.op].deps) {
+          const uint32_t in_kind = entry_in_kind[dep];
+          if (in_kind == kNone) {
+            plan.deps.push_back(Dep{kNone, static_cast<uint32_t>(dep), kSeveral});  // resolved below
+            plan.waited_across_slots[dep] = 1;
+            continue;
+          }
+          const Entry& target = kind.entries[in_kind];
+          if (target.queue == entry.queue && in_kind < p) continue;  // stream order keeps it
+          plan.deps.push_back(Dep{target.queue, target.queue_pos, kSameSlot});
+        }
+        entry.deps_end = static_cast<uint32_t>(plan.deps.size());
+      }
+      for (int64_t op : list) entry_in_kind[op] = kNone;
+      kind.slot_of.assign(kind.once ? 1 : static_cast<size_t>(microbatches), kNone);
+    }
+    for (uint32_t s = 0; s < slots.size(); ++s) {
+      Plan::Kind& kind = plan.kinds[slots[s].kind];
+      kind.slot_of[kind.once ? 0 : static_cast<size_t>(slots[s].microbatch)] = s;  // rank_programs checked the range
+    }
+    for (uint32_t q = first_queue; q < plan.queues.size(); ++q) {
+      std::vector<uint64_t>& before = plan.queues[q].before;
+      before.assign(slots.size() + 1, 0);
+      for (size_t s = 0; s < slots.size(); ++s)
+        before[s + 1] = before[s] + plan.kinds[slots[s].kind].on_queue[q - first_queue].size();
+    }
+  }
+  plan.first_queue.push_back(static_cast<uint32_t>(plan.queues.size()));
+
+  plan.homes_begin.assign(ops + 1, 0);
+  for (const Plan::Kind& kind : plan.kinds)
+    for (const Entry& entry : kind.entries) ++plan.homes_begin[entry.op + 1];
+  for (size_t op = 0; op < ops; ++op) plan.homes_begin[op + 1] += plan.homes_begin[op];
+  plan.homes.resize(plan.homes_begin.back());
+  std::vector<uint32_t> filled(plan.homes_begin.begin(), plan.homes_begin.end() - 1);
+  for (uint32_t k = 0; k < plan.kinds.size(); ++k)
+    for (const Entry& entry : plan.kinds[k].entries) plan.homes[filled[entry.op]++] = Plan::Home{k, entry.queue_pos};
+  // A dep across slots on an op that one kind lists names its place there; one that stream
+  // order keeps (on the waiting instance's queue, issued before it in every micro-batch) is
+  // dropped, as within a slot.
+  std::map<std::pair<uint32_t, uint32_t>, bool> issued_before;  // by (dep's kind, waiting kind)
+  auto always_before = [&](uint32_t dep_kind, uint32_t kind) {
+    auto [it, added] = issued_before.emplace(std::make_pair(dep_kind, kind), true);
+    if (!added) return it->second;
+    const Plan::Kind& waiting = plan.kinds[kind];
+    for (size_t m = waiting.once ? microbatches - 1 : 0; m < static_cast<size_t>(microbatches); ++m) {
+      const uint32_t slot = waiting.once ? waiting.slot_of[0] : waiting.slot_of[m];
+      if (slot == kNone) continue;
+      const uint32_t dep_slot = plan.slot_running(dep_kind, static_cast<int32_t>(m));
+      if (dep_slot == kNone || dep_slot >= slot) return it->second = false;
+    }
+    return it->second;
+  };
+  std::vector<Dep> deps;
+  for (uint32_t k = 0; k < plan.kinds.size(); ++k)
+    for (Entry& entry : plan.kinds[k].entries) {
+      const auto begin = static_cast<uint32_t>(deps.size());
+      for (uint32_t d = entry.deps_begin; d < entry.deps_end; ++d) {
+        Dep dep = plan.deps[d];
+        if (dep.kind == kSeveral) {
+          const uint32_t op = dep.at;
+          dep.queue = queue_of[op];
+          if (plan.homes_begin[op + 1] - plan.homes_begin[op] == 1) {
+            const Plan::Home& home = plan.homes[plan.homes_begin[op]];
+            dep = Dep{dep.queue, home.queue_pos, home.kind};
+            if (dep.queue == entry.queue && always_before(dep.kind, k)) continue;
+          }
+        }
+        deps.push_back(dep);
+      }
+      entry.deps_begin = begin;
+      entry.deps_end = static_cast<uint32_t>(deps.size());
+    }
+  plan.deps = std::move(deps);
+  link_dependents(plan);
+  plan.local_queue = local_queues(plan);
+  return plan;
 }
 
-// The deps of each op (CSR), in two lists. A dep on an op of the same slot kind (a microbatch
-// op in the same op list of the same rank) is, in every run of that slot, the instance at a
-// fixed offset from the op's: `in_slot` holds those offsets, less those of deps issued earlier
-// on the op's own queue, which stream order keeps already. `other` holds the rest, by op id,
-// to be found per instance.
-struct OpDeps {
-  std::vector<uint32_t> in_slot_begin, other_begin;
-  std::vector<int32_t> in_slot;
-  std::vector<uint32_t> other;
+struct KindReplay;
+
+// An op instance as it ran: the entry of its rank's slot `slot` on `queue`.
+struct RanInstance {
+  uint32_t queue = 0;
+  int64_t rank = 0;
+  uint32_t slot = 0;
+  int32_t microbatch = -1;
+  const Entry* entry = nullptr;
+  uint32_t entry_index = 0;  // among its kind's entries
+  double start_us = 0, finish_us = 0, duration_us = 0;
 };
 
-OpDeps deps_by_slot(const ShardSection& shard, const std::vector<RankProgram>& programs,
-                    const std::vector<uint32_t>& queue_of) {
-  constexpr uint32_t kNone = UINT32_MAX;
-  const size_t ops = shard.ops.size();
-  // By op: its op list and position there; kNone for ops in none, in several, or also run
-  // once per step.
-  std::vector<uint32_t> list_of(ops, kNone), position_of(ops, kNone);
-  std::vector<char> listed(ops, 0);
-  uint32_t lists = 0;
-  for (const RankProgram& program : programs) {
-    for (const std::vector<int64_t>* once : {&program.step_start_ops, &program.step_ops})
-      for (int64_t op : *once) {
-        if (listed[static_cast<size_t>(op)]) position_of[static_cast<size_t>(op)] = kNone;
-        listed[static_cast<size_t>(op)] = 1;
-      }
-    for (const std::vector<int64_t>& list : program.kind_ops) {
-      for (size_t p = 0; p < list.size(); ++p) {
-        const auto op = static_cast<size_t>(list[p]);
-        if (listed[op]) {
-          position_of[op] = kNone;
-          continue;
-        }
-        listed[op] = 1;
-        list_of[op] = lists;
-        position_of[op] = static_cast<uint32_t>(p);
-      }
-      ++lists;
-    }
-  }
-  OpDeps deps;
-  deps.in_slot_begin.assign(ops + 1, 0);
-  deps.other_begin.assign(ops + 1, 0);
-  for (const ShardOp& op : shard.ops) {
-    const auto o = static_cast<size_t>(op.id);
-    for (int64_t dep : op.deps) {
-      const auto d = static_cast<size_t>(dep);
-      if (position_of[o] == kNone || position_of[d] == kNone || list_of[d] != list_of[o]) {
-        deps.other.push_back(static_cast<uint32_t>(d));
-        continue;
-      }
-      const int64_t offset = static_cast<int64_t>(position_of[d]) - static_cast<int64_t>(position_of[o]);
-      if (offset < 0 && queue_of[d] == queue_of[o]) continue;
-      deps.in_slot.push_back(static_cast<int32_t>(offset));
-    }
-    deps.in_slot_begin[o + 1] = static_cast<uint32_t>(deps.in_slot.size());
-    deps.other_begin[o + 1] = static_cast<uint32_t>(deps.other.size());
-  }
-  return deps;
-}
+// The event loop reports each instance to its observer as it runs (a type parameter: these
+// calls are per instance):
+//   replaying(rank, kind, replay, now_us): rank slot of kind `kind` is replayed from `replay`
+//     from now on; its instances are reported next, through ran();
+//   started(queue, entry, now_us): the instance of `entry` starts on `queue` now; not called
+//     for replayed instances;
+//   ran(instance, replayed): it finishes now, unless it is replayed: those are reported when
+//     their slot is replayed, with times ahead.
 
-// Expands the step of every pipeline rank in the issue order of its schedule. A dep of a
-// microbatch op means its instance in the same micro-batch; a dep of a step op on a
-// microbatch op, its instance in the last micro-batch; a dep on a step_start or step op,
-// its single instance. What instances of one op share (queue, deps) is worked out once per
-// op: a step has tens of ops per instance.
-Timeline expand_step(const ShardSection& shard, const CostSection& cost, const PipelineSchedule& schedule,
-                     int64_t num_microbatches) {
-  Timeline t;
-  t.cost = &cost;
-  const size_t ops = shard.ops.size();
-  const auto microbatches = static_cast<size_t>(num_microbatches);
-  std::vector<RankProgram> programs = rank_programs(shard, schedule, num_microbatches);
-  size_t instances = 0;
-  for (const RankProgram& program : programs) {
-    instances += program.step_start_ops.size() + program.step_ops.size();
-    for (const RankProgram::Slot& slot : program.slots) instances += program.kind_ops[slot.kind].size();
-  }
-  if (instances >= std::numeric_limits<int32_t>::max() || ops >= std::numeric_limits<int32_t>::max())
-    throw DataError("/shard: " + std::to_string(instances) + " op instances in one step; the simulator takes fewer than 2^31");
+// What every replay of one kind of slot does on its rank's local queues when it starts at
+// time 0 on idle queues with its deps from outside done (docs/syssim-sim.md, "Replayed
+// slots"): times relative to its start, by entry. Worked out at the kind's first replay.
+struct KindReplay {
+  bool prepared = false;   // the fields up to `queues`
+  bool simulated = false;  // the rest
+  bool replayable = false;
+  uint32_t first_local = kNone;  // its first entry on a local queue
+  std::vector<char> local;            // by entry: on a local queue
+  std::vector<char> ends_queue_use;   // by entry: its queue's last local entry of the kind
+  std::vector<char> waited_outside;   // by entry: an instance outside the replayed part may wait for it
+  std::vector<uint32_t> queues;       // the local queues it uses
+  std::vector<double> start_us, finish_us, duration_us;
+  std::vector<LinkState> links;  // traffic of one replay on the rank's links
+};
 
-  // By op: its queue and whether it runs once per step.
-  constexpr uint32_t kNone = UINT32_MAX;
-  std::vector<uint32_t> queue_of(ops, kNone);
-  std::vector<char> once(ops);
-  std::vector<double> time_us(ops);  // packed: read once per instance
-  for (const ShardOp& op : shard.ops) {
-    time_us[op.id] = cost.ops[op.id].time_us;
-    once[op.id] = op.scope != "microbatch";
+// The observer of a slot simulated alone: each instance's times, by entry.
+struct AloneTimes {
+  explicit AloneTimes(size_t entries) : start_us(entries), finish_us(entries), duration_us(entries) {}
+  void replaying(int64_t, uint32_t, const KindReplay&, double) {}
+  void started(uint32_t, const Entry&, double) {}
+  void ran(const RanInstance& i, bool) {
+    start_us[i.entry_index] = i.start_us, finish_us[i.entry_index] = i.finish_us, duration_us[i.entry_index] = i.duration_us;
   }
-  // The queues, made in issue order (an op first runs in the first slot of its kind), and
-  // their lengths, counted per op list rather than per instance.
-  std::vector<size_t> queue_length;
-  for (int64_t rank = 0; rank < shard.parallelism.pp; ++rank) {
-    const RankProgram& program = programs[rank];
-    std::vector<std::pair<Symbol, uint32_t>> queue_of_stream;  // the rank's queues (a few)
-    auto add = [&](const std::vector<int64_t>& list, size_t times) {
-      for (int64_t op_id : list) {
-        uint32_t& queue = queue_of[op_id];
-        if (queue == kNone) {
-          const Symbol stream = shard.ops[op_id].stream;
-          auto it = std::find_if(queue_of_stream.begin(), queue_of_stream.end(),
-                                 [&](const auto& entry) { return entry.first == stream; });
-          if (it == queue_of_stream.end()) {
-            it = queue_of_stream.emplace(queue_of_stream.end(), stream, static_cast<uint32_t>(t.queues.size()));
-            t.queues.push_back(StreamQueue{rank, stream, {}, 0, false}), queue_length.push_back(0);
-          }
-          queue = it->second;
-        }
-        queue_length[queue] += times;
-      }
-    };
-    add(program.step_start_ops, 1);
-    std::vector<size_t> slots_of_kind(program.kind_ops.size(), 0);
-    for (const RankProgram::Slot& slot : program.slots)
-      if (slots_of_kind[slot.kind]++ == 0) add(program.kind_ops[slot.kind], 0);  // queues in issue order
-    for (size_t kind = 0; kind < program.kind_ops.size(); ++kind) add(program.kind_ops[kind], slots_of_kind[kind]);
-    add(program.step_ops, 1);
-  }
-  for (size_t q = 0; q < t.queues.size(); ++q) t.queues[q].instances.reserve(queue_length[q]);
-
-  t.local_queue = local_queues(shard, cost, queue_of, t.queues);
-  const OpDeps op_deps = deps_by_slot(shard, programs, queue_of);
-
-  // The instance of op o in micro-batch m (m = 0 for ops that run once): instance_of[o * M + m].
-  std::vector<uint32_t> instance_of(ops * microbatches, kNone);
-  t.instances.reserve(instances);
-  for (int64_t rank = 0; rank < shard.parallelism.pp; ++rank) {
-    const RankProgram& program = programs[rank];
-    std::vector<int32_t> kind_of(program.kind_ops.size(), -1);  // the program's kinds among t.kinds
-    int64_t last_slot = -1;
-    for_each_issued(program, [&](int64_t op_id, int64_t microbatch, int64_t slot) {
-      const auto op = static_cast<size_t>(op_id);
-      const auto index = static_cast<uint32_t>(t.instances.size());
-      const uint32_t queue = queue_of[op];
-      t.queues[queue].instances.push_back(index);
-      instance_of[op * microbatches + static_cast<size_t>(std::max<int64_t>(microbatch, 0))] = index;
-      Instance instance{static_cast<int32_t>(op), static_cast<int32_t>(microbatch), queue};
-      instance.duration_us = time_us[op];
-      if (slot >= 0) {
-        if (slot != last_slot) {
-          const size_t kind = program.slots[slot].kind;
-          if (kind_of[kind] < 0) {
-            kind_of[kind] = static_cast<int32_t>(t.kinds.size());
-            t.kinds.emplace_back();
-            t.kinds.back().example = static_cast<uint32_t>(t.runs.size());
-          }
-          const auto count = static_cast<uint32_t>(program.kind_ops[kind].size());
-          t.runs.push_back(SlotRun{index, count, UINT32_MAX, kind_of[kind]});
-          last_slot = slot;
-        }
-        SlotRun& run = t.runs.back();
-        if (t.local_queue[queue] && run.first_local == UINT32_MAX) run.first_local = index;
-        instance.run = static_cast<int32_t>(t.runs.size() - 1);
-      }
-      t.instances.push_back(instance);
-    });
-  }
-  programs.clear();
-  if (!cost.links.empty()) {
-    RankNetwork network;
-    for (const Link& link : cost.links) network.links.push_back(LinkState{link.bandwidth_GBps * kBytesPerUsPerGBps});
-    t.networks.assign(shard.parallelism.pp, network);
-  }
-  auto dep_instance = [&](const Instance& instance, uint32_t dep) {
-    size_t microbatch = once[dep]                 ? 0
-                        : instance.microbatch < 0 ? microbatches - 1
-                                                  : static_cast<size_t>(instance.microbatch);
-    uint32_t index = instance_of[static_cast<size_t>(dep) * microbatches + microbatch];
-    if (index == kNone)
-      throw DataError(op_path(instance.op) + "/deps: op " + std::to_string(dep) + " runs in no slot of the schedule");
-    return index;
-  };
-  // A dep on an earlier instance of the same queue is kept by stream order already (it
-  // finishes before the queue moves on), so it is left out: most deps are such. The kept
-  // ones are collected in instance order, then laid out by dep: one allocation for all.
-  std::vector<std::pair<uint32_t, uint32_t>> edges;  // dep, dependent
-  edges.reserve(t.instances.size());
-  t.dependents_begin.assign(t.instances.size() + 1, 0);
-  for (size_t index = 0; index < t.instances.size(); ++index) {
-    Instance& instance = t.instances[index];
-    instance.unfinished_deps = 0;
-    auto wait_for = [&](uint32_t dep) {
-      edges.emplace_back(dep, static_cast<uint32_t>(index));
-      ++t.dependents_begin[dep + 1];
-      ++instance.unfinished_deps;
-    };
-    const auto op = static_cast<size_t>(instance.op);
-    for (uint32_t d = op_deps.in_slot_begin[op]; d < op_deps.in_slot_begin[op + 1]; ++d)
-      wait_for(static_cast<uint32_t>(static_cast<int64_t>(index) + op_deps.in_slot[d]));
-    for (uint32_t d = op_deps.other_begin[op]; d < op_deps.other_begin[op + 1]; ++d) {
-      const uint32_t dep_op = op_deps.other[d], dep = dep_instance(instance, dep_op);
-      if (dep < index && queue_of[dep_op] == instance.queue) continue;
-      wait_for(dep);
-    }
-  }
-  for (size_t i = 0; i < t.instances.size(); ++i) t.dependents_begin[i + 1] += t.dependents_begin[i];
-  t.dependents.resize(t.dependents_begin.back());
-  std::vector<uint32_t> filled(t.dependents_begin.begin(), t.dependents_begin.end() - 1);
-  for (const auto& [dep, dependent] : edges) t.dependents[filled[dep]++] = dependent;
-  return t;
-}
+  std::vector<double> start_us, finish_us, duration_us;
+};
 
 // Max-min fair rates by progressive filling: all flows not yet given a rate grow together; a
 // flow at rate r puts loads[k] * r on its link k; it stops growing at its cap, or when one of
@@ -452,31 +513,42 @@ void fill_rates(RankNetwork& network, std::vector<Flow>& flows) {
 // phases runs each phase's latency, then its flow over the rank's links, sharing them with the
 // rank's other flows (docs/syssim-sim.md, "Network flows"). Events are ordered by time, then
 // by the order they were made.
+template <typename Observer>
 class EventLoop {
  public:
-  EventLoop(Timeline& t, bool replay_slots) : t_(t), replay_slots_(replay_slots) {}
+  EventLoop(const Plan& plan, Observer& observer, bool replay_slots)
+      : plan_(plan), observer_(observer), replay_slots_(replay_slots), queues_(plan.queues.size()),
+        flows_(plan.queues.size()), replays_(replay_slots ? plan.kinds.size() : 0) {
+    if (!plan.cost->links.empty()) {
+      RankNetwork network;
+      for (const Link& link : plan.cost->links) network.links.push_back(LinkState{link.bandwidth_GBps * kBytesPerUsPerGBps});
+      networks_.assign(plan.slots.size(), network);
+    }
+  }
 
   int64_t replayed() const { return replayed_; }
+  const std::vector<RankNetwork>& networks() const { return networks_; }
 
   void run() {
-    for (size_t q = 0; q < t_.queues.size(); ++q) try_start(q, 0.0);
+    for (uint32_t q = 0; q < queues_.size(); ++q) settle(q);
+    for (uint32_t q = 0; q < queues_.size(); ++q) try_start(q, 0.0);
     while (!events_.empty()) {
       Event event = events_.top();
       events_.pop();
       switch (event.kind) {
-        case Kind::kFinish: finish(event.instance, event.time_us); break;
-        case Kind::kLatencyEnd: start_flow(event.instance, event.time_us); break;
+        case Kind::kFinish: finish(event.queue, event.time_us); break;
+        case Kind::kLatencyEnd: start_flow(event.queue, event.time_us); break;
         case Kind::kFlowEnd:
-          if (t_.flows[t_.instances[event.instance].flow].version == event.version) end_flow(event.instance, event.time_us);
+          if (flows_[event.queue].version == event.tag) end_flow(event.queue, event.time_us);
           break;
-        case Kind::kReplayedFinish: finish_replayed(event.instance, event.time_us); break;
+        case Kind::kReplayedFinish: finish_replayed(event.queue, event.tag, event.time_us); break;
       }
     }
-    for (const StreamQueue& queue : t_.queues)
-      if (queue.head < queue.instances.size()) {
-        int64_t op = t_.instances[queue.instances[queue.head]].op;
-        throw DataError(op_path(op) + ": never starts on stream \"" + queue.stream + "\" of pipeline rank " +
-                        std::to_string(queue.rank) + ": its deps wait, directly or through stream order, for ops issued after it");
+    for (uint32_t q = 0; q < queues_.size(); ++q)
+      if (!done(q)) {
+        throw DataError(op_path(queues_[q].head->op) + ": never starts on stream \"" +
+                        plan_.queues[q].stream + "\" of pipeline rank " + std::to_string(plan_.queues[q].rank) +
+                        ": its deps wait, directly or through stream order, for ops issued after it");
       }
   }
 
@@ -485,8 +557,8 @@ class EventLoop {
   struct Event {  // 32 bytes: the heap moves them on every push and pop
     double time_us;
     uint64_t sequence;
-    uint32_t instance;  // fewer than 2^31 (expand_step)
-    uint32_t version;   // kFlowEnd: the flow's version when it was made
+    uint32_t queue;
+    uint32_t tag;  // kFlowEnd: the flow's version when it was made; kReplayedFinish: the entry
     Kind kind;
   };
   struct Later {
@@ -494,216 +566,288 @@ class EventLoop {
       return std::tie(a.time_us, a.sequence) > std::tie(b.time_us, b.sequence);
     }
   };
+  // A queue's cursor: its next instance is plan_.on_queue(queue, slot)[pos], whose entry
+  // `head` is kept at hand (null when the queue has run all its instances).
+  struct QueueState {
+    uint32_t slot = 0;
+    uint32_t pos = 0;
+    const Entry* head = nullptr;
+    uint32_t head_index = 0;  // its index among its kind's entries
+    const std::vector<uint32_t>* on_queue = nullptr;  // the slot's entries on the queue
+    uint32_t kind = 0;        // of the slot
+    int32_t microbatch = -1;  // of the slot
+    uint64_t finished = 0;  // its first `finished` instances in issue order have finished
+    bool busy = false;
+    bool flowing = false;  // the running instance has phases
+    double start_us = 0;
+  };
 
-  void push(double time_us, size_t instance, Kind kind, uint32_t version = 0) {
-    events_.push(Event{time_us, sequence_++, static_cast<uint32_t>(instance), version, kind});
+  void push(double time_us, uint32_t queue, Kind kind, uint32_t tag = 0) {
+    events_.push(Event{time_us, sequence_++, queue, tag, kind});
   }
 
-  void try_start(size_t queue_index, double now_us) {
-    StreamQueue& queue = t_.queues[queue_index];
-    if (queue.busy || queue.head == queue.instances.size()) return;
-    size_t index = queue.instances[queue.head];
-    Instance& instance = t_.instances[index];
-    if (instance.unfinished_deps > 0) return;
-    if (replay_slots_ && instance.run >= 0 && t_.runs[instance.run].first_local == index && replay(instance.run, now_us))
+  bool done(uint32_t queue) const { return queues_[queue].head == nullptr; }
+
+  // Moves the cursor on by one instance.
+  void step(uint32_t queue) {
+    QueueState& state = queues_[queue];
+    if (++state.pos < state.on_queue->size()) {
+      const uint32_t e = (*state.on_queue)[state.pos];
+      state.head += static_cast<std::ptrdiff_t>(e) - static_cast<std::ptrdiff_t>(state.head_index);
+      state.head_index = e;
       return;
-    queue.busy = true;
-    instance.start_us = now_us;
-    const std::vector<Phase>& phases = t_.cost->ops[instance.op].phases;
-    if (phases.empty()) {
-      instance.finish_us = now_us + instance.duration_us;
-      push(instance.finish_us, index, Kind::kFinish);
-    } else {
-      instance.flow = static_cast<int32_t>(t_.flows.size());
-      t_.flows.push_back(Flow{index, queue.rank, &phases});
-      begin_phase(index, now_us);
     }
+    settle(queue);
   }
 
-  void finish(size_t index, double now_us) {
-    Instance& finished = t_.instances[index];
-    if (finished.flow >= 0) finished.finish_us = now_us, finished.duration_us = now_us - finished.start_us;
-    StreamQueue& queue = t_.queues[finished.queue];
-    queue.busy = false;
-    ++queue.head;
-    const uint32_t* first = t_.dependents.data() + t_.dependents_begin[index];
-    const uint32_t* last = t_.dependents.data() + t_.dependents_begin[index + 1];
-    for (const uint32_t* dependent = first; dependent != last; ++dependent) --t_.instances[*dependent].unfinished_deps;
-    try_start(finished.queue, now_us);
-    for (const uint32_t* dependent = first; dependent != last; ++dependent) try_start(t_.instances[*dependent].queue, now_us);
+  // Moves the cursor past the slots with no instance on the queue, and takes its next entry.
+  void settle(uint32_t queue) {
+    QueueState& state = queues_[queue];
+    const int64_t rank = plan_.queues[queue].rank;
+    const std::vector<Plan::Slot>& slots = plan_.slots[rank];
+    for (; state.slot < slots.size(); ++state.slot, state.pos = 0) {
+      const Plan::Kind& kind = plan_.kinds[slots[state.slot].kind];
+      const std::vector<uint32_t>& on_queue = kind.on_queue[queue - plan_.first_queue[rank]];
+      if (state.pos < on_queue.size()) {
+        state.on_queue = &on_queue;
+        state.kind = slots[state.slot].kind;
+        state.microbatch = slots[state.slot].microbatch;
+        state.head_index = on_queue[state.pos];
+        state.head = &kind.entries[state.head_index];
+        return;
+      }
+    }
+    state.head = nullptr;
   }
 
-  // Replays run `r`, whose first local instance can start now, from its kind's simulation
-  // when that is exact: its deps from outside are all done, and every local queue it uses is
-  // idle with the run's instances next. Its local instances then run as they did alone,
-  // shifted to now, since no other flow shares their links (docs/syssim-sim.md).
-  bool replay(int32_t r, double now_us) {
-    const SlotRun& run = t_.runs[r];
-    SlotKind& kind = t_.kinds[run.kind];
-    if (!kind.simulated) simulate_alone(kind);
-    if (!kind.replayable) return false;
-    for (uint32_t p = 0; p < run.count; ++p)
-      if (kind.local[p] && t_.instances[run.first + p].unfinished_deps != kind.inside_deps[p]) return false;
-    for (const SlotKind::QueueUse& use : kind.queues) {
-      const StreamQueue& queue = t_.queues[use.queue];
-      if (queue.busy || queue.head >= queue.instances.size() || queue.instances[queue.head] != run.first + use.first)
-        return false;
+  // Whether the instance `dep` names, for an instance of rank slot `slot` and micro-batch
+  // `microbatch` (-1: the last micro-batch's), has finished.
+  bool finished(const Dep& dep, uint32_t slot, int32_t microbatch) const {
+    const uint64_t place = dep.kind == kSameSlot ? plan_.queues[dep.queue].before[slot] + dep.at
+                                                 : plan_.place_of(dep, slot, microbatch);
+    return queues_[dep.queue].finished > place;
+  }
+
+  void try_start(uint32_t queue, double now_us) {
+    QueueState& state = queues_[queue];
+    if (state.busy || done(queue)) return;
+    const Entry& entry = *state.head;
+    for (uint32_t d = entry.deps_begin; d < entry.deps_end; ++d)
+      if (!finished(plan_.deps[d], state.slot, state.microbatch)) return;
+    const int64_t rank = plan_.queues[queue].rank;
+    if (replay_slots_ && !plan_.kinds[state.kind].once && state.head_index == prepared(state.kind).first_local &&
+        replay(rank, state.slot, now_us))
+      return;
+    state.busy = true;
+    state.start_us = now_us;
+    observer_.started(queue, entry, now_us);
+    state.flowing = entry.phases != nullptr;
+    if (!state.flowing) {
+      push(now_us + entry.time_us, queue, Kind::kFinish);
+      return;
     }
-    for (uint32_t p = 0; p < run.count; ++p) {
-      if (!kind.local[p]) continue;
-      const auto index = static_cast<uint32_t>(run.first + p);
-      Instance& instance = t_.instances[index];
-      instance.start_us = now_us + kind.start_us[p];
-      instance.finish_us = now_us + kind.finish_us[p];
-      instance.duration_us = kind.duration_us[p];
+    Flow& flow = flows_[queue];
+    flow.queue = queue;
+    flow.rank = rank;
+    flow.phases = entry.phases;
+    flow.phase = 0;
+    begin_phase(queue, now_us);
+  }
+
+  void finish(uint32_t queue, double now_us) {
+    QueueState& state = queues_[queue];
+    const Entry& entry = *state.head;
+    // Without phases it lasts its cost exactly: now is start + time_us.
+    const double duration_us = state.flowing ? now_us - state.start_us : entry.time_us;
+    observer_.ran(RanInstance{queue, plan_.queues[queue].rank, state.slot, state.microbatch, &entry, state.head_index,
+                              state.start_us, now_us, duration_us},
+                  false);
+    state.busy = false;
+    ++state.finished;
+    step(queue);
+    try_start(queue, now_us);
+    for (uint32_t d = entry.dependents_begin; d < entry.dependents_end; ++d) try_start(plan_.dependent_queues[d], now_us);
+  }
+
+  // The kind's entries that a replay covers and how they wait, worked out once.
+  KindReplay& prepared(uint32_t k) {
+    KindReplay& r = replays_[k];
+    if (r.prepared) return r;
+    r.prepared = true;
+    const Plan::Kind& kind = plan_.kinds[k];
+    const size_t entries = kind.entries.size();
+    r.local.assign(entries, 0);
+    r.ends_queue_use.assign(entries, 0);
+    r.waited_outside.assign(entries, 0);
+    for (uint32_t e = 0; e < entries; ++e) {
+      const Entry& entry = kind.entries[e];
+      if (!plan_.local_queue[entry.queue]) {
+        // A non-local instance of the slot waiting for a local one waits from outside the replay.
+        for (uint32_t d = entry.deps_begin; d < entry.deps_end; ++d) {
+          const Dep& dep = plan_.deps[d];
+          if (dep.kind == kSameSlot && plan_.local_queue[dep.queue])
+            r.waited_outside[plan_.entry_in(k, dep.queue, dep.at)] = 1;
+        }
+        continue;
+      }
+      r.local[e] = 1;
+      if (r.first_local == kNone) r.first_local = e;
+      r.waited_outside[e] |= plan_.waited_across_slots[entry.op];
+      if (std::find(r.queues.begin(), r.queues.end(), entry.queue) == r.queues.end()) r.queues.push_back(entry.queue);
+    }
+    for (uint32_t queue : r.queues) {
+      r.ends_queue_use[kind.on_queue[queue - plan_.first_queue[plan_.queues[queue].rank]].back()] = 1;
+    }
+    return r;
+  }
+
+  // Replays rank slot `s`, whose first local instance can start now, from its kind's
+  // simulation when that is exact: its deps from outside are all done, and every local queue
+  // it uses is idle with the slot's instances next. Its local instances then run as they did
+  // alone, shifted to now, since no other flow shares their links (docs/syssim-sim.md).
+  bool replay(int64_t rank, uint32_t s, double now_us) {
+    const Plan::Slot& slot = plan_.slots[rank][s];
+    const Plan::Kind& kind = plan_.kinds[slot.kind];
+    KindReplay& r = replays_[slot.kind];
+    if (!r.simulated) simulate_alone(slot, r);
+    if (!r.replayable) return false;
+    for (uint32_t e = 0; e < kind.entries.size(); ++e) {
+      if (!r.local[e]) continue;
+      const Entry& entry = kind.entries[e];
+      for (uint32_t d = entry.deps_begin; d < entry.deps_end; ++d) {
+        const Dep& dep = plan_.deps[d];
+        if (dep.kind == kSameSlot && plan_.local_queue[dep.queue]) continue;  // inside the replay
+        if (!finished(dep, s, slot.microbatch)) return false;
+      }
+    }
+    for (uint32_t queue : r.queues) {
+      const QueueState& state = queues_[queue];
+      if (state.busy || state.slot != s || state.pos != 0) return false;
+    }
+    observer_.replaying(rank, slot.kind, r, now_us);
+    for (uint32_t e = 0; e < kind.entries.size(); ++e) {
+      if (!r.local[e]) continue;
+      const Entry& entry = kind.entries[e];
+      const double finish_us = now_us + r.finish_us[e];
+      observer_.ran(RanInstance{entry.queue, rank, s, slot.microbatch, &entry, e, now_us + r.start_us[e], finish_us,
+                                r.duration_us[e]},
+                    true);
       ++replayed_;
-      if (ends_queue_use(kind, p) || waited_for_outside(run, kind, index)) push(instance.finish_us, index, Kind::kReplayedFinish);
+      if (r.ends_queue_use[e] || r.waited_outside[e]) push(finish_us, entry.queue, Kind::kReplayedFinish, e);
     }
-    for (const SlotKind::QueueUse& use : kind.queues) t_.queues[use.queue].busy = true;
-    if (!t_.networks.empty()) {
-      RankNetwork& network = t_.networks[t_.queues[t_.instances[run.first_local].queue].rank];
+    for (uint32_t queue : r.queues) queues_[queue].busy = true;
+    if (!networks_.empty()) {
+      RankNetwork& network = networks_[rank];
       for (size_t l = 0; l < network.links.size(); ++l) {
-        network.links[l].bytes += kind.links[l].bytes;
-        network.links[l].busy_us += kind.links[l].busy_us;
-        network.links[l].max_flows = std::max(network.links[l].max_flows, kind.links[l].max_flows);
+        network.links[l].bytes += r.links[l].bytes;
+        network.links[l].busy_us += r.links[l].busy_us;
+        network.links[l].max_flows = std::max(network.links[l].max_flows, r.links[l].max_flows);
       }
     }
     return true;
   }
 
-  static bool ends_queue_use(const SlotKind& kind, uint32_t position) {
-    return std::any_of(kind.queues.begin(), kind.queues.end(),
-                       [&](const SlotKind::QueueUse& use) { return use.last == position; });
-  }
-
-  // Whether instance `d` is outside the replayed part of `run`.
-  static bool outside(const SlotRun& run, const SlotKind& kind, uint32_t d) {
-    return d < run.first || d >= run.first + run.count || !kind.local[d - run.first];
-  }
-
-  bool waited_for_outside(const SlotRun& run, const SlotKind& kind, uint32_t index) const {
-    return std::any_of(t_.dependents.begin() + t_.dependents_begin[index], t_.dependents.begin() + t_.dependents_begin[index + 1],
-                       [&](uint32_t d) { return outside(run, kind, d); });
-  }
-
-  // A replayed instance finishes: as finish() does, for the queue it frees (when it is the
-  // run's last on its queue) and for its dependents outside the run.
-  void finish_replayed(size_t index, double now_us) {
-    const Instance& finished = t_.instances[index];
-    const SlotRun& run = t_.runs[finished.run];
-    const SlotKind& kind = t_.kinds[run.kind];
-    const auto position = static_cast<uint32_t>(index - run.first);
-    bool frees_queue = false;
-    for (const SlotKind::QueueUse& use : kind.queues)
-      if (use.last == position) {
-        StreamQueue& queue = t_.queues[use.queue];
-        queue.head += use.count;
-        queue.busy = false;
-        frees_queue = true;
-      }
-    const uint32_t* first = t_.dependents.data() + t_.dependents_begin[index];
-    const uint32_t* last = t_.dependents.data() + t_.dependents_begin[index + 1];
-    for (const uint32_t* dependent = first; dependent != last; ++dependent)
-      if (outside(run, kind, *dependent)) --t_.instances[*dependent].unfinished_deps;
-    if (frees_queue) try_start(finished.queue, now_us);
-    for (const uint32_t* dependent = first; dependent != last; ++dependent)
-      if (outside(run, kind, *dependent)) try_start(t_.instances[*dependent].queue, now_us);
-  }
-
-  // Simulates the kind's example run alone: its local instances on idle queues from time 0,
-  // deps from outside taken as done, the rank's links otherwise idle. A run that cannot
-  // complete alone (an inside instance waits for an outside one in between) is never replayed.
-  void simulate_alone(SlotKind& kind) {
-    kind.simulated = true;
-    const SlotRun& run = t_.runs[kind.example];
-    Timeline alone;
-    alone.cost = t_.cost;
-    std::vector<uint32_t> alone_of(run.count, UINT32_MAX), position_of;
-    std::map<uint32_t, uint32_t> alone_queue;  // by queue of t_
-    kind.local.assign(run.count, 0);
-    kind.inside_deps.assign(run.count, 0);
-    for (uint32_t p = 0; p < run.count; ++p) {
-      const uint32_t index = run.first + p;
-      const Instance& instance = t_.instances[index];
-      if (!t_.local_queue[instance.queue]) continue;
-      kind.local[p] = 1;
-      alone_of[p] = static_cast<uint32_t>(alone.instances.size());
-      position_of.push_back(p);
-      auto [it, added] = alone_queue.emplace(instance.queue, static_cast<uint32_t>(alone.queues.size()));
-      if (added) {
-        // Rank 0 of the one network `alone` has: the rank's links, idle.
-        alone.queues.push_back(StreamQueue{0, t_.queues[instance.queue].stream, {}, 0, false});
-        kind.queues.push_back(SlotKind::QueueUse{instance.queue, p, p, 0});
-      }
-      alone.queues[it->second].instances.push_back(alone_of[p]);
-      kind.queues[it->second].last = p;
-      ++kind.queues[it->second].count;
-      Instance copy{instance.op, instance.microbatch, it->second};
-      copy.duration_us = instance.duration_us;
-      alone.instances.push_back(copy);
+  // A replayed instance finishes: its queue has finished up to it, and is free again when it
+  // is the slot's last there; the queues waiting for it are tried.
+  void finish_replayed(uint32_t queue, uint32_t e, double now_us) {
+    QueueState& state = queues_[queue];
+    const uint32_t kind_index = state.kind;
+    const Entry& entry = plan_.kinds[kind_index].entries[e];
+    state.finished = std::max(state.finished, plan_.queues[queue].before[state.slot] + entry.queue_pos + 1);
+    const bool frees_queue = replays_[kind_index].ends_queue_use[e];
+    if (frees_queue) {
+      state.busy = false;
+      state.pos = static_cast<uint32_t>(plan_.on_queue(queue, state.slot).size());
+      settle(queue);
+      try_start(queue, now_us);
     }
-    alone.dependents_begin.assign(alone.instances.size() + 1, 0);
-    for (uint32_t a = 0; a < alone.instances.size(); ++a) {
-      const uint32_t index = run.first + position_of[a];
-      for (uint32_t k = t_.dependents_begin[index]; k < t_.dependents_begin[index + 1]; ++k) {
-        const uint32_t d = t_.dependents[k];
-        if (outside(run, kind, d)) continue;
-        alone.dependents.push_back(alone_of[d - run.first]);
-        ++alone.instances[alone_of[d - run.first]].unfinished_deps;
-        ++kind.inside_deps[d - run.first];
+    for (uint32_t d = entry.dependents_begin; d < entry.dependents_end; ++d) try_start(plan_.dependent_queues[d], now_us);
+  }
+
+  // Simulates `slot`'s local instances alone: on idle queues from time 0, deps from outside
+  // taken as done, the rank's links otherwise idle. A kind whose part cannot complete alone
+  // (an inside instance waits for an outside one in between) is never replayed.
+  void simulate_alone(const Plan::Slot& slot, KindReplay& r) {
+    r.simulated = true;
+    const Plan::Kind& kind = plan_.kinds[slot.kind];
+    Plan alone;
+    alone.cost = plan_.cost;
+    alone.microbatches = plan_.microbatches;
+    alone.first_queue = {0, static_cast<uint32_t>(r.queues.size())};
+    alone.slots = {{Plan::Slot{0, slot.microbatch}}};
+    auto alone_queue = [&](uint32_t queue) {
+      return static_cast<uint32_t>(std::find(r.queues.begin(), r.queues.end(), queue) - r.queues.begin());
+    };
+    Plan::Kind& part = alone.kinds.emplace_back();
+    part.on_queue.resize(r.queues.size());
+    std::vector<uint32_t> entry_of;  // by entry of `part`: the kind's
+    for (uint32_t e = 0; e < kind.entries.size(); ++e) {
+      if (!r.local[e]) continue;
+      const Entry& entry = kind.entries[e];
+      Entry copy = entry;
+      copy.queue = alone_queue(entry.queue);
+      copy.deps_begin = static_cast<uint32_t>(alone.deps.size());
+      for (uint32_t d = entry.deps_begin; d < entry.deps_end; ++d) {
+        const Dep& dep = plan_.deps[d];
+        if (dep.kind == kSameSlot && plan_.local_queue[dep.queue])
+          alone.deps.push_back(Dep{alone_queue(dep.queue), dep.at, kSameSlot});
       }
-      alone.dependents_begin[a + 1] = static_cast<uint32_t>(alone.dependents.size());
+      copy.deps_end = static_cast<uint32_t>(alone.deps.size());
+      part.on_queue[copy.queue].push_back(static_cast<uint32_t>(part.entries.size()));
+      part.entries.push_back(copy);
+      entry_of.push_back(e);
     }
-    if (!t_.networks.empty()) {
-      RankNetwork idle;
-      for (const LinkState& link : t_.networks.front().links) idle.links.push_back(LinkState{link.capacity});
-      alone.networks.push_back(idle);
-    }
+    for (uint32_t q = 0; q < r.queues.size(); ++q)
+      alone.queues.push_back(Plan::Queue{0, plan_.queues[r.queues[q]].stream, {0, part.on_queue[q].size()}});
+    alone.homes_begin.assign(1, 0);
+    link_dependents(alone);
+    alone.local_queue.assign(r.queues.size(), 0);
+
+    AloneTimes times(part.entries.size());
+    EventLoop<AloneTimes> loop(alone, times, false);
     try {
-      EventLoop(alone, false).run();
+      loop.run();
     } catch (const DataError&) {
       return;
     }
-    kind.start_us.assign(run.count, 0);
-    kind.finish_us.assign(run.count, 0);
-    kind.duration_us.assign(run.count, 0);
-    for (uint32_t a = 0; a < alone.instances.size(); ++a) {
-      const Instance& instance = alone.instances[a];
-      kind.start_us[position_of[a]] = instance.start_us;
-      kind.finish_us[position_of[a]] = instance.finish_us;
-      kind.duration_us[position_of[a]] = instance.duration_us;
+    r.start_us.assign(kind.entries.size(), 0);
+    r.finish_us.assign(kind.entries.size(), 0);
+    r.duration_us.assign(kind.entries.size(), 0);
+    for (size_t a = 0; a < entry_of.size(); ++a) {
+      r.start_us[entry_of[a]] = times.start_us[a];
+      r.finish_us[entry_of[a]] = times.finish_us[a];
+      r.duration_us[entry_of[a]] = times.duration_us[a];
     }
-    if (!alone.networks.empty()) kind.links = alone.networks.front().links;
-    kind.replayable = !alone.instances.empty();
+    if (!loop.networks().empty()) r.links = loop.networks().front().links;
+    r.replayable = !entry_of.empty();
   }
 
   // The phase's latency first, through an event even when it is 0, so that a chain of empty
   // phases and instances does not recurse.
-  void begin_phase(size_t index, double now_us) {
-    const Flow& flow = t_.flows[t_.instances[index].flow];
-    push(now_us + (*flow.phases)[flow.phase].latency_us, index, Kind::kLatencyEnd);
+  void begin_phase(uint32_t queue, double now_us) {
+    const Flow& flow = flows_[queue];
+    push(now_us + (*flow.phases)[flow.phase].latency_us, queue, Kind::kLatencyEnd);
   }
 
-  void next_phase(size_t index, double now_us) {
-    Flow& flow = t_.flows[t_.instances[index].flow];
+  void next_phase(uint32_t queue, double now_us) {
+    Flow& flow = flows_[queue];
     if (++flow.phase < flow.phases->size()) {
-      begin_phase(index, now_us);
+      begin_phase(queue, now_us);
     } else {
-      finish(index, now_us);
+      finish(queue, now_us);
     }
   }
 
-  void start_flow(size_t index, double now_us) {
-    size_t f = t_.instances[index].flow;
-    Flow& flow = t_.flows[f];
+  void start_flow(uint32_t queue, double now_us) {
+    Flow& flow = flows_[queue];
     const Phase& phase = (*flow.phases)[flow.phase];
-    if (phase.bytes <= 0) return next_phase(index, now_us);
-    RankNetwork& network = t_.networks[flow.rank];
+    if (phase.bytes <= 0) return next_phase(queue, now_us);
+    RankNetwork& network = networks_[flow.rank];
     advance(network, now_us);
     flow.remaining_bytes = phase.bytes;
     flow.cap = phase.bandwidth_GBps * kBytesPerUsPerGBps;
     flow.rate = 0;
-    network.active.push_back(f);
+    network.active.push_back(queue);
     for (size_t k = 0; k < phase.links.size(); ++k) {
       LinkState& link = network.links[phase.links[k]];
       link.max_flows = std::max(link.max_flows, ++link.flows);
@@ -712,16 +856,15 @@ class EventLoop {
     share(network, now_us);
   }
 
-  void end_flow(size_t index, double now_us) {
-    size_t f = t_.instances[index].flow;
-    Flow& flow = t_.flows[f];
-    RankNetwork& network = t_.networks[flow.rank];
+  void end_flow(uint32_t queue, double now_us) {
+    Flow& flow = flows_[queue];
+    RankNetwork& network = networks_[flow.rank];
     advance(network, now_us);
     flow.remaining_bytes = 0;
-    network.active.erase(std::find(network.active.begin(), network.active.end(), f));
+    network.active.erase(std::find(network.active.begin(), network.active.end(), queue));
     for (int64_t l : (*flow.phases)[flow.phase].links) --network.links[l].flows;
     share(network, now_us);
-    next_phase(index, now_us);
+    next_phase(queue, now_us);
   }
 
   // Moves the network's flows and busy times on to now_us at their current rates.
@@ -730,7 +873,7 @@ class EventLoop {
     network.updated_us = now_us;
     if (elapsed_us <= 0) return;
     for (size_t f : network.active) {
-      Flow& flow = t_.flows[f];
+      Flow& flow = flows_[f];
       flow.remaining_bytes = std::max(0.0, flow.remaining_bytes - flow.rate * elapsed_us);
     }
     for (LinkState& link : network.links)
@@ -739,77 +882,31 @@ class EventLoop {
 
   // New max-min rates for the network's flows; a flow whose rate changes gets a new finish event.
   void share(RankNetwork& network, double now_us) {
-    fill_rates(network, t_.flows);
+    fill_rates(network, flows_);
     for (size_t f : network.active) {
-      Flow& flow = t_.flows[f];
+      Flow& flow = flows_[f];
       if (flow.next_rate == flow.rate) continue;
       flow.rate = flow.next_rate;
       ++flow.version;
       const double bytes = (*flow.phases)[flow.phase].bytes;
       double finish_us = flow.remaining_bytes <= kDoneFraction * bytes ? now_us : now_us + flow.remaining_bytes / flow.rate;
-      push(finish_us, flow.instance, Kind::kFlowEnd, flow.version);
+      push(finish_us, flow.queue, Kind::kFlowEnd, flow.version);
     }
   }
 
-  Timeline& t_;
+  const Plan& plan_;
+  Observer& observer_;
   const bool replay_slots_;
+  std::vector<QueueState> queues_;
+  std::vector<Flow> flows_;  // by queue
+  std::vector<KindReplay> replays_;  // by kind
+  std::vector<RankNetwork> networks_;  // by pipeline rank; empty when the cost has no links
   int64_t replayed_ = 0;
   std::priority_queue<Event, std::vector<Event>, Later> events_;
   uint64_t sequence_ = 0;
 };
 
-using Interval = std::pair<double, double>;  // start, finish (us)
-
-// Intervals from several lists, each in time order, merged into one list in time order.
-std::vector<Interval> merge_sorted(const std::vector<std::vector<Interval>>& lists) {
-  std::vector<Interval> all;
-  for (const std::vector<Interval>& list : lists) {
-    const auto middle = static_cast<std::ptrdiff_t>(all.size());
-    all.insert(all.end(), list.begin(), list.end());
-    std::inplace_merge(all.begin(), all.begin() + middle, all.end());
-  }
-  return all;
-}
-
-// The union of intervals in time order, as disjoint intervals in time order.
-std::vector<Interval> union_of(const std::vector<Interval>& intervals) {
-  std::vector<Interval> merged;
-  for (const Interval& interval : intervals) {
-    if (!merged.empty() && interval.first <= merged.back().second)
-      merged.back().second = std::max(merged.back().second, interval.second);
-    else
-      merged.push_back(interval);
-  }
-  return merged;
-}
-
-// Wall time, up to `until_us`, covered by `counted` but not by `busy` (both disjoint and in
-// time order, as union_of returns them).
-double uncovered_us(const std::vector<Interval>& counted, const std::vector<Interval>& busy, double until_us) {
-  double total_us = 0;
-  size_t b = 0;
-  for (const auto& [start, finish] : counted) {
-    double from = start, to = std::min(finish, until_us);
-    while (b < busy.size() && busy[b].second <= from) ++b;
-    for (size_t k = b; k < busy.size() && busy[k].first < to && from < to; ++k) {
-      if (busy[k].first > from) total_us += busy[k].first - from;
-      from = std::max(from, busy[k].second);
-    }
-    if (from < to) total_us += to - from;
-  }
-  return total_us;
-}
-
-// Wall time, up to `until_us`, during which none of the intervals (in time order) runs.
-double idle_us(const std::vector<Interval>& intervals, double until_us) {
-  double idle = 0, covered_until = 0;
-  for (const auto& [start, finish] : intervals) {
-    if (start >= until_us) break;
-    if (start > covered_until) idle += start - covered_until;
-    covered_until = std::max(covered_until, finish);
-  }
-  return idle + std::max(0.0, until_us - covered_until);
-}
+constexpr double kSettled = 1e-9;  // relative to the step: equal up to rounding (StepRecorder::repeats_shifted)
 
 TimedOp timed(const ShardOp& op, double time_us) {
   return TimedOp{std::to_string(op.id) + "_" + op.name, time_us * kMsPerUs};
@@ -836,58 +933,298 @@ int64_t binding_rank(const std::vector<double>& finish_us) {
   return std::max_element(finish_us.begin(), finish_us.end()) - finish_us.begin();
 }
 
-StepTotals totals_of(const ShardSection& shard, const CostSection& cost, const Timeline& t) {
-  StepTotals totals;
-  totals.finish_us.assign(shard.parallelism.pp, 0.0);
-  std::vector<double> flops(shard.ops.size());  // by op, packed: read once per instance
-  for (const ShardOp& op : shard.ops) flops[op.id] = op.flops;
-  for (const Instance& instance : t.instances) {
-    double& finish = totals.finish_us[t.queues[instance.queue].rank];
-    finish = std::max(finish, instance.finish_us);
-    totals.flops += flops[instance.op];
-    if (instance.microbatch >= 0) totals.pipeline_end_us = std::max(totals.pipeline_end_us, instance.finish_us);
-  }
-  totals.binding = binding_rank(totals.finish_us);
-  const double step_us = totals.finish_us[totals.binding];
-  if (!t.networks.empty()) totals.links = t.networks[totals.binding].links;
+using Interval = std::pair<double, double>;  // start, finish (us)
 
-  totals.duration_us.assign(shard.ops.size(), 0.0);
-  totals.standalone_us.assign(shard.ops.size(), 0.0);
-  totals.ran.assign(shard.ops.size(), 0);
-  // The rank's instances as intervals, by queue: a queue runs its instances one at a time, in
-  // order, so each list is in time order already and merging lists sorts them.
-  std::vector<std::vector<Interval>> ran, compute;
-  std::map<std::string, std::vector<std::vector<Interval>>> collectives_of;  // by group; "" for all
-  for (const StreamQueue& queue : t.queues) {
-    if (queue.rank != totals.binding) continue;
-    std::vector<Interval>& intervals = ran.emplace_back();
-    // The queue's collectives, all and by group (a queue has few groups: a list, not a map).
-    std::vector<Interval> all_collectives;
-    std::vector<std::pair<Symbol, std::vector<Interval>>> collectives;
-    for (uint32_t index : queue.instances) {
-      const Instance& i = t.instances[index];
-      totals.duration_us[i.op] += i.duration_us;
-      totals.standalone_us[i.op] += cost.ops[i.op].time_us;
-      totals.ran[i.op] = 1;
-      const ShardOp& op = shard.ops[i.op];
-      intervals.emplace_back(i.start_us, i.finish_us);
-      if (op.kind != "collective") continue;
-      all_collectives.push_back(intervals.back());
-      auto group = std::find_if(collectives.begin(), collectives.end(), [&](const auto& g) { return g.first == op.group; });
-      if (group == collectives.end()) group = collectives.insert(collectives.end(), {op.group, {}});
-      group->second.push_back(intervals.back());
-    }
-    if (queue.stream == "compute") compute.push_back(intervals);
-    if (!all_collectives.empty()) collectives_of[""].push_back(std::move(all_collectives));
-    for (auto& [group, list] : collectives) collectives_of[group].push_back(std::move(list));
+// One rank's streams swept over time as its instances run: the stretches when none of them
+// runs, and how long collectives (all, and by group) run while no compute stream does. The
+// event loop reports instances at or after its current time, so what lies before that is
+// final; only replayed slots lie ahead, each a list of boundaries in time order. A queue's
+// finish is held until its next start: where that follows at once with the same group,
+// nothing changed, and most instances cost no sweeping at all.
+class Coverage {
+ public:
+  explicit Coverage(size_t queues) : held_(queues) {}
+
+  struct Group {
+    Symbol name;
+    int64_t running = 0;
+    double exposed_us = 0;
+  };
+  // An instance starts (delta +1) or finishes (-1), on a compute stream or not, a collective
+  // of group `group` (an index into groups()) or not (-1).
+  struct Boundary {
+    double time_us;
+    int32_t delta;
+    bool compute;
+    int32_t group;
+  };
+
+  // The index among groups() of collective group `name`, added if new.
+  int32_t group_index(Symbol name) {
+    auto it = std::find_if(groups_.begin(), groups_.end(), [&](const Group& g) { return g.name == name; });
+    if (it == groups_.end()) it = groups_.insert(groups_.end(), Group{name});
+    return static_cast<int32_t>(it - groups_.begin());
   }
-  const std::vector<Interval> computing = union_of(merge_sorted(compute));
-  totals.exposed_us[""] = 0;
-  for (const auto& [group, lists] : collectives_of)
-    totals.exposed_us[group] = uncovered_us(union_of(merge_sorted(lists)), computing, step_us);
-  if (totals.pipeline_end_us > 0) totals.idle_us = idle_us(merge_sorted(ran), totals.pipeline_end_us);
-  return totals;
-}
+  // An instance on the rank's queue `queue` (a compute stream or not), a collective of group
+  // `group` or not (-1), starts or finishes now.
+  void start(double now_us, size_t queue, bool compute, int32_t group) {
+    Boundary& held = held_[queue];
+    if (held.delta != 0 && held.time_us == now_us && held.group == group) {
+      held.delta = 0;  // the queue runs on
+      return;
+    }
+    take_in_before(now_us);
+    if (held.delta != 0) apply(held), held.delta = 0;
+    apply(Boundary{now_us, 1, compute, group});
+  }
+  void finish(double now_us, size_t queue, bool compute, int32_t group) {
+    held_[queue] = Boundary{now_us, -1, compute, group};
+  }
+  // A replayed slot's boundaries, in time order, relative to now (kept by the caller until
+  // close()).
+  void ahead(double now_us, const std::vector<Boundary>& boundaries) {
+    take_in_before(now_us);  // else a rank that only replays would pile up its slots here
+    if (!boundaries.empty()) ahead_.push_back(Ahead{&boundaries, 0, now_us});
+  }
+  // Takes in all that is held and ahead: the step is over.
+  void close() { take_in_before(std::numeric_limits<double>::infinity()); }
+
+  const std::vector<Group>& groups() const { return groups_; }
+  double exposed_us() const { return exposed_us_; }
+  // Wall time up to `until_us` during which none of the rank's streams runs.
+  double idle_us(double until_us) const {
+    double idle = std::max(0.0, until_us - last_us_);
+    for (const auto& [from, to] : gaps_)
+      if (from < until_us) idle += std::min(to, until_us) - from;
+    return idle;
+  }
+
+ private:
+  struct Ahead {  // a replayed slot's boundaries not yet taken in
+    const std::vector<Boundary>* boundaries;
+    size_t next;
+    double offset_us;
+    double time_us() const { return offset_us + (*boundaries)[next].time_us; }
+  };
+
+  // Takes in the held finishes and the boundaries ahead before `until_us`, earliest first (a
+  // rank has a few queues, and a replayed slot or two ahead at a time).
+  void take_in_before(double until_us) {
+    for (;;) {
+      double earliest_us = until_us;
+      Boundary* held = nullptr;
+      Ahead* ahead = nullptr;
+      for (Boundary& h : held_)
+        if (h.delta != 0 && h.time_us < earliest_us) earliest_us = h.time_us, held = &h;
+      for (Ahead& a : ahead_)
+        if (a.time_us() < earliest_us) earliest_us = a.time_us(), ahead = &a, held = nullptr;
+      if (held) {
+        apply(*held);
+        held->delta = 0;
+      } else if (ahead) {
+        Boundary boundary = (*ahead->boundaries)[ahead->next];
+        boundary.time_us = earliest_us;
+        apply(boundary);
+        if (++ahead->next == ahead->boundaries->size()) ahead_.erase(ahead_.begin() + (ahead - ahead_.data()));
+      } else {
+        return;
+      }
+    }
+  }
+  // The stretch since the last boundary, as things ran over it; then the boundary.
+  void apply(const Boundary& boundary) {
+    const double length = boundary.time_us - last_us_;
+    if (length > 0) {
+      if (running_ == 0) {
+        if (!gaps_.empty() && gaps_.back().second == last_us_)
+          gaps_.back().second = boundary.time_us;
+        else
+          gaps_.emplace_back(last_us_, boundary.time_us);
+      } else if (computing_ == 0 && collectives_ > 0) {
+        exposed_us_ += length;
+        for (Group& group : groups_)
+          if (group.running > 0) group.exposed_us += length;
+      }
+      last_us_ = boundary.time_us;
+    }
+    running_ += boundary.delta;
+    if (boundary.compute) computing_ += boundary.delta;
+    if (boundary.group >= 0) collectives_ += boundary.delta, groups_[boundary.group].running += boundary.delta;
+  }
+
+  std::vector<Group> groups_;
+  int64_t running_ = 0, computing_ = 0, collectives_ = 0;
+  double last_us_ = 0;
+  double exposed_us_ = 0;
+  std::vector<Interval> gaps_;  // none runs: disjoint, in time order
+  std::vector<Boundary> held_;  // by queue of the rank: its last finish, not taken in yet (delta -1)
+  std::vector<Ahead> ahead_;
+};
+
+// Adds up a step as its instances run (StepTotals); optionally also keeps the instances' times
+// in a stretch of micro-batches (for repeats_shifted) or all of them (the timeline).
+class StepRecorder {
+ public:
+  // The stretch: micro-batches [stretch_first, stretch_first + stretch_span).
+  StepRecorder(const ShardSection& shard, const Plan& plan, bool timeline, int64_t stretch_first = 0,
+               int64_t stretch_span = 0)
+      : shard_(shard), plan_(plan), keep_timeline_(timeline), stretch_first_(stretch_first),
+        queues_(plan.queues.size()), group_of_(shard.ops.size(), -1), replay_boundaries_(plan.kinds.size()) {
+    for (size_t rank = 0; rank < plan.slots.size(); ++rank)
+      coverage_.emplace_back(plan.first_queue[rank + 1] - plan.first_queue[rank]);
+    for (uint32_t q = 0; q < plan.queues.size(); ++q) {
+      const int64_t rank = plan.queues[q].rank;
+      queues_[q] = QueueInfo{&coverage_[rank], q - plan.first_queue[rank], plan.queues[q].stream == "compute"};
+    }
+    for (const ShardOp& op : shard.ops)
+      if (op.kind == "collective" && op.stage >= 0 && op.stage < static_cast<int64_t>(coverage_.size()))
+        group_of_[op.id] = coverage_[op.stage].group_index(op.group);
+    totals_.finish_us.assign(plan.slots.size(), 0.0);
+    op_sums_.resize(shard.ops.size());
+    stretch_.assign(shard.ops.size() * static_cast<size_t>(stretch_span), Times{});
+  }
+
+  void replaying(int64_t rank, uint32_t kind, const KindReplay& replay, double now_us) {
+    std::vector<Coverage::Boundary>& boundaries = replay_boundaries_[kind];
+    if (boundaries.empty()) {
+      // By local queue, its instances as intervals, those that follow at once with the same
+      // group merged: the sweep sees no change between them.
+      const Plan::Kind& slot_kind = plan_.kinds[kind];
+      for (uint32_t queue : replay.queues) {
+        const bool compute = queues_[queue].compute;
+        std::optional<Coverage::Boundary> open;  // the current interval's start; its finish in `finish_us`
+        double finish_us = 0;
+        for (uint32_t e : slot_kind.on_queue[queue - plan_.first_queue[rank]]) {
+          const int32_t group = group_of_[slot_kind.entries[e].op];
+          if (open && (replay.start_us[e] != finish_us || open->group != group)) {
+            boundaries.push_back(*open);
+            boundaries.push_back({finish_us, -1, compute, open->group});
+            open.reset();
+          }
+          if (!open) open = Coverage::Boundary{replay.start_us[e], 1, compute, group};
+          finish_us = replay.finish_us[e];
+        }
+        if (open) boundaries.push_back(*open), boundaries.push_back({finish_us, -1, compute, open->group});
+      }
+      std::stable_sort(boundaries.begin(), boundaries.end(),
+                       [](const auto& a, const auto& b) { return a.time_us < b.time_us; });
+    }
+    coverage_[rank].ahead(now_us, boundaries);
+  }
+
+  void started(uint32_t queue, const Entry& entry, double now_us) {
+    const QueueInfo& info = queues_[queue];
+    info.coverage->start(now_us, info.local, info.compute, group_of_[entry.op]);
+  }
+
+  void ran(const RanInstance& i, bool replayed) {
+    const uint32_t op = i.entry->op;
+    if (!replayed) {
+      const QueueInfo& info = queues_[i.queue];
+      info.coverage->finish(i.finish_us, info.local, info.compute, group_of_[op]);
+    }
+    double& finish = totals_.finish_us[i.rank];
+    finish = std::max(finish, i.finish_us);
+    totals_.flops += i.entry->flops;
+    if (i.microbatch >= 0) totals_.pipeline_end_us = std::max(totals_.pipeline_end_us, i.finish_us);
+    OpSums& sums = op_sums_[op];
+    sums.duration_us += i.duration_us;
+    sums.standalone_us += i.entry->time_us;
+    sums.ran = true;
+    ++instances_;
+    const int64_t offset = i.microbatch - stretch_first_;
+    if (i.microbatch >= 0 && offset >= 0 && static_cast<size_t>(offset) * shard_.ops.size() < stretch_.size())
+      stretch_[static_cast<size_t>(offset) * shard_.ops.size() + op] = Times{i.start_us, i.finish_us, true};
+    if (keep_timeline_)
+      timeline_.push_back({{i.rank, i.slot, i.entry_index},
+                           TimelineEntry{i.rank, plan_.queues[i.queue].stream, op, i.microbatch, i.start_us * kMsPerUs,
+                                         i.finish_us * kMsPerUs}});
+  }
+
+  int64_t instances() const { return instances_; }
+
+  // Whether every micro-batch of the stretch but its last `period` ran again `period`
+  // micro-batches later as an exact copy, every instance of every rank shifted by one common
+  // time (up to rounding): the step is in a steady state over it. Ranks of unequal speed
+  // that nothing couples (GPipe's forward phase) drift instead, and a pipeline still settling,
+  // or settled into a cycle of several micro-batches, shifts them by different times.
+  bool repeats_shifted(int64_t period) const {
+    const double step_us = *std::max_element(totals_.finish_us.begin(), totals_.finish_us.end());
+    const size_t later = shard_.ops.size() * static_cast<size_t>(period);  // the same op `period` micro-batches later
+    std::optional<double> shift_us;
+    for (size_t e = 0; e + later < stretch_.size(); ++e) {
+      const Times &x = stretch_[e], &y = stretch_[e + later];
+      if (x.ran != y.ran) return false;
+      if (!x.ran) continue;
+      if (!shift_us) shift_us = y.start_us - x.start_us;
+      if (std::abs(y.start_us - x.start_us - *shift_us) > kSettled * step_us ||
+          std::abs(y.finish_us - x.finish_us - *shift_us) > kSettled * step_us)
+        return false;
+    }
+    return shift_us.has_value();
+  }
+
+  // The totals, once the step is over: by op and links, those of the binding rank.
+  StepTotals totals(const std::vector<RankNetwork>& networks) {
+    StepTotals totals = totals_;
+    totals.binding = binding_rank(totals.finish_us);
+    totals.duration_us.assign(shard_.ops.size(), 0.0);
+    totals.standalone_us.assign(shard_.ops.size(), 0.0);
+    totals.ran.assign(shard_.ops.size(), 0);
+    for (const ShardOp& op : shard_.ops)
+      if (op.stage == totals.binding) {
+        totals.duration_us[op.id] = op_sums_[op.id].duration_us;
+        totals.standalone_us[op.id] = op_sums_[op.id].standalone_us;
+        totals.ran[op.id] = op_sums_[op.id].ran;
+      }
+    if (!networks.empty()) totals.links = networks[totals.binding].links;
+    Coverage& coverage = coverage_[totals.binding];
+    coverage.close();
+    totals.exposed_us[""] = coverage.exposed_us();
+    for (const Coverage::Group& group : coverage.groups()) totals.exposed_us[group.name] = group.exposed_us;
+    if (totals.pipeline_end_us > 0) totals.idle_us = coverage.idle_us(totals.pipeline_end_us);
+    return totals;
+  }
+
+  // Every instance's rank, stream and times, in the ranks' issue order.
+  std::vector<TimelineEntry> timeline() {
+    std::sort(timeline_.begin(), timeline_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<TimelineEntry> entries;
+    entries.reserve(timeline_.size());
+    for (auto& [place, entry] : timeline_) entries.push_back(std::move(entry));
+    return entries;
+  }
+
+ private:
+  struct Times {
+    double start_us = 0;
+    double finish_us = 0;
+    bool ran = false;
+  };
+  struct OpSums {  // over its instances
+    double duration_us = 0;
+    double standalone_us = 0;
+    bool ran = false;
+  };
+  const ShardSection& shard_;
+  const Plan& plan_;
+  const bool keep_timeline_;
+  const int64_t stretch_first_;
+  struct QueueInfo {
+    Coverage* coverage = nullptr;  // its rank's
+    uint32_t local = 0;            // among its rank's queues
+    bool compute = false;          // a compute stream
+  };
+  std::vector<Coverage> coverage_;  // by pipeline rank
+  std::vector<QueueInfo> queues_;
+  std::vector<int32_t> group_of_;  // by op: its collective group among its rank's coverage groups; -1: none
+  std::vector<std::vector<Coverage::Boundary>> replay_boundaries_;  // by kind: a replay's, relative to its start
+  StepTotals totals_;  // but for the sums by op, kept for all ranks until the binding one is known
+  std::vector<OpSums> op_sums_;  // by op
+  int64_t instances_ = 0;
+  std::vector<Times> stretch_;  // by (micro-batch - stretch_first) * ops + op
+  std::vector<std::pair<std::tuple<int64_t, uint32_t, uint32_t>, TimelineEntry>> timeline_;  // by (rank, slot, entry)
+};
 
 // The report of a step from its totals: the step time is the binding rank's finish; its
 // phase, kind and collective-group times, longest ops, link loads, exposed communication and
@@ -980,40 +1317,6 @@ std::optional<StepTotals> extend(const StepTotals& b, const StepTotals& c, doubl
   return m;
 }
 
-constexpr double kSettled = 1e-9;  // relative to the step: equal up to rounding
-
-// Whether every micro-batch in [first, last) of a step ran again `period` micro-batches
-// later as an exact copy, every instance of every rank shifted by one common time (up to
-// rounding): the step is in a steady state over that stretch. Ranks of unequal speed that
-// nothing couples (GPipe's forward phase) drift instead, and a pipeline still settling, or
-// settled into a cycle of several micro-batches, shifts them by different times.
-bool repeats_shifted(const Timeline& t, size_t ops, int64_t first, int64_t last, int64_t period) {
-  constexpr uint32_t kNone = UINT32_MAX;
-  const auto span = static_cast<size_t>(last + period - first);
-  std::vector<uint32_t> instance_of(ops * span, kNone);  // by (micro-batch - first) * ops + op
-  double step_us = 0;
-  for (size_t i = 0; i < t.instances.size(); ++i) {
-    const Instance& instance = t.instances[i];
-    step_us = std::max(step_us, instance.finish_us);
-    const int64_t offset = instance.microbatch - first;
-    if (offset >= 0 && static_cast<size_t>(offset) < span)
-      instance_of[static_cast<size_t>(offset) * ops + static_cast<size_t>(instance.op)] = static_cast<uint32_t>(i);
-  }
-  const size_t later = ops * static_cast<size_t>(period);  // from an entry, the same op `period` micro-batches later
-  std::optional<double> shift_us;
-  for (size_t e = 0; e + later < instance_of.size(); ++e) {
-    const uint32_t before = instance_of[e], after = instance_of[e + later];
-    if ((before == kNone) != (after == kNone)) return false;
-    if (before == kNone) continue;
-    const Instance &x = t.instances[before], &y = t.instances[after];
-    if (!shift_us) shift_us = y.start_us - x.start_us;
-    if (std::abs(y.start_us - x.start_us - *shift_us) > kSettled * step_us ||
-        std::abs(y.finish_us - x.finish_us - *shift_us) > kSettled * step_us)
-      return false;
-  }
-  return shift_us.has_value();
-}
-
 struct Extrapolated {
   StepTotals totals;
   SimStats stats;
@@ -1038,15 +1341,17 @@ std::optional<Extrapolated> extrapolate_microbatches(const ShardSection& shard, 
     Extrapolated extrapolated;
     // The longer first: when it shows no steady state, the shorter is not needed.
     for (size_t i = counts.size(); i-- > 0;) {
-      Timeline timeline = expand_step(shard, cost, make_schedule(name, pp, vpp, counts[i]), counts[i]);
-      EventLoop loop(timeline, replay);
-      loop.run();
+      const Plan plan = make_plan(shard, cost, rank_programs(shard, make_schedule(name, pp, vpp, counts[i]), counts[i]),
+                                  counts[i]);
       // The longer's stretch of pp micro-batches past the warm-up and its settling, clear of
       // the cool-down, must repeat period after period.
-      if (i + 1 == counts.size() && !repeats_shifted(timeline, shard.ops.size(), (warm - 2) * pp, (warm - 1) * pp, period))
-        return std::nullopt;
-      totals[i] = totals_of(shard, cost, timeline);
-      extrapolated.stats.instances += static_cast<int64_t>(timeline.instances.size());
+      const bool longer = i + 1 == counts.size();
+      StepRecorder recorder(shard, plan, false, (warm - 2) * pp, longer ? pp + period : 0);
+      EventLoop<StepRecorder> loop(plan, recorder, replay);
+      loop.run();
+      if (longer && !recorder.repeats_shifted(period)) return std::nullopt;
+      totals[i] = recorder.totals(loop.networks());
+      extrapolated.stats.instances += recorder.instances();
       extrapolated.stats.replayed += loop.replayed();
     }
     std::optional<StepTotals> extended = extend(totals[0], totals[1], static_cast<double>((m - counts[1]) / period));
@@ -1068,18 +1373,6 @@ std::optional<Extrapolated> extrapolate_microbatches(const ShardSection& shard, 
   return std::nullopt;
 }
 
-// Every instance's rank, stream and times, in the order expand_step made them.
-std::vector<TimelineEntry> timeline_entries(const Timeline& t) {
-  std::vector<TimelineEntry> entries;
-  entries.reserve(t.instances.size());
-  for (const Instance& instance : t.instances) {
-    const StreamQueue& queue = t.queues[instance.queue];
-    entries.push_back(TimelineEntry{queue.rank, queue.stream, instance.op, instance.microbatch,
-                                    instance.start_us * kMsPerUs, instance.finish_us * kMsPerUs});
-  }
-  return entries;
-}
-
 }  // namespace
 
 SimStats simulate_graph(Graph& g, const SimOptions& options) {
@@ -1097,12 +1390,13 @@ SimStats simulate_graph(Graph& g, const SimOptions& options) {
       g.sim = sim_section(shard, cost, extrapolated->totals);
       return extrapolated->stats;
     }
-  Timeline timeline = expand_step(shard, cost, shard.schedule, shard.num_microbatches);
-  EventLoop loop(timeline, options.replay_slots);
+  const Plan plan = make_plan(shard, cost, rank_programs(shard), shard.num_microbatches);
+  StepRecorder recorder(shard, plan, options.record_timeline);
+  EventLoop<StepRecorder> loop(plan, recorder, options.replay_slots);
   loop.run();
-  g.sim = sim_section(shard, cost, totals_of(shard, cost, timeline));
-  if (options.record_timeline) g.sim->timeline = timeline_entries(timeline);
-  return SimStats{static_cast<int64_t>(timeline.instances.size()), loop.replayed(), false};
+  g.sim = sim_section(shard, cost, recorder.totals(loop.networks()));
+  if (options.record_timeline) g.sim->timeline = recorder.timeline();
+  return SimStats{recorder.instances(), loop.replayed(), false};
 }
 
 }  // namespace syssim

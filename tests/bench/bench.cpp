@@ -1,6 +1,7 @@
 // syssim's speed benchmarks (docs/performance.md): `build/tests/syssim-bench`. Benchmarks, not
 // timed tests: they print figures for the docs and never fail a build.
 #include <benchmark/benchmark.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -31,6 +32,13 @@ const SweepSettings kUncached{false, {}, 0};
 const ModelConfig& llama3_70b() {
   static const ModelConfig model = model_named("llama3-70b");
   return model;
+}
+
+// The process's peak resident set so far, in MB.
+double peak_resident_mb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // KB on Linux
 }
 
 // Made per benchmark, never static: XGBoost 1.6 frees its per-thread prediction state before
@@ -78,6 +86,28 @@ BENCHMARK(BM_Run70B)
     ->Args({1024, 64, 40})->Args({1024, 64, 160})
     ->ArgNames({"gpus", "microbatches", "layers"})
     ->Unit(benchmark::kMillisecond);
+
+// The simulation alone of a step that is simulated micro-batch by micro-batch (GPipe, whose
+// ranks of unequal speed never settle), Llama-3-70B on 1,024 GPUs as BM_Run70B. Arg:
+// micro-batches per pipeline. Counters: op instances simulated, and how far the simulation
+// raised the process's peak resident set above what the graph already took (MB): the
+// simulator keeps no per-instance list, so it stays flat as the step grows
+// (docs/syssim-sim.md, "Memory").
+void BM_SimulateGPipe70B(benchmark::State& state) {
+  Graph g;
+  g.model = llama3_70b();
+  g.trace = trace_of(*g.model);
+  ShardOptions options = layout_70b(1024, state.range(0));
+  options.pipeline_schedule = "gpipe";
+  shard_graph(g, options);
+  h100().cost_graph(g);
+  const double peak_before_mb = peak_resident_mb();
+  SimStats stats;
+  for (auto _ : state) stats = simulate_graph(g);
+  state.counters["instances"] = static_cast<double>(stats.instances);
+  state.counters["peak_rise_MB"] = peak_resident_mb() - peak_before_mb;
+}
+BENCHMARK(BM_SimulateGPipe70B)->Arg(64)->Arg(512)->Arg(2048)->ArgName("microbatches")->Unit(benchmark::kMillisecond);
 
 // The same stages through the pipe's format: each stage reads the graph the previous one
 // wrote, as syssim-shard | syssim-cost | syssim-sim | syssim-mem do (process start aside).
