@@ -133,10 +133,6 @@ struct Plan {
   std::vector<char> waited_across_slots;
   std::vector<char> local_queue;  // by queue: no link its flows use carries another queue's flows of its rank
 
-  const std::vector<uint32_t>& on_queue(uint32_t queue, uint32_t slot) const {
-    const int64_t rank = queues[queue].rank;
-    return kinds[slots[rank][slot].kind].on_queue[queue - first_queue[rank]];
-  }
   // The entry of kind `kind` at `queue_pos` on `queue`.
   uint32_t entry_in(uint32_t kind, uint32_t queue, uint32_t queue_pos) const {
     return kinds[kind].on_queue[queue - first_queue[queues[queue].rank]][queue_pos];
@@ -566,8 +562,8 @@ class EventLoop {
       return std::tie(a.time_us, a.sequence) > std::tie(b.time_us, b.sequence);
     }
   };
-  // A queue's cursor: its next instance is plan_.on_queue(queue, slot)[pos], whose entry
-  // `head` is kept at hand (null when the queue has run all its instances).
+  // A queue's cursor: its next instance is the slot's entry (*on_queue)[pos], kept at hand as
+  // `head` (null when the queue has run all its instances).
   struct QueueState {
     uint32_t slot = 0;
     uint32_t pos = 0;
@@ -757,7 +753,7 @@ class EventLoop {
     const bool frees_queue = replays_[kind_index].ends_queue_use[e];
     if (frees_queue) {
       state.busy = false;
-      state.pos = static_cast<uint32_t>(plan_.on_queue(queue, state.slot).size());
+      state.pos = static_cast<uint32_t>(state.on_queue->size());  // the cursor is still at the slot
       settle(queue);
       try_start(queue, now_us);
     }
