@@ -90,6 +90,34 @@ TEST(Simulation, StepOpsWaitForTheLastMicroBatch) {
   EXPECT_EQ(sim.dominant_op_type, "gemm");
 }
 
+TEST(Simulation, AWeightOpRunsInTheWeightSlotOrInTheBackwardSlotOfItsMicroBatch) {
+  // f 10 us, b 20 us, the weight-pass op w 30 us; micro-batch 0 has no weight slot, so its
+  // backward slot runs w too; micro-batch 1 has one, last. Compute: f0 0-10, f1 10-20,
+  // b0 20-40, w0 40-70, b1 70-90, w1 90-120. The dp reduce waits for w of the last
+  // micro-batch, in the weight slot: 120-160 us, all exposed (had it taken micro-batch 0's
+  // w, it would run 70-110 and the step end at 120).
+  Graph g = graph_of({{"f", "gemm", "fwd", "compute", 10},
+                      {"b", "gemm", "bwd", "compute", 20, {0}},
+                      {"w", "gemm", "bwd", "compute", 30, {1}},
+                      {"grad_rs", "collective", "bwd", "dp", 40, {2}, "step"}},
+                     2,
+                     {{{0, 0, "forward"}, {0, 1, "forward"}, {0, 0, "backward"}, {0, 1, "backward"}, {0, 1, "weight"}}});
+  g.shard->ops[2].pass = "weight";
+  simulate_graph(g, SimOptions{true});
+  EXPECT_DOUBLE_EQ(g.sim->step_time_ms, 0.16);
+  EXPECT_DOUBLE_EQ(g.sim->collective_exposed_ms, 0.04);
+  EXPECT_DOUBLE_EQ(g.sim->backward_ms, 0.1);
+  // The timeline in issue order: f0, f1, b0 w0 (backward slot), b1, w1 (weight slot), grad_rs.
+  std::vector<std::pair<int64_t, double>> started;  // op, start us
+  for (const TimelineEntry& entry : *g.sim->timeline) started.emplace_back(entry.op, entry.start_ms * 1e3);
+  const std::vector<std::pair<int64_t, double>> expected = {{0, 0}, {0, 10}, {1, 20}, {2, 40}, {1, 70}, {2, 90}, {3, 120}};
+  ASSERT_EQ(started.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(started[i].first, expected[i].first) << "instance " << i;
+    EXPECT_NEAR(started[i].second, expected[i].second, 1e-9) << "instance " << i;
+  }
+}
+
 TEST(Simulation, TopOpsAreTheTenLongestWithTiesByOpId) {
   std::vector<TestOp> ops;
   for (int i = 0; i < 12; ++i) ops.push_back({"op", "math", "fwd", "compute", i == 11 ? 5.0 : 1.0});
