@@ -409,8 +409,6 @@ Plan make_plan(const ShardSection& shard, const CostSection& cost, const std::ve
   return plan;
 }
 
-struct KindReplay;
-
 // An op instance as it ran: the entry of its rank's slot `slot` on `queue`.
 struct RanInstance {
   uint32_t queue = 0;
@@ -424,12 +422,10 @@ struct RanInstance {
 
 // The event loop reports each instance to its observer as it runs (a type parameter: these
 // calls are per instance):
-//   replaying(rank, kind, replay, now_us): rank slot of kind `kind` is replayed from `replay`
-//     from now on; its instances are reported next, through ran();
-//   started(queue, entry, now_us): the instance of `entry` starts on `queue` now; not called
-//     for replayed instances;
-//   ran(instance, replayed): it finishes now, unless it is replayed: those are reported when
-//     their slot is replayed, with times ahead.
+//   started(queue, entry, now_us): the instance of `entry` starts on `queue` now;
+//   ran(instance): it finishes now;
+//   replayed(rank, slot, kind, replay, now_us): rank slot `slot` (of kind `kind`) is replayed
+//     from `replay` from now on: its local instances run at now plus the replay's times.
 
 // What every replay of one kind of slot does on its rank's local queues when it starts at
 // time 0 on idle queues with its deps from outside done (docs/syssim-sim.md, "Replayed
@@ -450,11 +446,11 @@ struct KindReplay {
 // The observer of a slot simulated alone: each instance's times, by entry.
 struct AloneTimes {
   explicit AloneTimes(size_t entries) : start_us(entries), finish_us(entries), duration_us(entries) {}
-  void replaying(int64_t, uint32_t, const KindReplay&, double) {}
   void started(uint32_t, const Entry&, double) {}
-  void ran(const RanInstance& i, bool) {
+  void ran(const RanInstance& i) {
     start_us[i.entry_index] = i.start_us, finish_us[i.entry_index] = i.finish_us, duration_us[i.entry_index] = i.duration_us;
   }
+  void replayed(int64_t, uint32_t, uint32_t, const KindReplay&, double) {}  // it replays nothing
   std::vector<double> start_us, finish_us, duration_us;
 };
 
@@ -619,9 +615,7 @@ class EventLoop {
   // Whether the instance `dep` names, for an instance of rank slot `slot` and micro-batch
   // `microbatch` (-1: the last micro-batch's), has finished.
   bool finished(const Dep& dep, uint32_t slot, int32_t microbatch) const {
-    const uint64_t place = dep.kind == kSameSlot ? plan_.queues[dep.queue].before[slot] + dep.at
-                                                 : plan_.place_of(dep, slot, microbatch);
-    return queues_[dep.queue].finished > place;
+    return queues_[dep.queue].finished > plan_.place_of(dep, slot, microbatch);
   }
 
   void try_start(uint32_t queue, double now_us) {
@@ -656,8 +650,7 @@ class EventLoop {
     // Without phases it lasts its cost exactly: now is start + time_us.
     const double duration_us = state.flowing ? now_us - state.start_us : entry.time_us;
     observer_.ran(RanInstance{queue, plan_.queues[queue].rank, state.slot, state.microbatch, &entry, state.head_index,
-                              state.start_us, now_us, duration_us},
-                  false);
+                              state.start_us, now_us, duration_us});
     state.busy = false;
     ++state.finished;
     step(queue);
@@ -720,16 +713,12 @@ class EventLoop {
       const QueueState& state = queues_[queue];
       if (state.busy || state.slot != s || state.pos != 0) return false;
     }
-    observer_.replaying(rank, slot.kind, r, now_us);
+    observer_.replayed(rank, s, slot.kind, r, now_us);
     for (uint32_t e = 0; e < kind.entries.size(); ++e) {
       if (!r.local[e]) continue;
-      const Entry& entry = kind.entries[e];
-      const double finish_us = now_us + r.finish_us[e];
-      observer_.ran(RanInstance{entry.queue, rank, s, slot.microbatch, &entry, e, now_us + r.start_us[e], finish_us,
-                                r.duration_us[e]},
-                    true);
       ++replayed_;
-      if (r.ends_queue_use[e] || r.waited_outside[e]) push(finish_us, entry.queue, Kind::kReplayedFinish, e);
+      if (r.ends_queue_use[e] || r.waited_outside[e])
+        push(now_us + r.finish_us[e], kind.entries[e].queue, Kind::kReplayedFinish, e);
     }
     for (uint32_t queue : r.queues) queues_[queue].busy = true;
     if (!networks_.empty()) {
@@ -1080,12 +1069,17 @@ class StepRecorder {
     stretch_.assign(shard.ops.size() * static_cast<size_t>(stretch_span), Times{});
   }
 
-  void replaying(int64_t rank, uint32_t kind, const KindReplay& replay, double now_us) {
+  void replayed(int64_t rank, uint32_t slot, uint32_t kind, const KindReplay& replay, double now_us) {
+    const Plan::Kind& slot_kind = plan_.kinds[kind];
+    const int32_t microbatch = plan_.slots[rank][slot].microbatch;
+    for (uint32_t e = 0; e < slot_kind.entries.size(); ++e)
+      if (replay.local[e])
+        add(rank, slot_kind.entries[e].queue, slot, microbatch, slot_kind.entries[e], e, now_us + replay.start_us[e],
+            now_us + replay.finish_us[e], replay.duration_us[e]);
     std::vector<Coverage::Boundary>& boundaries = replay_boundaries_[kind];
     if (boundaries.empty()) {
       // By local queue, its instances as intervals, those that follow at once with the same
       // group merged: the sweep sees no change between them.
-      const Plan::Kind& slot_kind = plan_.kinds[kind];
       for (uint32_t queue : replay.queues) {
         const bool compute = queues_[queue].compute;
         std::optional<Coverage::Boundary> open;  // the current interval's start; its finish in `finish_us`
@@ -1113,28 +1107,10 @@ class StepRecorder {
     info.coverage->start(now_us, info.local, info.compute, group_of_[entry.op]);
   }
 
-  void ran(const RanInstance& i, bool replayed) {
-    const uint32_t op = i.entry->op;
-    if (!replayed) {
-      const QueueInfo& info = queues_[i.queue];
-      info.coverage->finish(i.finish_us, info.local, info.compute, group_of_[op]);
-    }
-    double& finish = totals_.finish_us[i.rank];
-    finish = std::max(finish, i.finish_us);
-    totals_.flops += i.entry->flops;
-    if (i.microbatch >= 0) totals_.pipeline_end_us = std::max(totals_.pipeline_end_us, i.finish_us);
-    OpSums& sums = op_sums_[op];
-    sums.duration_us += i.duration_us;
-    sums.standalone_us += i.entry->time_us;
-    sums.ran = true;
-    ++instances_;
-    const int64_t offset = i.microbatch - stretch_first_;
-    if (i.microbatch >= 0 && offset >= 0 && static_cast<size_t>(offset) * shard_.ops.size() < stretch_.size())
-      stretch_[static_cast<size_t>(offset) * shard_.ops.size() + op] = Times{i.start_us, i.finish_us, true};
-    if (keep_timeline_)
-      timeline_.push_back({{i.rank, i.slot, i.entry_index},
-                           TimelineEntry{i.rank, plan_.queues[i.queue].stream, op, i.microbatch, i.start_us * kMsPerUs,
-                                         i.finish_us * kMsPerUs}});
+  void ran(const RanInstance& i) {
+    const QueueInfo& info = queues_[i.queue];
+    info.coverage->finish(i.finish_us, info.local, info.compute, group_of_[i.entry->op]);
+    add(i.rank, i.queue, i.slot, i.microbatch, *i.entry, i.entry_index, i.start_us, i.finish_us, i.duration_us);
   }
 
   int64_t instances() const { return instances_; }
@@ -1197,6 +1173,27 @@ class StepRecorder {
     double finish_us = 0;
     bool ran = false;
   };
+
+  // An instance's share of the totals, its stretch and timeline entries.
+  void add(int64_t rank, uint32_t queue, uint32_t slot, int32_t microbatch, const Entry& entry, uint32_t entry_index,
+           double start_us, double finish_us, double duration_us) {
+    double& finish = totals_.finish_us[rank];
+    finish = std::max(finish, finish_us);
+    totals_.flops += entry.flops;
+    if (microbatch >= 0) totals_.pipeline_end_us = std::max(totals_.pipeline_end_us, finish_us);
+    OpSums& sums = op_sums_[entry.op];
+    sums.duration_us += duration_us;
+    sums.standalone_us += entry.time_us;
+    sums.ran = true;
+    ++instances_;
+    const int64_t offset = microbatch - stretch_first_;
+    if (microbatch >= 0 && offset >= 0 && static_cast<size_t>(offset) * shard_.ops.size() < stretch_.size())
+      stretch_[static_cast<size_t>(offset) * shard_.ops.size() + entry.op] = Times{start_us, finish_us, true};
+    if (keep_timeline_)
+      timeline_.push_back({{rank, slot, entry_index},
+                           TimelineEntry{rank, plan_.queues[queue].stream, entry.op, microbatch, start_us * kMsPerUs,
+                                         finish_us * kMsPerUs}});
+  }
   struct OpSums {  // over its instances
     double duration_us = 0;
     double standalone_us = 0;
