@@ -26,9 +26,8 @@ using sim_units::kMsPerUs;
 constexpr double kDoneFraction = 1e-9;
 
 // The phases of the instance running on one queue whose cost has phases, and the flow of the
-// current one. One per queue: a queue runs one instance at a time.
+// current one. One per queue, indexed like the queues: a queue runs one instance at a time.
 struct Flow {
-  uint32_t queue = 0;
   int64_t rank = 0;
   const std::vector<Phase>* phases = nullptr;
   size_t phase = 0;           // the current one
@@ -281,7 +280,6 @@ Plan make_plan(const ShardSection& shard, const CostSection& cost, const std::ve
   for (int64_t rank = 0; rank < static_cast<int64_t>(programs.size()); ++rank) {
     const RankProgram& program = programs[rank];
     const auto base = static_cast<uint32_t>(plan.kinds.size());
-    const auto step_kind = static_cast<uint32_t>(base + 1 + program.kind_ops.size());
     std::vector<const std::vector<int64_t>*> lists{&program.step_start_ops};
     for (const std::vector<int64_t>& list : program.kind_ops) lists.push_back(&list);
     lists.push_back(&program.step_ops);
@@ -289,7 +287,7 @@ Plan make_plan(const ShardSection& shard, const CostSection& cost, const std::ve
     slots.push_back({base, -1});
     for (const RankProgram::Slot& slot : program.slots)
       slots.push_back({static_cast<uint32_t>(base + 1 + slot.kind), static_cast<int32_t>(slot.microbatch)});
-    slots.push_back({step_kind, -1});
+    slots.push_back({static_cast<uint32_t>(base + lists.size() - 1), -1});
 
     // The rank's queues, in issue order.
     const auto first_queue = static_cast<uint32_t>(plan.queues.size());
@@ -637,7 +635,6 @@ class EventLoop {
       return;
     }
     Flow& flow = flows_[queue];
-    flow.queue = queue;
     flow.rank = rank;
     flow.phases = entry.phases;
     flow.phase = 0;
@@ -757,7 +754,6 @@ class EventLoop {
     const Plan::Kind& kind = plan_.kinds[slot.kind];
     Plan alone;
     alone.cost = plan_.cost;
-    alone.microbatches = plan_.microbatches;
     alone.first_queue = {0, static_cast<uint32_t>(r.queues.size())};
     alone.slots = {{Plan::Slot{0, slot.microbatch}}};
     auto alone_queue = [&](uint32_t queue) {
@@ -784,9 +780,7 @@ class EventLoop {
     }
     for (uint32_t q = 0; q < r.queues.size(); ++q)
       alone.queues.push_back(Plan::Queue{0, plan_.queues[r.queues[q]].stream, {0, part.on_queue[q].size()}});
-    alone.homes_begin.assign(1, 0);
-    link_dependents(alone);
-    alone.local_queue.assign(r.queues.size(), 0);
+    link_dependents(alone);  // its deps are all inside the slot: no homes, and it replays nothing
 
     AloneTimes times(part.entries.size());
     EventLoop<AloneTimes> loop(alone, times, false);
@@ -875,7 +869,7 @@ class EventLoop {
       ++flow.version;
       const double bytes = (*flow.phases)[flow.phase].bytes;
       double finish_us = flow.remaining_bytes <= kDoneFraction * bytes ? now_us : now_us + flow.remaining_bytes / flow.rate;
-      push(finish_us, flow.queue, Kind::kFlowEnd, flow.version);
+      push(finish_us, static_cast<uint32_t>(f), Kind::kFlowEnd, flow.version);  // a flow's index is its queue's
     }
   }
 
@@ -1061,9 +1055,8 @@ class StepRecorder {
       const int64_t rank = plan.queues[q].rank;
       queues_[q] = QueueInfo{&coverage_[rank], q - plan.first_queue[rank], plan.queues[q].stream == "compute"};
     }
-    for (const ShardOp& op : shard.ops)
-      if (op.kind == "collective" && op.stage >= 0 && op.stage < static_cast<int64_t>(coverage_.size()))
-        group_of_[op.id] = coverage_[op.stage].group_index(op.group);
+    for (const ShardOp& op : shard.ops)  // check_ops refused stages the schedule does not have
+      if (op.kind == "collective") group_of_[op.id] = coverage_[op.stage].group_index(op.group);
     totals_.finish_us.assign(plan.slots.size(), 0.0);
     op_sums_.resize(shard.ops.size());
     stretch_.assign(shard.ops.size() * static_cast<size_t>(stretch_span), Times{});
