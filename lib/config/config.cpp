@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <filesystem>
 #include <sstream>
 
@@ -18,7 +19,13 @@ const std::vector<std::string> kModelKeys = {
     "ffn_hidden_size", "seq_length", "max_position_embeddings", "vocab_size",
     "make_vocab_size_divisible_by", "swiglu", "activation", "rope", "rope_theta", "tie_word_embeddings",
     "rms_norm_eps", "normalization", "add_bias_linear", "add_qkv_bias", "qk_layernorm",
-    "attention_backend", "hidden_dropout", "attention_dropout", "huggingface", "overrides"};
+    "attention_backend", "hidden_dropout", "attention_dropout", "huggingface", "overrides",
+    // Mixture of experts, multi-head latent attention, multi-token prediction, sliding windows.
+    "num_moe_experts", "moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size",
+    "moe_layer_freq", "moe_router_score_function", "moe_router_num_groups", "moe_router_group_topk",
+    "moe_router_enable_expert_bias", "moe_router_load_balancing_type", "multi_latent_attention", "q_lora_rank",
+    "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim", "mtp_num_layers", "window_size",
+    "window_attn_skip_freq", "softmax_type"};
 
 const std::vector<std::string> kHardwareKeys = {
     "name", "peak_tflops_mm", "peak_tflops_math", "peak_memory_bandwidth_GBps", "gpus_per_node",
@@ -59,6 +66,125 @@ void require_one_of(const std::string& value, const std::vector<std::string>& al
   std::string list;
   for (const auto& a : allowed) list += (list.empty() ? "" : "|") + a;
   throw DataError(where + ": key '" + key + "' must be one of " + list + ", got '" + value + "'");
+}
+
+// A per-layer pattern of 0/1 from Megatron's forms: an int N (`every` decides which layers
+// of every N get 1), a list of num_layers 0/1 entries, or Megatron-LM's command-line expression
+// "([0]*3+[1]*58)" (sums of [a, b, ...]*n).
+template <typename Every>
+std::vector<int> layer_pattern(const YAML::Node& node, const std::string& key, int64_t layers, const std::string& where,
+                               Every every) {
+  const YAML::Node value = node[key];
+  auto fail = [&](const std::string& why) -> DataError {
+    return DataError(where + ": key '" + key + "' " + why);
+  };
+  std::vector<int> pattern;
+  if (value.IsSequence()) {
+    for (size_t i = 0; i < value.size(); ++i) {
+      int entry = -1;
+      try {
+        entry = value[i].as<int>();
+      } catch (const YAML::Exception&) {
+      }
+      if (entry != 0 && entry != 1) throw fail("entry " + std::to_string(i) + " must be 0 or 1");
+      pattern.push_back(entry);
+    }
+  } else if (value.IsScalar() && value.Scalar().find('[') != std::string::npos) {
+    std::string text;
+    for (char c : value.Scalar())
+      if (!std::isspace(static_cast<unsigned char>(c)) && c != '(' && c != ')') text += c;
+    for (size_t at = 0; at < text.size();) {
+      size_t close = text.find(']', at);
+      if (text[at] != '[' || close == std::string::npos) throw fail("'" + value.Scalar() + "': expected ([a]*n+[b]*m)");
+      std::vector<int> part;
+      std::stringstream items(text.substr(at + 1, close - at - 1));
+      for (std::string item; std::getline(items, item, ',');) {
+        if (item != "0" && item != "1") throw fail("'" + value.Scalar() + "': entries must be 0 or 1");
+        part.push_back(item[0] - '0');
+      }
+      at = close + 1;
+      int64_t repeat = 1;
+      if (at < text.size() && text[at] == '*') {
+        size_t end = text.find('+', at);
+        if (end == std::string::npos) end = text.size();
+        const std::string count = text.substr(at + 1, end - at - 1);
+        if (count.empty() || count.size() > 6 || !std::all_of(count.begin(), count.end(), ::isdigit))
+          throw fail("'" + value.Scalar() + "': expected a repeat count after '*'");
+        repeat = std::stoll(count);
+        at = end;
+      }
+      for (int64_t r = 0; r < repeat && static_cast<int64_t>(pattern.size()) <= layers; ++r)
+        pattern.insert(pattern.end(), part.begin(), part.end());
+      if (at < text.size() && text[at++] != '+') throw fail("'" + value.Scalar() + "': expected '+'");
+    }
+  } else {
+    const int64_t n = yaml_require<int64_t>(node, key, where);
+    if (n < 1) throw fail("must be at least 1, got " + std::to_string(n));
+    for (int64_t layer = 0; layer < layers; ++layer) pattern.push_back(every(layer, n) ? 1 : 0);
+  }
+  if (static_cast<int64_t>(pattern.size()) != layers)
+    throw fail("has " + std::to_string(pattern.size()) + " entries; num_layers=" + std::to_string(layers) +
+               " needs one per layer");
+  return pattern;
+}
+
+// The MoE, MLA, MTP and sliding-window keys of a model YAML (Megatron-Core's names).
+void parse_moe_and_attention(const YAML::Node& node, const std::string& name, ModelConfig& m) {
+  m.num_moe_experts = yaml_get<int64_t>(node, "num_moe_experts", name, 0);
+  if (m.is_moe()) {
+    m.moe_router_topk = yaml_get<int64_t>(node, "moe_router_topk", name, m.moe_router_topk);
+    m.moe_ffn_hidden_size = yaml_get<int64_t>(node, "moe_ffn_hidden_size", name, m.ffn_hidden_size);
+    m.moe_shared_expert_intermediate_size = yaml_get<int64_t>(node, "moe_shared_expert_intermediate_size", name, 0);
+    // Megatron-LM: an int N makes layer i an MoE layer when i % N == 0; default 1, every layer.
+    m.moe_layer_pattern = node["moe_layer_freq"]
+                              ? layer_pattern(node, "moe_layer_freq", m.num_layers, name,
+                                              [](int64_t layer, int64_t n) { return layer % n == 0; })
+                              : std::vector<int>(m.num_layers, 1);
+    m.moe_router_score_function = yaml_get<std::string>(node, "moe_router_score_function", name, "softmax");
+    m.moe_router_num_groups = yaml_get<int64_t>(node, "moe_router_num_groups", name, 0);
+    m.moe_router_group_topk = yaml_get<int64_t>(node, "moe_router_group_topk", name, 0);
+    m.moe_router_enable_expert_bias = yaml_get<bool>(node, "moe_router_enable_expert_bias", name, false);
+    m.moe_router_load_balancing_type =
+        yaml_get<std::string>(node, "moe_router_load_balancing_type", name, m.moe_router_load_balancing_type);
+  } else {
+    for (const char* key : {"moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size",
+                            "moe_layer_freq", "moe_router_score_function", "moe_router_num_groups",
+                            "moe_router_group_topk", "moe_router_enable_expert_bias", "moe_router_load_balancing_type"})
+      if (node[key]) throw DataError(name + ": key '" + std::string(key) + "' needs num_moe_experts");
+  }
+  m.multi_latent_attention = yaml_get<bool>(node, "multi_latent_attention", name, false);
+  if (m.multi_latent_attention) {
+    m.q_lora_rank = yaml_get<int64_t>(node, "q_lora_rank", name, 0);
+    m.kv_lora_rank = yaml_require<int64_t>(node, "kv_lora_rank", name);
+    m.qk_head_dim = yaml_require<int64_t>(node, "qk_head_dim", name);
+    m.qk_pos_emb_head_dim = yaml_require<int64_t>(node, "qk_pos_emb_head_dim", name);
+    m.v_head_dim = yaml_require<int64_t>(node, "v_head_dim", name);
+    m.kv_channels = m.qk_head_dim + m.qk_pos_emb_head_dim;  // the attention's query/key head width
+    m.num_query_groups = m.num_attention_heads;            // MLA has a key and value per head
+  } else {
+    for (const char* key : {"q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim"})
+      if (node[key]) throw DataError(name + ": key '" + std::string(key) + "' needs multi_latent_attention: true");
+  }
+  m.mtp_num_layers = yaml_get<int64_t>(node, "mtp_num_layers", name, 0);
+  if (YAML::Node window = node["window_size"]; window && !window.IsNull()) {
+    // Megatron's (left, right) tuple, or the left size alone; causal attention has no right part.
+    if (window.IsSequence()) {
+      if (window.size() != 2 || window[1].as<std::string>() != "0")
+        throw DataError(name + ": key 'window_size' must be [LEFT, 0] (causal sliding window) or LEFT");
+      m.window_size = window[0].as<int64_t>();
+    } else {
+      m.window_size = yaml_require<int64_t>(node, "window_size", name);
+    }
+    // Megatron-Core: an int N is one full-attention layer after N-1 sliding-window ones (layer
+    // numbers from 1); a list has 1 for sliding-window layers; none: every layer slides.
+    m.sliding_window_pattern = node["window_attn_skip_freq"]
+                                   ? layer_pattern(node, "window_attn_skip_freq", m.num_layers, name,
+                                                   [](int64_t layer, int64_t n) { return (layer + 1) % n != 0; })
+                                   : std::vector<int>(m.num_layers, 1);
+  } else if (node["window_attn_skip_freq"]) {
+    throw DataError(name + ": key 'window_attn_skip_freq' needs window_size");
+  }
+  m.softmax_type = yaml_get<std::string>(node, "softmax_type", name, m.softmax_type);
 }
 
 }  // namespace
@@ -112,6 +238,7 @@ ModelConfig parse_model_yaml(const std::string& text, const std::string& name) {
   m.attention_backend = yaml_get<std::string>(node, "attention_backend", name, m.attention_backend);
   m.hidden_dropout = yaml_get<double>(node, "hidden_dropout", name, m.hidden_dropout);
   m.attention_dropout = yaml_get<double>(node, "attention_dropout", name, m.attention_dropout);
+  parse_moe_and_attention(node, name, m);
   validate(m, name);
   return m;
 }
@@ -139,6 +266,49 @@ void validate(const ModelConfig& m, const std::string& where) {
   require_one_of(m.attention_backend, {"flash", "unfused"}, "attention_backend", where);
   require_probability(m.hidden_dropout, "hidden_dropout", where);
   require_probability(m.attention_dropout, "attention_dropout", where);
+  require_one_of(m.softmax_type, {"vanilla", "learnable"}, "softmax_type", where);
+  if (m.mtp_num_layers < 0) throw DataError(where + ": key 'mtp_num_layers' must not be negative");
+  if (m.window_size < 0) throw DataError(where + ": key 'window_size' must not be negative");
+  auto check_pattern = [&](const std::vector<int>& pattern, const char* key) {
+    if (static_cast<int64_t>(pattern.size()) != m.num_layers ||
+        std::any_of(pattern.begin(), pattern.end(), [](int entry) { return entry != 0 && entry != 1; }))
+      throw DataError(where + ": key '" + key + "' needs one entry of 0 or 1 per layer (num_layers=" +
+                      std::to_string(m.num_layers) + ")");
+  };
+  if (m.window_size > 0) check_pattern(m.sliding_window_pattern, "window_attn_skip_freq");
+  if (m.window_size > 0 && m.attention_backend != "flash")
+    throw DataError(where + ": sliding-window attention is simulated with attention_backend flash only");
+  if (m.multi_latent_attention) {
+    require_positive(m.kv_lora_rank, "kv_lora_rank", where);
+    require_positive(m.qk_head_dim, "qk_head_dim", where);
+    require_positive(m.qk_pos_emb_head_dim, "qk_pos_emb_head_dim", where);
+    require_positive(m.v_head_dim, "v_head_dim", where);
+    if (m.q_lora_rank < 0) throw DataError(where + ": key 'q_lora_rank' must not be negative");
+    if (!m.rope) throw DataError(where + ": multi_latent_attention needs rope (its keys carry a RoPE part)");
+    if (m.attention_backend != "flash")
+      throw DataError(where + ": multi_latent_attention is simulated with attention_backend flash only");
+  }
+  if (!m.is_moe()) return;
+  require_positive(m.moe_router_topk, "moe_router_topk", where);
+  require_positive(m.moe_ffn_hidden_size, "moe_ffn_hidden_size", where);
+  if (m.moe_router_topk > m.num_moe_experts)
+    throw DataError(where + ": moe_router_topk=" + std::to_string(m.moe_router_topk) + " exceeds num_moe_experts=" +
+                    std::to_string(m.num_moe_experts));
+  if (m.moe_shared_expert_intermediate_size < 0)
+    throw DataError(where + ": key 'moe_shared_expert_intermediate_size' must not be negative");
+  check_pattern(m.moe_layer_pattern, "moe_layer_freq");
+  require_one_of(m.moe_router_score_function, {"softmax", "sigmoid"}, "moe_router_score_function", where);
+  require_one_of(m.moe_router_load_balancing_type, {"aux_loss", "seq_aux_loss", "global_aux_loss", "none"},
+                 "moe_router_load_balancing_type", where);
+  // Megatron-Core's group-limited routing: the experts split into groups, top-k within the
+  // best group_topk groups.
+  if ((m.moe_router_num_groups > 0) != (m.moe_router_group_topk > 0))
+    throw DataError(where + ": moe_router_num_groups and moe_router_group_topk go together");
+  if (m.moe_router_num_groups > 0 &&
+      (m.num_moe_experts % m.moe_router_num_groups != 0 || m.moe_router_group_topk > m.moe_router_num_groups))
+    throw DataError(where + ": moe_router_num_groups=" + std::to_string(m.moe_router_num_groups) +
+                    " must divide num_moe_experts=" + std::to_string(m.num_moe_experts) +
+                    " and be at least moe_router_group_topk=" + std::to_string(m.moe_router_group_topk));
 }
 
 const std::vector<std::string> kOpFamilies = {"gemm", "attention", "norm", "elementwise", "reduction"};
@@ -306,7 +476,7 @@ void check_precision_support(const HardwareConfig& hw, const TrainingConfig& t) 
 }
 
 nlohmann::json to_json(const ModelConfig& m) {
-  return {{"name", m.name},
+  nlohmann::json j = {{"name", m.name},
           {"num_layers", m.num_layers},
           {"hidden_size", m.hidden_size},
           {"num_attention_heads", m.num_attention_heads},
@@ -330,6 +500,29 @@ nlohmann::json to_json(const ModelConfig& m) {
           {"attention_backend", m.attention_backend},
           {"hidden_dropout", m.hidden_dropout},
           {"attention_dropout", m.attention_dropout}};
+  // Written only when the model uses them, so that a dense model's section reads as before 1.5.
+  if (m.is_moe())
+    j.update({{"num_moe_experts", m.num_moe_experts},
+              {"moe_router_topk", m.moe_router_topk},
+              {"moe_ffn_hidden_size", m.moe_ffn_hidden_size},
+              {"moe_shared_expert_intermediate_size", m.moe_shared_expert_intermediate_size},
+              {"moe_layer_freq", m.moe_layer_pattern},
+              {"moe_router_score_function", m.moe_router_score_function},
+              {"moe_router_num_groups", m.moe_router_num_groups},
+              {"moe_router_group_topk", m.moe_router_group_topk},
+              {"moe_router_enable_expert_bias", m.moe_router_enable_expert_bias},
+              {"moe_router_load_balancing_type", m.moe_router_load_balancing_type}});
+  if (m.multi_latent_attention)
+    j.update({{"multi_latent_attention", true},
+              {"q_lora_rank", m.q_lora_rank},
+              {"kv_lora_rank", m.kv_lora_rank},
+              {"qk_head_dim", m.qk_head_dim},
+              {"qk_pos_emb_head_dim", m.qk_pos_emb_head_dim},
+              {"v_head_dim", m.v_head_dim}});
+  if (m.mtp_num_layers > 0) j["mtp_num_layers"] = m.mtp_num_layers;
+  if (m.window_size > 0) j.update({{"window_size", m.window_size}, {"window_attn_skip_freq", m.sliding_window_pattern}});
+  if (m.softmax_type != "vanilla") j["softmax_type"] = m.softmax_type;
+  return j;
 }
 
 ModelConfig model_from_json(const nlohmann::json& j, const std::string& path) {
@@ -359,6 +552,33 @@ ModelConfig model_from_json(const nlohmann::json& j, const std::string& path) {
   m.attention_backend = require_as<std::string>(j, "attention_backend", path);
   m.hidden_dropout = require_as<double>(j, "hidden_dropout", path);
   m.attention_dropout = require_as<double>(j, "attention_dropout", path);
+  // New in 1.5, present only for the models that use them.
+  if (j.contains("num_moe_experts")) {
+    m.num_moe_experts = require_as<int64_t>(j, "num_moe_experts", path);
+    m.moe_router_topk = require_as<int64_t>(j, "moe_router_topk", path);
+    m.moe_ffn_hidden_size = require_as<int64_t>(j, "moe_ffn_hidden_size", path);
+    m.moe_shared_expert_intermediate_size = require_as<int64_t>(j, "moe_shared_expert_intermediate_size", path);
+    m.moe_layer_pattern = require_as<std::vector<int>>(j, "moe_layer_freq", path);
+    m.moe_router_score_function = require_as<std::string>(j, "moe_router_score_function", path);
+    m.moe_router_num_groups = require_as<int64_t>(j, "moe_router_num_groups", path);
+    m.moe_router_group_topk = require_as<int64_t>(j, "moe_router_group_topk", path);
+    m.moe_router_enable_expert_bias = require_as<bool>(j, "moe_router_enable_expert_bias", path);
+    m.moe_router_load_balancing_type = require_as<std::string>(j, "moe_router_load_balancing_type", path);
+  }
+  if (j.contains("multi_latent_attention")) {
+    m.multi_latent_attention = require_as<bool>(j, "multi_latent_attention", path);
+    m.q_lora_rank = require_as<int64_t>(j, "q_lora_rank", path);
+    m.kv_lora_rank = require_as<int64_t>(j, "kv_lora_rank", path);
+    m.qk_head_dim = require_as<int64_t>(j, "qk_head_dim", path);
+    m.qk_pos_emb_head_dim = require_as<int64_t>(j, "qk_pos_emb_head_dim", path);
+    m.v_head_dim = require_as<int64_t>(j, "v_head_dim", path);
+  }
+  if (j.contains("mtp_num_layers")) m.mtp_num_layers = require_as<int64_t>(j, "mtp_num_layers", path);
+  if (j.contains("window_size")) {
+    m.window_size = require_as<int64_t>(j, "window_size", path);
+    m.sliding_window_pattern = require_as<std::vector<int>>(j, "window_attn_skip_freq", path);
+  }
+  if (j.contains("softmax_type")) m.softmax_type = require_as<std::string>(j, "softmax_type", path);
   validate(m, "graph: " + path);
   return m;
 }
@@ -439,10 +659,12 @@ HardwareConfig hardware_from_json(const nlohmann::json& j, const std::string& pa
   return hw;
 }
 
-std::vector<std::pair<std::string, int64_t>> rank_order(const ParallelismConfig& p) {
-  // In name order, the order the check for a left-out dimension names them in.
-  const std::array<std::pair<std::string_view, int64_t>, 5> sizes = {
-      {{"cp", p.cp}, {"dp", p.dp}, {"ep", 1}, {"pp", p.pp}, {"tp", p.tp}}};
+namespace {
+
+// The dimensions of `p.order` with the given sizes, in name order (the order the check for a
+// left-out dimension names them in): cp, dp, ep, pp, tp.
+std::vector<std::pair<std::string, int64_t>> ordered_dimensions(
+    const ParallelismConfig& p, const std::array<std::pair<std::string_view, int64_t>, 5>& sizes) {
   std::vector<std::pair<std::string, int64_t>> order;
   // The names between dashes, as getline would split them: none after a trailing dash.
   for (size_t start = 0; start < p.order.size();) {
@@ -464,9 +686,24 @@ std::vector<std::pair<std::string, int64_t>> rank_order(const ParallelismConfig&
   return order;
 }
 
+}  // namespace
+
+std::vector<std::pair<std::string, int64_t>> rank_order(const ParallelismConfig& p) {
+  // Megatron-LM's decoder RankGenerator: the dense layers have no expert dimension.
+  return ordered_dimensions(p, {{{"cp", p.cp}, {"dp", p.dp}, {"ep", 1}, {"pp", p.pp}, {"tp", p.tp}}});
+}
+
+std::vector<std::pair<std::string, int64_t>> expert_rank_order(const ParallelismConfig& p) {
+  // Megatron-LM's expert RankGenerator (parallel_state.initialize_model_parallel): the same order
+  // over expert-TP as tp, ep, expert-DP as dp, no cp, and pp.
+  const int64_t expert_dp = p.tp * p.cp * p.dp / (p.ep * p.expert_tp());
+  return ordered_dimensions(p, {{{"cp", 1}, {"dp", expert_dp}, {"ep", p.ep}, {"pp", p.pp}, {"tp", p.expert_tp()}}});
+}
+
 nlohmann::json to_json(const ParallelismConfig& p) {
   return {{"tp", p.tp}, {"dp", p.dp}, {"sp", p.sp}, {"cp", p.cp}, {"pp", p.pp},
-          {"vpp", nullable_to_json(p.vpp)}, {"order", p.order}, {"world_size", p.world_size()}};
+          {"vpp", nullable_to_json(p.vpp)}, {"order", p.order}, {"ep", p.ep}, {"etp", nullable_to_json(p.etp)},
+          {"world_size", p.world_size()}};
 }
 
 ParallelismConfig parallelism_from_json(const nlohmann::json& j, const std::string& path) {
@@ -478,11 +715,14 @@ ParallelismConfig parallelism_from_json(const nlohmann::json& j, const std::stri
   p.pp = require_as<int64_t>(j, "pp", path);
   p.vpp = read_nullable<int64_t>(j, "vpp", path);
   if (j.contains("order")) p.order = require_as<std::string>(j, "order", path);  // new in graph format 1.3
+  // New in 1.5; absent: ep 1; etp absent or null: tp.
+  if (j.contains("ep")) p.ep = require_as<int64_t>(j, "ep", path);
+  if (j.contains("etp")) p.etp = read_nullable<int64_t>(j, "etp", path);
   return p;
 }
 
 nlohmann::json to_json(const TrainingConfig& t) {
-  return {{"micro_batch", t.micro_batch},
+  nlohmann::json j = {{"micro_batch", t.micro_batch},
           {"global_batch", t.global_batch},
           {"seq_length", nullable_to_json(t.seq_length)},
           {"dtype", t.dtype},
@@ -498,6 +738,12 @@ nlohmann::json to_json(const TrainingConfig& t) {
           {"ddp_bucket_size", nullable_to_json(t.ddp_bucket_size)},
           {"tp_comm_overlap", t.tp_comm_overlap},
           {"clip_grad", t.clip_grad}};
+  j.update({{"moe_token_dispatcher_type", t.moe_token_dispatcher_type},
+            {"moe_expert_capacity_factor", nullable_to_json(t.moe_expert_capacity_factor)},
+            {"moe_pad_expert_input_to_capacity", t.moe_pad_expert_input_to_capacity},
+            {"moe_imbalance", t.moe_imbalance},
+            {"moe_shared_expert_overlap", t.moe_shared_expert_overlap}});
+  return j;
 }
 
 TrainingConfig training_from_json(const nlohmann::json& j, const std::string& path) {
@@ -518,6 +764,16 @@ TrainingConfig training_from_json(const nlohmann::json& j, const std::string& pa
   t.ddp_bucket_size = read_nullable<int64_t>(j, "ddp_bucket_size", path);
   t.tp_comm_overlap = require_as<bool>(j, "tp_comm_overlap", path);
   t.clip_grad = require_as<double>(j, "clip_grad", path);
+  // New in 1.5; absent: the defaults.
+  if (j.contains("moe_token_dispatcher_type"))
+    t.moe_token_dispatcher_type = require_as<std::string>(j, "moe_token_dispatcher_type", path);
+  if (j.contains("moe_expert_capacity_factor"))
+    t.moe_expert_capacity_factor = read_nullable<double>(j, "moe_expert_capacity_factor", path);
+  if (j.contains("moe_pad_expert_input_to_capacity"))
+    t.moe_pad_expert_input_to_capacity = require_as<bool>(j, "moe_pad_expert_input_to_capacity", path);
+  if (j.contains("moe_imbalance")) t.moe_imbalance = require_as<double>(j, "moe_imbalance", path);
+  if (j.contains("moe_shared_expert_overlap"))
+    t.moe_shared_expert_overlap = require_as<bool>(j, "moe_shared_expert_overlap", path);
   return t;
 }
 

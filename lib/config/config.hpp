@@ -35,6 +35,39 @@ struct ModelConfig {
   std::string attention_backend = "flash";  // flash | unfused
   double hidden_dropout = 0.0;     // after attention and after the MLP (Megatron's hidden_dropout)
   double attention_dropout = 0.0;  // on the attention probabilities (Megatron's attention_dropout)
+
+  // Mixture of experts (Megatron-Core's names, docs/configs.md "Mixture of experts"); no experts:
+  // every layer's MLP is dense.
+  int64_t num_moe_experts = 0;
+  int64_t moe_router_topk = 2;
+  int64_t moe_ffn_hidden_size = 0;                  // each routed expert's FFN width
+  int64_t moe_shared_expert_intermediate_size = 0;  // the shared experts' FFN width; 0: none
+  std::vector<int> moe_layer_pattern;               // per layer: 1 MoE, 0 dense (moe_layer_freq resolved)
+  std::string moe_router_score_function = "softmax";  // softmax | sigmoid
+  int64_t moe_router_num_groups = 0;                // DeepSeek's group-limited routing; 0: off
+  int64_t moe_router_group_topk = 0;
+  bool moe_router_enable_expert_bias = false;       // DeepSeek-V3's aux-loss-free score bias
+  std::string moe_router_load_balancing_type = "aux_loss";  // aux_loss | seq_aux_loss | global_aux_loss | none
+  // Multi-head latent attention (DeepSeek-V2/V3); then kv_channels is qk_head_dim + qk_pos_emb_head_dim.
+  bool multi_latent_attention = false;
+  int64_t q_lora_rank = 0;  // 0: queries projected from the hidden state directly
+  int64_t kv_lora_rank = 0;
+  int64_t qk_head_dim = 0;          // the part of a query/key head without RoPE
+  int64_t qk_pos_emb_head_dim = 0;  // the RoPE part
+  int64_t v_head_dim = 0;
+  int64_t mtp_num_layers = 0;  // multi-token prediction layers after the decoder (DeepSeek-V3)
+  // Sliding-window attention: layers with sliding_window_pattern[i] == 1 attend to the
+  // window_size keys before each query and the query's own (Megatron's (window_size, 0), as
+  // Transformer Engine counts it, and window_attn_skip_freq resolved); 0: full attention.
+  int64_t window_size = 0;
+  std::vector<int> sliding_window_pattern;
+  std::string softmax_type = "vanilla";  // vanilla | learnable (a learned sink logit per head, GPT-OSS)
+
+  bool is_moe() const { return num_moe_experts > 0; }
+  bool is_moe_layer(int64_t layer) const { return is_moe() && moe_layer_pattern.at(layer) == 1; }
+  bool is_sliding_window_layer(int64_t layer) const {
+    return window_size > 0 && sliding_window_pattern.at(layer) == 1;
+  }
 };
 
 // One tier of the cluster network, innermost first (docs/network.md): level 0 is the NVLink domain
@@ -95,7 +128,15 @@ struct ParallelismConfig {
   std::optional<int64_t> vpp;
   // Megatron's rank order, fastest-varying dimension first (RankGenerator's `order`).
   std::string order = "tp-cp-ep-dp-pp";
+  // Expert parallelism with Megatron-Core's parallel folding: the experts of an MoE layer are
+  // split over ep ranks and each expert over etp ranks, on the same tp*cp*dp GPUs of a stage
+  // (docs/parallelism.md "Expert parallelism"); none given: etp = tp, as Megatron-LM.
+  int64_t ep = 1;
+  std::optional<int64_t> etp;
   int64_t world_size() const { return tp * dp * cp * pp; }
+  int64_t expert_tp() const { return etp.value_or(tp); }
+  // The expert-data-parallel size: the ranks of a stage holding the same experts.
+  int64_t expert_dp() const { return tp * cp * dp / (ep * expert_tp()); }
 };
 
 struct TrainingConfig {
@@ -118,12 +159,23 @@ struct TrainingConfig {
   std::optional<int64_t> ddp_bucket_size;     // parameters per bucket (default max(4e7, 1e6 * dp))
   bool tp_comm_overlap = false;               // TP collectives in chunks pipelined with their GEMMs
   double clip_grad = 1.0;                     // gradient-norm clipping threshold; 0 disables
+  // Mixture of experts (docs/parallelism.md "Expert parallelism"): Megatron's token dispatcher
+  // (alltoall | allgather), token dropping, the routing skew simulated, and the shared
+  // experts' overlap with the dispatch.
+  std::string moe_token_dispatcher_type = "alltoall";
+  std::optional<double> moe_expert_capacity_factor;  // none: dropless
+  bool moe_pad_expert_input_to_capacity = false;
+  double moe_imbalance = 1;  // the busiest expert's tokens over the mean (1: balanced routing)
+  bool moe_shared_expert_overlap = false;
 };
 
 // The parallel dimensions in Megatron's rank order, fastest first, with their sizes: `order`
 // names each of tp, cp, ep, dp, pp at most once, and every one larger than 1 (Megatron's
 // RankGenerator); the ones it leaves out have size 1. Throws DataError naming the order.
 std::vector<std::pair<std::string, int64_t>> rank_order(const ParallelismConfig& p);
+// The same for the expert layers (parallel folding): tp is the expert-TP size, ep the
+// expert-parallel size, dp the expert-data-parallel size, cp 1.
+std::vector<std::pair<std::string, int64_t>> expert_rank_order(const ParallelismConfig& p);
 
 ModelConfig load_model_yaml(const std::string& path);
 ModelConfig parse_model_yaml(const std::string& text, const std::string& name);

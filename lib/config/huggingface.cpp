@@ -21,7 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-enum class Family { llama, qwen2, qwen3, gemma2, gemma3, gpt2 };
+enum class Family { llama, qwen2, qwen3, gemma2, gemma3, gpt2, mixtral, qwen3_moe, deepseek_v3, gpt_oss };
 
 struct Architecture {
   std::string name;
@@ -34,7 +34,8 @@ struct Architecture {
 };
 
 // Defaults from huggingface/transformers src/transformers/models/<model>/configuration_<model>.py
-// (LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config, Gemma2Config, Gemma3TextConfig, GPT2Config).
+// (LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config, Gemma2Config, Gemma3TextConfig, GPT2Config,
+// MixtralConfig, Qwen3MoeConfig, DeepseekV3Config, GptOssConfig).
 const json kLlamaDefaults = {{"vocab_size", 32000}, {"hidden_size", 4096}, {"intermediate_size", 11008},
                              {"num_hidden_layers", 32}, {"num_attention_heads", 32}, {"hidden_act", "silu"},
                              {"max_position_embeddings", 2048}, {"rms_norm_eps", 1e-6}, {"rope_theta", 10000.0},
@@ -67,6 +68,38 @@ const json kGpt2Defaults = {{"vocab_size", 50257}, {"n_positions", 1024}, {"n_em
                             {"n_head", 12}, {"n_inner", nullptr}, {"activation_function", "gelu_new"},
                             {"resid_pdrop", 0.1}, {"attn_pdrop", 0.1}, {"layer_norm_epsilon", 1e-5},
                             {"tie_word_embeddings", true}};
+// Mixture-of-experts classes (MixtralConfig, Qwen3MoeConfig, DeepseekV3Config, GptOssConfig), as in
+// transformers 4.x, where each key is an argument of the class.
+const json kMixtralDefaults = {{"vocab_size", 32000}, {"hidden_size", 4096}, {"intermediate_size", 14336},
+                               {"num_hidden_layers", 32}, {"num_attention_heads", 32}, {"num_key_value_heads", 8},
+                               {"hidden_act", "silu"}, {"max_position_embeddings", 4096 * 32}, {"rms_norm_eps", 1e-5},
+                               {"rope_theta", 1e6}, {"tie_word_embeddings", false}, {"sliding_window", nullptr},
+                               {"num_local_experts", 8}, {"num_experts_per_tok", 2}, {"router_aux_loss_coef", 0.001}};
+const json kQwen3MoeDefaults = {{"vocab_size", 151936}, {"hidden_size", 2048}, {"intermediate_size", 6144},
+                                {"num_hidden_layers", 24}, {"num_attention_heads", 32}, {"num_key_value_heads", 4},
+                                {"hidden_act", "silu"}, {"max_position_embeddings", 32768}, {"rms_norm_eps", 1e-6},
+                                {"rope_theta", 10000.0}, {"tie_word_embeddings", false}, {"attention_bias", false},
+                                {"use_sliding_window", false}, {"sliding_window", 4096}, {"decoder_sparse_step", 1},
+                                {"moe_intermediate_size", 768}, {"num_experts_per_tok", 8}, {"num_experts", 128},
+                                {"router_aux_loss_coef", 0.001}, {"mlp_only_layers", json::array()}};
+// moe_layer_freq, scoring_func, topk_method, aux_loss_alpha and seq_aux are not keys of transformers'
+// class (its model always routes by sigmoid with the score bias, every layer after the dense ones);
+// their defaults are those of the model repositories' own configuration_deepseek.py
+// (huggingface.co/deepseek-ai/DeepSeek-V3), which the published config.json files spell out.
+const json kDeepseekV3Defaults = {
+    {"vocab_size", 129280}, {"hidden_size", 7168}, {"intermediate_size", 18432}, {"moe_intermediate_size", 2048},
+    {"num_hidden_layers", 61}, {"num_attention_heads", 128}, {"n_shared_experts", 1}, {"n_routed_experts", 256},
+    {"kv_lora_rank", 512}, {"q_lora_rank", 1536}, {"qk_rope_head_dim", 64}, {"v_head_dim", 128},
+    {"qk_nope_head_dim", 128}, {"n_group", 8}, {"topk_group", 4}, {"num_experts_per_tok", 8},
+    {"first_k_dense_replace", 3}, {"hidden_act", "silu"}, {"max_position_embeddings", 4096}, {"rms_norm_eps", 1e-6},
+    {"tie_word_embeddings", false}, {"rope_theta", 10000.0}, {"attention_bias", false}, {"moe_layer_freq", 1},
+    {"scoring_func", "sigmoid"}, {"topk_method", "noaux_tc"}, {"aux_loss_alpha", 0.001}, {"seq_aux", true}};
+const json kGptOssDefaults = {{"num_hidden_layers", 36}, {"num_local_experts", 128}, {"vocab_size", 201088},
+                              {"hidden_size", 2880}, {"intermediate_size", 2880}, {"head_dim", 64},
+                              {"num_attention_heads", 64}, {"num_key_value_heads", 8}, {"sliding_window", 128},
+                              {"rope_theta", 150000.0}, {"tie_word_embeddings", false}, {"hidden_act", "silu"},
+                              {"max_position_embeddings", 131072}, {"rms_norm_eps", 1e-5}, {"num_experts_per_tok", 4},
+                              {"router_aux_loss_coef", 0.9}, {"attention_bias", true}};
 
 const std::vector<Architecture>& supported_architectures() {
   static const std::vector<Architecture> list = {
@@ -78,17 +111,24 @@ const std::vector<Architecture>& supported_architectures() {
       {"Gemma3ForCausalLM", Family::gemma3, false, kGemma3Defaults},
       {"Gemma3ForConditionalGeneration", Family::gemma3, true, kGemma3Defaults},
       {"GPT2LMHeadModel", Family::gpt2, false, kGpt2Defaults},
+      {"MixtralForCausalLM", Family::mixtral, false, kMixtralDefaults},
+      {"Qwen3MoeForCausalLM", Family::qwen3_moe, false, kQwen3MoeDefaults},
+      {"DeepseekV3ForCausalLM", Family::deepseek_v3, false, kDeepseekV3Defaults},  // also Kimi K2, Moonlight
+      {"GptOssForCausalLM", Family::gpt_oss, false, kGptOssDefaults},
   };
   return list;
 }
 
-// Mixture-of-experts architectures; syssim has no expert layers yet.
-const std::vector<std::string> kMixtureOfExperts = {
-    "MixtralForCausalLM",    "Qwen2MoeForCausalLM",  "Qwen3MoeForCausalLM",  "DeepseekV2ForCausalLM",
-    "DeepseekV3ForCausalLM", "GptOssForCausalLM",    "OlmoeForCausalLM",     "Llama4ForCausalLM",
-    "Llama4ForConditionalGeneration"};
-// The keys that give the expert count in those configs (Mixtral, Qwen MoE, DeepSeek), for MoE
-// architectures not listed above.
+bool is_mixture_of_experts(Family family) {
+  return family == Family::mixtral || family == Family::qwen3_moe || family == Family::deepseek_v3 ||
+         family == Family::gpt_oss;
+}
+
+// Mixture-of-experts architectures not mapped here.
+const std::vector<std::string> kMixtureOfExperts = {"Qwen2MoeForCausalLM", "DeepseekV2ForCausalLM", "OlmoeForCausalLM",
+                                                    "Llama4ForCausalLM", "Llama4ForConditionalGeneration"};
+// The keys that give the expert count in MoE configs (Mixtral, Qwen MoE, DeepSeek), to refuse an
+// MoE under a dense architecture's name.
 const std::vector<std::string> kExpertCountKeys = {"num_local_experts", "num_experts", "n_routed_experts"};
 
 // Typed reads of one config.json (or its text_config) with the architecture's defaults;
@@ -101,6 +141,12 @@ class ConfigReader {
   bool is_null(const std::string& key) const { return value(key).is_null(); }
   bool has(const std::string& key) const { return config_.contains(key); }
   int64_t integer(const std::string& key) const { return typed(key, &json::is_number_integer, "an integer").get<int64_t>(); }
+  // A count of at least `least`.
+  int64_t count(const std::string& key, int64_t least = 1) const {
+    int64_t value = integer(key);
+    if (value < least) fail(key, "must be at least " + std::to_string(least) + ", got " + std::to_string(value));
+    return value;
+  }
   double number(const std::string& key) const { return typed(key, &json::is_number, "a number").get<double>(); }
   bool boolean(const std::string& key, bool fallback) const {
     return is_null(key) ? fallback : typed(key, &json::is_boolean, "true or false").get<bool>();
@@ -151,7 +197,7 @@ double rope_theta(const ConfigReader& r) {
 // The attention window of the sliding-window layers, if any layer has one.
 std::optional<int64_t> sliding_window(const ConfigReader& r) {
   if (r.is_null("sliding_window")) return std::nullopt;
-  if (r.has("layer_types")) {
+  if (!r.is_null("layer_types")) {
     const json& types = r.raw("layer_types");
     if (std::find(types.begin(), types.end(), json("sliding_attention")) == types.end()) return std::nullopt;
   } else if (!r.boolean("use_sliding_window", true)) {
@@ -184,8 +230,9 @@ void map_gpt2(const ConfigReader& r, YAML::Node& m) {
   m["attention_dropout"] = yaml_number(r.number("attn_pdrop"));
 }
 
-// Llama, Mistral, Qwen2/3, Gemma 2/3: pre-norm RMSNorm decoders with RoPE and a gated MLP.
-void map_gated(const Architecture& arch, const ConfigReader& r, YAML::Node& m) {
+// Every architecture but GPT-2: a pre-norm RMSNorm decoder with RoPE and a gated MLP;
+// intermediate_size is the width of the dense MLP layers.
+void map_decoder(const Architecture& arch, const ConfigReader& r, YAML::Node& m) {
   bool gemma = arch.family == Family::gemma2 || arch.family == Family::gemma3;
   // Gemma's classes read hidden_activation (their config.json files also carry hidden_act).
   std::string act_key = gemma && (r.has("hidden_activation") || !r.has("hidden_act")) ? "hidden_activation" : "hidden_act";
@@ -195,13 +242,9 @@ void map_gated(const Architecture& arch, const ConfigReader& r, YAML::Node& m) {
   const std::vector<std::string> gates = {"silu", "swish", "gelu", "gelu_new", "gelu_pytorch_tanh"};
   if (std::find(gates.begin(), gates.end(), activation) == gates.end())
     r.fail(act_key, "is '" + activation + "': syssim's gated MLP is SwiGLU (silu), or GeGLU priced as SwiGLU");
-  int64_t hidden = r.integer("hidden_size");
-  int64_t heads = r.integer("num_attention_heads");
   m["num_layers"] = r.integer("num_hidden_layers");
-  m["hidden_size"] = hidden;
-  m["num_attention_heads"] = heads;
-  m["num_query_groups"] = r.is_null("num_key_value_heads") ? heads : r.integer("num_key_value_heads");
-  if (!r.is_null("head_dim")) m["kv_channels"] = r.integer("head_dim");
+  m["hidden_size"] = r.integer("hidden_size");
+  m["num_attention_heads"] = r.integer("num_attention_heads");
   m["ffn_hidden_size"] = r.integer("intermediate_size");
   m["max_position_embeddings"] = r.integer("max_position_embeddings");
   m["vocab_size"] = r.integer("vocab_size");
@@ -211,17 +254,178 @@ void map_gated(const Architecture& arch, const ConfigReader& r, YAML::Node& m) {
   m["tie_word_embeddings"] = r.boolean("tie_word_embeddings", false);
   m["rms_norm_eps"] = yaml_number(r.number("rms_norm_eps"));
   m["normalization"] = "RMSNorm";
-  // Qwen2 has biases on q, k and v (not on o); the others on q, k, v and o with
-  // attention_bias (the o bias, h values per layer, is not modelled) and on the MLP with mlp_bias.
-  bool attention_bias = arch.family == Family::qwen2 || r.boolean("attention_bias", false);
-  bool mlp_bias = r.boolean("mlp_bias", false);
-  if (mlp_bias && !attention_bias)
-    r.fail("mlp_bias", "is true without attention_bias: Megatron biases the MLP only together with the attention "
-                       "(add_bias_linear)");
-  m["add_bias_linear"] = attention_bias && mlp_bias;
-  m["add_qkv_bias"] = attention_bias && !mlp_bias;
-  m["qk_layernorm"] = arch.family == Family::qwen3 || arch.family == Family::gemma3;
   if (!r.is_null("attention_dropout")) m["attention_dropout"] = yaml_number(r.number("attention_dropout"));
+}
+
+// Grouped-query attention: KV heads, head width, biases, QK-norm.
+void map_grouped_query_attention(const Architecture& arch, const ConfigReader& r, YAML::Node& m) {
+  m["num_query_groups"] = r.is_null("num_key_value_heads") ? r.integer("num_attention_heads")
+                                                           : r.integer("num_key_value_heads");
+  if (!r.is_null("head_dim")) m["kv_channels"] = r.integer("head_dim");
+  if (arch.family == Family::gpt_oss) {  // biases on q, k, v, o and on the experts; attention sinks
+    bool bias = r.boolean("attention_bias", true);
+    m["add_bias_linear"] = bias;
+    m["add_qkv_bias"] = bias;
+    m["softmax_type"] = "learnable";  // a learned sink logit per head
+  } else {
+    // Qwen2 has biases on q, k and v (not on o); the others on q, k, v and o with
+    // attention_bias (the o bias, h values per layer, is not modelled) and on the MLP with mlp_bias.
+    bool attention_bias = arch.family == Family::qwen2 || r.boolean("attention_bias", false);
+    bool mlp_bias = r.boolean("mlp_bias", false);
+    if (mlp_bias && !attention_bias)
+      r.fail("mlp_bias", "is true without attention_bias: Megatron biases the MLP only together with the attention "
+                         "(add_bias_linear)");
+    m["add_bias_linear"] = attention_bias && mlp_bias;
+    m["add_qkv_bias"] = attention_bias && !mlp_bias;
+  }
+  m["qk_layernorm"] =
+      arch.family == Family::qwen3 || arch.family == Family::gemma3 || arch.family == Family::qwen3_moe;
+}
+
+// A per-layer pattern of 0/1 as a model YAML list (moe_layer_freq, window_attn_skip_freq).
+YAML::Node layer_list(const std::vector<int>& per_layer) {
+  YAML::Node list(YAML::NodeType::Sequence);
+  list.SetStyle(YAML::EmitterStyle::Flow);
+  for (int entry : per_layer) list.push_back(entry);
+  return list;
+}
+
+// transformers' attribute_map lets a config.json name some keys twice (transformers 5 saves
+// Qwen3-MoE's num_experts as num_local_experts): the name the file uses.
+std::string key_or_alias(const ConfigReader& r, const std::string& key, const std::string& alias) {
+  return !r.has(key) && r.has(alias) ? alias : key;
+}
+
+// The routed experts of an MoE layer: how many, how many each token goes to, their width.
+void map_routed_experts(const ConfigReader& r, YAML::Node& m, const std::string& count_key,
+                        const std::string& width_key) {
+  m["num_moe_experts"] = r.count(count_key);
+  m["moe_router_topk"] = r.count("num_experts_per_tok");
+  m["moe_ffn_hidden_size"] = r.count(width_key);
+}
+
+// Mixtral, Qwen3-MoE, GPT-OSS: a softmax router whose load-balancing loss transformers adds
+// in training (output_router_logits) with weight router_aux_loss_coef.
+void map_softmax_router(const ConfigReader& r, YAML::Node& m) {
+  m["moe_router_score_function"] = "softmax";
+  m["moe_router_load_balancing_type"] = r.number("router_aux_loss_coef") > 0 ? "aux_loss" : "none";
+}
+
+// Qwen3MoeDecoderLayer: layer i is MoE when (i + 1) is a multiple of decoder_sparse_step and i is
+// not in mlp_only_layers (null: none).
+std::vector<int> qwen3_moe_layers(const ConfigReader& r) {
+  int64_t layers = r.integer("num_hidden_layers");
+  int64_t step = r.count("decoder_sparse_step");
+  json dense = r.is_null("mlp_only_layers") ? json::array() : r.raw("mlp_only_layers");
+  auto is_layer_number = [](const json& entry) { return entry.is_number_integer(); };
+  if (!dense.is_array() || !std::all_of(dense.begin(), dense.end(), is_layer_number))
+    r.fail("mlp_only_layers", "must be a list of layer numbers, got " + dense.dump());
+  std::vector<int> moe;
+  for (int64_t layer = 0; layer < layers; ++layer)
+    moe.push_back((layer + 1) % step == 0 && std::find(dense.begin(), dense.end(), json(layer)) == dense.end());
+  return moe;
+}
+
+// DeepSeek's decoder layer (the model repositories' modeling_deepseek.py): layer i is MoE when
+// i >= first_k_dense_replace and i is a multiple of moe_layer_freq.
+std::vector<int> deepseek_moe_layers(const ConfigReader& r) {
+  int64_t layers = r.integer("num_hidden_layers");
+  int64_t first_moe = r.count("first_k_dense_replace", 0);
+  int64_t every = r.count("moe_layer_freq");
+  std::vector<int> moe;
+  for (int64_t layer = 0; layer < layers; ++layer) moe.push_back(layer >= first_moe && layer % every == 0);
+  return moe;
+}
+
+// GPT-OSS's layer_types as 1 for a sliding-window layer, 0 for full attention; without the key,
+// GptOssConfig alternates, starting with a sliding layer.
+std::vector<int> gpt_oss_sliding_layers(const ConfigReader& r) {
+  int64_t layers = r.integer("num_hidden_layers");
+  std::vector<int> sliding;
+  if (r.is_null("layer_types")) {
+    for (int64_t layer = 0; layer < layers; ++layer) sliding.push_back(layer % 2 == 0);
+    return sliding;
+  }
+  const json& types = r.raw("layer_types");
+  if (!types.is_array() || static_cast<int64_t>(types.size()) != layers)
+    r.fail("layer_types", "must list one layer type per layer (num_hidden_layers=" + std::to_string(layers) +
+                              "), got " + std::to_string(types.is_array() ? types.size() : 1) + " entries");
+  for (size_t layer = 0; layer < types.size(); ++layer) {
+    if (types[layer] != "sliding_attention" && types[layer] != "full_attention")
+      r.fail("layer_types", "entry " + std::to_string(layer) + " is " + types[layer].dump() +
+                                ": expected sliding_attention or full_attention");
+    sliding.push_back(types[layer] == "sliding_attention");
+  }
+  return sliding;
+}
+
+// DeepSeek-V3, Kimi K2, Moonlight: multi-head latent attention, shared experts beside the routed
+// ones, a sigmoid router with a per-expert score bias, group-limited routing, dense first layers.
+// num_nextn_predict_layers (MTP) is a training choice (overrides.mtp_num_layers), not read.
+void map_deepseek_v3(const ConfigReader& r, YAML::Node& m) {
+  if (r.boolean("attention_bias", false)) r.fail("attention_bias", "is true: syssim's latent attention has no biases");
+  m["multi_latent_attention"] = true;
+  m["q_lora_rank"] = r.is_null("q_lora_rank") ? 0 : r.count("q_lora_rank", 0);  // 0 or null: no query compression
+  m["kv_lora_rank"] = r.integer("kv_lora_rank");
+  m["qk_head_dim"] = r.integer("qk_nope_head_dim");
+  m["qk_pos_emb_head_dim"] = r.integer("qk_rope_head_dim");
+  m["v_head_dim"] = r.integer("v_head_dim");
+
+  map_routed_experts(r, m, key_or_alias(r, "n_routed_experts", "num_local_experts"), "moe_intermediate_size");
+  int64_t shared = r.is_null("n_shared_experts") ? 0 : r.count("n_shared_experts", 0);
+  m["moe_shared_expert_intermediate_size"] = shared * r.integer("moe_intermediate_size");
+  m["moe_layer_freq"] = layer_list(deepseek_moe_layers(r));
+  std::string scoring = r.text("scoring_func");
+  if (scoring != "sigmoid" && scoring != "softmax")
+    r.fail("scoring_func", "is '" + scoring + "': expected sigmoid or softmax");
+  m["moe_router_score_function"] = scoring;
+  // One group (n_group 1 or null) is no group limit.
+  int64_t groups = r.is_null("n_group") ? 1 : r.count("n_group");
+  m["moe_router_num_groups"] = groups > 1 ? groups : 0;
+  m["moe_router_group_topk"] = groups > 1 ? r.count("topk_group") : 0;
+  // noaux_tc: DeepSeek-V3's auxiliary-loss-free balancing, a learned bias on each expert's score.
+  std::string method = r.text("topk_method");
+  if (method != "noaux_tc" && method != "greedy" && method != "group_limited_greedy")
+    r.fail("topk_method", "is '" + method + "': expected noaux_tc, greedy or group_limited_greedy");
+  m["moe_router_enable_expert_bias"] = method == "noaux_tc";
+  bool balanced = r.number("aux_loss_alpha") > 0;
+  m["moe_router_load_balancing_type"] = !balanced ? "none" : r.boolean("seq_aux", true) ? "seq_aux_loss" : "aux_loss";
+}
+
+// The experts of Mixtral, Qwen3-MoE and GPT-OSS (DeepSeek's are in map_deepseek_v3).
+void map_experts(const Architecture& arch, const ConfigReader& r, YAML::Node& m) {
+  switch (arch.family) {
+    case Family::mixtral:
+    case Family::gpt_oss:  // every layer MoE; intermediate_size is the experts' width
+      map_routed_experts(r, m, key_or_alias(r, "num_local_experts", "num_experts"), "intermediate_size");
+      m["moe_layer_freq"] = 1;
+      break;
+    case Family::qwen3_moe:  // intermediate_size is the width of the dense layers
+      map_routed_experts(r, m, key_or_alias(r, "num_experts", "num_local_experts"), "moe_intermediate_size");
+      m["moe_layer_freq"] = layer_list(qwen3_moe_layers(r));
+      break;
+    default:
+      return;
+  }
+  map_softmax_router(r, m);
+}
+
+// Sliding-window layers attend to the last `window` tokens only. Mixtral's and GPT-OSS's are
+// mapped (Megatron's window_size, and window_attn_skip_freq where only some layers slide); for
+// the other architectures syssim prices every layer's attention over the whole causal sequence,
+// which overstates those layers, so a longer sequence is refused. At or below the window, sliding
+// and full attention are the same.
+void map_attention_window(const Architecture& arch, const ConfigReader& r, int64_t seq_length,
+                          const std::string& where, YAML::Node& m) {
+  std::optional<int64_t> window = sliding_window(r);
+  if (!window || seq_length <= *window) return;
+  if (arch.family != Family::mixtral && arch.family != Family::gpt_oss)
+    throw DataError(where + ": architecture " + arch.name + " has sliding-window attention (window " +
+                    std::to_string(*window) + ") and seq_length " + std::to_string(seq_length) +
+                    " is longer; syssim models the sliding windows of MixtralForCausalLM and GptOssForCausalLM only");
+  // transformers' window counts the query among its keys; Megatron's left window does not.
+  m["window_size"] = *window - 1;
+  if (arch.family == Family::gpt_oss) m["window_attn_skip_freq"] = layer_list(gpt_oss_sliding_layers(r));
 }
 
 std::string hub_cache_dir() {
@@ -296,10 +500,12 @@ YAML::Node map_huggingface_config(const json& config, int64_t seq_length, const 
   auto arch = std::find_if(supported.begin(), supported.end(), [&](const Architecture& a) { return a.name == name; });
   const json& text = arch != supported.end() && arch->nested_text_config && config.contains("text_config")
                          ? config["text_config"] : config;
+  bool mapped_experts = arch != supported.end() && is_mixture_of_experts(arch->family);
   bool experts = std::any_of(kExpertCountKeys.begin(), kExpertCountKeys.end(), [&](const std::string& key) {
     return text.contains(key) && text[key].is_number() && text[key].get<double>() > 0;
   });
-  if (experts || std::find(kMixtureOfExperts.begin(), kMixtureOfExperts.end(), name) != kMixtureOfExperts.end())
+  if (!mapped_experts &&
+      (experts || std::find(kMixtureOfExperts.begin(), kMixtureOfExperts.end(), name) != kMixtureOfExperts.end()))
     throw DataError(where + ": architecture " + name + " is a mixture of experts, which syssim does not model yet");
   if (arch == supported.end()) {
     std::string list;
@@ -313,13 +519,13 @@ YAML::Node map_huggingface_config(const json& config, int64_t seq_length, const 
     map_gpt2(reader, m);
     return m;
   }
-  map_gated(*arch, reader, m);
-  // Sliding-window layers attend to the last `window` tokens only; syssim prices every layer's
-  // attention over the whole causal sequence, which overstates them when the sequence is longer.
-  if (auto window = sliding_window(reader); window && seq_length > *window)
-    throw DataError(where + ": architecture " + name + " has sliding-window attention (window " +
-                    std::to_string(*window) + ") and seq_length " + std::to_string(seq_length) +
-                    " is longer; syssim does not model sliding-window attention yet");
+  map_decoder(*arch, reader, m);
+  if (arch->family == Family::deepseek_v3)
+    map_deepseek_v3(reader, m);
+  else
+    map_grouped_query_attention(*arch, reader, m);
+  map_experts(*arch, reader, m);
+  map_attention_window(*arch, reader, seq_length, where, m);
   return m;
 }
 

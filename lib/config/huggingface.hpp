@@ -17,7 +17,8 @@ std::string find_huggingface_config(const std::string& id, const std::string& ba
 
 // The model keys (Megatron names, as in a model YAML) of a parsed config.json; `where` names the
 // model YAML, the id and the file in errors. seq_length is not among them (config.json does not
-// hold it); it is needed to refuse sliding-window attention over a longer sequence.
+// hold it); it decides whether sliding-window attention differs from full attention: mapped
+// (Mixtral, GPT-OSS) or refused (the other architectures) when the sequence is longer than the window.
 YAML::Node map_huggingface_config(const nlohmann::json& config, int64_t seq_length, const std::string& where);
 
 // The model YAML `model` (keys name, huggingface, overrides) turned into the model keys of the

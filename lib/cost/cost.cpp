@@ -29,6 +29,25 @@ Kernel kernel_of(const ShardOp& op) {
   return Kernel{family_of(op), op.dtype, op.phase == "bwd", op.shape, op.flops, op.bytes};
 }
 
+// The kernels an op's time is the sum of, each with how many times it runs: the op itself, or
+// for the experts' grouped GEMM one GEMM per local expert at its shape, the busiest expert's
+// at its own (docs/syssim-cost.md "Grouped GEMMs").
+std::vector<std::pair<Kernel, double>> parts_of(const ShardOp& op) {
+  Kernel kernel = kernel_of(op);
+  if (!op.shape.count("groups")) return {{std::move(kernel), 1.0}};
+  const double groups = op.shape.at("groups");
+  const char* tokens = op.pass == "weight" ? "k" : "m";
+  auto expert_gemm = [&](double expert_tokens) {
+    const double m = tokens[0] == 'm' ? expert_tokens : op.shape.at("m");
+    const double k = tokens[0] == 'k' ? expert_tokens : op.shape.at("k");
+    Kernel gemm = gemm_kernel(m, op.shape.at("n"), k, op.dtype);
+    gemm.backward = kernel.backward;
+    return gemm;
+  };
+  if (!op.shape.count("busiest")) return {{expert_gemm(op.shape.at(tokens)), groups}};
+  return {{expert_gemm(op.shape.at(tokens)), groups - 1}, {expert_gemm(op.shape.at("busiest")), 1.0}};
+}
+
 double roofline_of(const Kernel& kernel, const ShardOp& op, const HardwareConfig& hw) {
   try {
     return roofline_us(kernel, hw);
@@ -91,7 +110,13 @@ void CostEstimator::cost_graph(Graph& g) const {
   CostSection cost{calibrated_ ? "calibrated" : "roofline", hardware_, network_links(hardware_), {}};
   cost.ops.resize(shard.ops.size());
   std::vector<Kernel> calibrated_kernels;
-  std::vector<size_t> calibrated_ops;
+  std::vector<std::pair<size_t, double>> calibrated_parts;  // (op, times the kernel runs)
+  // An op's time no shorter than the launch floor, and what bounds it.
+  auto finish = [&](size_t i) {
+    OpCost& c = cost.ops[i];
+    c.bound = bound_of(kernel_of(shard.ops[i]), c.time_us, hardware_);
+    c.time_us = std::max(c.time_us, hardware_.kernel_launch_us);
+  };
   std::map<CollectiveKey, CollectiveTime> collective_times;
   // Every layer's compute ops repeat too: each distinct kernel is priced once, at its first op.
   std::map<KernelKey, size_t> first_op_of;
@@ -113,23 +138,31 @@ void CostEstimator::cost_graph(Graph& g) const {
       repeats.emplace_back(i, first->second);
       continue;
     }
-    Kernel kernel = kernel_of(op);
-    double roofline = roofline_of(kernel, op, hardware_);
-    if (calibrated_ && !kernel.dims.empty() && priced_by_bundle(kernel.family) && calibrated_->covers(kernel)) {
-      calibrated_kernels.push_back(std::move(kernel));
-      calibrated_ops.push_back(i);
-      continue;
+    // Each part from the bundle when it covers it, else from the roofline over its family's
+    // efficiency; the launch floor applies to the op (a grouped GEMM is one kernel).
+    double time = 0;
+    bool calibrated_part = false;
+    for (auto& [kernel, count] : parts_of(op)) {
+      if (count <= 0) continue;
+      double roofline = roofline_of(kernel, op, hardware_);
+      if (calibrated_ && !kernel.dims.empty() && priced_by_bundle(kernel.family) && calibrated_->covers(kernel)) {
+        calibrated_kernels.push_back(std::move(kernel));
+        calibrated_parts.push_back({i, count});
+        calibrated_part = true;
+        continue;
+      }
+      auto share = hardware_.efficiency.find(kernel.family);
+      time += count * roofline / (share == hardware_.efficiency.end() ? 1.0 : share->second);
     }
-    auto share = hardware_.efficiency.find(kernel.family);
-    double time = roofline / (share == hardware_.efficiency.end() ? 1.0 : share->second);
-    cost.ops[i] = {op.id, std::max(time, hardware_.kernel_launch_us), bound_of(kernel, time, hardware_), {}};
+    cost.ops[i] = {op.id, time, "", {}};
+    if (!calibrated_part) finish(i);
   }
   if (!calibrated_kernels.empty()) {
     std::vector<double> times = calibrated_->predict_us(calibrated_kernels);
+    for (size_t j = 0; j < times.size(); ++j) cost.ops[calibrated_parts[j].first].time_us += calibrated_parts[j].second * times[j];
     for (size_t j = 0; j < times.size(); ++j) {
-      const ShardOp& op = shard.ops[calibrated_ops[j]];
-      cost.ops[calibrated_ops[j]] = {op.id, std::max(times[j], hardware_.kernel_launch_us),
-                                     bound_of(calibrated_kernels[j], times[j], hardware_), {}};
+      const size_t i = calibrated_parts[j].first;
+      if (cost.ops[i].bound.empty()) finish(i);
     }
   }
   for (const auto& [i, first] : repeats) {

@@ -292,11 +292,14 @@ void transient_peak(const ShardSection& shard, const std::vector<char>& transien
 }  // namespace
 
 TrainingStateBytes training_state_bytes(double params, const ParallelismConfig& parallelism,
-                                        const TrainingConfig& training) {
+                                        const TrainingConfig& training, double expert_params) {
   // The distributed optimizer's data-parallel group spans the context-parallel ranks too.
   double optimizer_shards =
       training.distributed_optimizer ? static_cast<double>(parallelism.dp * parallelism.cp) : 1.0;
-  return {params * kMainGradBytes, params * kOptimizerStateBytes / optimizer_shards};
+  if (expert_params == 0) return {params * kMainGradBytes, params * kOptimizerStateBytes / optimizer_shards};
+  double expert_shards = training.distributed_optimizer ? static_cast<double>(parallelism.expert_dp()) : 1.0;
+  return {params * kMainGradBytes, (params - expert_params) * kOptimizerStateBytes / optimizer_shards +
+                                       expert_params * kOptimizerStateBytes / expert_shards};
 }
 
 void account_memory(Graph& g) {
@@ -315,7 +318,8 @@ void account_memory(Graph& g) {
     StageMemory stage;
     double params = shard.stage_params_local[rank];
     stage.param_bytes = weight_bytes(shard, rank);
-    TrainingStateBytes states = training_state_bytes(params, shard.parallelism, shard.training);
+    const double expert_params = shard.stage_expert_params_local.empty() ? 0 : shard.stage_expert_params_local.at(rank);
+    TrainingStateBytes states = training_state_bytes(params, shard.parallelism, shard.training, expert_params);
     stage.grad_bytes = states.grad_bytes;
     stage.optimizer_state_bytes = states.optimizer_state_bytes;
     transient_peak(shard, transient, rank, programs[rank], stage);

@@ -9,14 +9,15 @@ namespace syssim {
 // the OOM check, comes from g.cost's hardware when that section is present.
 void account_memory(Graph& g);
 
-// The gradients and optimizer states of `params` parameters held by one GPU: fp32 main
-// gradients, and Adam's fp32 master weights and two moments, which the distributed optimizer
-// shards over the data-parallel group (dp x cp ranks).
+// The gradients and optimizer states of `params` parameters held by one GPU, `expert_params`
+// of them the experts': fp32 main gradients, and Adam's fp32 master weights and two moments,
+// which the distributed optimizer shards over the data-parallel group (dp x cp ranks; the
+// experts' over the expert-data-parallel group).
 struct TrainingStateBytes {
   double grad_bytes = 0;
   double optimizer_state_bytes = 0;
 };
 TrainingStateBytes training_state_bytes(double params, const ParallelismConfig& parallelism,
-                                        const TrainingConfig& training);
+                                        const TrainingConfig& training, double expert_params = 0);
 
 }  // namespace syssim

@@ -211,13 +211,30 @@ std::vector<int64_t> pipeline_stages(const ShardOp& op, const ParallelismConfig&
   return {op.stage, peer % p.pp};
 }
 
+// The expert layers' groups (Megatron-Core's expert RankGenerator over etp, ep, expert-dp and
+// pp): the expert-parallel group (its all-to-all), with the expert-TP ranks for the allgather
+// dispatcher (ep group of etp x ep ranks), the expert-TP group and the expert-data-parallel one.
+bool is_expert_group(const ShardOp& op) { return op.group == "ep" || op.group == "etp" || op.group == "edp"; }
+
+std::vector<std::string> expert_dimensions_of(const ShardOp& op, const ParallelismConfig& p) {
+  if (op.group == "ep" && op.group_size == p.ep) return {"ep"};
+  if (op.group == "ep" && op.group_size == p.ep * p.expert_tp()) return {"tp", "ep"};
+  if (op.group == "etp" && op.group_size == p.expert_tp()) return {"tp"};
+  if (op.group == "edp" && op.group_size == p.expert_dp()) return {"dp"};
+  throw DataError(op_path(op) + "/group: a " + op.group + " group of " + std::to_string(op.group_size) +
+                  " ranks matches no expert-parallel dimensions of ep=" + std::to_string(p.ep) +
+                  " etp=" + std::to_string(p.expert_tp()) + " expert-dp=" + std::to_string(p.expert_dp()));
+}
+
 // The global ranks of the op's group that holds the simulated rank of its stage: the rank with
 // every other index 0, global rank = sum of index x stride in the parallelism's rank order
-// (Megatron's RankGenerator).
+// (Megatron's RankGenerator; the expert generator for the expert groups, whose pp stride is
+// the same: the ranks of a stage).
 std::vector<int64_t> group_ranks(const ShardOp& op, const ParallelismConfig& p) {
   std::map<std::string, std::pair<int64_t, int64_t>> stride_and_size;
   int64_t stride = 1;
-  for (const auto& [name, size] : rank_order(p)) {
+  const bool expert = is_expert_group(op);
+  for (const auto& [name, size] : expert ? expert_rank_order(p) : rank_order(p)) {
     stride_and_size[name] = {stride, size};
     stride *= size;
   }
@@ -228,7 +245,7 @@ std::vector<int64_t> group_ranks(const ShardOp& op, const ParallelismConfig& p) 
     return ranks;
   }
   std::vector<int64_t> ranks = {op.stage * pp_stride};
-  for (const std::string& dimension : dimensions_of(op, p)) {
+  for (const std::string& dimension : expert ? expert_dimensions_of(op, p) : dimensions_of(op, p)) {
     auto [dim_stride, size] = stride_and_size.at(dimension);
     std::vector<int64_t> grown;
     for (int64_t rank : ranks)
@@ -314,11 +331,14 @@ CollectiveTime collective_time(const std::string& collective, double bytes, cons
   return best;
 }
 
-// The shard section names the point-to-point exchange send_recv; nccl-tests sendrecv.
+// The shard section names the point-to-point exchange send_recv and the all-to-all all_to_all;
+// nccl-tests sendrecv and alltoall.
 CollectiveTime shard_collective_time(const ShardOp& op, const ParallelismConfig& p, const HardwareConfig& hw) {
-  const std::string collective = op.collective == "send_recv" ? "sendrecv" : op.collective;
+  const std::string collective = op.collective == "send_recv"    ? "sendrecv"
+                                 : op.collective == "all_to_all" ? "alltoall"
+                                                                 : op.collective.str();
   if (collective != "all_reduce" && collective != "all_gather" && collective != "reduce_scatter" &&
-      collective != "sendrecv")
+      collective != "sendrecv" && collective != "alltoall")
     throw DataError(op_path(op) + "/collective: unknown collective \"" + op.collective + "\"");
   if (op.group_size < 1)
     throw DataError(op_path(op) + "/group_size: expected at least 1, got " + std::to_string(op.group_size));

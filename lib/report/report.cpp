@@ -14,6 +14,7 @@ namespace {
 using nlohmann::json;
 
 constexpr double kBytesPerGB = 1e9;
+constexpr double kParamsPerBillion = 1e9;
 constexpr double kFlopsPerTflop = 1e12;
 constexpr double kMsPerS = 1e3;
 constexpr size_t kTextTopOps = 3;
@@ -111,9 +112,17 @@ std::vector<std::string> pipeline_blocks(const ShardSection& shard, const MemSec
   return {block("Pipeline", 2, fields)};
 }
 
+// The model's parameters, all and those a token uses (the same without experts), in billions.
+std::vector<Field> parameter_fields(const ShardSection& shard) {
+  return {{"params_total_b", fixed(shard.params_total / kParamsPerBillion, 3)},
+          {"params_active_b", fixed(shard.params_active / kParamsPerBillion, 3)}};
+}
+
 // The memory fields and the configurations, shared by both JSON reports.
 json memory_json(const Graph& g, const ShardSection& shard, const MemSection& mem) {
-  return {{"param_bytes", mem.param_bytes},
+  return {{"params_total", shard.params_total},
+          {"params_active", shard.params_active},
+          {"param_bytes", mem.param_bytes},
           {"grad_bytes", mem.grad_bytes},
           {"optimizer_state_bytes", mem.optimizer_state_bytes},
           {"activation_bytes", mem.activation_bytes},
@@ -158,11 +167,19 @@ std::string full_text(const ShardSection& shard, const MemSection& mem, const Si
   auto cp = sim.collective_by_group_ms.find("cp");
   if (cp != sim.collective_by_group_ms.end())
     fields.push_back({"cp_attention_comm_ms", ms(cp->second.total_ms) + " (exposed " + ms(cp->second.exposed_ms) + ")", true});
+  // With expert parallelism: the token dispatcher's exchanges (all-to-all, or the allgather
+  // dispatcher's gathers), and the expert-TP gathers around the experts.
+  for (const auto& [group, name] : {std::pair{"ep", "ep_dispatch_comm_ms"}, std::pair{"etp", "etp_comm_ms"}}) {
+    auto times = sim.collective_by_group_ms.find(group);
+    if (times != sim.collective_by_group_ms.end())
+      fields.push_back({name, ms(times->second.total_ms) + " (exposed " + ms(times->second.exposed_ms) + ")", true});
+  }
   for (Field field : std::vector<Field>{{"achieved_tflops", fixed(rate.achieved_tflops, 2)},
                                         {"mfu", percent(rate.mfu)},
                                         {"hfu", percent(rate.hfu)},
                                         {"peak_memory_gb", gb(mem.peak_memory_gb)}})
     fields.push_back(field);
+  for (const Field& field : parameter_fields(shard)) fields.push_back(field);
   return block("SimulationReport", 0, fields, blocks);
 }
 
@@ -252,7 +269,9 @@ std::string render_memory_report(const Graph& g, const std::string& format) {
   std::vector<std::string> blocks = {memory_block(mem)};
   for (const std::string& pipeline : pipeline_blocks(shard, mem, nullptr)) blocks.push_back(pipeline);
   blocks.push_back(block("Bottlenecks", 2, {{"peak_module", mem.peak_module}, {"oom", oom_text(mem)}}));
-  return block("SimulationReport", 0, {{"peak_memory_gb", gb(mem.peak_memory_gb)}}, blocks);
+  std::vector<Field> fields = {{"peak_memory_gb", gb(mem.peak_memory_gb)}};
+  for (const Field& field : parameter_fields(shard)) fields.push_back(field);
+  return block("SimulationReport", 0, fields, blocks);
 }
 
 }  // namespace syssim

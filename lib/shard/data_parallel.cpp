@@ -34,6 +34,7 @@ struct LocalGrad {
   int64_t weight = 0;  // buffer of its weight
   double params = 0;
   bool tp_replicated = false;  // a weight every TP rank holds whole (norms)
+  bool expert = false;         // an expert's: reduced and sharded over the expert-data-parallel group
   int64_t producer = std::numeric_limits<int64_t>::max();  // none: never written
 };
 
@@ -77,8 +78,9 @@ std::vector<LocalGrad> grads_in_backward_order(const ShardContext& context, cons
     std::string where = "/trace/tensors/" + std::to_string(t.id);
     auto weight = weight_named.find(t.param.identity());
     if (weight == weight_named.end()) throw DataError(where + "/param: no weight named '" + t.param + "'");
-    LocalGrad grad{t.id, weight->second, numel_at(t.dims, context.full_axes, where),
-                   !has_tensor_parallel_axis(t.dims)};
+    const bool expert = context.is_expert_tensor(t.id);
+    LocalGrad grad{t.id, weight->second, numel_at(t.dims, context.tensor_axes(t.id), where),
+                   !expert && !has_tensor_parallel_axis(t.dims), expert};
     if (last_writer[t.id] >= 0) grad.producer = last_writer[t.id];
     grads.push_back(grad);
   }
@@ -89,10 +91,13 @@ std::vector<LocalGrad> grads_in_backward_order(const ShardContext& context, cons
 }
 
 // Megatron-LM's _ParamAndGradBuffer: walking the parameters in backward order, a bucket is
-// closed as soon as it holds bucket_size parameters or more; no bucket size: one bucket.
-std::vector<Bucket> make_buckets(const std::vector<LocalGrad>& grads, std::optional<int64_t> bucket_size) {
+// closed as soon as it holds bucket_size parameters or more; no bucket size: one bucket. The
+// experts' parameters are in buffers of their own (expert_parallel_buffers), reduced over the
+// expert-data-parallel group: `expert` picks those.
+std::vector<Bucket> make_buckets(const std::vector<LocalGrad>& grads, std::optional<int64_t> bucket_size, bool expert) {
   std::vector<Bucket> buckets(1);
   for (const LocalGrad& grad : grads) {
+    if (grad.expert != expert) continue;
     if (bucket_size && buckets.back().params >= static_cast<double>(*bucket_size)) buckets.emplace_back();
     buckets.back().grads.push_back(grad.buffer);
     buckets.back().weights.push_back(grad.weight);
@@ -134,10 +139,21 @@ ShardOp step_collective(const ShardContext& context, const std::string& collecti
 
 std::string bucket_module(const std::string& what, size_t bucket) { return what + ".bucket_" + std::to_string(bucket); }
 
+// The gradient buckets of one data-parallel group: the dense parameters' over dp x cp ranks
+// ("dp"), the experts' over the expert-data-parallel ranks ("edp").
+struct BucketGroup {
+  std::string group;
+  int64_t ranks = 1;
+  std::string prefix;  // of the buckets' module names
+  std::vector<Bucket> buckets;
+};
+
 // The distributed optimizer's all-gather of one bucket's updated 16-bit weights.
-ShardOp param_gather(const ShardContext& context, const Bucket& bucket, size_t index, const std::string& scope) {
-  ShardOp c = step_collective(context, "all_gather", "dp", bucket.params * dtype_size(context.options.training.dtype),
-                              bucket_module("distributed_optimizer_params", index), scope);
+ShardOp param_gather(const ShardContext& context, const BucketGroup& group, size_t index, const std::string& scope) {
+  const Bucket& bucket = group.buckets[index];
+  ShardOp c = step_collective(context, "all_gather", group.group,
+                              bucket.params * dtype_size(context.options.training.dtype),
+                              bucket_module(group.prefix + "distributed_optimizer_params", index), scope);
   c.writes = bucket.weights;
   return c;
 }
@@ -166,9 +182,14 @@ void add_grad_norm_and_clip(const ShardContext& context, OpRewriter& rewriter, c
   squared_norm.reads = grads;
   squared_norm.writes = {norm};
   rewriter.add(squared_norm);
+  // The experts' gradients are split over ep x etp ranks too (Megatron-Core's expert model-
+  // parallel group), and sharded over the expert-data-parallel ranks.
+  const ParallelismConfig& p = context.options.parallelism;
   std::vector<std::string> groups;
   if (context.tp() > 1) groups.push_back("tp");
   if (distributed) groups.push_back("dp");
+  if (context.model.is_moe() && p.ep > 1) groups.push_back("ep");
+  if (context.model.is_moe() && distributed && p.expert_dp() > 1) groups.push_back("edp");
   for (const std::string& group : groups) {
     ShardOp c = step_collective(context, "all_reduce", group, kFp32Bytes, "optimizer.clip_grad");
     c.reads = c.writes = {norm};
@@ -189,22 +210,30 @@ void add_step_ops(const ShardContext& context, ShardSection& shard) {
   const TrainingConfig& t = context.options.training;
   check_step_options(t);
   const int64_t data_parallel = context.data_parallel_size();  // dp x cp
+  const int64_t expert_data_parallel = context.options.parallelism.expert_dp();
   bool distributed = t.distributed_optimizer && data_parallel > 1;
 
   OpRewriter rewriter(shard);
   std::vector<LocalGrad> local_grads = grads_in_backward_order(context, rewriter.old_ops());
   shard.training.ddp_bucket_size = bucket_size(context);  // as simulated: none for one bucket
-  std::vector<Bucket> buckets = make_buckets(local_grads, shard.training.ddp_bucket_size);
+  std::vector<BucketGroup> bucket_groups = {
+      {"dp", data_parallel, "", make_buckets(local_grads, shard.training.ddp_bucket_size, false)}};
+  if (context.model.is_moe())
+    bucket_groups.push_back(
+        {"edp", expert_data_parallel, "expert_", make_buckets(local_grads, shard.training.ddp_bucket_size, true)});
   // --overlap-param-gather: the next step's forward waits for each bucket's weights; they are
   // gathered in forward order, the reverse of the buckets.
-  if (distributed && t.overlap_param_gather)
-    for (size_t i = buckets.size(); i-- > 0;) rewriter.add(param_gather(context, buckets[i], i, "step_start"));
+  if (t.distributed_optimizer && t.overlap_param_gather)
+    for (const BucketGroup& group : bucket_groups)
+      if (group.ranks > 1)
+        for (size_t i = group.buckets.size(); i-- > 0;) rewriter.add(param_gather(context, group, i, "step_start"));
   rewriter.keep_all();
 
   std::vector<int64_t> grads, replicated_grads;
-  double replicated_grad_bytes = 0;
+  double replicated_grad_bytes = 0, dense_params = 0, expert_params = 0;
   for (const LocalGrad& grad : local_grads) {
     grads.push_back(grad.buffer);
+    (grad.expert ? expert_params : dense_params) += grad.params;
     if (grad.tp_replicated) {
       replicated_grads.push_back(grad.buffer);
       replicated_grad_bytes += grad.params * kFp32Bytes;
@@ -212,12 +241,15 @@ void add_step_ops(const ShardContext& context, ShardSection& shard) {
   }
   // Each bucket is reduced once its gradients are final: with --overlap-grad-reduce as soon as
   // backward has written them (the deps its reads give), otherwise after the whole backward.
-  if (data_parallel > 1) {
-    std::vector<int64_t> wait_for = t.overlap_grad_reduce ? std::vector<int64_t>{} : end_of_backward(shard.ops);
-    for (size_t i = 0; i < buckets.size(); ++i) {
-      ShardOp c = step_collective(context, distributed ? "reduce_scatter" : "all_reduce", "dp",
-                                  buckets[i].params * kFp32Bytes, bucket_module("data_parallel_grads", i));
-      c.reads = c.writes = buckets[i].grads;
+  std::vector<int64_t> wait_for = t.overlap_grad_reduce ? std::vector<int64_t>{} : end_of_backward(shard.ops);
+  for (const BucketGroup& group : bucket_groups) {
+    if (group.ranks == 1) continue;
+    for (size_t i = 0; i < group.buckets.size(); ++i) {
+      if (group.buckets[i].grads.empty()) continue;
+      ShardOp c = step_collective(context, t.distributed_optimizer ? "reduce_scatter" : "all_reduce", group.group,
+                                  group.buckets[i].params * kFp32Bytes,
+                                  bucket_module(group.prefix + "data_parallel_grads", i));
+      c.reads = c.writes = group.buckets[i].grads;
       rewriter.add(c, wait_for);
     }
   }
@@ -228,7 +260,11 @@ void add_step_ops(const ShardContext& context, ShardSection& shard) {
     c.reads = c.writes = replicated_grads;
     rewriter.add(c);
   }
-  double shard_params = distributed ? shard.params_local / data_parallel : shard.params_local;
+  // The distributed optimizer's shard of each kind of parameter.
+  double shard_params = shard.params_local;
+  if (t.distributed_optimizer)
+    shard_params = context.model.is_moe() ? dense_params / data_parallel + expert_params / expert_data_parallel
+                                          : shard.params_local / data_parallel;
   if (t.clip_grad > 0) add_grad_norm_and_clip(context, rewriter, grads, shard_params, distributed);
 
   ShardOp adam = step_op("optimizer::adam", "optimizer", "optimizer");
@@ -236,9 +272,12 @@ void add_step_ops(const ShardContext& context, ShardSection& shard) {
   adam.bytes = shard_params * kAdamBytesPerParam;
   adam.reads = grads;
   std::vector<int64_t> optimizer_step = {rewriter.add(adam)};
-  if (distributed && !t.overlap_param_gather)
-    for (size_t i = 0; i < buckets.size(); ++i)
-      optimizer_step.push_back(rewriter.add(param_gather(context, buckets[i], i, "step"), {optimizer_step[0]}));
+  if (t.distributed_optimizer && !t.overlap_param_gather)
+    for (const BucketGroup& group : bucket_groups)
+      if (group.ranks > 1)
+        for (size_t i = 0; i < group.buckets.size(); ++i)
+          if (!group.buckets[i].grads.empty())
+            optimizer_step.push_back(rewriter.add(param_gather(context, group, i, "step"), {optimizer_step[0]}));
   // Megatron-LM zeroes the fp32 gradient buffer at the start of each step (zero_grad_buffer):
   // in a run of steps, once this step's optimizer step and synchronous gathers are done.
   ShardOp zero = step_op("ddp::zero_grad_buffer", "memory", "grad_buffer");

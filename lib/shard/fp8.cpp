@@ -1,5 +1,6 @@
 // Low precision as Transformer Engine runs it under Megatron-LM (docs/syssim-shard.md "Low
-// precision"). TE's linears of the transformer layers (QKV, attention projection, fc1, fc2) run
+// precision"). TE's linears of the transformer layers (QKV, attention projection, fc1, fc2, the
+// experts' grouped fc1 and fc2) run
 // their three GEMMs (forward, dgrad, wgrad) on quantized operands; everything else (embedding,
 // output layer, attention core, norms, element-wise ops, loss) stays in bf16. TE quantizes each
 // GEMM operand once, in every usage its GEMMs read:
@@ -136,7 +137,9 @@ class LowPrecision {
   std::optional<GemmRole> role_of(const ShardOp& op) const {
     if (op.kind != "gemm" || op.scope != "microbatch" || !op.layer || !op.trace_op) return std::nullopt;
     const TraceOp& traced = context_.trace.ops[*op.trace_op];
-    if (traced.tp_role != "column" && traced.tp_role != "row") return std::nullopt;
+    const bool linear = traced.tp_role == "column" || traced.tp_role == "row" || traced.tp_role == "expert_column" ||
+                        traced.tp_role == "expert_row";
+    if (!linear) return std::nullopt;
     if (traced.phase == "fwd") return GemmRole::kForward;
     bool reads_weight = std::any_of(op.reads.begin(), op.reads.end(), [&](int64_t b) { return is_weight(b); });
     return reads_weight ? GemmRole::kDgrad : GemmRole::kWgrad;
@@ -148,10 +151,11 @@ class LowPrecision {
     return traced.phase == "fwd" ? traced.id : traced.fwd_op.value_or(traced.id);
   }
 
-  // A weight matrix; a bias is a vector and stays in 16 bits.
+  // A weight matrix, or the experts' stack of them; a bias stays in 16 bits.
   bool is_weight(int64_t b) const {
-    return shard_.buffers[b].role == "param" && b < static_cast<int64_t>(context_.trace.tensors.size()) &&
-           context_.trace.tensors[b].dims.size() == 2;
+    if (shard_.buffers[b].role != "param" || b >= static_cast<int64_t>(context_.trace.tensors.size())) return false;
+    const size_t dims = context_.trace.tensors[b].dims.size();
+    return dims == (context_.is_expert_tensor(b) ? 3 : 2);
   }
   bool is_activation_operand(int64_t b) const { return shard_.buffers[b].role != "param"; }
 

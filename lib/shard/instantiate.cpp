@@ -28,14 +28,20 @@ class Instantiator {
 
  private:
   // Ops outside the parallel linears that work on hidden-sized activations (norms,
-  // residual adds, embeddings' sums) hold s/tp of the sequence under SP.
+  // residual adds, embeddings' sums), or on the widths made from them token by token (MLA's
+  // latents, the router's scores), hold s/tp of the sequence under SP. The experts' ops run
+  // on the rank's experts and the tokens dispatched to them.
   const AxisValues& axes_of(const TraceOp& op) const {
+    if (is_expert_role(op.tp_role)) return context_.expert_axes;
+    if (op.tp_role == "expert_dispatch")
+      return context_.options.training.moe_token_dispatcher_type == "allgather" ? context_.expert_axes
+                                                                                 : context_.sequence_axes;
     if (op.tp_role != "none") return context_.full_axes;
     bool hidden = false;
     for (const auto* refs : {&op.inputs, &op.outputs})
       for (const auto& r : *refs) {
         if (has_tensor_parallel_axis(r.dims)) return context_.full_axes;
-        hidden = hidden || has_axis(r.dims, "h");
+        for (const char* width : {"h", "q", "c", "e"}) hidden = hidden || has_axis(r.dims, width);
       }
     return hidden ? context_.sequence_axes : context_.full_axes;
   }
@@ -130,10 +136,14 @@ class Instantiator {
     s.flops = op.flops.evaluate(axes, where + "/flops");
     s.bytes = op.bytes.evaluate(axes, where + "/bytes");
     s.shape = kernel_shape(op, axes, s.flops, where);
+    share_expert_tokens(context_, s);
     for (const auto& r : op.inputs) s.reads.push_back(current_name(r.tensor));
     for (const auto& r : op.outputs) s.writes.push_back(r.tensor);
 
-    bool parallel_linear = context_.tp() > 1 && kParallelLinearRoles.count(op.tp_role) > 0;
+    // A backward op outside the linear's autograd node (the sum of a gradient's parts, which
+    // takes the role of the node the engine ran last) is no part of the linear.
+    bool parallel_linear = context_.tp() > 1 && kParallelLinearRoles.count(op.tp_role) > 0 &&
+                           (op.phase == "fwd" || op.fwd_op.has_value());
     std::vector<int64_t> extra_deps;
     if (parallel_linear && context_.sequence_parallel()) {
       if (op.phase == "fwd") {
@@ -181,8 +191,8 @@ void instantiate_trace(const ShardContext& context, ShardSection& shard) {
 }
 
 void ShardReuse::instantiate(const ShardContext& context, ShardSection& shard) {
-  Key key{context.full_axes, context.sequence_axes, context.tp(), context.sequence_parallel(),
-          context.options.training.dtype};
+  Key key{context.full_axes, context.sequence_axes, context.expert_axes, context.tp(), context.sequence_parallel(),
+          context.options.training.dtype, context.options.training.moe_token_dispatcher_type};
   std::shared_ptr<const Instantiated> kept;
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -14,6 +14,31 @@ double elements(const TensorRef& ref, const AxisValues& axes, const std::string&
   return numel_at(ref.dims, axes, where);
 }
 
+// The experts' grouped GEMM: `groups` GEMMs of one local expert each, m x n reduced over k
+// (the expert's tokens are m of the forward and dgrad GEMMs, k of the wgrad GEMM), with the
+// tokens shared equally; syssim-shard then gives the busiest expert its share (docs/syssim-cost.md).
+KernelShape grouped_gemm_shape(const TraceOp& op, const AxisValues& axes, double flops, const std::string& where) {
+  const auto& in = op.inputs;
+  double groups = 0, n = 0, k = 0, tokens = 0;
+  if (op.name == "syssim::grouped_linear") {  // x [T, K], weight [E, N, K] -> [T, N]
+    groups = value(in[1].dims[0], axes, where);
+    n = value(in[1].dims[1], axes, where);
+    k = last(in[0], axes, where);
+  } else if (op.name == "syssim::grouped_linear_dgrad") {  // grad [T, N], weight [E, N, K] -> [T, K]
+    groups = value(in[1].dims[0], axes, where);
+    n = value(in[1].dims[2], axes, where);
+    k = value(in[1].dims[1], axes, where);
+  } else {  // grad [T, N]^T x x [T, K] -> [E, N, K]: per expert an N x K output over its tokens
+    groups = value(op.outputs.at(0).dims[0], axes, where);
+    n = last(in[1], axes, where);
+    tokens = elements(in[1], axes, where) / n / groups;
+    if (groups <= 0 || n <= 0 || tokens <= 0) return {};
+    return {{"groups", groups}, {"m", flops / (2 * n * tokens * groups)}, {"n", n}, {"k", tokens}};
+  }
+  if (groups <= 0 || n <= 0 || k <= 0) return {};
+  return {{"groups", groups}, {"m", flops / (2 * n * k * groups)}, {"n", n}, {"k", k}};
+}
+
 // A GEMM's output is m x n with a reduction over k; m*n*k = flops/2, so each rule names the two
 // sizes it can read off its operands and m follows.
 KernelShape gemm_shape(const TraceOp& op, const AxisValues& axes, double flops, const std::string& where) {
@@ -37,6 +62,18 @@ KernelShape gemm_shape(const TraceOp& op, const AxisValues& axes, double flops, 
   } else if (op.name == "syssim::qkv_linear_wgrad") {  // grads^T x x [T, K] -> [N_i, K]
     n = last(in[3], axes, where);
     k = elements(in[3], axes, where) / n;
+  } else if (op.name == "syssim::stacked_linear") {  // x [.., K], w1/w2 [N_i, K]
+    n = value(in[1].dims.front(), axes, where) + value(in[2].dims.front(), axes, where);
+    k = last(in[0], axes, where);
+  } else if (op.name == "syssim::stacked_linear_dgrad") {  // grads [.., N_i], weights [N_i, K] -> [.., K]
+    n = last(in[2], axes, where);
+    k = value(in[2].dims.front(), axes, where) + value(in[3].dims.front(), axes, where);
+  } else if (op.name == "syssim::stacked_linear_wgrad") {  // grads^T x x [T, K] -> [N_i, K]
+    n = last(in[2], axes, where);
+    k = elements(in[2], axes, where) / n;
+  } else if (op.name == "syssim::grouped_linear" || op.name == "syssim::grouped_linear_dgrad" ||
+             op.name == "syssim::grouped_linear_wgrad") {
+    return grouped_gemm_shape(op, axes, flops, where);
   } else {  // aten::mm / bmm / baddbmm: [.., M, K] x [.., K, N]
     const Dims& right = in.back().dims;
     n = value(right.back(), axes, where);
@@ -48,14 +85,20 @@ KernelShape gemm_shape(const TraceOp& op, const AxisValues& axes, double flops, 
 
 // Flash attention's q is [s, b, heads, d] and k [s, b, kv_heads, d] (backward: after the
 // output gradient). The trace's attention is causal.
+// A sliding window is taken as each query attending to the window's keys unmasked.
 KernelShape attention_shape(const TraceOp& op, const AxisValues& axes, const std::string& where) {
-  const size_t query = op.name == "syssim::flash_attn" ? 0 : 1;
+  const bool backward = op.outputs.size() > 1;
+  const bool window = op.name == "syssim::flash_attn_window" || op.name == "syssim::flash_attn_window_backward";
+  const size_t query = backward ? 1 : 0;
   const Dims& q = op.inputs.at(query).dims;
   const Dims& k = op.inputs.at(query + 1).dims;
-  return {{"b", value(q[1], axes, where)},        {"s_q", value(q[0], axes, where)},
-          {"s_kv", value(k[0], axes, where)},     {"heads", value(q[2], axes, where)},
-          {"kv_heads", value(k[2], axes, where)}, {"head_dim", value(q[3], axes, where)},
-          {"causal", 1}};
+  return {{"b", value(q[1], axes, where)},
+          {"s_q", value(q[0], axes, where)},
+          {"s_kv", window ? axes.at("x") : value(k[0], axes, where)},
+          {"heads", value(q[2], axes, where)},
+          {"kv_heads", value(k[2], axes, where)},
+          {"head_dim", value(q[3], axes, where)},
+          {"causal", window ? 0.0 : 1.0}};
 }
 
 // Row-wise kernels: rows x dim, dim the last (contiguous) dimension of the tensor they sweep.

@@ -6,6 +6,16 @@
 
 namespace syssim {
 
+// The routed tokens of a rank under the parallelism and the routing settings
+// (docs/parallelism.md "Expert parallelism"), relative to top-k routing of the rank's tokens
+// with every expert equally loaded.
+struct ExpertLoad {
+  double sent = 1;             // tokens a rank permutes and sends (padded to capacity: the factor)
+  double received = 1;         // tokens the busiest expert-parallel rank receives
+  double busiest_expert = 1;   // the busiest expert's tokens over the mean (after dropping)
+  double other_experts = 1;    // the others' tokens over the mean
+};
+
 // What every pass knows: the inputs and the rank's axis values.
 struct ShardContext {
   const ModelConfig& model;
@@ -14,7 +24,20 @@ struct ShardContext {
   int64_t seq_length;
   AxisValues full_axes;      // g, f, v split by tp; s is the rank's sequence (s / cp)
   AxisValues sequence_axes;  // full_axes with s / tp under sequence parallelism
+  // Mixture of experts: the ops of the experts run on the rank's e/ep experts, m/etp of each
+  // expert's FFN and the tokens dispatched to them (k scaled by etp and the load); the routed
+  // tokens of the other ops are the rank's own (k scaled by the padding).
+  AxisValues expert_axes;
+  ExpertLoad expert_load;
+  std::vector<char> expert_tensors;  // by traced tensor: an expert's weight or gradient
   int64_t tp() const { return options.parallelism.tp; }
+  // The axis values of a traced weight or gradient on this rank.
+  const AxisValues& tensor_axes(int64_t tensor) const {
+    return static_cast<size_t>(tensor) < expert_tensors.size() && expert_tensors[tensor] ? expert_axes : full_axes;
+  }
+  bool is_expert_tensor(int64_t tensor) const {
+    return static_cast<size_t>(tensor) < expert_tensors.size() && expert_tensors[tensor];
+  }
   bool sequence_parallel() const { return options.parallelism.sp && tp() > 1; }
   // Megatron-LM's data-parallel group with context parallelism: gradients and the
   // distributed optimizer's shards span dp x cp ranks, which all hold the same weights.
@@ -38,6 +61,19 @@ void apply_pipeline_parallel(const ShardContext& context, ShardSection& shard);
 
 // Instantiates every traced op for one rank and inserts the tensor-parallel collectives.
 void instantiate_trace(const ShardContext& context, ShardSection& shard);
+
+// Mixture of experts: whether a traced op runs on the experts' side (tp_role expert_*),
+// and the expert-parallel checks and the rank's view of the experts (axes, load).
+bool is_expert_role(Symbol tp_role);
+void check_expert_parallel(const ModelConfig& model, const ShardOptions& options);
+void set_expert_axes(ShardContext& context);
+// Exchanges what crosses between the rank's tokens and its experts' tokens: the token
+// dispatcher's all-to-all over the ep group (or all-gather / reduce-scatter over tp*ep for the
+// allgather dispatcher), the expert-TP all-gather / reduce-scatter, the sort by local expert.
+void apply_expert_parallel(const ShardContext& context, ShardSection& shard);
+// A grouped GEMM of the experts on the busiest rank: its busiest expert's tokens in the kernel
+// shape's `busiest`, the other experts' in its token dimension (m, or k of a weight gradient).
+void share_expert_tokens(const ShardContext& context, ShardOp& op);
 
 // With cp > 1, replaces each flash-attention op by Transformer Engine's K/V exchange between
 // the context-parallel ranks (ring of send_recv steps, or all-gather) and its attention steps.

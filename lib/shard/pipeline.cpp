@@ -472,7 +472,7 @@ class PipelineRewriter {
     for (const auto& t : context_.trace.tensors) {
       const RankSet& ranks = analysis_.holders[t.id];
       if (t.role != "grad" || ranks.size() < 2) continue;
-      double elements = numel_at(t.dims, context_.full_axes, "/trace/tensors/" + str(t.id));
+      double elements = numel_at(t.dims, context_.tensor_axes(t.id), "/trace/tensors/" + str(t.id));
       all_reduce_across(t.id, ranks.ranks(), "embedding", elements * kFp32Bytes, "tied_embedding_grads");
     }
   }
@@ -549,10 +549,14 @@ class PipelineRewriter {
 
   void count_stage_parameters() {
     shard_.stage_params_local.assign(pp_, 0.0);
+    if (context_.model.is_moe()) shard_.stage_expert_params_local.assign(pp_, 0.0);
     for (const auto& t : context_.trace.tensors) {
       if (t.role != "param") continue;
-      double elements = numel_at(t.dims, context_.full_axes, "/trace/tensors/" + str(t.id));
-      for (int64_t rank : analysis_.holders[t.id].ranks()) shard_.stage_params_local[rank] += elements;
+      double elements = numel_at(t.dims, context_.tensor_axes(t.id), "/trace/tensors/" + str(t.id));
+      for (int64_t rank : analysis_.holders[t.id].ranks()) {
+        shard_.stage_params_local[rank] += elements;
+        if (context_.is_expert_tensor(t.id)) shard_.stage_expert_params_local[rank] += elements;
+      }
     }
   }
 

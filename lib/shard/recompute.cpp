@@ -15,14 +15,20 @@ namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
-// Megatron-LM's --recompute-modules of a dense model and the module paths each checkpoints.
-// layernorm is Megatron's CheckpointWithoutOutput: the norm's output is dropped too.
+// Megatron-LM's --recompute-modules and the module paths each checkpoints (the components of
+// the paths lib/trace gives them). layernorm is Megatron's CheckpointWithoutOutput: the norm's
+// output is dropped too. mlp is the dense MLP only, moe the whole MoE layer (Megatron-Core's
+// TransformerLayer: an MoE layer's mlp is recomputed by moe), moe_act the experts' activation,
+// mla_up_proj MLA's up projections with their RoPE.
 const std::map<std::string, std::vector<std::string>> kRecomputeModules = {
     {"core_attn", {"core_attention"}},
     {"mlp", {"mlp"}},
     {"layernorm", {"input_layernorm", "pre_mlp_layernorm"}},
+    {"moe", {"mlp"}},
+    {"moe_act", {"activation_func"}},
+    {"shared_experts", {"shared_experts"}},
+    {"mla_up_proj", {"linear_q_up_proj", "linear_kv_up_proj", "mla_rope"}},
 };
-const char* const kMoeActivation = "moe_act";
 
 std::vector<std::string> selected_modules(const TrainingConfig& training) {
   return training.recompute_modules.empty() ? std::vector<std::string>{"core_attn"} : training.recompute_modules;
@@ -71,13 +77,16 @@ std::vector<Region> full_regions(const std::vector<ShardOp>& ops, const std::str
 }
 
 // Selective recompute: per layer, one region per chosen module.
-std::vector<Region> selective_regions(const std::vector<ShardOp>& ops, const std::vector<std::string>& modules) {
+std::vector<Region> selective_regions(const ModelConfig& model, const std::vector<ShardOp>& ops,
+                                      const std::vector<std::string>& modules) {
   std::map<std::pair<int64_t, std::string>, size_t> region_of;  // (layer, module component) -> region
   std::vector<Region> regions;
   for (const ShardOp& op : ops) {
     if (!is_layer_forward_op(op)) continue;
+    const bool moe_layer = model.is_moe_layer(*op.layer);
     for (const std::string& name : modules)
       for (const std::string& component : kRecomputeModules.at(name)) {
+        if ((name == "mlp" && moe_layer) || (name == "moe" && !moe_layer)) continue;
         if (!has_component(op.module.str(), component)) continue;
         auto [it, added] = region_of.emplace(std::pair{*op.layer, component}, regions.size());
         if (added) {
@@ -234,10 +243,15 @@ void check_recompute(const ModelConfig& model, const ShardOptions& options) {
     throw UsageError("recompute_method=" + *t.recompute_method + ": expected uniform or block");
   for (const std::string& name : t.recompute_modules) {
     if (t.recompute != "selective") throw UsageError("recompute_modules=" + name + " needs recompute=selective");
-    if (name == kMoeActivation)
-      throw UsageError("recompute_modules=moe_act: the model has no experts (mixture of experts is not simulated)");
     if (!kRecomputeModules.count(name))
-      throw UsageError("recompute_modules=" + name + ": expected core_attn, mlp, layernorm or moe_act");
+      throw UsageError("recompute_modules=" + name +
+                       ": expected core_attn, mlp, layernorm, moe, moe_act, shared_experts or mla_up_proj");
+    if ((name == "moe" || name == "moe_act") && !model.is_moe())
+      throw UsageError("recompute_modules=" + name + " needs a model with experts; " + model.name + " has none");
+    if (name == "shared_experts" && model.moe_shared_expert_intermediate_size == 0)
+      throw UsageError("recompute_modules=shared_experts needs shared experts; " + model.name + " has none");
+    if (name == "mla_up_proj" && !model.multi_latent_attention)
+      throw UsageError("recompute_modules=mla_up_proj needs multi-head latent attention; " + model.name + " has none");
   }
   if (t.recompute_num_layers) {
     int64_t n = *t.recompute_num_layers;
@@ -261,7 +275,7 @@ void apply_recompute(const ShardContext& context, ShardSection& shard) {
   Recomputer recomputer(context, shard);
   const auto& ops = recomputer.old_ops();
   recomputer.run(t.recompute == "full" ? full_regions(ops, *t.recompute_method, *t.recompute_num_layers)
-                                       : selective_regions(ops, t.recompute_modules));
+                                       : selective_regions(context.model, ops, t.recompute_modules));
 }
 
 }  // namespace syssim

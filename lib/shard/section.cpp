@@ -197,12 +197,13 @@ json to_json(const ShardSection& s) {
   }
   json axes = json::object();
   for (const auto& [k, v] : s.axes) axes[k] = v;
-  return {{"parallelism", to_json(s.parallelism)},
+  json section = {{"parallelism", to_json(s.parallelism)},
           {"training", to_json(s.training)},
           {"seq_length", s.seq_length},
           {"num_microbatches", s.num_microbatches},
           {"axes", axes},
           {"params_total", s.params_total},
+          {"params_active", s.params_active},
           {"params_local", s.params_local},
           {"model_flops_per_step", s.model_flops_per_step},
           {"buffers", buffers},
@@ -211,6 +212,8 @@ json to_json(const ShardSection& s) {
           {"pp_layout", s.pp_layout},
           {"stage_params_local", s.stage_params_local},
           {"schedule", schedule_to_json(s.schedule)}};
+  if (!s.stage_expert_params_local.empty()) section["stage_expert_params_local"] = s.stage_expert_params_local;
+  return section;
 }
 
 ShardSection shard_from_json(const json& j, const std::string& path) {
@@ -221,6 +224,8 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
   s.num_microbatches = require_as<int64_t>(j, "num_microbatches", path);
   s.axes = require_as<AxisValues>(j, "axes", path);
   s.params_total = require_as<double>(j, "params_total", path);
+  // New in 1.5: without it, every parameter is active.
+  s.params_active = j.contains("params_active") ? require_as<double>(j, "params_active", path) : s.params_total;
   s.params_local = require_as<double>(j, "params_local", path);
   s.model_flops_per_step = require_as<double>(j, "model_flops_per_step", path);
   const json& buffers = require(j, "buffers", path);
@@ -280,6 +285,8 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
   s.pipeline_schedule = require_as<std::string>(j, "pipeline_schedule", path);
   s.pp_layout = require_as<std::vector<int64_t>>(j, "pp_layout", path);
   s.stage_params_local = require_as<std::vector<double>>(j, "stage_params_local", path);
+  if (j.contains("stage_expert_params_local"))
+    s.stage_expert_params_local = require_as<std::vector<double>>(j, "stage_expert_params_local", path);
   s.schedule = schedule_from_json(require(j, "schedule", path), path + "/schedule");
   return s;
 }

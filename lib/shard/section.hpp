@@ -75,6 +75,7 @@ struct ShardSection {
   int64_t num_microbatches = 1;
   AxisValues axes;  // values on one rank (g, f, v split by tp; s is the full sequence)
   double params_total = 0;
+  double params_active = 0;  // used per token: params_total but the experts a token is not routed to
   double params_local = 0;
   double model_flops_per_step = 0;  // Megatron-LM's count, all GPUs
   std::vector<ShardBuffer> buffers;
@@ -83,6 +84,7 @@ struct ShardSection {
   std::string pipeline_schedule = "1f1b";    // 1f1b | interleaved | gpipe | zb-h1
   std::vector<int64_t> pp_layout;            // decoder layers per virtual stage (chunk * pp + rank)
   std::vector<double> stage_params_local;    // parameters each pipeline rank holds
+  std::vector<double> stage_expert_params_local;  // of them, the experts' (sharded over expert-DP); empty: none
   PipelineSchedule schedule;                 // each pipeline rank's slots, in order
 };
 

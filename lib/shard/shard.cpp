@@ -27,12 +27,15 @@ void check_layout(const ModelConfig& model, const ShardOptions& options, int64_t
     if (value < 1) throw UsageError(std::string(name) + "=" + str(value) + " must be at least 1");
   check_recompute(model, options);
   check_low_precision(options);
+  check_expert_parallel(model, options);
   if (options.gpus && *options.gpus != p.world_size())
     throw DataError("tp*cp*pp*dp=" + str(p.world_size()) + " does not match gpus=" + str(*options.gpus));
   rank_order(p);  // refuses an order that names an unknown dimension or leaves one out
   require_divides(p.tp, "tp", model.num_attention_heads, "num_attention_heads");
   require_divides(p.tp, "tp", model.num_query_groups, "num_query_groups");
   require_divides(p.tp, "tp", model.ffn_hidden_size, "ffn_hidden_size");
+  if (model.moe_shared_expert_intermediate_size > 0)
+    require_divides(p.tp, "tp", model.moe_shared_expert_intermediate_size, "moe_shared_expert_intermediate_size");
   // Context parallelism: each rank holds 2 of the 2*cp sequence chunks (Megatron-LM's
   // load-balanced causal split needs seq_length % (2*cp) == 0).
   require_divides(p.cp, "cp", seq, "seq_length");
@@ -41,6 +44,15 @@ void check_layout(const ModelConfig& model, const ShardOptions& options, int64_t
     require_divides(p.tp * p.cp, p.cp > 1 ? "tp*cp" : "tp", seq, "seq_length (sequence parallelism)");
   if (!model.rope && seq > model.max_position_embeddings)
     throw DataError("seq_length=" + str(seq) + " exceeds max_position_embeddings=" + str(model.max_position_embeddings));
+  // A window as long as the rank's sequence is full causal attention, which the window's FLOP
+  // count (window keys per query) would overstate.
+  if (model.window_size > 0 && seq / p.cp <= model.window_size + 1)
+    throw DataError("seq_length=" + str(seq) + " is not longer than the window of " + str(model.window_size + 1) +
+                    " keys: the sliding window covers the whole sequence; give the model without window_size");
+  if (p.cp > 1 && (model.window_size > 0 || model.softmax_type != "vanilla"))
+    throw UsageError("cp=" + str(p.cp) + " with sliding-window attention or attention sinks is not simulated");
+  if (p.cp > 1 && model.multi_latent_attention)
+    throw UsageError("cp=" + str(p.cp) + " with multi-head latent attention is not simulated");
 }
 
 AxisValues rank_axes(const ModelConfig& model, const TraceSection& trace, const ShardOptions& options, int64_t seq) {
@@ -50,16 +62,54 @@ AxisValues rank_axes(const ModelConfig& model, const TraceSection& trace, const 
   axes["s"] = static_cast<double>(seq / options.parallelism.cp);
   axes["g"] = static_cast<double>(model.num_query_groups / tp);
   axes["f"] = static_cast<double>(model.ffn_hidden_size / tp);
+  if (axes.count("u")) axes["u"] = static_cast<double>(model.moe_shared_expert_intermediate_size / tp);
   axes["v"] = static_cast<double>(padded_vocab_size(model, tp) / tp);
   return axes;
 }
 
+// The parameters a token uses: all but the experts it is not routed to (moe_router_topk of the
+// num_moe_experts experts of an MoE layer).
+double active_parameters(const ModelConfig& model, const TraceSection& trace) {
+  double total = traced_parameters(trace, trace.axes);
+  if (!model.is_moe()) return total;
+  const double unused = 1 - static_cast<double>(model.moe_router_topk) / static_cast<double>(model.num_moe_experts);
+  return total - expert_parameters(trace) * unused;
+}
+
 void count_parameters(const ShardContext& context, ShardSection& shard) {
   shard.params_total = traced_parameters(context.trace, context.trace.axes);
-  shard.params_local = traced_parameters(context.trace, context.full_axes);
+  shard.params_active = active_parameters(context.model, context.trace);
+  shard.params_local = 0;
+  for (const TraceTensor& t : context.trace.tensors)
+    if (t.role == "param")
+      shard.params_local += numel_at(t.dims, context.tensor_axes(t.id), "/trace/tensors/" + std::to_string(t.id));
 }
 
 }  // namespace
+
+double expert_parameters(const TraceSection& trace) {
+  std::vector<char> expert_weight(trace.tensors.size(), 0);
+  for (const TraceOp& op : trace.ops)
+    if (is_expert_role(op.tp_role))
+      for (const TensorRef& r : op.inputs)
+        if (trace.tensors[r.tensor].role == "param") expert_weight[r.tensor] = 1;
+  double experts = 0;
+  for (const TraceTensor& t : trace.tensors)
+    if (expert_weight[t.id]) experts += numel_at(t.dims, trace.axes, "/trace/tensors/" + std::to_string(t.id));
+  return experts;
+}
+
+std::vector<int64_t> uneven_pipeline_layout(int64_t layers, int64_t stages) {
+  if (stages > layers) return {};
+  const int64_t most = (layers + stages - 1) / stages;
+  std::vector<int64_t> layout(stages, most);
+  layout.back() = layers - most * (stages - 1);
+  if (layout.back() < 1) {
+    layout.assign(stages, layers / stages);
+    for (int64_t v = 1; v <= layers % stages; ++v) ++layout[v];
+  }
+  return layout;
+}
 
 int64_t padded_vocab_size(const ModelConfig& model, int64_t tp) {
   int64_t multiple = model.make_vocab_size_divisible_by * tp;
@@ -71,13 +121,43 @@ double megatron_model_flops(const ModelConfig& m, int64_t global_batch, int64_t 
   // x 2 GEMMs per block x 2 FLOPs per multiply-add; attention scores counted without the
   // causal mask; the logit GEMM over the padded vocabulary.
   double h = static_cast<double>(m.hidden_size);
-  double query_projection_ratio = static_cast<double>(m.kv_channels * m.num_attention_heads) / h;
   double gated = m.swiglu ? 1.5 : 1.0;
-  double attention = (1.0 + static_cast<double>(m.num_query_groups) / m.num_attention_heads +
-                      static_cast<double>(seq) / h) * query_projection_ratio;
-  double mlp = static_cast<double>(m.ffn_hidden_size) / h * gated;
-  double logit = static_cast<double>(padded_vocab_size(m, tp)) / (2.0 * m.num_layers * h);
-  return 12.0 * global_batch * seq * m.num_layers * h * h * (attention + mlp + logit);
+  const double vocab = static_cast<double>(padded_vocab_size(m, tp));
+  if (!m.is_moe() && !m.multi_latent_attention && m.mtp_num_layers == 0) {
+    double query_projection_ratio = static_cast<double>(m.kv_channels * m.num_attention_heads) / h;
+    double attention = (1.0 + static_cast<double>(m.num_query_groups) / m.num_attention_heads +
+                        static_cast<double>(seq) / h) * query_projection_ratio;
+    double mlp = static_cast<double>(m.ffn_hidden_size) / h * gated;
+    double logit = vocab / (2.0 * m.num_layers * h);
+    return 12.0 * global_batch * seq * m.num_layers * h * h * (attention + mlp + logit);
+  }
+  // The same count per token, term by term, with Megatron-LM's terms for dense and MoE layers,
+  // multi-head latent attention and MTP layers (which take the last layer's kind), 6 = 3 passes
+  // x 2 FLOPs per multiply-add; attention scores again counted in full.
+  const double s = static_cast<double>(seq), a = static_cast<double>(m.num_attention_heads);
+  double attention = 0;
+  if (m.multi_latent_attention) {
+    const double q = static_cast<double>(m.q_lora_rank), c = static_cast<double>(m.kv_lora_rank);
+    const double n = static_cast<double>(m.qk_head_dim), t = static_cast<double>(m.qk_pos_emb_head_dim);
+    const double w = static_cast<double>(m.v_head_dim);
+    const double q_term = m.q_lora_rank > 0 ? q * (h + a * (n + t) + 1) : h * a * (n + t);
+    attention = 6 * (q_term + c * (h + a * (n + w) + 1) + h * t + a * w * h) + 6 * a * (n + t + w) * s;
+  } else {
+    const double d = static_cast<double>(m.kv_channels), g = static_cast<double>(m.num_query_groups);
+    attention = 12 * h * d * (a + g) + 12 * a * d * s;
+  }
+  const double dense_mlp = 12 * h * static_cast<double>(m.ffn_hidden_size) * gated;
+  const double moe_mlp = 12 * h * gated *
+                         (static_cast<double>(m.moe_ffn_hidden_size * m.moe_router_topk) +
+                          static_cast<double>(m.moe_shared_expert_intermediate_size));
+  double mlp = 0;
+  for (int64_t layer = 0; layer < m.num_layers; ++layer) mlp += m.is_moe_layer(layer) ? moe_mlp : dense_mlp;
+  const double mtp = static_cast<double>(m.mtp_num_layers);
+  mlp += mtp * (m.is_moe_layer(m.num_layers - 1) ? moe_mlp : dense_mlp);
+  const double mtp_projection = mtp * 6 * (3 * h + 2 * h * h);
+  const double logits = 6 * h * vocab * (1 + mtp);
+  const double per_token = (static_cast<double>(m.num_layers) + mtp) * attention + mlp + mtp_projection + logits;
+  return static_cast<double>(global_batch) * s * per_token;
 }
 
 double dtype_size(const std::string& dtype) {
@@ -90,8 +170,8 @@ double dtype_size(const std::string& dtype) {
 }
 
 bool has_tensor_parallel_axis(const Dims& dims) {
-  // Tensor parallelism splits query groups (and so heads), ffn and vocabulary.
-  for (const char* axis : {"g", "f", "v"})
+  // Tensor parallelism splits query groups (and so heads), ffn (the shared experts' too) and vocabulary.
+  for (const char* axis : {"g", "f", "u", "v"})
     if (has_axis(dims, axis)) return true;
   return false;
 }
@@ -122,7 +202,12 @@ ShardOp make_collective(const ShardContext& context, const std::string& collecti
   c.dtype = high_precision_dtype(context.options.training);
   c.collective = collective;
   c.group = group;
-  c.group_size = group == "tp" ? p.tp : group == "cp" ? p.cp : context.data_parallel_size();
+  c.group_size = group == "tp"    ? p.tp
+                 : group == "cp"  ? p.cp
+                 : group == "ep"  ? p.ep
+                 : group == "etp" ? p.expert_tp()
+                 : group == "edp" ? p.expert_dp()
+                                  : context.data_parallel_size();
   c.message_bytes = message_bytes;
   c.bytes = message_bytes;
   return c;
@@ -133,10 +218,11 @@ ShardSection shard_trace(const ModelConfig& model, const TraceSection& trace, co
   int64_t seq = options.training.seq_length.value_or(model.seq_length);
   check_layout(model, options, seq);
 
-  ShardContext context{model, trace, options, seq, rank_axes(model, trace, options, seq), {}};
+  ShardContext context{model, trace, options, seq, rank_axes(model, trace, options, seq), {}, {}, {}, {}};
   context.sequence_axes = context.full_axes;
   if (context.sequence_parallel())
     context.sequence_axes["s"] = static_cast<double>(seq / (options.parallelism.cp * context.tp()));
+  set_expert_axes(context);
 
   ShardSection shard;
   shard.parallelism = options.parallelism;
@@ -153,6 +239,7 @@ ShardSection shard_trace(const ModelConfig& model, const TraceSection& trace, co
   else
     instantiate_trace(context, shard);
   assign_pipeline_stages(shard);
+  apply_expert_parallel(context, shard);
   apply_context_parallel(context, shard);
   apply_recompute(context, shard);
   add_step_ops(context, shard);

@@ -37,7 +37,8 @@ struct ShardContext;
 
 // What the jobs of one trace share in the shard stage: its ops instantiated at one rank's
 // shapes, which depend on tp, sequence parallelism, the axis values (micro-batch, sequence,
-// cp) and the dtype, not on the pipeline, data parallelism, optimizer or recompute. Made once
+// cp, the experts'), the dtype and the token dispatcher, not on the pipeline, data
+// parallelism, optimizer or recompute. Made once
 // per such key and copied for each job (a sixth of a sweep point's time); at most
 // kMaxInstantiations are kept, later keys are made each time. Thread-safe.
 class ShardReuse {
@@ -49,7 +50,7 @@ class ShardReuse {
 
  private:
   static constexpr size_t kMaxInstantiations = 32;
-  using Key = std::tuple<AxisValues, AxisValues, int64_t, bool, std::string>;
+  using Key = std::tuple<AxisValues, AxisValues, AxisValues, int64_t, bool, std::string, std::string>;
   using Instantiated = std::pair<std::vector<ShardOp>, std::vector<ShardBuffer>>;
   const TraceSection& trace_;
   std::mutex mutex_;
@@ -65,6 +66,16 @@ ShardSection shard_trace(const ModelConfig& model, const TraceSection& trace, co
 // (a sweep over the batch) share the rest. DataError when micro_batch * dp does not divide
 // it, UsageError when the schedule refuses the micro-batch count; `shard` is unchanged then.
 void set_global_batch(const ModelConfig& model, int64_t global_batch, ShardSection& shard);
+
+// The parameters of the experts' weights of a traced model (those the expert ops read).
+double expert_parameters(const TraceSection& trace);
+
+// A split of `layers` decoder layers over `stages` virtual pipeline stages when they do not
+// divide evenly: every stage ceil(layers / stages) and the last the rest, as Megatron-Bridge's
+// DeepSeek-V3 pipeline layouts (recipes/deepseek: 61 layers on 16 stages are 15 x 4 and 1);
+// where that leaves the last none, the stages after the first take one layer more than the
+// others. Empty when the stages outnumber the layers.
+std::vector<int64_t> uneven_pipeline_layout(int64_t layers, int64_t stages);
 
 // Megatron-LM's padded vocabulary: a multiple of make_vocab_size_divisible_by * tp.
 int64_t padded_vocab_size(const ModelConfig& model, int64_t tp);

@@ -41,9 +41,13 @@ class PointEvaluator {
 void mark_invalid(SweepRow& row, const std::string& reason);
 
 // A lower bound on a layout's peak memory in GB (its heaviest rank's weights, gradients and
-// optimizer states), from the model's parameter count alone: the search drops layouts above
-// the GPU's memory without an estimate.
-double model_state_lower_bound_gb(double params_total, const ShardOptions& layout);
+// optimizer states), from the model's parameter count (`expert_params` of them the experts')
+// alone: the search drops layouts above the GPU's memory without an estimate.
+double model_state_lower_bound_gb(double params_total, const ShardOptions& layout, double expert_params = 0);
+
+// The model cut to its first two layers (their kinds) and no MTP layer, whose layers the
+// search's compute bound prices.
+ModelConfig short_model_of(const ModelConfig& model);
 
 // What one decoder layer, the embedding and the output layer take per micro-batch on a rank,
 // for the layouts with `layout`'s tp, cp, micro-batch and recompute: {"layer"|"embedding"|

@@ -31,8 +31,23 @@ std::vector<int64_t> divisors(int64_t n) {
   return found;
 }
 
+// The expert-parallel splits of a stage of `ranks` GPUs with tensor parallelism tp: ep dividing
+// the experts and etp, 1 or tp (Megatron's defaults, expert_tensor_parallel_size), dividing each
+// expert's FFN, with ep x etp dividing the stage (parallel folding); {1, none} without experts.
+std::vector<std::pair<int64_t, std::optional<int64_t>>> expert_splits(const ModelConfig& model, int64_t tp,
+                                                                     int64_t ranks) {
+  if (!model.is_moe()) return {{1, std::nullopt}};
+  std::vector<std::pair<int64_t, std::optional<int64_t>>> splits;
+  for (int64_t ep : divisors(model.num_moe_experts))
+    for (int64_t etp : tp > 1 ? std::vector<int64_t>{1, tp} : std::vector<int64_t>{1})
+      if (ranks % (ep * etp) == 0 && model.moe_ffn_hidden_size % etp == 0) splits.emplace_back(ep, etp);
+  return splits;
+}
+
 // The layouts of `gpus` GPUs the shard stage accepts (shard.cpp check_layout, pipeline.cpp,
-// schedule.cpp), in a fixed order: tp, pp, cp, micro-batch, vpp, recompute, optimizer.
+// schedule.cpp), in a fixed order: tp, pp, cp, micro-batch, ep and etp, vpp, recompute,
+// optimizer. Layers that pp does not divide are split unevenly (uneven_pipeline_layout) when
+// the stages average at least two layers.
 std::vector<ShardOptions> enumerate_layouts(const ModelConfig& model, const HardwareConfig& hardware,
                                             const ShardOptions& base) {
   if (!base.gpus) throw UsageError("--search needs --gpus N");
@@ -43,36 +58,41 @@ std::vector<ShardOptions> enumerate_layouts(const ModelConfig& model, const Hard
   for (int64_t tp : divisors(gpus)) {
     // Megatron-LM keeps tensor parallelism inside a node; tp splits heads, groups and the MLP.
     if (tp > hardware.gpus_per_node || model.num_attention_heads % tp || model.num_query_groups % tp ||
-        model.ffn_hidden_size % tp)
+        model.ffn_hidden_size % tp || (model.moe_shared_expert_intermediate_size % tp))
       continue;
     for (int64_t pp : divisors(gpus / tp)) {
-      if (model.num_layers % pp) continue;
+      const bool even = model.num_layers % pp == 0;
+      if (!even && pp > model.num_layers / 2) continue;
       for (int64_t cp : divisors(gpus / tp / pp)) {
         // Context parallelism: flash attention only, 2*cp sequence chunks; SP splits each by tp.
-        if (cp > 1 && (model.attention_backend != "flash" || seq % (2 * cp))) continue;
+        if (cp > 1 && (model.attention_backend != "flash" || seq % (2 * cp) || model.multi_latent_attention ||
+                       model.window_size > 0 || model.softmax_type != "vanilla"))
+          continue;
         if (seq % (tp * cp)) continue;
         const int64_t dp = gpus / tp / pp / cp;
         if (global_batch % dp) continue;
-        for (int64_t micro_batch : divisors(global_batch / dp)) {
-          const int64_t microbatches = global_batch / dp / micro_batch;
-          // The interleaved schedule needs vpp dividing each rank's layers and whole rounds of pp micro-batches.
-          std::vector<std::optional<int64_t>> vpps = {std::nullopt};
-          if (pp > 1 && microbatches % pp == 0)
-            for (int64_t vpp : divisors(model.num_layers / pp))
-              if (vpp > 1) vpps.push_back(vpp);
-          for (std::optional<int64_t> vpp : vpps)
-            for (const char* recompute : {"none", "selective", "full"})
-              for (bool distributed_optimizer : {false, true}) {
-                if (distributed_optimizer && dp == 1) continue;  // shards over one rank: the same job
-                ShardOptions layout = base;
-                ParallelismConfig& p = layout.parallelism;
-                p.tp = tp, p.pp = pp, p.cp = cp, p.dp = dp, p.vpp = vpp, p.sp = tp > 1;
-                layout.training.micro_batch = micro_batch;
-                layout.training.recompute = recompute;
-                layout.training.distributed_optimizer = distributed_optimizer;
-                layouts.push_back(layout);
-              }
-        }
+        for (int64_t micro_batch : divisors(global_batch / dp))
+          for (const auto& [ep, etp] : expert_splits(model, tp, tp * cp * dp)) {
+            const int64_t microbatches = global_batch / dp / micro_batch;
+            // The interleaved schedule needs vpp dividing each rank's layers and whole rounds of pp micro-batches.
+            std::vector<std::optional<int64_t>> vpps = {std::nullopt};
+            if (even && pp > 1 && microbatches % pp == 0)
+              for (int64_t vpp : divisors(model.num_layers / pp))
+                if (vpp > 1) vpps.push_back(vpp);
+            for (std::optional<int64_t> vpp : vpps)
+              for (const char* recompute : {"none", "selective", "full"})
+                for (bool distributed_optimizer : {false, true}) {
+                  if (distributed_optimizer && dp == 1) continue;  // shards over one rank: the same job
+                  ShardOptions layout = base;
+                  ParallelismConfig& p = layout.parallelism;
+                  p.tp = tp, p.pp = pp, p.cp = cp, p.dp = dp, p.vpp = vpp, p.sp = tp > 1, p.ep = ep, p.etp = etp;
+                  if (!even) layout.pp_layout = uneven_pipeline_layout(model.num_layers, pp);
+                  layout.training.micro_batch = micro_batch;
+                  layout.training.recompute = recompute;
+                  layout.training.distributed_optimizer = distributed_optimizer;
+                  layouts.push_back(layout);
+                }
+          }
       }
     }
   }
@@ -81,14 +101,18 @@ std::vector<ShardOptions> enumerate_layouts(const ModelConfig& model, const Hard
 
 nlohmann::ordered_json layout_inputs(const ShardOptions& o) {
   const ParallelismConfig& p = o.parallelism;
-  return {{"parallelism.tp", p.tp},
-          {"parallelism.pp", p.pp},
-          {"parallelism.vpp", p.vpp ? nlohmann::ordered_json(*p.vpp) : nlohmann::ordered_json()},
-          {"parallelism.cp", p.cp},
-          {"parallelism.dp", p.dp},
-          {"training.micro_batch", o.training.micro_batch},
-          {"training.recompute", o.training.recompute},
-          {"training.distributed_optimizer", o.training.distributed_optimizer}};
+  nlohmann::ordered_json inputs = {{"parallelism.tp", p.tp},
+                                   {"parallelism.pp", p.pp},
+                                   {"parallelism.vpp", p.vpp ? nlohmann::ordered_json(*p.vpp) : nlohmann::ordered_json()},
+                                   {"parallelism.cp", p.cp},
+                                   {"parallelism.dp", p.dp}};
+  // The expert splits of a model with experts (the search sets etp for them) and an uneven split.
+  if (p.etp) inputs.update({{"parallelism.ep", p.ep}, {"parallelism.etp", *p.etp}});
+  if (!o.pp_layout.empty()) inputs["pp_layout"] = o.pp_layout;
+  inputs.update({{"training.micro_batch", o.training.micro_batch},
+                 {"training.recompute", o.training.recompute},
+                 {"training.distributed_optimizer", o.training.distributed_optimizer}});
+  return inputs;
 }
 
 // The layout's inputs but one, as text: the key of the layouts that differ only there.
@@ -152,10 +176,14 @@ nlohmann::json layer_compute(PointEvaluator& evaluate, const ModelConfig& short_
                              const ShardOptions& layout, bool use_cache) {
   ShardOptions one_rank = layout;
   ParallelismConfig& p = one_rank.parallelism;
-  p.pp = 1, p.dp = 1, p.vpp.reset();
+  // The data-parallel ranks the experts fold onto (ep x etp of them), none otherwise.
+  const int64_t expert_ranks = p.ep * p.expert_tp();
+  p.dp = expert_ranks % (p.tp * p.cp) == 0 ? std::max<int64_t>(expert_ranks / (p.tp * p.cp), 1) : expert_ranks;
+  p.pp = 1, p.vpp.reset();
+  one_rank.pp_layout.clear();
   one_rank.gpus.reset();
   one_rank.pipeline_schedule.clear();
-  one_rank.training.global_batch = one_rank.training.micro_batch;
+  one_rank.training.global_batch = one_rank.training.micro_batch * p.dp;
   one_rank.training.distributed_optimizer = false;
   const std::string key = use_cache ? job_cache_key(short_model, evaluate.hardware(), one_rank) : "";
   if (use_cache)
@@ -199,6 +227,15 @@ nlohmann::json layer_compute(PointEvaluator& evaluate, const ModelConfig& short_
   return compute;
 }
 
+ModelConfig short_model_of(const ModelConfig& model) {
+  ModelConfig short_model = model;
+  short_model.num_layers = std::min<int64_t>(2, model.num_layers);
+  short_model.mtp_num_layers = 0;
+  for (std::vector<int>* pattern : {&short_model.moe_layer_pattern, &short_model.sliding_window_pattern})
+    if (!pattern->empty()) pattern->resize(static_cast<size_t>(short_model.num_layers));
+  return short_model;
+}
+
 double compute_lower_bound_ms(const nlohmann::json& compute, int64_t num_layers, const ShardOptions& layout) {
   if (compute.is_null()) return 0;
   const PassCompute layer = compute["layer"], embedding = compute["embedding"], head = compute["head"];
@@ -238,15 +275,18 @@ double compute_lower_bound_ms(const nlohmann::json& compute, int64_t num_layers,
   return bound;
 }
 
-double model_state_lower_bound_gb(double params_total, const ShardOptions& layout) {
-  // Every parameter lives on some pipeline rank, split at most tp ways, so the heaviest rank
-  // holds at least params / (tp * pp) of them: their weights (16-bit, or at least the fp8
-  // byte of --fp8-param-gather), gradients and optimizer states, counted as syssim-mem does.
+double model_state_lower_bound_gb(double params_total, const ShardOptions& layout, double expert_params) {
+  // Every parameter lives on some pipeline rank, split at most tp ways (an expert's, ep x etp
+  // ways), so the heaviest rank holds at least params / (tp * pp) of them (the experts' /
+  // (ep * etp * pp)): their weights (16-bit, or at least the fp8 byte of --fp8-param-gather),
+  // gradients and optimizer states, counted as syssim-mem does.
   const ParallelismConfig& p = layout.parallelism;
   constexpr double kHalfPrecisionBytes = 2, kFp8Bytes = 1;
-  const double params = params_total / static_cast<double>(p.tp * p.pp);
+  const double pp = static_cast<double>(p.pp);
+  const double experts = expert_params / (static_cast<double>(p.ep * p.expert_tp()) * pp);
+  const double params = (params_total - expert_params) / (static_cast<double>(p.tp) * pp) + experts;
   const double weight_bytes_per_param = layout.training.fp8_param_gather ? kFp8Bytes : kHalfPrecisionBytes;
-  TrainingStateBytes states = training_state_bytes(params, p, layout.training);
+  TrainingStateBytes states = training_state_bytes(params, p, layout.training, experts);
   constexpr double kBytesPerGB = 1e9;
   return (params * weight_bytes_per_param + states.grad_bytes + states.optimizer_state_bytes) / kBytesPerGB;
 }
@@ -277,9 +317,10 @@ SearchResult search_layouts(const ModelConfig& model, const HardwareConfig& hard
   // memory whatever its micro-batch, and needs no estimate at all.
   const std::optional<double> capacity_gb = hardware.gpu_memory_GB;
   const double params_total = capacity_gb ? traced_parameters(evaluate.trace(), evaluate.trace().axes) : 0;
+  const double expert_params = capacity_gb ? expert_parameters(evaluate.trace()) : 0;
   for (size_t i = 0; i < layouts.size(); ++i) {
     if (!capacity_gb) continue;
-    known[i].peak_memory_gb = model_state_lower_bound_gb(params_total, layouts[i]);
+    known[i].peak_memory_gb = model_state_lower_bound_gb(params_total, layouts[i], expert_params);
     if (prune && known[i].peak_memory_gb > *capacity_gb) outcome[i] = Outcome::kOom;
   }
   auto skipped_by_micro_batch = [&](size_t i) {
@@ -311,19 +352,20 @@ SearchResult search_layouts(const ModelConfig& model, const HardwareConfig& hard
   } else if (base.pp_layout.empty() && !base.decoder_first_pipeline_num_layers &&
              !base.decoder_last_pipeline_num_layers && !base.account_for_embedding_in_pipeline_split &&
              !base.account_for_loss_in_pipeline_split) {  // the even split the compute bound assumes
-    std::map<std::tuple<int64_t, int64_t, int64_t, std::string>, size_t> family_index;  // (tp, cp, micro-batch, recompute)
+    // (tp, cp, micro-batch, recompute, ep, etp)
+    std::map<std::tuple<int64_t, int64_t, int64_t, std::string, int64_t, int64_t>, size_t> family_index;
     std::vector<size_t> family_layout;  // a layout of each family
     std::vector<size_t> family_of(layouts.size());
     for (size_t i = 0; i < layouts.size(); ++i) {
       if (outcome[i] != Outcome::kOpen) continue;
       const ParallelismConfig& p = layouts[i].parallelism;
       const TrainingConfig& t = layouts[i].training;
-      auto [it, added] = family_index.emplace(std::tuple{p.tp, p.cp, t.micro_batch, t.recompute}, family_layout.size());
+      auto [it, added] = family_index.emplace(std::tuple{p.tp, p.cp, t.micro_batch, t.recompute, p.ep, p.expert_tp()},
+                                              family_layout.size());
       if (added) family_layout.push_back(i);
       family_of[i] = it->second;
     }
-    ModelConfig short_model = model;
-    short_model.num_layers = std::min<int64_t>(2, model.num_layers);
+    ModelConfig short_model = short_model_of(model);
     const TraceSection& short_trace = trace_of(short_model);
     std::vector<nlohmann::json> family_compute(family_layout.size());
     for_each_point(family_layout.size(), settings, [&](size_t f) {

@@ -23,23 +23,18 @@ class TrainingStep {
   Tensor loss() {
     Tensor x = embedding();
     for (int64_t layer = 0; layer < model_.num_layers; ++layer)
-      x = decoder_layer("decoder.layers." + std::to_string(layer), x);
-    x = norm("decoder.final_layernorm", x);
-    Tensor logits;
-    {
-      ModuleScope scope("output_layer", "vocab_output");
-      Tensor weight =
-          model_.tie_word_embeddings ? word_embeddings_ : parameter("output_layer.weight", {n_.v, n_.h});
-      logits = call("syssim::linear", {x, weight, c10::nullopt})[0];
+      x = decoder_layer(layer, "decoder.layers." + std::to_string(layer), x);
+    Tensor total = language_model_loss("", norm("decoder.final_layernorm", x));
+    // Megatron-Core's multi-token prediction: each MTP layer predicts one token further from
+    // the previous one's hidden state and the embedding of the shifted tokens.
+    for (int64_t depth = 0; depth < model_.mtp_num_layers; ++depth) {
+      const std::string prefix = "mtp.layers." + std::to_string(depth);
+      x = mtp_layer(prefix, x);
+      Tensor mtp_loss = language_model_loss(prefix + ".", norm(prefix + ".final_layernorm", x));
+      ModuleScope scope(prefix + ".loss", "none");
+      total = total + mtp_loss;
     }
-    Tensor labels = token_ids();
-    Tensor per_token;
-    {
-      ModuleScope scope("loss", "vocab_loss");
-      per_token = call("syssim::cross_entropy", {logits, labels})[0];
-    }
-    ModuleScope scope("loss", "none");
-    return per_token.sum();
+    return total;
   }
 
  private:
@@ -58,6 +53,50 @@ class TrainingStep {
     return parameter(name, {width});
   }
 
+  // The output layer (the word embeddings when tied) and the vocab-parallel cross entropy,
+  // summed over the tokens; `prefix` names an MTP layer's copies of the modules.
+  Tensor language_model_loss(const std::string& prefix, const Tensor& x) {
+    Tensor logits;
+    {
+      ModuleScope scope(prefix + "output_layer", "vocab_output");
+      if (model_.tie_word_embeddings)
+        output_weight_ = word_embeddings_;
+      else if (!output_weight_.defined())
+        output_weight_ = parameter("output_layer.weight", {n_.v, n_.h});
+      logits = call("syssim::linear", {x, output_weight_, c10::nullopt})[0];
+    }
+    Tensor labels = token_ids();
+    Tensor per_token;
+    {
+      ModuleScope scope(prefix + "loss", "vocab_loss");
+      per_token = call("syssim::cross_entropy", {logits, labels})[0];
+    }
+    ModuleScope scope(prefix + "loss", "none");
+    return per_token.sum();
+  }
+
+  // An MTP layer (Megatron-Core's MultiTokenPredictionLayer): the shifted tokens' embedding and
+  // the hidden state, each normed, joined and projected to the hidden size (eh_proj), then one
+  // transformer layer of the decoder's last layer's kind. eh_proj is Megatron's column-parallel
+  // linear followed by a gather; here it is one GEMM per rank on its sequence-parallel tokens
+  // (the same FLOPs; the gather of its output is not modelled).
+  Tensor mtp_layer(const std::string& prefix, const Tensor& hidden) {
+    Tensor embedded;
+    {
+      ModuleScope scope(prefix + ".embedding", "vocab_embedding");
+      embedded = call("syssim::embedding", {word_embeddings_, token_ids()})[0];
+    }
+    Tensor joined;
+    {
+      Tensor e = norm(prefix + ".enorm", embedded);
+      Tensor h = norm(prefix + ".hnorm", hidden);
+      ModuleScope scope(prefix, "none");
+      joined = call("syssim::concat", {e, h})[0];
+    }
+    Tensor projected = linear(prefix + ".eh_proj", "none", joined, n_.h);
+    return decoder_layer(model_.num_layers - 1, prefix + ".transformer_layer", projected);
+  }
+
   Tensor embedding() {
     Tensor x;
     {
@@ -74,11 +113,16 @@ class TrainingStep {
     return dropout("embedding.embedding_dropout", x, model_.hidden_dropout);
   }
 
-  // Megatron's bias-dropout-add: the branch is dropped out before the residual add.
-  Tensor decoder_layer(const std::string& prefix, const Tensor& x) {
-    Tensor attention = self_attention(prefix + ".self_attention", norm(prefix + ".input_layernorm", x));
+  // Megatron's bias-dropout-add: the branch is dropped out before the residual add. `layer`
+  // decides the kinds of attention and MLP.
+  Tensor decoder_layer(int64_t layer, const std::string& prefix, const Tensor& x) {
+    Tensor normed = norm(prefix + ".input_layernorm", x);
+    Tensor attention = model_.multi_latent_attention ? latent_attention(prefix + ".self_attention", normed)
+                                                     : self_attention(layer, prefix + ".self_attention", normed);
     Tensor hidden = residual(prefix, x, dropout(prefix + ".self_attn_bda", attention, model_.hidden_dropout));
-    Tensor mlp_out = mlp(prefix + ".mlp", norm(prefix + ".pre_mlp_layernorm", hidden));
+    Tensor mlp_in = norm(prefix + ".pre_mlp_layernorm", hidden);
+    Tensor mlp_out = model_.is_moe_layer(layer) ? mixture_of_experts(prefix + ".mlp", mlp_in)
+                                                : mlp(prefix + ".mlp", mlp_in, n_.f);
     return residual(prefix, hidden, dropout(prefix + ".mlp_bda", mlp_out, model_.hidden_dropout));
   }
 
@@ -109,7 +153,7 @@ class TrainingStep {
     return call("syssim::linear", {x, weight, bias(module + ".bias", model_.add_bias_linear, out_features)})[0];
   }
 
-  Tensor self_attention(const std::string& module, const Tensor& x) {
+  Tensor self_attention(int64_t layer, const std::string& module, const Tensor& x) {
     Tensor q, k, v;
     {
       const std::string qkv = module + ".linear_qkv";
@@ -134,16 +178,69 @@ class TrainingStep {
       q = call("syssim::rope", {q})[0];
       k = call("syssim::rope", {k})[0];
     }
-    Tensor context = core_attention(module + ".core_attention", q, k, v);
+    Tensor context = core_attention(layer, module + ".core_attention", q, k, v);
     return linear(module + ".linear_proj", "row", context, n_.h);
   }
 
-  // Causal attention of q [s, b, g*r, d] over k, v [s, b, g, d]; returns [s, b, g*r*d].
-  Tensor core_attention(const std::string& module, const Tensor& q, const Tensor& k, const Tensor& v) {
+  // Megatron-Core's MLASelfAttention with fused RoPE (DeepSeek-V2/V3): queries from a low-rank
+  // latent (q_lora_rank) or the hidden state, keys and values up-projected from a shared K/V
+  // latent (both latents normed with qk_layernorm, as Megatron's layer spec), and one RoPE key
+  // per token shared by the heads. The down projections are TP-
+  // duplicated (each rank projects its own sequence-parallel tokens), the up projections
+  // column-parallel; the RoPE key is all-gathered where keys are made (the column role).
+  Tensor latent_attention(const std::string& module, const Tensor& x) {
+    const int64_t heads = n_.g * n_.r;
+    Tensor q;
+    if (model_.q_lora_rank > 0) {
+      Tensor latent = linear(module + ".linear_q_down_proj", "none", x, n_.q);
+      if (model_.qk_layernorm) latent = norm(module + ".q_layernorm", latent);
+      q = linear(module + ".linear_q_up_proj", "column", latent, heads * n_.d);
+    } else {
+      q = linear(module + ".linear_q_proj", "column", x, heads * n_.d);
+    }
+    Tensor kv_latent, k_pe;
+    {
+      const std::string down = module + ".linear_kv_down_proj";
+      ModuleScope scope(down, "none");
+      std::vector<Tensor> out = call("syssim::stacked_linear", {x, parameter(down + ".weight_kv", {n_.c, n_.h}),
+                                                                parameter(down + ".weight_k_pe", {n_.t, n_.h})});
+      kv_latent = out[0], k_pe = out[1];
+    }
+    if (model_.qk_layernorm) kv_latent = norm(module + ".kv_layernorm", kv_latent);
+    Tensor k_nope, v;
+    {
+      const std::string up = module + ".linear_kv_up_proj";
+      ModuleScope scope(up, "column");
+      std::vector<Tensor> out = call("syssim::stacked_linear", {kv_latent, parameter(up + ".weight_k", {heads * n_.n, n_.c}),
+                                                                parameter(up + ".weight_v", {heads * n_.w, n_.c})});
+      k_nope = out[0].view({n_.s, n_.b, heads, n_.n}), v = out[1].view({n_.s, n_.b, heads, n_.w});
+    }
+    Tensor query, key, value;
+    {
+      ModuleScope scope(module + ".mla_rope", "none");
+      query = call("syssim::mla_rope_q", {q.view({n_.s, n_.b, heads, n_.d})})[0];
+    }
+    {
+      ModuleScope scope(module + ".mla_rope", "column");
+      std::vector<Tensor> kv = call("syssim::mla_rope_kv", {k_nope, v, k_pe, n_.d});
+      key = kv[0], value = kv[1];
+    }
+    Tensor context = core_attention(-1, module + ".core_attention", query, key, value);
+    return linear(module + ".linear_proj", "row", context, n_.h);
+  }
+
+  // Causal attention of q [s, b, g*r, d] over k [s, b, g, d] and v [s, b, g, d_v]; returns
+  // [s, b, g*r*d_v]. `layer` decides a sliding window (-1: none).
+  Tensor core_attention(int64_t layer, const std::string& module, const Tensor& q, const Tensor& k, const Tensor& v) {
     ModuleScope scope(module, "none");
     const int64_t heads = n_.g * n_.r;
-    if (model_.attention_backend == "flash")
-      return call("syssim::flash_attn", {q, k, v})[0].view({n_.s, n_.b, heads * n_.d});
+    if (model_.attention_backend == "flash") {
+      OptionalTensor sinks;
+      if (model_.softmax_type == "learnable") sinks = parameter(module + ".softmax_offset", {heads});
+      const bool window = layer >= 0 && model_.is_sliding_window_layer(layer);
+      Tensor out = call(window ? "syssim::flash_attn_window" : "syssim::flash_attn", {q, k, v, sinks})[0];
+      return out.view({n_.s, n_.b, heads * v.size(-1)});
+    }
     // Megatron's unfused path: batched matmuls over b * heads, [b*heads, s, d] operands.
     auto batched = [&](const Tensor& t) { return t.reshape({n_.s, n_.b * heads, n_.d}).transpose(0, 1); };
     Tensor keys = batched(repeat_groups(k));
@@ -161,8 +258,8 @@ class TrainingStep {
     return t.unsqueeze(3).expand({n_.s, n_.b, n_.g, n_.r, n_.d}).reshape({n_.s, n_.b, n_.g * n_.r, n_.d});
   }
 
-  Tensor mlp(const std::string& module, const Tensor& x) {
-    Tensor hidden = linear(module + ".linear_fc1", "column", x, model_.swiglu ? 2 * n_.f : n_.f);
+  Tensor mlp(const std::string& module, const Tensor& x, int64_t width) {
+    Tensor hidden = linear(module + ".linear_fc1", "column", x, model_.swiglu ? 2 * width : width);
     Tensor activated;
     {
       ModuleScope scope(module, "none");
@@ -176,6 +273,68 @@ class TrainingStep {
     return linear(module + ".linear_fc2", "row", activated, n_.h);
   }
 
+  // Megatron-Core's MoELayer with the alltoall token dispatcher, in its order without overlap:
+  // the shared experts, the router (scores, top-k, load-balancing loss), the permutation of
+  // the tokens to expert order, the routed experts, the permutation back and the sum with the
+  // shared experts' output. Ops of the experts have the tp_role expert_*: syssim-shard
+  // evaluates them on the rank's experts and the tokens dispatched to them, and exchanges
+  // what crosses between the two layouts (docs/parallelism.md "Expert parallelism").
+  Tensor mixture_of_experts(const std::string& module, const Tensor& x) {
+    Tensor shared;
+    if (model_.moe_shared_expert_intermediate_size > 0) shared = mlp(module + ".shared_experts", x, n_.u);
+    Tensor probs, routing_map;
+    {
+      const std::string router = module + ".router";
+      ModuleScope scope(router, "none");
+      Tensor logits = call("syssim::linear", {x, parameter(router + ".weight", {n_.e, n_.h}),
+                                              bias(router + ".bias", model_.add_bias_linear, n_.e)})[0];
+      std::vector<Tensor> routed = call("syssim::moe_router", {logits, n_.k});
+      probs = routed[0], routing_map = routed[1];
+    }
+    Tensor aux_loss;
+    if (model_.moe_router_load_balancing_type != "none") {
+      ModuleScope scope(module + ".router", "none");
+      aux_loss = call("syssim::moe_aux_loss", {probs, routing_map})[0];
+    }
+    Tensor tokens, token_probs;
+    {
+      ModuleScope scope(module + ".token_dispatcher", "expert_dispatch");
+      std::vector<Tensor> permuted = call("syssim::moe_permute", {x, routing_map, probs, n_.k});
+      tokens = permuted[0], token_probs = permuted[1];
+    }
+    Tensor expert_out = experts(module + ".experts", tokens, token_probs);
+    Tensor out;
+    {
+      ModuleScope scope(module + ".token_dispatcher", "expert_dispatch");
+      out = call("syssim::moe_unpermute", {expert_out, routing_map, n_.k})[0];
+    }
+    if (shared.defined()) {
+      ModuleScope scope(module, "none");
+      out = out + shared;
+    }
+    // Megatron's MoEAuxLossAutoScaler: the loss's gradient enters backward here, in the layer.
+    return aux_loss.defined() ? trace_ops::attach_aux_loss(out, aux_loss) : out;
+  }
+
+  // The routed experts (Megatron-Core's TEGroupedMLP): fc1 and fc2 as grouped GEMMs over the
+  // local experts, between them SwiGLU weighted by each token's routing probability.
+  Tensor experts(const std::string& module, const Tensor& tokens, const Tensor& probs) {
+    auto grouped = [&](const std::string& name, const std::string& role, const Tensor& in, int64_t out) {
+      ModuleScope scope(module + "." + name, role);
+      Tensor weight = parameter(module + "." + name + ".weight", {n_.e, out, in.size(-1)});
+      OptionalTensor b;
+      if (model_.add_bias_linear) b = parameter(module + "." + name + ".bias", {n_.e, out});
+      return call("syssim::grouped_linear", {in, weight, b})[0];
+    };
+    Tensor hidden = grouped("linear_fc1", "expert_column", tokens, 2 * n_.m);
+    Tensor activated;
+    {
+      ModuleScope scope(module + ".activation_func", "expert");
+      activated = call("syssim::weighted_swiglu", {hidden, probs})[0];
+    }
+    return grouped("linear_fc2", "expert_row", activated, n_.h);
+  }
+
   // NeMo's squared_relu (nemo/collections/llm/fn/activation.py): torch.pow(relu(x), 2), run
   // eagerly as two kernels; autograd's PowBackward0 is aten::pow(r, 1) and two aten::mul.
   static Tensor squared_relu(const Tensor& x) { return at::pow(call("syssim::relu", {x})[0], 2); }
@@ -184,6 +343,7 @@ class TrainingStep {
   const AxisSizes n_;
   Recorder& recorder_;
   Tensor word_embeddings_;
+  Tensor output_weight_;  // made by the first output layer, shared by the MTP layers'
 };
 
 }  // namespace

@@ -24,6 +24,32 @@ const std::map<std::string, OpRule> kOpRules = {
     {"syssim::rope_backward", {"math", R::kPerOutputElement, 3}},
     {"syssim::flash_attn", {"attention", R::kFlashAttention, 1}},
     {"syssim::flash_attn_backward", {"attention", R::kFlashAttention, 2.5}},  // 5 matmuls instead of 2
+    {"syssim::flash_attn_window", {"attention", R::kWindowAttention, 1}},
+    {"syssim::flash_attn_window_backward", {"attention", R::kWindowAttention, 2.5}},
+    {"syssim::stacked_linear", {"gemm", R::kStackedLinear}},
+    {"syssim::stacked_linear_dgrad", {"gemm", R::kStackedLinearGrad}},
+    {"syssim::stacked_linear_wgrad", {"gemm", R::kStackedLinearGrad}},
+    {"syssim::mla_rope_q", {"math", R::kPerOutputElement, 3}},  // rotation of the RoPE part, copy of the rest
+    {"syssim::mla_rope_q_backward", {"math", R::kPerOutputElement, 3}},
+    {"syssim::mla_rope_kv", {"math", R::kPerOutputElement, 1}},  // copies, the RoPE key broadcast to the heads
+    {"syssim::mla_rope_kv_backward", {"math", R::kPerOutputElement, 1}},
+    // The router's fused scores and top-k (Megatron-Core's moe_router_fusion): a softmax or
+    // sigmoid and a top-k selection per token, a handful of operations per score.
+    {"syssim::moe_router", {"math", R::kPerInputElement, 8}},
+    {"syssim::moe_router_backward", {"math", R::kPerOutputElement, 4}},
+    {"syssim::moe_aux_loss", {"math", R::kPerInputElement, 2}},
+    {"syssim::moe_aux_loss_backward", {"math", R::kPerOutputElement, 2}},
+    {"syssim::moe_permute", {"memory"}},
+    {"syssim::moe_permute_backward", {"memory"}},
+    {"syssim::moe_unpermute", {"memory"}},
+    {"syssim::moe_unpermute_backward", {"memory"}},
+    {"syssim::grouped_linear", {"gemm", R::kGroupedLinear}},
+    {"syssim::grouped_linear_dgrad", {"gemm", R::kLinearGrad}},
+    {"syssim::grouped_linear_wgrad", {"gemm", R::kLinearGrad}},
+    {"syssim::weighted_swiglu", {"math", R::kPerOutputElement, 6}},  // SwiGLU and the probability's multiply
+    {"syssim::weighted_swiglu_backward", {"math", R::kPerOutputElement, 6}},
+    {"syssim::concat", {"memory"}},
+    {"syssim::concat_backward", {"memory"}},
     {"syssim::scale_mask_softmax", {"math", R::kPerOutputElement, 5}},
     {"syssim::scale_mask_softmax_backward", {"math", R::kPerOutputElement, 4}},
     {"syssim::linear", {"gemm", R::kLinear}},
@@ -95,8 +121,24 @@ Poly op_flops(const OpRule& rule, const std::vector<TensorRef>& inputs, const st
       const Dims& right = inputs.back().dims;  // [.., K, N]
       return numel(outputs[0].dims) * right[right.size() - 2] * 2;
     }
-    case R::kFlashAttention:  // q is [s, b, heads, d]
-      return numel(inputs[0].dims) * inputs[0].dims[0] * (2 * rule.per_element);
+    case R::kFlashAttention:
+    case R::kWindowAttention: {
+      // q [s, b, heads, d_qk] and the output (forward) or its gradient (backward) [s, b, heads, d_v]:
+      // each query's scores over its keys (d_qk per score), then the values (d_v per score).
+      const bool backward = outputs.size() > 1;
+      const TensorRef& query = inputs[backward ? 1 : 0];
+      const TensorRef& out = backward ? inputs[0] : outputs[0];
+      // Causal: s/2 keys per query on average, counted as s with the multiply-add's 2 halved; a
+      // window of x: x keys each (the first x queries see fewer, x/(2s) of the total).
+      const Poly keys = rule.flops == R::kWindowAttention ? Poly::axis("x") * 2 : query.dims[0];
+      return (numel(query.dims) + numel(out.dims)) * keys * rule.per_element;
+    }
+    case R::kStackedLinear:
+      return numel(inputs[0].dims) * (inputs[1].dims[0] + inputs[2].dims[0]) * 2;
+    case R::kStackedLinearGrad:
+      return (numel(inputs[0].dims) + numel(inputs[1].dims)) * inputs[2].dims.back() * 2;
+    case R::kGroupedLinear:
+      return numel(inputs[0].dims) * inputs[1].dims[1] * 2;
   }
   return Poly();
 }

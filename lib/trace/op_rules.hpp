@@ -16,7 +16,11 @@ enum class FlopsRule {
   kQkvLinear,         // kLinear summed over the q, k and v weights
   kQkvLinearGrad,     // kLinearGrad summed over the q, k and v gradients
   kBatchedMatmul,     // 2 * numel(output) * inner dim
-  kFlashAttention,    // per_element * 2 * numel(q) * s: causal, half of 4*b*s^2*heads*d
+  kFlashAttention,    // per_element * s * (numel(q) + numel(out)): causal, half of 2*b*s^2*heads*(d_qk + d_v)
+  kWindowAttention,   // as kFlashAttention with the window x for s: each query attends to x keys
+  kStackedLinear,     // kLinear summed over the two stacked weights
+  kStackedLinearGrad, // kLinearGrad summed over the two gradients
+  kGroupedLinear,     // 2 * numel(x) * weight rows per expert (weight [experts, out, in])
 };
 
 struct OpRule {

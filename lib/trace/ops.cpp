@@ -52,8 +52,11 @@ TORCH_LIBRARY(syssim, m) {
   m.def("qkv_linear_wgrad(Tensor gq, Tensor gk, Tensor gv, Tensor x, bool bias) -> Tensor[]");
   m.def("rope(Tensor x) -> Tensor");
   m.def("rope_backward(Tensor grad) -> Tensor");
-  m.def("flash_attn(Tensor q, Tensor k, Tensor v) -> Tensor");
-  m.def("flash_attn_backward(Tensor grad, Tensor q, Tensor k, Tensor v, Tensor out) -> (Tensor, Tensor, Tensor)");
+  // Causal attention; `sinks`: one learned logit per head added to each softmax's denominator
+  // (GPT-OSS). The window variant attends to the last `window_size` keys only.
+  m.def("flash_attn(Tensor q, Tensor k, Tensor v, Tensor? sinks) -> Tensor");
+  m.def("flash_attn_backward(Tensor grad, Tensor q, Tensor k, Tensor v, Tensor out, Tensor? sinks)"
+        " -> (Tensor, Tensor, Tensor, Tensor)");
   m.def("scale_mask_softmax(Tensor scores, float scale) -> Tensor");
   m.def("scale_mask_softmax_backward(Tensor grad, Tensor probs, float scale) -> Tensor");
   m.def("linear(Tensor x, Tensor weight, Tensor? bias) -> Tensor");
@@ -67,6 +70,38 @@ TORCH_LIBRARY(syssim, m) {
   m.def("cross_entropy_backward(Tensor grad, Tensor softmax, Tensor labels, ScalarType dtype) -> Tensor");
   m.def("dropout(Tensor x, float p) -> (Tensor, Tensor)");
   m.def("dropout_backward(Tensor grad, Tensor mask, float p) -> Tensor");
+  // One GEMM over two weights stacked along its output (MLA's K/V down and up projections).
+  m.def("stacked_linear(Tensor x, Tensor w1, Tensor w2) -> (Tensor, Tensor)");
+  m.def("stacked_linear_dgrad(Tensor g1, Tensor g2, Tensor w1, Tensor w2) -> Tensor");
+  m.def("stacked_linear_wgrad(Tensor g1, Tensor g2, Tensor x) -> (Tensor, Tensor)");
+  // Megatron-Core's fused MLA RoPE: on the RoPE part of each query head, and the keys and values
+  // made from the up-projected K/V and the shared RoPE key.
+  m.def("mla_rope_q(Tensor q) -> Tensor");
+  m.def("mla_rope_q_backward(Tensor grad) -> Tensor");
+  m.def("mla_rope_kv(Tensor k_nope, Tensor v, Tensor k_pe, int head_dim) -> (Tensor, Tensor)");
+  m.def("mla_rope_kv_backward(Tensor grad_key, Tensor grad_value, int nope_width, int rope_dim) -> (Tensor, Tensor, Tensor)");
+  m.def("flash_attn_window(Tensor q, Tensor k, Tensor v, Tensor? sinks) -> Tensor");
+  m.def("flash_attn_window_backward(Tensor grad, Tensor q, Tensor k, Tensor v, Tensor out, Tensor? sinks)"
+        " -> (Tensor, Tensor, Tensor, Tensor)");
+  // Mixture of experts: the router (scores and top-k in one fused kernel), its load-balancing
+  // loss, the token permutation to expert order and back, the experts' grouped GEMMs and their
+  // activation weighted by the routing probabilities.
+  m.def("moe_router(Tensor logits, int topk) -> (Tensor, Tensor)");
+  m.def("moe_router_backward(Tensor grad, Tensor probs, Tensor routing_map, ScalarType dtype) -> Tensor");
+  m.def("moe_aux_loss(Tensor probs, Tensor routing_map) -> Tensor");
+  m.def("moe_aux_loss_backward(Tensor grad, Tensor probs, Tensor routing_map) -> Tensor");
+  m.def("moe_permute(Tensor x, Tensor routing_map, Tensor probs, int topk) -> (Tensor, Tensor)");
+  m.def("moe_permute_backward(Tensor grad_tokens, Tensor grad_probs, Tensor routing_map, ScalarType dtype)"
+        " -> (Tensor, Tensor)");
+  m.def("moe_unpermute(Tensor tokens, Tensor routing_map, int topk) -> Tensor");
+  m.def("moe_unpermute_backward(Tensor grad, Tensor routing_map, int topk) -> Tensor");
+  m.def("grouped_linear(Tensor x, Tensor weight, Tensor? bias) -> Tensor");
+  m.def("grouped_linear_dgrad(Tensor grad, Tensor weight) -> Tensor");
+  m.def("grouped_linear_wgrad(Tensor grad, Tensor x, bool bias, int experts) -> Tensor[]");
+  m.def("weighted_swiglu(Tensor x, Tensor probs) -> Tensor");
+  m.def("weighted_swiglu_backward(Tensor grad, Tensor x, Tensor probs) -> (Tensor, Tensor)");
+  m.def("concat(Tensor a, Tensor b) -> Tensor");
+  m.def("concat_backward(Tensor grad, int split) -> (Tensor, Tensor)");
 }
 
 // Shapes and dtypes only: nothing is computed on the meta device.
@@ -100,10 +135,19 @@ TORCH_LIBRARY_IMPL(syssim, Meta, m) {
   });
   m.impl("rope", [](const Tensor& x) { return at::empty_like(x); });
   m.impl("rope_backward", [](const Tensor& grad) { return at::empty_like(grad); });
-  m.impl("flash_attn", [](const Tensor& q, const Tensor&, const Tensor&) { return at::empty_like(q); });
-  m.impl("flash_attn_backward", [](const Tensor&, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&) {
-    return std::make_tuple(at::empty_like(q), at::empty_like(k), at::empty_like(v));
-  });
+  // The output has the value's head width (MLA's differs from the query's).
+  auto attention = [](const Tensor& q, const Tensor&, const Tensor& v, const OptionalTensor&) {
+    return meta_empty(shape_with_tail(q, 1, {v.size(-1)}), q);
+  };
+  auto attention_backward = [](const Tensor&, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&,
+                               const OptionalTensor& sinks) {
+    return std::make_tuple(at::empty_like(q), at::empty_like(k), at::empty_like(v),
+                           sinks ? at::empty_like(*sinks) : Tensor());
+  };
+  m.impl("flash_attn", attention);
+  m.impl("flash_attn_backward", attention_backward);
+  m.impl("flash_attn_window", attention);
+  m.impl("flash_attn_window_backward", attention_backward);
   m.impl("scale_mask_softmax", [](const Tensor& scores, double) { return at::empty_like(scores); });
   m.impl("scale_mask_softmax_backward",
          [](const Tensor& grad, const Tensor&, double) { return at::empty_like(grad); });
@@ -134,6 +178,81 @@ TORCH_LIBRARY_IMPL(syssim, Meta, m) {
     return std::make_tuple(at::empty_like(x), at::empty(x.sizes(), x.options().dtype(at::kBool)));
   });
   m.impl("dropout_backward", [](const Tensor& grad, const Tensor&, double) { return at::empty_like(grad); });
+  m.impl("stacked_linear", [](const Tensor& x, const Tensor& w1, const Tensor& w2) {
+    return std::make_tuple(meta_empty(shape_with_tail(x, 1, {w1.size(0)}), x),
+                           meta_empty(shape_with_tail(x, 1, {w2.size(0)}), x));
+  });
+  m.impl("stacked_linear_dgrad", [](const Tensor& g1, const Tensor&, const Tensor& w1, const Tensor&) {
+    return meta_empty(shape_with_tail(g1, 1, {w1.size(1)}), g1);
+  });
+  m.impl("stacked_linear_wgrad", [](const Tensor& g1, const Tensor& g2, const Tensor& x) {
+    return std::make_tuple(meta_empty({g1.size(-1), x.size(-1)}, g1), meta_empty({g2.size(-1), x.size(-1)}, g2));
+  });
+  m.impl("mla_rope_q", [](const Tensor& q) { return at::empty_like(q); });
+  m.impl("mla_rope_q_backward", [](const Tensor& grad) { return at::empty_like(grad); });
+  // k_nope [s, b, heads, n], v [s, b, heads, w], k_pe [s, b, r] -> key [s, b, heads, n+r] (as
+  // head_dim) and value [s, b, heads, w].
+  m.impl("mla_rope_kv", [](const Tensor& k_nope, const Tensor& v, const Tensor&, int64_t head_dim) {
+    return std::make_tuple(meta_empty(shape_with_tail(k_nope, 1, {head_dim}), k_nope), at::empty_like(v));
+  });
+  m.impl("mla_rope_kv_backward", [](const Tensor& grad_key, const Tensor& grad_value, int64_t nope_width,
+                                    int64_t rope_dim) {
+    return std::make_tuple(meta_empty(shape_with_tail(grad_key, 1, {nope_width}), grad_key), at::empty_like(grad_value),
+                           meta_empty(shape_with_tail(grad_key, 2, {rope_dim}), grad_key));
+  });
+  // Router scores and the routing map are [s, b, experts]: fp32 scores (Megatron's router
+  // computes them in fp32), a boolean map.
+  m.impl("moe_router", [](const Tensor& logits, int64_t) {
+    return std::make_tuple(at::empty_like(logits, logits.options().dtype(at::kFloat)),
+                           at::empty_like(logits, logits.options().dtype(at::kBool)));
+  });
+  m.impl("moe_router_backward", [](const Tensor& grad, const Tensor&, const Tensor&, at::ScalarType dtype) {
+    return at::empty_like(grad, grad.options().dtype(dtype));
+  });
+  m.impl("moe_aux_loss", [](const Tensor& probs, const Tensor&) { return at::empty({}, probs.options()); });
+  m.impl("moe_aux_loss_backward", [](const Tensor&, const Tensor& probs, const Tensor&) { return at::empty_like(probs); });
+  // Each token once per expert it is routed to: [s*b*topk, h] in expert order, and its probability.
+  m.impl("moe_permute", [](const Tensor& x, const Tensor&, const Tensor& probs, int64_t topk) {
+    const int64_t routed = x.numel() / x.size(-1) * topk;
+    return std::make_tuple(meta_empty({routed, x.size(-1)}, x), meta_empty({routed}, probs));
+  });
+  m.impl("moe_permute_backward", [](const Tensor& grad_tokens, const Tensor&, const Tensor& routing_map,
+                                    at::ScalarType dtype) {
+    return std::make_tuple(
+        meta_empty(shape_with_tail(routing_map, 1, {grad_tokens.size(-1)}), grad_tokens),
+        at::empty_like(routing_map, routing_map.options().dtype(dtype)));
+  });
+  m.impl("moe_unpermute", [](const Tensor& tokens, const Tensor& routing_map, int64_t) {
+    return meta_empty(shape_with_tail(routing_map, 1, {tokens.size(-1)}), tokens);
+  });
+  m.impl("moe_unpermute_backward", [](const Tensor& grad, const Tensor&, int64_t topk) {
+    return meta_empty({grad.numel() / grad.size(-1) * topk, grad.size(-1)}, grad);
+  });
+  // Expert weights are [experts, out, in]; tokens [tokens, in] sorted by expert.
+  m.impl("grouped_linear", [](const Tensor& x, const Tensor& weight, const OptionalTensor&) {
+    return meta_empty({x.size(0), weight.size(1)}, x);
+  });
+  m.impl("grouped_linear_dgrad", [](const Tensor& grad, const Tensor& weight) {
+    return meta_empty({grad.size(0), weight.size(2)}, grad);
+  });
+  m.impl("grouped_linear_wgrad", [](const Tensor& grad, const Tensor& x, bool bias, int64_t experts) {
+    Tensors grads = {meta_empty({experts, grad.size(-1), x.size(-1)}, grad)};
+    if (bias) grads.push_back(meta_empty({experts, grad.size(-1)}, grad));
+    return grads;
+  });
+  m.impl("weighted_swiglu", [](const Tensor& x, const Tensor&) {
+    return meta_empty(shape_with_tail(x, 1, {x.size(-1) / 2}), x);
+  });
+  m.impl("weighted_swiglu_backward", [](const Tensor&, const Tensor& x, const Tensor& probs) {
+    return std::make_tuple(at::empty_like(x), at::empty_like(probs));
+  });
+  m.impl("concat", [](const Tensor& a, const Tensor& b) {
+    return meta_empty(shape_with_tail(a, 1, {a.size(-1) + b.size(-1)}), a);
+  });
+  m.impl("concat_backward", [](const Tensor& grad, int64_t split) {
+    return std::make_tuple(meta_empty(shape_with_tail(grad, 1, {split}), grad),
+                           meta_empty(shape_with_tail(grad, 1, {grad.size(-1) - split}), grad));
+  });
 }
 
 // Autograd: forward and backward call the ops below the autograd dispatch key, so that each
@@ -221,17 +340,177 @@ struct RopeFunction : Function<RopeFunction> {
   }
 };
 
+// Causal flash attention, over the whole sequence or a sliding window (`window`).
 struct FlashAttnFunction : Function<FlashAttnFunction> {
-  static Tensor forward(AutogradContext* ctx, const Tensor& q, const Tensor& k, const Tensor& v) {
+  static Tensor forward(AutogradContext* ctx, const Tensor& q, const Tensor& k, const Tensor& v,
+                        const OptionalTensor& sinks, bool window) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    Tensor out = call("syssim::flash_attn", {q, k, v})[0];
-    ctx->save_for_backward({q, k, v, out});
+    Tensor out = call(window ? "syssim::flash_attn_window" : "syssim::flash_attn", {q, k, v, sinks})[0];
+    ctx->save_for_backward({q, k, v, out, sinks.value_or(Tensor())});
+    ctx->saved_data["window"] = window;
     return out;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     at::AutoDispatchBelowADInplaceOrView guard;
     variable_list s = ctx->get_saved_variables();
-    return call("syssim::flash_attn_backward", {grads[0], s[0], s[1], s[2], s[3]});
+    OptionalTensor sinks = s[4].defined() ? OptionalTensor(s[4]) : c10::nullopt;
+    const bool window = ctx->saved_data["window"].toBool();
+    variable_list g = call(window ? "syssim::flash_attn_window_backward" : "syssim::flash_attn_backward",
+                           {grads[0], s[0], s[1], s[2], s[3], sinks});
+    g.resize(4);
+    return {g[0], g[1], g[2], g[3], Tensor()};
+  }
+};
+
+// Two weights stacked along the output of one GEMM; backward as LinearFunction's.
+struct StackedLinearFunction : Function<StackedLinearFunction> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& x, const Tensor& w1, const Tensor& w2) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    ctx->save_for_backward({x, w1, w2});
+    return call("syssim::stacked_linear", {x, w1, w2});
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    variable_list s = ctx->get_saved_variables();
+    Tensor grad_x = call("syssim::stacked_linear_dgrad", {grads[0], grads[1], s[1], s[2]})[0];
+    Tensors w = call("syssim::stacked_linear_wgrad", {grads[0], grads[1], s[0]});
+    return {grad_x, w[0], w[1]};
+  }
+};
+
+struct MlaRopeQFunction : Function<MlaRopeQFunction> {
+  static Tensor forward(AutogradContext*, const Tensor& q) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return call("syssim::mla_rope_q", {q})[0];
+  }
+  static variable_list backward(AutogradContext*, variable_list grads) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return call("syssim::mla_rope_q_backward", {grads[0]});
+  }
+};
+
+struct MlaRopeKvFunction : Function<MlaRopeKvFunction> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& k_nope, const Tensor& v, const Tensor& k_pe,
+                               int64_t head_dim) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    ctx->saved_data["nope_width"] = k_nope.size(-1);
+    ctx->saved_data["rope_dim"] = k_pe.size(-1);
+    return call("syssim::mla_rope_kv", {k_nope, v, k_pe, head_dim});
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    variable_list g = call("syssim::mla_rope_kv_backward",
+                           {grads[0], grads[1], ctx->saved_data["nope_width"], ctx->saved_data["rope_dim"]});
+    return {g[0], g[1], g[2], Tensor()};
+  }
+};
+
+// The router's scores (fp32) and routing map; the map is not differentiable.
+struct MoeRouterFunction : Function<MoeRouterFunction> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& logits, int64_t topk) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    variable_list out = call("syssim::moe_router", {logits, topk});
+    ctx->save_for_backward({out[0], out[1]});
+    ctx->saved_data["dtype"] = static_cast<int64_t>(logits.scalar_type());
+    return with_statistics(ctx, out);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    variable_list s = ctx->get_saved_variables();
+    auto dtype = static_cast<at::ScalarType>(ctx->saved_data["dtype"].toInt());
+    return {call("syssim::moe_router_backward", {grads[0], s[0], s[1], dtype})[0], Tensor()};
+  }
+};
+
+struct MoeAuxLossFunction : Function<MoeAuxLossFunction> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& probs, const Tensor& routing_map) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    ctx->save_for_backward({probs, routing_map});
+    return call("syssim::moe_aux_loss", {probs, routing_map})[0];
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    variable_list s = ctx->get_saved_variables();
+    return {call("syssim::moe_aux_loss_backward", {grads[0], s[0], s[1]})[0], Tensor()};
+  }
+};
+
+// Tokens to expert order (and their probabilities); the backward sums each token's copies.
+struct MoePermuteFunction : Function<MoePermuteFunction> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& x, const Tensor& routing_map, const Tensor& probs,
+                               int64_t topk) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    ctx->save_for_backward({routing_map});
+    ctx->saved_data["dtype"] = static_cast<int64_t>(probs.scalar_type());
+    return call("syssim::moe_permute", {x, routing_map, probs, topk});
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    Tensor routing_map = ctx->get_saved_variables()[0];
+    auto dtype = static_cast<at::ScalarType>(ctx->saved_data["dtype"].toInt());
+    variable_list g = call("syssim::moe_permute_backward", {grads[0], grads[1], routing_map, dtype});
+    return {g[0], Tensor(), g[1], Tensor()};
+  }
+};
+
+struct MoeUnpermuteFunction : Function<MoeUnpermuteFunction> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& tokens, const Tensor& routing_map, int64_t topk) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    ctx->save_for_backward({routing_map});
+    ctx->saved_data["topk"] = topk;
+    return call("syssim::moe_unpermute", {tokens, routing_map, topk})[0];
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    Tensor routing_map = ctx->get_saved_variables()[0];
+    return {call("syssim::moe_unpermute_backward", {grads[0], routing_map, ctx->saved_data["topk"]})[0], Tensor(),
+            Tensor()};
+  }
+};
+
+// The experts' GEMMs, all local experts in one grouped kernel; backward as LinearFunction's.
+struct GroupedLinearFunction : Function<GroupedLinearFunction> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& weight, const OptionalTensor& bias) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    ctx->save_for_backward({x, weight});
+    ctx->saved_data["bias"] = bias.has_value();
+    return call("syssim::grouped_linear", {x, weight, bias})[0];
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    variable_list s = ctx->get_saved_variables();
+    Tensor grad_x = call("syssim::grouped_linear_dgrad", {grads[0], s[1]})[0];
+    Tensors w = call("syssim::grouped_linear_wgrad", {grads[0], s[0], ctx->saved_data["bias"], s[1].size(0)});
+    w.resize(2);
+    return {grad_x, w[0], w[1]};
+  }
+};
+
+// SwiGLU of the expert's fc1 output, times each token's routing probability (Megatron's
+// weighted_bias_swiglu): the probabilities get a gradient too.
+struct WeightedSwigluFunction : Function<WeightedSwigluFunction> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& probs) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    ctx->save_for_backward({x, probs});
+    return call("syssim::weighted_swiglu", {x, probs})[0];
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    variable_list s = ctx->get_saved_variables();
+    return call("syssim::weighted_swiglu_backward", {grads[0], s[0], s[1]});
+  }
+};
+
+// Two tensors joined along their last dim (the MTP layer's embedding and hidden state).
+struct ConcatFunction : Function<ConcatFunction> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& a, const Tensor& b) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    ctx->saved_data["split"] = a.size(-1);
+    return call("syssim::concat", {a, b})[0];
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return call("syssim::concat_backward", {grads[0], ctx->saved_data["split"]});
   }
 };
 
@@ -326,6 +605,19 @@ struct DropoutFunction : Function<DropoutFunction> {
   }
 };
 
+struct AttachAuxLossFunction : Function<AttachAuxLossFunction> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& aux_loss) {
+    ctx->saved_data["aux_shape"] = aux_loss.sizes().vec();
+    ctx->saved_data["aux_dtype"] = static_cast<int64_t>(aux_loss.scalar_type());
+    return x;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto dtype = static_cast<at::ScalarType>(ctx->saved_data["aux_dtype"].toInt());
+    Tensor scale = at::empty(ctx->saved_data["aux_shape"].toIntVector(), grads[0].options().dtype(dtype));
+    return {grads[0], scale};
+  }
+};
+
 // Registered as the ops' Autograd kernels (rather than called directly) so that the recorded
 // forward op carries the sequence number of the autograd node it creates.
 TORCH_LIBRARY_IMPL(syssim, Autograd, m) {
@@ -345,7 +637,39 @@ TORCH_LIBRARY_IMPL(syssim, Autograd, m) {
     return std::make_tuple(qkv[0], qkv[1], qkv[2]);
   });
   m.impl("rope", [](const Tensor& x) { return RopeFunction::apply(x); });
-  m.impl("flash_attn", [](const Tensor& q, const Tensor& k, const Tensor& v) { return FlashAttnFunction::apply(q, k, v); });
+  m.impl("flash_attn", [](const Tensor& q, const Tensor& k, const Tensor& v, const OptionalTensor& sinks) {
+    return FlashAttnFunction::apply(q, k, v, sinks, false);
+  });
+  m.impl("flash_attn_window", [](const Tensor& q, const Tensor& k, const Tensor& v, const OptionalTensor& sinks) {
+    return FlashAttnFunction::apply(q, k, v, sinks, true);
+  });
+  m.impl("stacked_linear", [](const Tensor& x, const Tensor& w1, const Tensor& w2) {
+    variable_list out = StackedLinearFunction::apply(x, w1, w2);
+    return std::make_tuple(out[0], out[1]);
+  });
+  m.impl("mla_rope_q", [](const Tensor& q) { return MlaRopeQFunction::apply(q); });
+  m.impl("mla_rope_kv", [](const Tensor& k_nope, const Tensor& v, const Tensor& k_pe, int64_t head_dim) {
+    variable_list out = MlaRopeKvFunction::apply(k_nope, v, k_pe, head_dim);
+    return std::make_tuple(out[0], out[1]);
+  });
+  m.impl("moe_router", [](const Tensor& logits, int64_t topk) {
+    variable_list out = MoeRouterFunction::apply(logits, topk);
+    return std::make_tuple(out[0], out[1]);
+  });
+  m.impl("moe_aux_loss",
+         [](const Tensor& probs, const Tensor& routing_map) { return MoeAuxLossFunction::apply(probs, routing_map); });
+  m.impl("moe_permute", [](const Tensor& x, const Tensor& routing_map, const Tensor& probs, int64_t topk) {
+    variable_list out = MoePermuteFunction::apply(x, routing_map, probs, topk);
+    return std::make_tuple(out[0], out[1]);
+  });
+  m.impl("grouped_linear", [](const Tensor& x, const Tensor& weight, const OptionalTensor& bias) {
+    return GroupedLinearFunction::apply(x, weight, bias);
+  });
+  m.impl("weighted_swiglu", [](const Tensor& x, const Tensor& probs) { return WeightedSwigluFunction::apply(x, probs); });
+  m.impl("moe_unpermute", [](const Tensor& tokens, const Tensor& routing_map, int64_t topk) {
+    return MoeUnpermuteFunction::apply(tokens, routing_map, topk);
+  });
+  m.impl("concat", [](const Tensor& a, const Tensor& b) { return ConcatFunction::apply(a, b); });
   m.impl("scale_mask_softmax",
          [](const Tensor& scores, double scale) { return ScaleMaskSoftmaxFunction::apply(scores, scale); });
   m.impl("linear", [](const Tensor& x, const Tensor& weight, const OptionalTensor& bias) {
@@ -364,6 +688,8 @@ TORCH_LIBRARY_IMPL(syssim, Autograd, m) {
 }
 
 }  // namespace
+
+Tensor attach_aux_loss(const Tensor& x, const Tensor& aux_loss) { return AttachAuxLossFunction::apply(x, aux_loss); }
 
 std::vector<Tensor> call(const char* name, std::vector<c10::IValue> args) {
   c10::Dispatcher::singleton().findSchemaOrThrow(name, "").callBoxed(args);

@@ -10,4 +10,8 @@ namespace syssim::trace_ops {
 // returns its output tensors in order, tensor lists flattened.
 std::vector<at::Tensor> call(const char* name, std::vector<c10::IValue> args);
 
+// `x` unchanged, with `aux_loss` attached: in backward the loss gets its gradient here, as
+// Megatron-Core's MoEAuxLossAutoScaler does, with no kernel of its own.
+at::Tensor attach_aux_loss(const at::Tensor& x, const at::Tensor& aux_loss);
+
 }  // namespace syssim::trace_ops

@@ -186,13 +186,28 @@ std::vector<TensorRef> refs_from_binary(BinaryReader& in, const TraceSection& t,
 
 AxisValues architecture_axes(const ModelConfig& model) {
   auto value = [](int64_t v) { return static_cast<double>(v); };
-  return {{"h", value(model.hidden_size)},
-          {"g", value(model.num_query_groups)},
-          {"r", value(model.num_attention_heads / model.num_query_groups)},
-          {"d", value(model.kv_channels)},
-          {"f", value(model.ffn_hidden_size)},
-          {"v", value(model.vocab_size)},
-          {"p", value(model.max_position_embeddings)}};
+  AxisValues axes = {{"h", value(model.hidden_size)},
+                     {"g", value(model.num_query_groups)},
+                     {"r", value(model.num_attention_heads / model.num_query_groups)},
+                     {"d", value(model.kv_channels)},
+                     {"f", value(model.ffn_hidden_size)},
+                     {"v", value(model.vocab_size)},
+                     {"p", value(model.max_position_embeddings)}};
+  if (model.is_moe()) {
+    axes["e"] = value(model.num_moe_experts);
+    axes["k"] = value(model.moe_router_topk);
+    axes["m"] = value(model.moe_ffn_hidden_size);
+    if (model.moe_shared_expert_intermediate_size > 0) axes["u"] = value(model.moe_shared_expert_intermediate_size);
+  }
+  if (model.multi_latent_attention) {
+    if (model.q_lora_rank > 0) axes["q"] = value(model.q_lora_rank);
+    axes["c"] = value(model.kv_lora_rank);
+    axes["n"] = value(model.qk_head_dim);
+    axes["t"] = value(model.qk_pos_emb_head_dim);
+    axes["w"] = value(model.v_head_dim);
+  }
+  if (model.window_size > 0) axes["x"] = value(model.window_size + 1);  // the keys a query sees
+  return axes;
 }
 
 double traced_parameters(const TraceSection& trace, const AxisValues& axes) {

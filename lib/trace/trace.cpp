@@ -18,6 +18,11 @@ AxisSizeMap tracing_sizes(const ModelConfig& model) {
   AxisSizeMap primes = {{"b", 7}, {"s", 11}, {"h", 13}, {"g", 17}, {"r", 19}, {"d", 23}, {"f", 29}, {"v", 31}, {"p", 37}};
   // Multi-head attention has no groups to expand keys and values to: r is 1, in no dim.
   if (model.num_attention_heads == model.num_query_groups) primes["r"] = 1;
+  // The axes of experts, latent attention and windows, only where the model has them.
+  const AxisSizeMap more = {{"e", 41}, {"k", 43}, {"m", 47}, {"u", 53}, {"q", 59},
+                            {"c", 61}, {"n", 67}, {"t", 71}, {"w", 73}, {"x", 79}};
+  for (const auto& [axis, value] : architecture_axes(model))
+    if (more.count(axis)) primes[axis] = more.at(axis);
   return primes;
 }
 
@@ -71,6 +76,13 @@ ConcreteTrace trace_concrete(const ModelConfig& model, const std::map<std::strin
   };
   trace_detail::AxisSizes sizes{size("b"), size("s"), size("h"), size("g"), size("r"),
                                 size("d"), size("f"), size("v"), size("p")};
+  // The axes of experts, latent attention and windows: required where the model has them.
+  const AxisValues used = architecture_axes(model);
+  auto optional_size = [&](const std::string& axis) { return used.count(axis) ? size(axis) : int64_t{1}; };
+  sizes.e = optional_size("e"), sizes.k = optional_size("k"), sizes.m = optional_size("m");
+  sizes.u = optional_size("u"), sizes.q = optional_size("q"), sizes.c = optional_size("c");
+  sizes.n = optional_size("n"), sizes.t = optional_size("t"), sizes.w = optional_size("w");
+  sizes.x = optional_size("x");
   trace_detail::Recorder recorder;
   try {
     trace_detail::run_training_step(model, sizes, recorder);

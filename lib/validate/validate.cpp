@@ -1,8 +1,11 @@
 #include "validate/validate.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <iomanip>
+#include <regex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -12,6 +15,9 @@
 
 #ifndef SYSSIM_HARDWARE_DIR
 #error "SYSSIM_HARDWARE_DIR must name the folder of the hardware presets"
+#endif
+#ifndef SYSSIM_MODEL_DIR
+#error "SYSSIM_MODEL_DIR must name the folder of the model presets"
 #endif
 
 namespace syssim {
@@ -23,7 +29,8 @@ const std::vector<std::string> kKnownColumns = {
     "seq_length", "gpu", "num_gpus", "tp", "pp", "vpp", "cp", "ep", "dp", "sp", "micro_batch",
     "global_batch", "dtype", "recompute", "distributed_optimizer", "measured_step_s",
     "measured_tokens_per_s_per_gpu", "measured_tflops_per_gpu", "measured_mfu", "measured_peak_mem_gb",
-    "notes", "attention_backend", "measured_oom", "overlap_grad_reduce", "overlap_param_gather", "hardware"};
+    "notes", "attention_backend", "measured_oom", "overlap_grad_reduce", "overlap_param_gather", "hardware",
+    "model_config", "etp"};
 const std::vector<std::string> kRequiredColumns = {"source_id", "model", "layers", "hidden", "heads",
                                                    "seq_length", "gpu", "num_gpus", "tp", "pp",
                                                    "micro_batch", "global_batch", "dtype", "measured_step_s"};
@@ -91,8 +98,11 @@ std::optional<bool> flag_cell(const MeasuredRow& row, const std::string& column)
 }
 
 // The `gpu` cells of ../shared/validation/README.md and the presets that describe them.
-const std::map<std::string, std::string> kPresetOfGpu = {
-    {"H100-80GB", "h100-sxm-80gb"}, {"A100-80GB", "a100-sxm-80gb"}, {"GB200", "gb200-nvl72"}};
+const std::map<std::string, std::string> kPresetOfGpu = {{"H100-80GB", "h100-sxm-80gb"},
+                                                         {"A100-80GB", "a100-sxm-80gb"},
+                                                         {"GB200", "gb200-nvl72"},
+                                                         {"B200", "b200"},
+                                                         {"GB300", "gb300-nvl72"}};
 
 // The row's `hardware` cell, else what --hardware-map says for its gpu, else the built-in
 // preset of the gpu: a preset name of hardware_dir or a YAML path.
@@ -128,15 +138,55 @@ bool predates_flash_attention(const MeasuredRow& row) {
 // biases); Nemotron-3 and -4 are NeMo's Nemotron (LayerNorm, squared-ReLU, RoPE, untied, no
 // biases); GPT* and BLOOM are Megatron's GPT (LayerNorm, GELU, biases, learned positions, tied
 // embeddings). BLOOM's ALiBi is taken as learned positions (same GEMMs).
+// A model given by name: a model YAML path, a preset of SYSSIM_MODEL_DIR, or a Hugging Face id
+// (a local folder or cache entry, or a config.json shipped in configs/hf) at the row's sequence.
+ModelConfig named_model(const std::string& name, int64_t seq_length) {
+  const bool path = name.find(".yaml") != std::string::npos || name.find(".yml") != std::string::npos;
+  if (path) return load_model_yaml(name);
+  const std::string preset = std::string(SYSSIM_MODEL_DIR) + "/" + name + ".yaml";
+  if (std::filesystem::is_regular_file(preset)) return load_model_yaml(preset);
+  if (name.find('/') == std::string::npos)
+    throw Unsupported{"model_config '" + name + "' is neither a model YAML, a preset nor a Hugging Face id (org/name)"};
+  return parse_model_yaml("huggingface: " + name + "\noverrides:\n  seq_length: " + std::to_string(seq_length) + "\n",
+                          name);
+}
+
+// The preset named like the model: lower case, spaces as dashes ("DeepSeek-V3" -> deepseek-v3),
+// if there is one.
+std::optional<std::string> preset_of_model(const std::string& model) {
+  std::string name;
+  for (char c : model) name += c == ' ' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (std::filesystem::is_regular_file(std::string(SYSSIM_MODEL_DIR) + "/" + name + ".yaml")) return name;
+  return std::nullopt;
+}
+
+// A model from a preset or the model_config column, checked against the row's own columns.
+ModelConfig configured_model(const MeasuredRow& row, const std::string& config, std::vector<std::string>& assumptions) {
+  ModelConfig model = named_model(config, required_int(row, "seq_length"));
+  for (const auto& [column, value] : {std::pair{"layers", model.num_layers}, {"hidden", model.hidden_size},
+                                      {"heads", model.num_attention_heads}})
+    if (std::optional<int64_t> given = int_cell(row, column); given && *given != value)
+      throw Unsupported{std::string("column '") + column + "' is " + std::to_string(*given) + " but model " + config +
+                        " has " + std::to_string(value)};
+  assumptions.push_back("model " + config);
+  return model;
+}
+
 ModelConfig architecture(const MeasuredRow& row, std::vector<std::string>& assumptions) {
   std::string name = cell(row, "model");
+  if (std::string config = cell(row, "model_config"); !config.empty()) return configured_model(row, config, assumptions);
   ModelConfig model;
   model.name = name;
   bool llama = starts_with(name, "Llama");
   bool nemotron = false;
   for (const char* prefix : {"Nemotron3", "Nemotron-3", "Nemotron4", "Nemotron-4"}) nemotron |= starts_with(name, prefix);
   bool gpt = starts_with(name, "GPT") || starts_with(name, "BLOOM");
-  if (!llama && !nemotron && !gpt) throw Unsupported{"no architecture known for model '" + name + "'"};
+  // Other models by their preset: the mixtures of experts (DeepSeek-V3, Qwen3-30B-A3B, GPT-OSS-120B, ...).
+  if (!llama && !nemotron && (!gpt || starts_with(name, "GPT-OSS")))
+    if (std::optional<std::string> preset = preset_of_model(name)) return configured_model(row, *preset, assumptions);
+  if (!llama && !nemotron && !gpt)
+    throw Unsupported{"no architecture known for model '" + name +
+                      "' (give a model_config column: a preset, a model YAML or a Hugging Face id)"};
   model.num_layers = required_int(row, "layers");
   model.hidden_size = required_int(row, "hidden");
   model.num_attention_heads = required_int(row, "heads");
@@ -193,15 +243,14 @@ TrainingConfig training(const MeasuredRow& row, int64_t dp, std::vector<std::str
   t.global_batch = required_int(row, "global_batch");
   t.seq_length = required_int(row, "seq_length");
   std::string dtype = cell(row, "dtype");
-  if (dtype == "bf16" || dtype == "fp16" || dtype == "fp8") {
-    t.dtype = dtype;
+  if (dtype == "bf16" || dtype == "fp16" || dtype == "fp8" || dtype == "fp8-cs" || dtype == "fp8-mx") {
+    t.dtype = dtype.substr(0, dtype.find('-'));
   } else if (starts_with(dtype, "fp16/bf16")) {
     t.dtype = "bf16";
     assumptions.push_back("dtype=bf16");
   } else {
     throw Unsupported{"dtype '" + dtype + "' not recognised"};
-  }
-  std::string recompute = cell(row, "recompute");
+  }  std::string recompute = cell(row, "recompute");
   std::string method = recompute.substr(0, recompute.find(' '));
   if (method.empty()) method = "none";
   if (method != "none" && method != "full" && method != "selective")
@@ -211,14 +260,21 @@ TrainingConfig training(const MeasuredRow& row, int64_t dp, std::vector<std::str
   std::optional<bool> distributed = flag_cell(row, "distributed_optimizer");
   t.distributed_optimizer = distributed.value_or(!legacy);
   if (!distributed) assumptions.push_back(legacy ? "distributed_optimizer=0" : "distributed_optimizer=1");
-  // fp8 rows name no recipe: NVIDIA's NeMo recipes run Transformer Engine's delayed scaling with
-  // fp8 parameters (nemo/collections/llm/recipes/precision/mixed_precision.py,
-  // bf16_with_fp8_mixed: fp8_recipe "delayed", fp8_param_gather True; the performance scripts'
-  // --fp8_recipe defaults to "ds", scripts/performance/argument_parser.py).
+  // The recipe of an fp8 row: Megatron-Bridge's labels fp8-cs (per-tensor current scaling) and
+  // fp8-mx (MXFP8); its 25.09 table labels no precision, its rows are fp8 with current scaling
+  // (the table's footnote: the values in parentheses are the blockwise/MX variant). Other fp8
+  // rows name no recipe: NVIDIA's NeMo recipes run Transformer Engine's delayed scaling
+  // (nemo/collections/llm/recipes/precision/mixed_precision.py, bf16_with_fp8_mixed: fp8_recipe
+  // "delayed"; the NeMo performance scripts' --fp8_recipe defaults to "ds"). Both NeMo's and
+  // Megatron-Bridge's per-tensor recipes keep fp8 parameters (fp8_param_gather True; Megatron-
+  // Bridge's bf16_with_fp8_current_scaling_mixed), which syssim simulates with the distributed
+  // optimizer; its MXFP8 recipe's fp8 parameters are not simulated (bf16 parameters instead).
   if (t.dtype == "fp8") {
-    t.fp8_recipe = "delayed";
-    t.fp8_param_gather = t.distributed_optimizer;
-    assumptions.push_back(t.fp8_param_gather ? "fp8_recipe=delayed, fp8_param_gather=1" : "fp8_recipe=delayed");
+    const bool megatron_bridge = cell(row, "source_id") == "MB_PERF";
+    t.fp8_recipe = dtype == "fp8-mx" ? "mxfp8" : dtype == "fp8-cs" || megatron_bridge ? "current" : "delayed";
+    t.fp8_param_gather = *t.fp8_recipe != "mxfp8" && t.distributed_optimizer;
+    if (dtype == "fp8") assumptions.push_back("fp8_recipe=" + *t.fp8_recipe);
+    assumptions.push_back(t.fp8_param_gather ? "fp8_param_gather=1" : "fp8_param_gather=0");
   }
   // Megatron recipes overlap the gradient reduction, and the parameter all-gather with the
   // distributed optimizer; there is nothing to overlap without data parallelism.
@@ -236,6 +292,7 @@ ShardOptions layout(const MeasuredRow& row, std::vector<std::string>& assumption
   p.pp = required_int(row, "pp");
   p.cp = int_cell(row, "cp").value_or(1);
   p.vpp = int_cell(row, "vpp");
+  p.ep = int_cell(row, "ep").value_or(1);
   int64_t model_parallel = p.tp * p.pp * p.cp;
   p.dp = int_cell(row, "dp").value_or(model_parallel > 0 ? gpus / model_parallel : 0);
   std::optional<bool> sp = flag_cell(row, "sp");
@@ -249,13 +306,47 @@ ShardOptions layout(const MeasuredRow& row, std::vector<std::string>& assumption
 // Layers that pp*vpp does not divide: Megatron recipes count the embedding and the loss as a
 // layer each when that divides (NeMo's llama31_405b recipe sets account_for_embedding/loss_in_
 // pipeline_split; BLOOM's 'type:transformer|embedding' partition splits 70 layers and its two
-// tied embeddings as 72 blocks on 12 stages, bigscience train/tr11-176B-ml/README.md).
+// tied embeddings as 72 blocks on 12 stages, bigscience train/tr11-176B-ml/README.md), else
+// Megatron-Bridge's uneven layouts (uneven_pipeline_layout, lib/shard/shard.hpp).
 void balance_pipeline(const ModelConfig& model, ShardOptions& options, std::vector<std::string>& assumptions) {
   const ParallelismConfig& p = options.parallelism;
-  const int64_t stages = p.pp * p.vpp.value_or(1);
-  if (p.pp == 1 || model.num_layers % stages == 0 || (model.num_layers + 2) % stages != 0) return;
-  options.account_for_embedding_in_pipeline_split = options.account_for_loss_in_pipeline_split = true;
-  assumptions.push_back("embedding and loss counted as pipeline layers");
+  const int64_t stages = p.pp * p.vpp.value_or(1), layers = model.num_layers;
+  if (p.pp == 1 || layers % stages == 0) return;
+  if ((layers + 2) % stages == 0) {
+    options.account_for_embedding_in_pipeline_split = options.account_for_loss_in_pipeline_split = true;
+    assumptions.push_back("embedding and loss counted as pipeline layers");
+    return;
+  }
+  options.pp_layout = uneven_pipeline_layout(layers, stages);
+  if (options.pp_layout.empty()) return;  // more stages than layers: the shard stage says why
+  std::string text;
+  for (int64_t count : options.pp_layout) text += (text.empty() ? "" : ",") + std::to_string(count);
+  assumptions.push_back("pp_layout=" + text);
+}
+
+// A mixture of experts as the row's notes describe its run: the expert-TP size of a config table
+// ("ETP4"; default 1, as NVIDIA's MoE recipes set expert_tensor_parallel_size), token dropping of
+// Megatron-Bridge's "tokendrop" variant (apply_moe_token_drop: capacity factor 1.0, inputs padded
+// to capacity), multi-token prediction where the model label says "w/ MTP".
+void expert_settings(const MeasuredRow& row, ModelConfig& model, ShardOptions& options,
+                     std::vector<std::string>& assumptions) {
+  if (!model.is_moe()) return;
+  const std::string notes = cell(row, "notes");
+  std::optional<int64_t> etp = int_cell(row, "etp");
+  std::smatch match;
+  static const std::regex kExpertTp("\\bETP([0-9]{1,4})\\b");
+  if (!etp && std::regex_search(notes, match, kExpertTp)) etp = std::stoll(match[1]);
+  options.parallelism.etp = etp.value_or(1);
+  assumptions.push_back("etp=" + std::to_string(*options.parallelism.etp));
+  if (notes.find("tokendrop") != std::string::npos || notes.find("token-drop") != std::string::npos) {
+    options.training.moe_expert_capacity_factor = 1.0;
+    options.training.moe_pad_expert_input_to_capacity = true;
+    assumptions.push_back("moe_expert_capacity_factor=1, padded to capacity");
+  }
+  if (notes.find("w/ MTP") != std::string::npos) {
+    model.mtp_num_layers = 1;
+    assumptions.push_back("mtp_num_layers=1");
+  }
 }
 
 // FLOPs per step by the formulas the sources report their throughput with, for global batch B,
@@ -327,6 +418,8 @@ std::string layout_text(const ShardOptions& o) {
   std::string text = "tp" + std::to_string(p.tp) + (p.sp ? "+sp" : "") + " pp" + std::to_string(p.pp);
   if (p.vpp) text += " vpp" + std::to_string(*p.vpp);
   if (p.cp > 1) text += " cp" + std::to_string(p.cp);
+  if (p.ep > 1) text += " ep" + std::to_string(p.ep);
+  if (p.etp && *p.etp != p.tp) text += " etp" + std::to_string(*p.etp);
   text += " dp" + std::to_string(p.dp) + " mbs" + std::to_string(o.training.micro_batch) + " gbs" +
           std::to_string(o.training.global_batch);
   if (o.training.recompute != "none") text += " " + o.training.recompute;
@@ -387,9 +480,9 @@ std::string render_table(const ValidationResult& result) {
   out << "  skipped by reason:\n";
   for (const auto& [reason, count] : skip_counts(result.rows)) out << "    " << std::setw(4) << count << "  " << reason << "\n";
   out << "  absolute step-time error (%):\n";
-  out << "    group             rows  median     p90     max\n";
+  out << "    group                   rows  median     p90     max\n";
   for (const ErrorStats& s : step_error_stats(result.rows))
-    out << "    " << std::left << std::setw(16) << s.group << std::right << std::setw(6) << s.rows << std::setw(8)
+    out << "    " << std::left << std::setw(22) << s.group << std::right << std::setw(6) << s.rows << std::setw(8)
         << fixed(s.median, 1) << std::setw(8) << fixed(s.p90, 1) << std::setw(8) << fixed(s.max, 1) << "\n";
   return out.str();
 }
@@ -448,10 +541,10 @@ RowPlan plan_row(const MeasuredRow& row, const std::string& hardware_dir,
                  const std::map<std::string, std::string>& hardware_map) {
   RowPlan plan;
   try {
-    if (int_cell(row, "ep").value_or(1) > 1) throw Unsupported{"mixture-of-experts not simulated yet"};
     plan.hardware_path = hardware_preset(row, hardware_dir, hardware_map);
     plan.options = layout(row, plan.assumptions);
     plan.model = architecture(row, plan.assumptions);
+    expert_settings(row, plan.model, plan.options, plan.assumptions);
     balance_pipeline(plan.model, plan.options, plan.assumptions);
     measured_step_time(row, plan);
   } catch (const Unsupported& unsupported) {
@@ -475,12 +568,16 @@ std::map<std::string, std::string> parse_hardware_map(const std::vector<std::str
 
 
 std::vector<ErrorStats> step_error_stats(const std::vector<RowResult>& rows) {
-  std::map<std::string, std::vector<double>> by_source;
-  std::vector<double> all;
+  std::map<std::string, std::vector<double>> by_source, by_moe_model;
+  std::vector<double> all, moe;
   for (const RowResult& r : rows) {
     if (!r.expressed()) continue;
     by_source[r.source_id].push_back(std::abs(r.step_error_pct));
     all.push_back(std::abs(r.step_error_pct));
+    if (r.moe) {
+      by_moe_model["MoE " + r.model].push_back(std::abs(r.step_error_pct));
+      moe.push_back(std::abs(r.step_error_pct));
+    }
   }
   auto stats_of = [](const std::string& group, const std::vector<double>& values) {
     return ErrorStats{group, static_cast<int64_t>(values.size()), percentile(values, 0.5), percentile(values, 0.9),
@@ -488,6 +585,8 @@ std::vector<ErrorStats> step_error_stats(const std::vector<RowResult>& rows) {
   };
   std::vector<ErrorStats> stats;
   for (const auto& [source, values] : by_source) stats.push_back(stats_of(source, values));
+  for (const auto& [model, values] : by_moe_model) stats.push_back(stats_of(model, values));
+  if (!moe.empty()) stats.push_back(stats_of("MoE", moe));
   if (!all.empty()) stats.push_back(stats_of("all", all));
   return stats;
 }
@@ -535,6 +634,7 @@ ValidationResult validate_measured(const std::string& csv_text, const std::strin
         out.step_error_pct = (out.predicted_step_s - out.measured_step_s) / out.measured_step_s * kPercent;
         out.predicted_peak_mem_gb = graph.mem->peak_memory_gb;
         out.predicted_oom = graph.mem->oom.has_value();
+        out.moe = plan.model.is_moe();
       } catch (const std::runtime_error& error) {  // syssim refuses the row: say why
         out.skip_reason = error.what();
       }

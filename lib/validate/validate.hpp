@@ -40,6 +40,7 @@ struct RowResult {
   double predicted_peak_mem_gb = 0;
   bool predicted_oom = false;
   bool measured_oom = false;  // the measured_oom column; without it the run is taken to have run
+  bool moe = false;           // the model has experts
   std::string measured_from;  // measured_step_s, or the throughput column it was derived from
   std::vector<std::string> assumptions;
   bool expressed() const { return skip_reason.empty(); }
@@ -47,11 +48,12 @@ struct RowResult {
 
 
 struct ErrorStats {
-  std::string group;  // a source_id, or "all"
+  std::string group;  // a source_id, "MoE <model>" and "MoE" over the mixtures of experts, or "all"
   int64_t rows = 0;
   double median = 0, p90 = 0, max = 0;  // of the absolute % step-time error
 };
-// One entry per source_id (sorted) with at least one expressed row, then "all".
+// One entry per source_id (sorted) with at least one expressed row, one per mixture-of-experts
+// model ("MoE DeepSeek-V3") and one over them ("MoE"), then "all".
 std::vector<ErrorStats> step_error_stats(const std::vector<RowResult>& rows);
 
 struct ValidationResult {

@@ -54,13 +54,13 @@ expected_summary() { syssim run "$MODELS/llama3-8b.yaml" "${JOB[@]}" | summary; 
   assert_equal "$(summary <<< "$output")" "$(expected_summary)"
 }
 
-@test "a mixture-of-experts config.json is refused as bad data" {
-  mkdir -p "$BATS_TEST_TMPDIR/mixtral"
-  echo '{"architectures": ["MixtralForCausalLM"], "num_local_experts": 8}' > "$BATS_TEST_TMPDIR/mixtral/config.json"
-  model=$(hf_model "$BATS_TEST_TMPDIR/mixtral")
+@test "a mixture-of-experts architecture syssim does not map is refused as bad data" {
+  mkdir -p "$BATS_TEST_TMPDIR/olmoe"
+  echo '{"architectures": ["OlmoeForCausalLM"], "num_experts": 64}' > "$BATS_TEST_TMPDIR/olmoe/config.json"
+  model=$(hf_model "$BATS_TEST_TMPDIR/olmoe")
   run syssim run "$model" "${JOB[@]}"
   assert_failure 1
-  assert_output "syssim: error: $model: huggingface: $BATS_TEST_TMPDIR/mixtral: $BATS_TEST_TMPDIR/mixtral/config.json: architecture MixtralForCausalLM is a mixture of experts, which syssim does not model yet"
+  assert_output "syssim: error: $model: huggingface: $BATS_TEST_TMPDIR/olmoe: $BATS_TEST_TMPDIR/olmoe/config.json: architecture OlmoeForCausalLM is a mixture of experts, which syssim does not model yet"
 }
 
 @test "an id found nowhere names the places looked in" {

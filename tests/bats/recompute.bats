@@ -35,10 +35,10 @@ report() {
   assert_output "syssim-shard: error: recompute_num_layers=0 must be at least 1"
   run syssim-shard -i "$trace" --recompute selective --recompute-modules moe_act
   assert_failure 2
-  assert_output "syssim-shard: error: recompute_modules=moe_act: the model has no experts (mixture of experts is not simulated)"
+  assert_output "syssim-shard: error: recompute_modules=moe_act needs a model with experts; llama3-8b has none"
   run syssim-shard -i "$trace" --recompute selective --recompute-modules attention
   assert_failure 2
-  assert_output --partial "--recompute-modules: attention not in {core_attn,mlp,layernorm,moe_act}"
+  assert_output --partial "--recompute-modules: attention not in {core_attn,mlp,layernorm,moe,moe_act,shared_experts,mla_up_proj}"
 }
 
 @test "more recomputed layers than the model has is bad data (exit 1)" {

@@ -14,11 +14,12 @@ API_KEYS=(step_time_ms forward_ms backward_ms optimizer_ms collective_total_ms c
 # The text report rebuilt by hand from the JSON report: the layout of docs/syssim-report.md
 # (ms with 4 decimals, TFLOP/s with 2, MFU/HFU in percent with 2, GB with 3).
 text_from_json() {
-  local json="$1" step fwd bwd opt coll exposed tflops mfu hfu peak param grad optst act temp
+  local json="$1" step fwd bwd opt coll exposed tflops mfu hfu peak total active param grad optst act temp
   local dominant top longest stage module oom busiest
-  IFS=$'\t' read -r step fwd bwd opt coll exposed tflops mfu hfu peak param grad optst act temp dominant longest stage module oom \
+  IFS=$'\t' read -r step fwd bwd opt coll exposed tflops mfu hfu peak total active param grad optst act temp dominant longest stage module oom \
     < <(jq -r '[.step_time_ms, .forward_ms, .backward_ms, .optimizer_ms, .collective_total_ms, .collective_exposed_ms,
-               .achieved_tflops, .mfu * 100, .hfu * 100, .peak_memory_gb, .param_bytes / 1e9, .grad_bytes / 1e9,
+               .achieved_tflops, .mfu * 100, .hfu * 100, .peak_memory_gb, .params_total / 1e9, .params_active / 1e9,
+               .param_bytes / 1e9, .grad_bytes / 1e9,
                .optimizer_state_bytes / 1e9, .activation_bytes / 1e9, .temporary_bytes / 1e9,
                .bottlenecks.dominant_op_type, (.bottlenecks.longest_collective | if .[0] == "" then "none" else "\(.[0]) \(.[1])" end),
                .bottlenecks.binding_pp_stage, .bottlenecks.peak_module,
@@ -43,6 +44,8 @@ text_from_json() {
   printf '  mfu                 = %.2f%%\n' "$mfu"
   printf '  hfu                 = %.2f%%\n' "$hfu"
   printf '  peak_memory_gb      = %.3f\n' "$peak"
+  printf '  params_total_b      = %.3f\n' "$total"
+  printf '  params_active_b     = %.3f\n' "$active"
   printf '  Memory(\n'
   printf '    param_gb           = %.3f\n' "$param"
   printf '    grad_gb            = %.3f\n' "$grad"
@@ -77,7 +80,7 @@ text_from_json() {
 @test "syssim-report --version prints the graph format version" {
   run syssim-report --version
   assert_success
-  assert_output --regexp "^syssim-report [0-9.]+ \(graph format 1\.4\)$"
+  assert_output --regexp "^syssim-report [0-9.]+ \(graph format 1\.5\)$"
 }
 
 @test "an unknown flag is bad usage (exit 2, one line)" {

@@ -3,6 +3,7 @@
 // the comments below, or from hand calculations written out here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -23,11 +24,18 @@ using syssim::ModelConfig;
 namespace {
 
 const std::string kRoot = SYSSIM_SOURCE_DIR;
-const std::vector<std::string> kModels = {"llama3-8b", "llama3-70b", "llama3.1-405b", "qwen3-8b",
-                                          "gpt3-175b", "gpt3-5b",    "llama2-7b",     "llama2-70b"};
+const std::vector<std::string> kMoeModels = {"mixtral-8x7b", "mixtral-8x22b",     "qwen3-30b-a3b",
+                                             "qwen3-235b-a22b", "deepseek-v3",     "kimi-k2",
+                                             "moonlight-16b-a3b", "gpt-oss-120b", "grok-1"};
+const std::vector<std::string> kModels = [] {
+  std::vector<std::string> models = {"llama3-8b", "llama3-70b", "llama3.1-405b", "qwen3-8b",
+                                     "gpt3-175b", "gpt3-5b",    "llama2-7b",     "llama2-70b"};
+  models.insert(models.end(), kMoeModels.begin(), kMoeModels.end());
+  return models;
+}();
 const std::vector<std::string> kHardware = {"a100-sxm-80gb", "h100-sxm-80gb", "h200-sxm",
                                             "gh200",         "b200",          "mi300x",  "gb200-nvl72",
-                                            "h100-100gbe"};
+                                            "h100-100gbe",   "gb300-nvl72"};
 
 std::string model_path(const std::string& name) { return kRoot + "/configs/models/" + name + ".yaml"; }
 std::string hardware_path(const std::string& name) { return kRoot + "/configs/hardware/" + name + ".yaml"; }
@@ -58,30 +66,84 @@ std::string error_of(F f) {
   return "";
 }
 
-// Parameter count of a Megatron GPT-style decoder in closed form, with the unpadded vocabulary
+// A model's parameters: all of them, and those one token uses (all but the routed experts it is
+// not sent to).
+struct ParamCount {
+  double total = 0;
+  double active = 0;
+};
+
+// Parameter counts of a Megatron-Core GPT model in closed form, with the unpadded vocabulary
 // (published counts use the tokenizer's vocabulary, not Megatron's padded one).
 //   embedding v*h, plus the output layer v*h when untied, plus learned positions p*h;
-//   per layer: Q h*(a*d), K and V 2*h*(g*d), attention output (a*d)*h,
-//              MLP 3*h*f (SwiGLU: gate, up, down) or 2*h*f (GELU: fc1, fc2),
-//              linear biases (a*d + 2*g*d) + h + (2f or f) + h when add_bias_linear,
-//              two norms: 2h for RMSNorm (weight), 4h for LayerNorm (weight and bias),
-//              QK-norm 2*d (one RMSNorm weight of size d on queries, one on keys);
-//   final norm h (RMSNorm) or 2h (LayerNorm).
+//   per layer, attention:
+//     Q h*(a*d), K and V 2*h*(g*d), output (a*d)*h; biases a*d + 2*g*d on Q, K and V (add_qkv_bias
+//     or add_bias_linear) and h on the output (add_bias_linear); QK-norm 2*d (one RMSNorm weight of
+//     size d on queries, one on keys); a learned softmax offset (attention sink) per head: a;
+//   or multi-head latent attention, with query latent q, KV latent c, query/key head n without
+//     RoPE plus t with RoPE, value head w: queries h*q + q (latent norm) + q*a*(n+t), or h*a*(n+t)
+//     without a query latent (q = 0); KV down projection h*(c+t) and its norm c; KV up projection
+//     c*a*(n+w); output (a*w)*h; no biases (no model with latent attention has them);
+//   per layer, MLP:
+//     dense: 3*h*f (SwiGLU: gate, up, down) or 2*h*f (GELU: fc1, fc2); biases 2f + h or f + h
+//       when add_bias_linear;
+//     mixture of experts: router e*h (and e biases when add_bias_linear), e routed SwiGLU experts
+//       of width x, 3*h*x each (and 2x + h biases), shared experts as a dense MLP of width u; a
+//       token uses k of the e routed experts;
+//   two norms per layer: 2h for RMSNorm (weight), 4h for LayerNorm (weight and bias);
+//   final norm h (RMSNorm) or 2h (LayerNorm);
+//   per multi-token-prediction layer: norms of the embedding and of the hidden state 2h, their
+//     projection 2h*h, one layer of the last layer's kind, a final norm h (it reuses the
+//     embedding and the output layer).
 // For Llama (RMSNorm, SwiGLU, no bias, untied, RoPE) this is
 //   2*v*h + L*(h*(a*d) + 2*h*(g*d) + (a*d)*h + 3*h*f + 2*h) + h.
-double closed_form_params(const ModelConfig& m) {
-  const double v = m.vocab_size, h = m.hidden_size, L = m.num_layers, a = m.num_attention_heads,
-               g = m.num_query_groups, d = m.kv_channels, f = m.ffn_hidden_size;
-  const bool layer_norm = m.normalization == "LayerNorm";
-  double embedding = v * h + (m.tie_word_embeddings ? 0 : v * h) + (m.rope ? 0 : m.max_position_embeddings * h);
-  double attention = h * (a * d) + 2 * h * (g * d) + (a * d) * h;
-  double mlp = (m.swiglu ? 3 : 2) * h * f;
-  double bias = 0;
-  if (m.add_bias_linear) bias = (a * d + 2 * g * d) + h + (m.swiglu ? 2 * f : f) + h;
-  else if (m.add_qkv_bias) bias = a * d + 2 * g * d;
-  double norms = (layer_norm ? 4 : 2) * h + (m.qk_layernorm ? 2 * d : 0);
-  double final_norm = (layer_norm ? 2 : 1) * h;
-  return embedding + L * (attention + mlp + bias + norms) + final_norm;
+ParamCount closed_form_params(const ModelConfig& m) {
+  const double v = m.vocab_size, h = m.hidden_size, a = m.num_attention_heads, g = m.num_query_groups,
+               d = m.kv_channels, f = m.ffn_hidden_size;
+  const double norm = m.normalization == "LayerNorm" ? 2 * h : h;
+  auto attention = [&] {
+    if (m.multi_latent_attention) {
+      const double q = m.q_lora_rank, c = m.kv_lora_rank, n = m.qk_head_dim, t = m.qk_pos_emb_head_dim,
+                   w = m.v_head_dim;
+      const double queries = q > 0 ? h * q + q + q * a * (n + t) : h * a * (n + t);
+      return queries + h * (c + t) + c + c * a * (n + w) + (a * w) * h;
+    }
+    double params = h * (a * d) + 2 * h * (g * d) + (a * d) * h;
+    if (m.add_qkv_bias || m.add_bias_linear) params += a * d + 2 * g * d;
+    if (m.add_bias_linear) params += h;
+    if (m.qk_layernorm) params += 2 * d;
+    if (m.softmax_type == "learnable") params += a;
+    return params;
+  };
+  auto dense_mlp = [&](double width) {
+    return (m.swiglu ? 3 : 2) * h * width + (m.add_bias_linear ? (m.swiglu ? 2 : 1) * width + h : 0);
+  };
+  ParamCount count;
+  auto add = [&](double total, double active) {
+    count.total += total;
+    count.active += active;
+  };
+  auto add_layer = [&](int64_t layer) {
+    const double attention_and_norms = attention() + 2 * norm;
+    if (!m.is_moe_layer(layer)) {
+      add(attention_and_norms + dense_mlp(f), attention_and_norms + dense_mlp(f));
+      return;
+    }
+    const double e = m.num_moe_experts, k = m.moe_router_topk, x = m.moe_ffn_hidden_size,
+                 u = m.moe_shared_expert_intermediate_size;
+    const double router = e * h + (m.add_bias_linear ? e : 0);
+    const double always_used = attention_and_norms + router + (u > 0 ? dense_mlp(u) : 0);
+    const double routed = e * (3 * h * x + (m.add_bias_linear ? 2 * x + h : 0));
+    add(always_used + routed, always_used + routed * k / e);
+  };
+  const double embedding = v * h + (m.tie_word_embeddings ? 0 : v * h) + (m.rope ? 0 : m.max_position_embeddings * h);
+  add(embedding + norm, embedding + norm);
+  for (int64_t layer = 0; layer < m.num_layers; ++layer) add_layer(layer);
+  for (int64_t depth = 0; depth < m.mtp_num_layers; ++depth) {
+    add(2 * h + 2 * h * h + h, 2 * h + 2 * h * h + h);
+    add_layer(m.num_layers - 1);
+  }
+  return count;
 }
 
 void expect_near_rel(double actual, double expected, double rel, const std::string& what) {
@@ -142,7 +204,9 @@ TEST(Presets, EveryHardwarePresetLoadsAndIsNamedAfterItsFile) {
     EXPECT_GT(hw.peak_tflops_mm, 5 * hw.peak_tflops_math);
     // Dense FP8 is twice dense BF16 on every part that has it (vendor figures are rounded).
     if (hw.peak_tflops_mm_fp8) expect_near_rel(*hw.peak_tflops_mm_fp8, 2 * hw.peak_tflops_mm, 0.001, "fp8");
-    if (hw.peak_tflops_mm_fp4) expect_near_rel(*hw.peak_tflops_mm_fp4, 4 * hw.peak_tflops_mm, 0.001, "fp4");
+    // Dense FP4 is four times dense BF16, six on Blackwell Ultra (GB300: 15 against 2.5 PFLOPS).
+    const double fp4_ratio = name == "gb300-nvl72" ? 6 : 4;
+    if (hw.peak_tflops_mm_fp4) expect_near_rel(*hw.peak_tflops_mm_fp4, fp4_ratio * hw.peak_tflops_mm, 0.001, "fp4");
   }
 }
 
@@ -277,7 +341,7 @@ TEST(Presets, ParameterCountsMatchThePublishedTotals) {
                                          {"llama2-70b", 69e9, 0.005},
                                          {"gpt3-5b", 5e9, 0.02}}) {  // "5B" is a nominal size
     ModelConfig m = syssim::load_model_yaml(model_path(c.name));
-    expect_near_rel(closed_form_params(m), c.published, c.tolerance, c.name);
+    expect_near_rel(closed_form_params(m).total, c.published, c.tolerance, c.name);
   }
 }
 
@@ -288,13 +352,186 @@ TEST(Presets, ParameterCountsMatchThePublishedTotals) {
 //   = 70,553,706,496.  Llama 3.1 405B: 4,202,692,608 + 126*3,187,703,808 + 16384
 //   = 405,853,388,800.  Qwen3-8B non-embedding: 36*(192,946,176 + 256) + 4096 = 6,946,075,648.
 TEST(Presets, ClosedFormMatchesHandCalculation) {
-  EXPECT_DOUBLE_EQ(closed_form_params(syssim::load_model_yaml(model_path("llama3-8b"))), 8030261248.0);
-  EXPECT_DOUBLE_EQ(closed_form_params(syssim::load_model_yaml(model_path("llama3-70b"))), 70553706496.0);
-  EXPECT_DOUBLE_EQ(closed_form_params(syssim::load_model_yaml(model_path("llama3.1-405b"))), 405853388800.0);
+  EXPECT_DOUBLE_EQ(closed_form_params(syssim::load_model_yaml(model_path("llama3-8b"))).total, 8030261248.0);
+  EXPECT_DOUBLE_EQ(closed_form_params(syssim::load_model_yaml(model_path("llama3-70b"))).total, 70553706496.0);
+  EXPECT_DOUBLE_EQ(closed_form_params(syssim::load_model_yaml(model_path("llama3.1-405b"))).total, 405853388800.0);
   ModelConfig q = syssim::load_model_yaml(model_path("qwen3-8b"));
-  double non_embedding = closed_form_params(q) - 2.0 * q.vocab_size * q.hidden_size;
+  double non_embedding = closed_form_params(q).total - 2.0 * q.vocab_size * q.hidden_size;
   EXPECT_DOUBLE_EQ(non_embedding, 6946075648.0);
   expect_near_rel(non_embedding, 6.95e9, 0.005, "qwen3-8b non-embedding");
+}
+
+// The MoE presets' shapes, each from the config.json or code cited in its file: layers, hidden,
+// attention heads, KV heads, head dim (MLA: query/key head), vocab, routed experts, experts per
+// token, expert width, shared-expert width, leading dense layers, training sequence, positions.
+TEST(Presets, MoePresetsHaveThePublishedShapes) {
+  struct Shape {
+    std::string name;
+    std::vector<int64_t> dims;  // the fields in the order above
+  };
+  for (const Shape& c : std::vector<Shape>{
+           {"mixtral-8x7b", {32, 4096, 32, 8, 128, 32000, 8, 2, 14336, 0, 0, 4096, 32768}},
+           {"mixtral-8x22b", {56, 6144, 48, 8, 128, 32000, 8, 2, 16384, 0, 0, 4096, 65536}},
+           {"qwen3-30b-a3b", {48, 2048, 32, 4, 128, 151936, 128, 8, 768, 0, 0, 4096, 40960}},
+           {"qwen3-235b-a22b", {94, 4096, 64, 4, 128, 151936, 128, 8, 1536, 0, 0, 4096, 40960}},
+           {"deepseek-v3", {61, 7168, 128, 128, 192, 129280, 256, 8, 2048, 2048, 3, 4096, 163840}},
+           {"kimi-k2", {61, 7168, 64, 64, 192, 163840, 384, 8, 2048, 2048, 1, 4096, 131072}},
+           {"moonlight-16b-a3b", {27, 2048, 16, 16, 192, 163840, 64, 6, 1408, 2 * 1408, 1, 4096, 8192}},
+           {"gpt-oss-120b", {36, 2880, 64, 8, 64, 201088, 128, 4, 2880, 0, 0, 4096, 131072}},
+           {"grok-1", {64, 6144, 48, 8, 128, 131072, 8, 2, 32768, 0, 0, 8192, 8192}}}) {
+    ModelConfig m = syssim::load_model_yaml(model_path(c.name));
+    int64_t dense = 0;
+    while (dense < m.num_layers && !m.is_moe_layer(dense)) ++dense;
+    int64_t moe = 0;
+    for (int64_t layer = 0; layer < m.num_layers; ++layer) moe += m.is_moe_layer(layer);
+    EXPECT_EQ(moe, m.num_layers - dense) << c.name << ": MoE layers after the dense ones only";
+    EXPECT_EQ(std::vector<int64_t>({m.num_layers, m.hidden_size, m.num_attention_heads, m.num_query_groups,
+                                    m.kv_channels, m.vocab_size, m.num_moe_experts, m.moe_router_topk,
+                                    m.moe_ffn_hidden_size, m.moe_shared_expert_intermediate_size, dense,
+                                    m.seq_length, m.max_position_embeddings}),
+              c.dims)
+        << c.name;
+  }
+}
+
+// DeepSeek-V3 report Section 4.2 and config.json; Kimi K2 and Moonlight config.json (the same
+// architecture); GPT-OSS model card and config.json; Grok-1 run.py and model.py.
+TEST(Presets, MoePresetsHaveThePublishedSpecifics) {
+  ModelConfig ds = syssim::load_model_yaml(model_path("deepseek-v3"));
+  EXPECT_TRUE(ds.multi_latent_attention);
+  EXPECT_EQ(std::vector<int64_t>({ds.q_lora_rank, ds.kv_lora_rank, ds.qk_head_dim, ds.qk_pos_emb_head_dim,
+                                  ds.v_head_dim, ds.moe_router_num_groups, ds.moe_router_group_topk}),
+            std::vector<int64_t>({1536, 512, 128, 64, 128, 8, 4}));
+  EXPECT_EQ(ds.moe_router_score_function, "sigmoid");
+  EXPECT_TRUE(ds.moe_router_enable_expert_bias);
+  EXPECT_EQ(ds.moe_router_load_balancing_type, "seq_aux_loss");
+  EXPECT_EQ(ds.mtp_num_layers, 0);  // 671B is the main model; the MTP module is another 14B
+  EXPECT_FALSE(ds.tie_word_embeddings);
+  EXPECT_DOUBLE_EQ(ds.rope_theta, 10000);
+
+  ModelConfig kimi = syssim::load_model_yaml(model_path("kimi-k2"));
+  EXPECT_EQ(kimi.q_lora_rank, 1536);
+  EXPECT_DOUBLE_EQ(kimi.rope_theta, 50000);
+  ModelConfig moonlight = syssim::load_model_yaml(model_path("moonlight-16b-a3b"));
+  EXPECT_EQ(moonlight.q_lora_rank, 0);  // q_lora_rank null: queries straight from the hidden state
+  EXPECT_EQ(moonlight.ffn_hidden_size, 11264);
+  EXPECT_DOUBLE_EQ(moonlight.rms_norm_eps, 1e-5);
+
+  ModelConfig oss = syssim::load_model_yaml(model_path("gpt-oss-120b"));
+  EXPECT_TRUE(oss.add_bias_linear);
+  EXPECT_TRUE(oss.add_qkv_bias);
+  EXPECT_EQ(oss.softmax_type, "learnable");
+  EXPECT_EQ(oss.window_size, 127);  // Megatron's left window: 128 keys with the query's own
+  for (int64_t layer = 0; layer < oss.num_layers; ++layer)  // sliding, full, sliding, ...
+    EXPECT_EQ(oss.is_sliding_window_layer(layer), layer % 2 == 0) << "layer " << layer;
+  EXPECT_EQ(oss.moe_router_load_balancing_type, "none");
+  EXPECT_DOUBLE_EQ(oss.rope_theta, 150000);
+
+  ModelConfig grok = syssim::load_model_yaml(model_path("grok-1"));
+  EXPECT_TRUE(grok.tie_word_embeddings);  // InOutEmbed.decode
+  EXPECT_EQ(grok.moe_ffn_hidden_size, 8 * 6144 * 2 / 3);  // ffn_size(emb_size, widening_factor 8)
+
+  ModelConfig qwen = syssim::load_model_yaml(model_path("qwen3-30b-a3b"));
+  EXPECT_TRUE(qwen.qk_layernorm);
+  EXPECT_FALSE(qwen.tie_word_embeddings);
+  EXPECT_DOUBLE_EQ(qwen.rope_theta, 1e6);
+  ModelConfig mixtral = syssim::load_model_yaml(model_path("mixtral-8x7b"));
+  EXPECT_DOUBLE_EQ(mixtral.rope_theta, 1e6);
+  EXPECT_DOUBLE_EQ(mixtral.rms_norm_eps, 1e-5);
+}
+
+// Closed-form counts against the published figures. A figure is checked to 0.5%, or to its own
+// rounding where that is coarser ("37B": [36.5B, 37.5B)). Vendors count differently:
+//   - everything: Mistral AI, Qwen, OpenAI's total, the Moonlight model card;
+//   - all but the input embedding (a table lookup, no matmul): OpenAI's 5.13B active for
+//     gpt-oss-120b (5.71B counted here, less the 0.58B table); DeepSeek's 37B (36.63B; 37.55B with
+//     the table, which would round to 38B) and the Kimi K2 model card's 32B (31.69B; 32.86B with
+//     the table) fit only this reading;
+//   - all but the embedding and the output layer ("non-embedding"): Qwen's 29.9B and 234B, and
+//     Moonlight's 15.29B and 2.24B (the Muon paper).
+// Published: Mixtral 8x7B 46.7B / 12.9B and Mixtral 8x22B 141B / 39B (Mistral AI's announcements);
+// Qwen3-30B-A3B 30.5B (29.9B non-embedding) and Qwen3-235B-A22B 235B (234B) / 22B (model cards);
+// DeepSeek-V3 671B / 37B (report; without the 14B MTP module); Kimi K2 1T / 32B (model card; the
+// 1.04T / 32.6B attributed to its technical report match no reading: 1.026T, 31.69B or 32.86B
+// here); Moonlight 15.29B / 2.24B (paper) and 16B / 3B (model card); gpt-oss-120b 116.83B / 5.13B
+// (OpenAI model card table).
+TEST(Presets, MoeParameterCountsMatchThePublishedFigures) {
+  enum class Counts { everything, no_input_embedding, no_embeddings };
+  struct Figure {
+    std::string name;
+    bool active;       // the active count, else the total
+    double published;
+    double rounding;   // the unit the figure is rounded to
+    Counts counts;
+  };
+  for (const Figure& c : std::vector<Figure>{
+           {"mixtral-8x7b", false, 46.7e9, 0.1e9, Counts::everything},
+           {"mixtral-8x7b", true, 12.9e9, 0.1e9, Counts::everything},
+           {"mixtral-8x22b", false, 141e9, 1e9, Counts::everything},
+           {"mixtral-8x22b", true, 39e9, 1e9, Counts::everything},
+           {"qwen3-30b-a3b", false, 30.5e9, 0.1e9, Counts::everything},
+           {"qwen3-30b-a3b", false, 29.9e9, 0.1e9, Counts::no_embeddings},
+           {"qwen3-235b-a22b", false, 235e9, 1e9, Counts::everything},
+           {"qwen3-235b-a22b", false, 234e9, 1e9, Counts::no_embeddings},
+           {"qwen3-235b-a22b", true, 22e9, 1e9, Counts::everything},
+           {"deepseek-v3", false, 671e9, 1e9, Counts::everything},
+           {"deepseek-v3", true, 37e9, 1e9, Counts::no_input_embedding},
+           {"kimi-k2", false, 1e12, 1e12, Counts::everything},  // "1T": a loose check, see kimi-k2.yaml
+           {"kimi-k2", true, 32e9, 1e9, Counts::no_input_embedding},
+           {"moonlight-16b-a3b", false, 15.29e9, 0.01e9, Counts::no_embeddings},
+           {"moonlight-16b-a3b", true, 2.24e9, 0.01e9, Counts::no_embeddings},
+           {"moonlight-16b-a3b", false, 16e9, 1e9, Counts::everything},
+           {"moonlight-16b-a3b", true, 3e9, 1e9, Counts::everything},
+           {"gpt-oss-120b", false, 116.83e9, 0.01e9, Counts::everything},
+           {"gpt-oss-120b", true, 5.13e9, 0.01e9, Counts::no_input_embedding}}) {
+    ModelConfig m = syssim::load_model_yaml(model_path(c.name));
+    const ParamCount count = closed_form_params(m);
+    const double table = static_cast<double>(m.vocab_size) * m.hidden_size;
+    double counted = c.active ? count.active : count.total;
+    if (c.counts == Counts::no_input_embedding) counted -= table;
+    if (c.counts == Counts::no_embeddings) counted -= (m.tie_word_embeddings ? 1 : 2) * table;
+    const double allowed = std::max(0.005 * c.published, c.rounding / 2);
+    EXPECT_LT(std::fabs(counted - c.published), allowed)
+        << c.name << (c.active ? " active: " : " total: ") << counted << " vs published " << c.published;
+  }
+
+  // Qwen's "3.3B activated" is the count, 3.353B, cut to one decimal: 1.6% off, and rounding would
+  // give 3.4B ("22B" of Qwen3-235B-A22B, 22.19B, reads either way).
+  const double qwen_active = closed_form_params(syssim::load_model_yaml(model_path("qwen3-30b-a3b"))).active;
+  EXPECT_EQ(std::floor(qwen_active / 1e8), 33) << qwen_active;
+  // xAI's "314B" for Grok-1 is 0.54% below the 315.68B its released code adds up to; xAI does not
+  // say what it counts (without the embedding: 314.88B).
+  expect_near_rel(closed_form_params(syssim::load_model_yaml(model_path("grok-1"))).total, 314e9, 0.006, "grok-1");
+}
+
+// Hand calculations of the MoE closed form.
+//   Mixtral 8x7B: embedding and output layer 2*32000*4096 = 262,144,000; per layer attention
+//   4096*4096 + 2*4096*1024 + 4096*4096 = 41,943,040, router 8*4096 = 32,768, an expert
+//   3*4096*14336 = 176,160,768 (eight: 1,409,286,144), norms 2*4096 = 8,192: 1,451,270,144,
+//   times 32 = 46,440,644,608; plus the final norm 4,096: 46,702,792,704. Active: two experts
+//   352,321,536, a layer 394,305,536, times 32 = 12,617,777,152, plus 262,148,096 = 12,879,925,248.
+//   DeepSeek-V3: embedding and output layer 2*129280*7168 = 1,853,358,080; latent attention per
+//   layer: query down 7168*1536 = 11,010,048, its norm 1,536, query up 1536*128*(128+64)
+//   = 37,748,736, KV down 7168*(512+64) = 4,128,768, its norm 512, KV up 512*128*(128+128)
+//   = 16,777,216, output 128*128*7168 = 117,440,512: 187,107,328; norms 2*7168 = 14,336.
+//   Dense layers: MLP 3*7168*18432 = 396,361,728, a layer 583,483,392, times 3 = 1,750,450,176.
+//   MoE layers: router 256*7168 = 1,835,008, an expert 3*7168*2048 = 44,040,192 (the shared one
+//   too; 256 routed: 11,274,289,152), a layer 11,507,286,016, times 58 = 667,422,588,928.
+//   Total 1,853,358,080 + 1,750,450,176 + 667,422,588,928 + 7,168 = 671,026,404,352. Active: an
+//   MoE layer with 8 routed experts (352,321,536) 585,318,400, times 58 = 33,948,467,200; plus
+//   1,853,358,080 + 1,750,450,176 + 7,168 = 37,552,282,624. One MTP layer adds 2*7168
+//   + 7168*14336 + 11,507,286,016 + 7168 = 11,610,067,968 (13.46B with the copies of the
+//   embedding and output layer that the Hugging Face checkpoint stores with it: DeepSeek's "14B").
+TEST(Presets, MoeClosedFormMatchesHandCalculation) {
+  const ParamCount mixtral = closed_form_params(syssim::load_model_yaml(model_path("mixtral-8x7b")));
+  EXPECT_DOUBLE_EQ(mixtral.total, 46702792704.0);
+  EXPECT_DOUBLE_EQ(mixtral.active, 12879925248.0);
+  ModelConfig ds = syssim::load_model_yaml(model_path("deepseek-v3"));
+  const ParamCount deepseek = closed_form_params(ds);
+  EXPECT_DOUBLE_EQ(deepseek.total, 671026404352.0);
+  EXPECT_DOUBLE_EQ(deepseek.active, 37552282624.0);
+  ds.mtp_num_layers = 1;
+  EXPECT_DOUBLE_EQ(closed_form_params(ds).total - deepseek.total, 11610067968.0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -441,6 +678,16 @@ TEST(Presets, ModelPresetsSpellOutTheRequiredKeys) {
     std::string text = read_file(model_path(name));
     for (const char* key : {"num_layers:", "hidden_size:", "num_attention_heads:", "ffn_hidden_size:",
                             "seq_length:", "vocab_size:", "name:"})
+      EXPECT_NE(text.find(key), std::string::npos) << name << " lacks " << key;
+  }
+  // The MoE presets also state every expert, latent-attention and MTP setting, defaults included.
+  for (const auto& name : kMoeModels) {
+    std::string text = read_file(model_path(name));
+    for (const char* key :
+         {"num_moe_experts:", "moe_router_topk:", "moe_ffn_hidden_size:", "moe_shared_expert_intermediate_size:",
+          "moe_layer_freq:", "moe_router_score_function:", "moe_router_num_groups:", "moe_router_group_topk:",
+          "moe_router_enable_expert_bias:", "moe_router_load_balancing_type:", "multi_latent_attention:",
+          "mtp_num_layers:", "softmax_type:", "make_vocab_size_divisible_by:", "max_position_embeddings:"})
       EXPECT_NE(text.find(key), std::string::npos) << name << " lacks " << key;
   }
 }

@@ -1,12 +1,14 @@
 // Tests of the Hugging Face model source (lib/config/huggingface): where config.json is found,
 // how its keys map to the model fields, and what is refused. The independent reference for the
-// shipped config.json files is the paper-cited preset of configs/models/ describing the same model.
+// shipped config.json files is the paper-cited preset of configs/models/ describing the same model,
+// and for the mixture-of-experts files the numbers their papers and model cards publish.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -72,6 +74,34 @@ const std::vector<ShippedPair> kShipped = {
     {"meta-llama/Llama-3.1-405B", "llama3.1-405b", 131072},  {"meta-llama/Llama-2-7b-hf", "llama2-7b", 4096},
     {"meta-llama/Llama-2-70b-hf", "llama2-70b", 4096},       {"Qwen/Qwen3-8B", "qwen3-8b", 40960},
 };
+// The shipped config.json files of mixture-of-experts models, checked below against the numbers
+// their papers and model cards publish.
+const std::vector<std::string> kShippedMixtureOfExperts = {
+    "mistralai/Mixtral-8x7B-v0.1",  "mistralai/Mixtral-8x22B-v0.1", "Qwen/Qwen3-30B-A3B",
+    "Qwen/Qwen3-235B-A22B",         "deepseek-ai/DeepSeek-V3",      "moonshotai/Kimi-K2-Instruct",
+    "moonshotai/Moonlight-16B-A3B", "openai/gpt-oss-120b"};
+
+// The layers of `m` for which `is_layer` holds (MoE layers, sliding-window layers).
+std::vector<int64_t> layers_where(const ModelConfig& m, bool (ModelConfig::*is_layer)(int64_t) const) {
+  std::vector<int64_t> layers;
+  for (int64_t layer = 0; layer < m.num_layers; ++layer)
+    if ((m.*is_layer)(layer)) layers.push_back(layer);
+  return layers;
+}
+
+// The layers first, first + 1, ..., last.
+std::vector<int64_t> range(int64_t first, int64_t last) {
+  std::vector<int64_t> layers;
+  for (int64_t layer = first; layer <= last; ++layer) layers.push_back(layer);
+  return layers;
+}
+
+// A shipped config.json with one key changed, written to `path`.
+void write_changed(const fs::path& path, const std::string& id, const std::string& key, const nlohmann::json& value) {
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(kRoot + "/configs/hf/" + id + "/config.json"));
+  config[key] = value;
+  write(path, config.dump());
+}
 
 }  // namespace
 
@@ -94,7 +124,7 @@ TEST_F(HfEnvironment, EveryShippedFolderIsInTheTable) {
   int files = 0;
   for (const auto& entry : fs::recursive_directory_iterator(kRoot + "/configs/hf"))
     if (entry.path().filename() == "config.json") ++files;
-  EXPECT_EQ(files, static_cast<int>(kShipped.size()));
+  EXPECT_EQ(files, static_cast<int>(kShipped.size() + kShippedMixtureOfExperts.size()));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -310,12 +340,287 @@ TEST_F(HfEnvironment, MegatronFieldsBesideHuggingfaceAreRefused) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Mixture-of-experts architectures, from the shipped config.json files
+
+// Mixtral 8x7B ("Mixtral of Experts", arXiv:2401.04088, Table 1): 32 layers of width 4096, 32
+// heads of 128, 8 KV heads, 8 experts of width 14336 in every layer, each token to 2 of them,
+// vocabulary 32000; the model card's config: RoPE base 1e6, RMSNorm 1e-5, no sliding window.
+TEST_F(HfEnvironment, Mixtral8x7bHasEightExpertsTopTwoInEveryLayer) {
+  ModelConfig m = load_hf(fresh_dir("mixtral-8x7b"), "mistralai/Mixtral-8x7B-v0.1", "{seq_length: 32768}");
+  EXPECT_EQ(m.num_layers, 32);
+  EXPECT_EQ(m.hidden_size, 4096);
+  EXPECT_EQ(m.num_attention_heads, 32);
+  EXPECT_EQ(m.num_query_groups, 8);
+  EXPECT_EQ(m.kv_channels, 128);
+  EXPECT_EQ(m.vocab_size, 32000);
+  EXPECT_EQ(m.max_position_embeddings, 32768);
+  EXPECT_EQ(m.num_moe_experts, 8);
+  EXPECT_EQ(m.moe_router_topk, 2);
+  EXPECT_EQ(m.moe_ffn_hidden_size, 14336);
+  EXPECT_EQ(m.moe_shared_expert_intermediate_size, 0);
+  EXPECT_EQ(layers_where(m, &ModelConfig::is_moe_layer), range(0, 31));
+  EXPECT_EQ(m.moe_router_score_function, "softmax");
+  EXPECT_EQ(m.moe_router_load_balancing_type, "aux_loss");
+  EXPECT_TRUE(m.swiglu);
+  EXPECT_FALSE(m.tie_word_embeddings);
+  EXPECT_DOUBLE_EQ(m.rope_theta, 1e6);
+  EXPECT_DOUBLE_EQ(m.rms_norm_eps, 1e-5);
+  EXPECT_EQ(m.window_size, 0);
+  EXPECT_FALSE(m.multi_latent_attention);
+}
+
+// Mixtral 8x22B (Mistral AI, "Cheaper, Better, Faster, Stronger", 2024; model card
+// mistralai/Mixtral-8x22B-v0.1): 56 layers of width 6144, 48 heads, 8 KV heads, 8 experts of
+// width 16384, top-2, vocabulary 32000 (v0.1), 64K positions.
+TEST_F(HfEnvironment, Mixtral8x22bHasEightExpertsOfWidth16384) {
+  ModelConfig m = load_hf(fresh_dir("mixtral-8x22b"), "mistralai/Mixtral-8x22B-v0.1", "{seq_length: 4096}");
+  EXPECT_EQ(m.num_layers, 56);
+  EXPECT_EQ(m.hidden_size, 6144);
+  EXPECT_EQ(m.num_attention_heads, 48);
+  EXPECT_EQ(m.num_query_groups, 8);
+  EXPECT_EQ(m.kv_channels, 128);
+  EXPECT_EQ(m.vocab_size, 32000);
+  EXPECT_EQ(m.max_position_embeddings, 65536);
+  EXPECT_EQ(m.num_moe_experts, 8);
+  EXPECT_EQ(m.moe_router_topk, 2);
+  EXPECT_EQ(m.moe_ffn_hidden_size, 16384);
+  EXPECT_EQ(layers_where(m, &ModelConfig::is_moe_layer).size(), 56u);
+}
+
+// Qwen3-30B-A3B (Qwen3 Technical Report, arXiv:2505.09388, Table 2; model card): 48 layers of
+// width 2048, 32 query heads and 4 KV heads of 128, 128 experts of width 768 in every layer, 8
+// per token, QK-norm, vocabulary 151936, untied embeddings.
+TEST_F(HfEnvironment, Qwen3_30bA3bHas128ExpertsTopEight) {
+  ModelConfig m = load_hf(fresh_dir("qwen3-30b"), "Qwen/Qwen3-30B-A3B", "{seq_length: 4096}");
+  EXPECT_EQ(m.num_layers, 48);
+  EXPECT_EQ(m.hidden_size, 2048);
+  EXPECT_EQ(m.num_attention_heads, 32);
+  EXPECT_EQ(m.num_query_groups, 4);
+  EXPECT_EQ(m.kv_channels, 128);
+  EXPECT_EQ(m.vocab_size, 151936);
+  EXPECT_EQ(m.num_moe_experts, 128);
+  EXPECT_EQ(m.moe_router_topk, 8);
+  EXPECT_EQ(m.moe_ffn_hidden_size, 768);
+  EXPECT_EQ(m.moe_shared_expert_intermediate_size, 0);
+  EXPECT_EQ(layers_where(m, &ModelConfig::is_moe_layer), range(0, 47));
+  EXPECT_TRUE(m.qk_layernorm);
+  EXPECT_FALSE(m.add_qkv_bias);
+  EXPECT_FALSE(m.tie_word_embeddings);
+  EXPECT_DOUBLE_EQ(m.rope_theta, 1e6);
+  EXPECT_EQ(m.moe_router_load_balancing_type, "aux_loss");
+}
+
+// Qwen3-235B-A22B (Qwen3 Technical Report, Table 2; model card): 94 layers of width 4096, 64
+// query heads and 4 KV heads of 128, 128 experts of width 1536, 8 per token.
+TEST_F(HfEnvironment, Qwen3_235bA22bHas94Layers) {
+  ModelConfig m = load_hf(fresh_dir("qwen3-235b"), "Qwen/Qwen3-235B-A22B", "{seq_length: 4096}");
+  EXPECT_EQ(m.num_layers, 94);
+  EXPECT_EQ(m.hidden_size, 4096);
+  EXPECT_EQ(m.num_attention_heads, 64);
+  EXPECT_EQ(m.num_query_groups, 4);
+  EXPECT_EQ(m.kv_channels, 128);
+  EXPECT_EQ(m.num_moe_experts, 128);
+  EXPECT_EQ(m.moe_router_topk, 8);
+  EXPECT_EQ(m.moe_ffn_hidden_size, 1536);
+  EXPECT_EQ(layers_where(m, &ModelConfig::is_moe_layer).size(), 94u);
+  EXPECT_TRUE(m.qk_layernorm);
+}
+
+// Qwen3MoeDecoderLayer: every decoder_sparse_step-th layer (counting from 1) is MoE, unless
+// mlp_only_layers lists it; the others are dense MLPs of intermediate_size.
+TEST_F(HfEnvironment, Qwen3MoeLayersFollowSparseStepAndMlpOnlyLayers) {
+  fs::path dir = fresh_dir("qwen3-moe-pattern");
+  write(dir / "q/config.json",
+        R"({"architectures": ["Qwen3MoeForCausalLM"], "num_hidden_layers": 6, "decoder_sparse_step": 2,
+            "mlp_only_layers": [3], "intermediate_size": 6144, "moe_intermediate_size": 768})");
+  ModelConfig m = load_hf(dir, "q", "{seq_length: 4096}");
+  EXPECT_EQ(layers_where(m, &ModelConfig::is_moe_layer), (std::vector<int64_t>{1, 5}));
+  EXPECT_EQ(m.ffn_hidden_size, 6144);
+  EXPECT_EQ(m.moe_ffn_hidden_size, 768);
+  // Qwen3MoeConfig's defaults fill the rest: 128 experts, top-8, 32 heads, 4 KV heads.
+  EXPECT_EQ(m.num_moe_experts, 128);
+  EXPECT_EQ(m.moe_router_topk, 8);
+  EXPECT_EQ(m.num_query_groups, 4);
+}
+
+// DeepSeek-V3 (DeepSeek-V3 Technical Report, arXiv:2412.19437, section 4.2): 61 layers of width
+// 7168, 128 heads; MLA with query compression 1536, KV compression 512, head dimension 128 plus a
+// decoupled RoPE part of 64, value heads of 128; every FFN but the first three is MoE: 1 shared
+// and 256 routed experts of width 2048, 8 routed per token, at most 4 of 8 groups (nodes);
+// sigmoid affinities with the auxiliary-loss-free bias. The config: dense width 18432, vocabulary
+// 129280. Loaded as a model YAML `huggingface: deepseek-ai/DeepSeek-V3`.
+TEST_F(HfEnvironment, DeepSeekV3HasLatentAttentionAndThreeDenseLayers) {
+  ModelConfig m = load_hf(fresh_dir("deepseek-v3"), "deepseek-ai/DeepSeek-V3", "{seq_length: 4096}");
+  EXPECT_EQ(m.seq_length, 4096);
+  EXPECT_EQ(m.num_layers, 61);
+  EXPECT_EQ(m.hidden_size, 7168);
+  EXPECT_EQ(m.num_attention_heads, 128);
+  EXPECT_TRUE(m.multi_latent_attention);
+  EXPECT_EQ(m.q_lora_rank, 1536);
+  EXPECT_EQ(m.kv_lora_rank, 512);
+  EXPECT_EQ(m.qk_head_dim, 128);
+  EXPECT_EQ(m.qk_pos_emb_head_dim, 64);
+  EXPECT_EQ(m.v_head_dim, 128);
+  EXPECT_EQ(m.kv_channels, 128 + 64);
+  EXPECT_EQ(m.num_query_groups, 128);
+  EXPECT_EQ(m.ffn_hidden_size, 18432);
+  EXPECT_EQ(m.vocab_size, 129280);
+  EXPECT_EQ(m.num_moe_experts, 256);
+  EXPECT_EQ(m.moe_router_topk, 8);
+  EXPECT_EQ(m.moe_ffn_hidden_size, 2048);
+  EXPECT_EQ(m.moe_shared_expert_intermediate_size, 2048);
+  EXPECT_EQ(layers_where(m, &ModelConfig::is_moe_layer), range(3, 60));
+  EXPECT_EQ(m.moe_router_score_function, "sigmoid");
+  EXPECT_EQ(m.moe_router_num_groups, 8);
+  EXPECT_EQ(m.moe_router_group_topk, 4);
+  EXPECT_TRUE(m.moe_router_enable_expert_bias);
+  EXPECT_EQ(m.moe_router_load_balancing_type, "seq_aux_loss");
+  EXPECT_FALSE(m.tie_word_embeddings);
+  EXPECT_DOUBLE_EQ(m.rms_norm_eps, 1e-6);
+  // config.json's num_nextn_predict_layers is not read: multi-token prediction is a training choice.
+  EXPECT_EQ(m.mtp_num_layers, 0);
+  EXPECT_EQ(load_hf(fresh_dir("deepseek-v3-mtp"), "deepseek-ai/DeepSeek-V3", "{seq_length: 4096, mtp_num_layers: 1}")
+                .mtp_num_layers,
+            1);
+}
+
+// Kimi K2 (model card moonshotai/Kimi-K2-Instruct; "Kimi K2: Open Agentic Intelligence",
+// arXiv:2507.20534, on its differences from DeepSeek-V3): 61 layers of width 7168, 64 heads, the
+// same MLA dimensions, 384 experts of width 2048, 8 per token, 1 shared, 1 dense layer, no expert
+// grouping; vocabulary 163840.
+TEST_F(HfEnvironment, KimiK2Has384ExpertsAndOneDenseLayer) {
+  ModelConfig m = load_hf(fresh_dir("kimi-k2"), "moonshotai/Kimi-K2-Instruct", "{seq_length: 4096}");
+  EXPECT_EQ(m.num_layers, 61);
+  EXPECT_EQ(m.hidden_size, 7168);
+  EXPECT_EQ(m.num_attention_heads, 64);
+  EXPECT_EQ(m.q_lora_rank, 1536);
+  EXPECT_EQ(m.kv_lora_rank, 512);
+  EXPECT_EQ(m.qk_head_dim, 128);
+  EXPECT_EQ(m.qk_pos_emb_head_dim, 64);
+  EXPECT_EQ(m.v_head_dim, 128);
+  EXPECT_EQ(m.ffn_hidden_size, 18432);
+  EXPECT_EQ(m.vocab_size, 163840);
+  EXPECT_EQ(m.num_moe_experts, 384);
+  EXPECT_EQ(m.moe_router_topk, 8);
+  EXPECT_EQ(m.moe_ffn_hidden_size, 2048);
+  EXPECT_EQ(m.moe_shared_expert_intermediate_size, 2048);
+  EXPECT_EQ(layers_where(m, &ModelConfig::is_moe_layer), range(1, 60));
+  EXPECT_EQ(m.moe_router_num_groups, 0);
+  EXPECT_EQ(m.moe_router_group_topk, 0);
+  EXPECT_DOUBLE_EQ(m.rope_theta, 50000);
+}
+
+// Moonlight-16B-A3B (model card moonshotai/Moonlight-16B-A3B; "Muon is Scalable for LLM
+// Training", arXiv:2502.16982): 27 layers of width 2048, 16 heads, MLA without query compression
+// (q_lora_rank null), KV compression 512, 64 experts of width 1408, 6 per token, 2 shared, the
+// first layer dense of width 11264, vocabulary 163840.
+TEST_F(HfEnvironment, MoonlightHasNoQueryCompressionAndTwoSharedExperts) {
+  ModelConfig m = load_hf(fresh_dir("moonlight"), "moonshotai/Moonlight-16B-A3B", "{seq_length: 8192}");
+  EXPECT_EQ(m.num_layers, 27);
+  EXPECT_EQ(m.hidden_size, 2048);
+  EXPECT_EQ(m.num_attention_heads, 16);
+  EXPECT_EQ(m.q_lora_rank, 0);
+  EXPECT_EQ(m.kv_lora_rank, 512);
+  EXPECT_EQ(m.qk_head_dim, 128);
+  EXPECT_EQ(m.qk_pos_emb_head_dim, 64);
+  EXPECT_EQ(m.v_head_dim, 128);
+  EXPECT_EQ(m.ffn_hidden_size, 11264);
+  EXPECT_EQ(m.vocab_size, 163840);
+  EXPECT_EQ(m.num_moe_experts, 64);
+  EXPECT_EQ(m.moe_router_topk, 6);
+  EXPECT_EQ(m.moe_ffn_hidden_size, 1408);
+  EXPECT_EQ(m.moe_shared_expert_intermediate_size, 2 * 1408);
+  EXPECT_EQ(layers_where(m, &ModelConfig::is_moe_layer), range(1, 26));
+  EXPECT_EQ(m.moe_router_num_groups, 0);
+  EXPECT_DOUBLE_EQ(m.rms_norm_eps, 1e-5);
+}
+
+// gpt-oss-120b (gpt-oss-120b & gpt-oss-20b model card, arXiv:2508.10925): 36 layers of width
+// 2880, 64 query heads of 64, 8 KV heads, 128 experts of width 2880, 4 per token, attention
+// alternating between a banded window of 128 tokens (first) and full attention, a learned sink
+// per head, biases, vocabulary 201088; RoPE base 150000.
+TEST_F(HfEnvironment, GptOss120bAlternatesSlidingAndFullAttention) {
+  fs::path dir = fresh_dir("gpt-oss");
+  ModelConfig m = load_hf(dir, "openai/gpt-oss-120b", "{seq_length: 4096}");
+  EXPECT_EQ(m.num_layers, 36);
+  EXPECT_EQ(m.hidden_size, 2880);
+  EXPECT_EQ(m.num_attention_heads, 64);
+  EXPECT_EQ(m.num_query_groups, 8);
+  EXPECT_EQ(m.kv_channels, 64);
+  EXPECT_EQ(m.vocab_size, 201088);
+  EXPECT_EQ(m.num_moe_experts, 128);
+  EXPECT_EQ(m.moe_router_topk, 4);
+  EXPECT_EQ(m.moe_ffn_hidden_size, 2880);
+  EXPECT_EQ(layers_where(m, &ModelConfig::is_moe_layer).size(), 36u);
+  EXPECT_EQ(m.window_size, 127);  // 128 keys with the query's own: Megatron's (127, 0)
+  std::vector<int64_t> even_layers;
+  for (int64_t layer = 0; layer < 36; layer += 2) even_layers.push_back(layer);
+  EXPECT_EQ(layers_where(m, &ModelConfig::is_sliding_window_layer), even_layers);
+  EXPECT_EQ(m.softmax_type, "learnable");
+  EXPECT_TRUE(m.add_bias_linear);
+  EXPECT_TRUE(m.add_qkv_bias);
+  EXPECT_TRUE(m.swiglu);  // its clamped SwiGLU, priced as SwiGLU
+  EXPECT_FALSE(m.tie_word_embeddings);
+  EXPECT_DOUBLE_EQ(m.rope_theta, 150000);
+  // Within the window, sliding and full attention are the same.
+  EXPECT_EQ(load_hf(dir, "openai/gpt-oss-120b", "{seq_length: 128}").window_size, 0);
+}
+
+// Mixtral's first config.json had sliding_window 4096 on every layer: mapped when the sequence is
+// longer. Qwen3-MoE's window (use_sliding_window) is refused over a longer sequence, as for the
+// dense architectures.
+TEST_F(HfEnvironment, MixtralWindowsAreMappedAndQwen3MoeWindowsRefused) {
+  fs::path dir = fresh_dir("moe-windows");
+  write(dir / "m/config.json",
+        R"({"architectures": ["MixtralForCausalLM"], "num_hidden_layers": 4, "sliding_window": 4096})");
+  EXPECT_EQ(load_hf(dir, "m", "{seq_length: 4096}").window_size, 0);
+  ModelConfig m = load_hf(dir, "m", "{seq_length: 8192}");
+  EXPECT_EQ(m.window_size, 4095);  // 4096 keys with the query's own
+  EXPECT_EQ(layers_where(m, &ModelConfig::is_sliding_window_layer), range(0, 3));
+  write(dir / "q/config.json",
+        R"({"architectures": ["Qwen3MoeForCausalLM"], "use_sliding_window": true, "sliding_window": 4096})");
+  EXPECT_NE(error_of([&] { load_hf(dir, "q", "{seq_length: 8192}"); })
+                .find("architecture Qwen3MoeForCausalLM has sliding-window attention (window 4096) and seq_length "
+                      "8192 is longer"),
+            std::string::npos);
+}
+
+TEST_F(HfEnvironment, BadMixtureOfExpertsValuesNameTheFileAndKey) {
+  fs::path dir = fresh_dir("bad-moe");
+  std::string yaml = (dir / "model.yaml").string();
+  std::string config = (dir / "b/config.json").string();
+  write_changed(config, "deepseek-ai/DeepSeek-V3", "n_routed_experts", "many");
+  EXPECT_EQ(error_of([&] { load_hf(dir, "b", "{seq_length: 4096}"); }),
+            yaml + ": huggingface: b: " + config + ": key 'n_routed_experts' must be an integer, got \"many\"");
+  write_changed(config, "deepseek-ai/DeepSeek-V3", "scoring_func", "softplus");
+  EXPECT_EQ(error_of([&] { load_hf(dir, "b", "{seq_length: 4096}"); }),
+            yaml + ": huggingface: b: " + config + ": key 'scoring_func' is 'softplus': expected sigmoid or softmax");
+  write_changed(config, "Qwen/Qwen3-30B-A3B", "decoder_sparse_step", 0);
+  EXPECT_EQ(error_of([&] { load_hf(dir, "b", "{seq_length: 4096}"); }),
+            yaml + ": huggingface: b: " + config + ": key 'decoder_sparse_step' must be at least 1, got 0");
+  nlohmann::json layer_types(36, "full_attention");
+  write_changed(config, "openai/gpt-oss-120b", "layer_types", layer_types);
+  EXPECT_EQ(load_hf(dir, "b", "{seq_length: 4096}").window_size, 0);  // no sliding layer
+  layer_types[0] = "sliding_attention";
+  layer_types[3] = "local_attention";
+  write_changed(config, "openai/gpt-oss-120b", "layer_types", layer_types);
+  EXPECT_EQ(error_of([&] { load_hf(dir, "b", "{seq_length: 4096}"); }),
+            yaml + ": huggingface: b: " + config +
+                ": key 'layer_types' entry 3 is \"local_attention\": expected sliding_attention or full_attention");
+  layer_types.erase(layer_types.begin() + 3);
+  write_changed(config, "openai/gpt-oss-120b", "layer_types", layer_types);
+  EXPECT_EQ(error_of([&] { load_hf(dir, "b", "{seq_length: 4096}"); }),
+            yaml + ": huggingface: b: " + config +
+                ": key 'layer_types' must list one layer type per layer (num_hidden_layers=36), got 35 entries");
+}
+
+// ---------------------------------------------------------------------------------------------
 // Refusals
 
-TEST_F(HfEnvironment, MixtureOfExpertsIsRefused) {
+TEST_F(HfEnvironment, MixtureOfExpertsNotMappedIsRefused) {
   fs::path dir = fresh_dir("moe");
   std::string yaml = (dir / "model.yaml").string();
-  for (std::string arch : {"MixtralForCausalLM", "Qwen3MoeForCausalLM", "DeepseekV3ForCausalLM", "GptOssForCausalLM"}) {
+  for (std::string arch : {"Qwen2MoeForCausalLM", "DeepseekV2ForCausalLM", "OlmoeForCausalLM", "Llama4ForCausalLM"}) {
     write(dir / arch / "config.json", R"({"architectures": [")" + arch + R"("]})");
     EXPECT_EQ(error_of([&] { load_hf(dir, arch, "{seq_length: 4096}"); }),
               yaml + ": huggingface: " + arch + ": " + (dir / arch / "config.json").string() + ": architecture " + arch +
@@ -334,7 +639,8 @@ TEST_F(HfEnvironment, UnknownArchitectureNamesTheSupportedOnes) {
             yaml + ": huggingface: f: " + (dir / "f/config.json").string() +
                 ": architecture FalconForCausalLM is not supported (supported: LlamaForCausalLM, MistralForCausalLM, "
                 "Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, "
-                "Gemma3ForConditionalGeneration, GPT2LMHeadModel)");
+                "Gemma3ForConditionalGeneration, GPT2LMHeadModel, MixtralForCausalLM, Qwen3MoeForCausalLM, "
+                "DeepseekV3ForCausalLM, GptOssForCausalLM)");
 }
 
 TEST_F(HfEnvironment, BadValuesNameTheFileAndKey) {

@@ -193,7 +193,7 @@ TEST(Recompute, BadCombinationsAreRefused) {
   EXPECT_THROW(shard_graph(g, o), DataError);
   o = layout(1, false, "selective");
   o.training.recompute_modules = {"moe_act"};
-  EXPECT_EQ(message(o), "recompute_modules=moe_act: the model has no experts (mixture of experts is not simulated)");
+  EXPECT_EQ(message(o), "recompute_modules=moe_act needs a model with experts; gpt-korthikanti has none");
 }
 
 // HFU counts the recomputed forward, MFU does not. With full recompute every layer's forward

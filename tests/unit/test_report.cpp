@@ -15,6 +15,8 @@ Graph simulated_graph() {
   g.shard->parallelism.tp = 2;
   g.shard->parallelism.dp = 4;
   g.shard->model_flops_per_step = 8e14;
+  g.shard->params_total = 8e9;   // 16 GB of bf16 weights
+  g.shard->params_active = 2e9;  // as a mixture of experts reports it
   g.cost = CostSection{};
   g.cost->hardware.name = "test-gpu";
   g.cost->hardware.peak_tflops_mm = 1000;
@@ -72,6 +74,8 @@ const std::string kGoldenText = R"(SimulationReport(
   mfu                 = 20.00%
   hfu                 = 20.00%
   peak_memory_gb      = 78.750
+  params_total_b      = 8.000
+  params_active_b     = 2.000
 )" + kGoldenMemory + R"(  Bottlenecks(
     dominant_op_type   = gemm
     top_ops_by_time    = [('12_syssim::linear', 4.2867), ('7_attn', 3.5000), ('3_x', 1.2500)]
@@ -148,7 +152,9 @@ TEST(Report, MemoryOnly) {
   g.sim.reset();
   g.cost.reset();
   EXPECT_EQ(render_memory_report(g, "text"), R"(SimulationReport(
-  peak_memory_gb = 78.750
+  peak_memory_gb  = 78.750
+  params_total_b  = 8.000
+  params_active_b = 2.000
 )" + kGoldenMemory + R"(  Bottlenecks(
     peak_module = decoder.layers.0.mlp
     oom         = capacity 70.000 GB, required 78.750 GB, excess 8.750 GB

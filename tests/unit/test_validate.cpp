@@ -366,8 +366,10 @@ TEST(ValidateRow, SkipReasonsSayWhatIsMissing) {
     return plan_row(row, kPresets).skip_reason;
   };
   EXPECT_EQ(reason("dtype", "int8"), "dtype 'int8' not recognised");
-  EXPECT_EQ(reason("ep", "8"), "mixture-of-experts not simulated yet");
-  EXPECT_EQ(reason("model", "Grok-1"), "no architecture known for model 'Grok-1'");
+  EXPECT_EQ(reason("model", "Grok-1"), "column 'layers' is 80 but model grok-1 has 64");
+  EXPECT_EQ(reason("model", "Unknown-2"),
+            "no architecture known for model 'Unknown-2' (give a model_config column: a preset, a model YAML or a "
+            "Hugging Face id)");
   EXPECT_EQ(reason("measured_step_s", ""), "no measured step time");
   EXPECT_EQ(reason("global_batch", ""), "column 'global_batch' is empty");
   EXPECT_EQ(reason("tp", ""), "column 'tp' is empty");

@@ -16,6 +16,10 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
   app.add_option("--cp-comm-type", options.cp_comm_type, "K/V exchange of context parallelism")
       ->check(CLI::IsMember({"p2p", "all_gather"}));
   app.add_option("--pp", p.pp, "Pipeline-parallel size")->check(CLI::PositiveNumber);
+  app.add_option("--ep", p.ep, "Expert-parallel size: the experts of an MoE layer split over ep ranks")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--etp", p.etp, "Expert-tensor-parallel size: each expert split over etp ranks (default: tp)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--vpp", p.vpp, "Virtual pipeline stages per rank")->check(CLI::PositiveNumber);
   app.add_option("--order", p.order,
                  "Rank order, fastest dimension first, as Megatron's (default tp-cp-ep-dp-pp; tp-pp-dp is "
@@ -50,7 +54,7 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
   app.add_option("--recompute-modules", t.recompute_modules,
                  "Modules --recompute selective recomputes, comma-separated (default core_attn)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"core_attn", "mlp", "layernorm", "moe_act"}));
+      ->check(CLI::IsMember({"core_attn", "mlp", "layernorm", "moe", "moe_act", "shared_experts", "mla_up_proj"}));
   app.add_option("--recompute-method", t.recompute_method,
                  "--recompute full: uniform (checkpoints of N layers) or block (the first N layers); default uniform")
       ->check(CLI::IsMember({"uniform", "block"}));
@@ -64,6 +68,17 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
       ->check(CLI::PositiveNumber);
   app.add_flag("--tp-comm-overlap", t.tp_comm_overlap, "Pipeline TP all-gathers/reduce-scatters with their GEMMs (needs --sp)");
   app.add_option("--clip-grad", t.clip_grad, "Gradient-norm clipping threshold; 0 disables (default 1.0)");
+  app.add_option("--moe-token-dispatcher-type", t.moe_token_dispatcher_type,
+                 "How tokens reach their experts (default alltoall, as Megatron's MoE recipes)")
+      ->check(CLI::IsMember({"alltoall", "allgather"}));
+  app.add_option("--moe-expert-capacity-factor", t.moe_expert_capacity_factor,
+                 "Drop the tokens past this many times an expert's mean load (default: dropless)");
+  app.add_flag("--moe-pad-expert-input-to-capacity", t.moe_pad_expert_input_to_capacity,
+               "Pad every expert's tokens to its capacity (needs --moe-expert-capacity-factor)");
+  app.add_option("--moe-imbalance", t.moe_imbalance,
+                 "The busiest expert's tokens over the mean (default 1: balanced routing; docs/parallelism.md)");
+  app.add_flag("--moe-shared-expert-overlap", t.moe_shared_expert_overlap,
+               "Run the shared experts while the tokens are dispatched and combined");
 }
 
 }  // namespace syssim::tool

@@ -1,0 +1,276 @@
+// Expert parallelism as Megatron-Core runs it (docs/parallelism.md "Expert parallelism"): with
+// parallel folding the experts of an MoE layer are split over the ep ranks of an expert-
+// parallel group and each expert's FFN over etp ranks, on the same GPUs as attention's
+// tp x cp x dp. A rank routes its own tokens; the token dispatcher sends each routed copy to
+// the rank holding its expert and brings the experts' outputs back. The traced step has both
+// sides in one graph: the ops of the experts (tp_role expert_*) run on the rank's experts and
+// the tokens dispatched to them (ShardContext::expert_axes), the others on the rank's tokens,
+// and this pass exchanges every buffer that one side writes and the other reads.
+#include <algorithm>
+#include <map>
+
+#include "common/error.hpp"
+#include "shard/passes.hpp"
+
+namespace syssim {
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+std::string number(double v) {
+  std::string text = std::to_string(v);
+  text.erase(text.find_last_not_of('0') + 1);
+  if (text.back() == '.') text.pop_back();
+  return text;
+}
+
+bool allgather_dispatcher(const ShardContext& context) {
+  return context.options.training.moe_token_dispatcher_type == "allgather";
+}
+
+// Which side of the exchange a traced op is on. The permutations stay with the rank's tokens
+// under the alltoall dispatcher (they make and take its send buffer) and move to the experts'
+// side under the allgather dispatcher (they pick the local experts' tokens from everyone's).
+bool on_expert_side(const TraceOp& op, const ShardContext& context) {
+  if (op.tp_role == "expert_dispatch") return allgather_dispatcher(context);
+  return is_expert_role(op.tp_role);
+}
+
+// Megatron-Core's capacity (moe_utils.get_capacity): capacity_factor x tokens x topk / experts
+// per expert. Tokens past it are dropped; with padding every expert gets exactly that many.
+ExpertLoad expert_load(const ModelConfig& model, const TrainingConfig& t, int64_t ep) {
+  const double experts = static_cast<double>(model.num_moe_experts);
+  const double local = experts / static_cast<double>(ep);
+  ExpertLoad load;
+  if (t.moe_pad_expert_input_to_capacity) {
+    const double capacity = *t.moe_expert_capacity_factor;
+    load.sent = load.received = load.busiest_expert = load.other_experts = capacity;
+    return load;
+  }
+  // The busiest expert gets moe_imbalance x the mean; the others share the rest equally, so
+  // that the routed tokens stay top-k per token; the capacity drops what exceeds it.
+  const double busiest = t.moe_imbalance;
+  load.other_experts = experts > 1 ? (experts - busiest) / (experts - 1) : 1;
+  load.busiest_expert = t.moe_expert_capacity_factor ? std::min(busiest, *t.moe_expert_capacity_factor) : busiest;
+  // The busiest rank holds the busiest expert and local - 1 others.
+  load.received = (load.busiest_expert + (local - 1) * load.other_experts) / local;
+  return load;
+}
+
+class ExpertExchange {
+ public:
+  ExpertExchange(const ShardContext& context, ShardSection& shard)
+      : context_(context),
+        p_(context.options.parallelism),
+        local_experts_(context.model.num_moe_experts / p_.ep),
+        rewriter_(shard) {}
+
+  void run() {
+    const auto& ops = rewriter_.old_ops();
+    for (const ShardOp& old : ops) {
+      if (old.scope != "microbatch") {
+        rewriter_.keep(old.id);
+        continue;
+      }
+      const bool expert = old.trace_op && on_expert_side(context_.trace.ops[*old.trace_op], context_);
+      if (old.trace_op && context_.trace.ops[*old.trace_op].tp_role == "expert_dispatch") dispatcher_ = old.module;
+      ShardOp op = rewriter_.take(old.id);
+      for (int64_t& b : op.reads) b = readable(b, expert, op);
+      const int64_t id = rewriter_.keep(old.id, std::move(op));
+      for (int64_t b : rewriter_.emitter().shard().ops[id].writes) side(b) = expert ? kExperts : kTokens;
+    }
+  }
+
+ private:
+  enum Side : char { kNone, kTokens, kExperts };
+
+  Side& side(int64_t buffer) {
+    if (static_cast<size_t>(buffer) >= side_.size()) side_.resize(buffer + 1, kNone);
+    return side_[buffer];
+  }
+
+  // The buffer an op of the experts' side (`expert`) or the tokens' side reads for b: b, or
+  // b exchanged when the other side wrote it (weights and inputs belong to no side).
+  int64_t readable(int64_t b, bool expert, const ShardOp& reader) {
+    const Side from = side(b);
+    if (from == kNone || (from == kExperts) == expert) return b;
+    auto key = std::pair{b, expert};
+    auto it = exchanged_.find(key);
+    if (it == exchanged_.end()) it = exchanged_.emplace(key, expert ? dispatch(b, reader) : combine(b, reader)).first;
+    return it->second;
+  }
+
+  ShardSection& shard() { return rewriter_.emitter().shard(); }
+  double bytes(int64_t b) { return shard().buffers[b].bytes; }
+
+  // A traced buffer of routed tokens (hidden-sized) rather than their routing probabilities:
+  // its local experts' chunks are sorted (Megatron's sort_chunks_by_idxs, which moves the
+  // probabilities in the same kernel).
+  bool is_tokens(int64_t b) const {
+    return static_cast<size_t>(b) < context_.trace.tensors.size() && has_axis(context_.trace.tensors[b].dims, "h");
+  }
+
+  int64_t collective(const std::string& kind, const std::string& group, int64_t group_size, int64_t from,
+                     double written_bytes, double message_bytes, const ShardOp& reader) {
+    const int64_t to = rewriter_.emitter().add_buffer(written_bytes, "comm");
+    ShardOp c = make_collective(context_, kind, group, message_bytes, reader.phase, reader.scope);
+    place_with(reader, c);
+    c.module = dispatcher_;
+    c.group_size = group_size;
+    c.reads = {from};
+    c.writes = {to};
+    rewriter_.add(c);
+    return to;
+  }
+
+  // Megatron's sort of the received tokens by local expert (and back): one pass over them.
+  int64_t sort_chunks(int64_t from, const ShardOp& reader) {
+    const int64_t to = rewriter_.emitter().add_buffer(bytes(from), "activation");
+    ShardOp sort;
+    sort.name = "moe::sort_chunks";
+    sort.kind = "memory";
+    sort.phase = reader.phase;
+    sort.scope = reader.scope;
+    place_with(reader, sort);
+    sort.module = dispatcher_;
+    sort.stream = "compute";
+    sort.dtype = reader.dtype;
+    sort.bytes = 2 * bytes(from);
+    sort.reads = {from};
+    sort.writes = {to};
+    rewriter_.add(sort);
+    return to;
+  }
+
+  // To the experts: the alltoall dispatcher's all-to-all over the ep group (the busiest rank
+  // receiving the most), then the expert-TP all-gather and the sort by local expert; the
+  // allgather dispatcher's all-gather over the etp x ep group.
+  int64_t dispatch(int64_t b, const ShardOp& reader) {
+    const int64_t etp = p_.expert_tp();
+    if (allgather_dispatcher(context_)) {
+      const double gathered = bytes(b) * static_cast<double>(etp * p_.ep);
+      return collective("all_gather", "ep", etp * p_.ep, b, gathered, gathered, reader);
+    }
+    const bool tokens = is_tokens(b);
+    const double received = bytes(b) * context_.expert_load.received / context_.expert_load.sent;
+    int64_t at = collective("all_to_all", "ep", p_.ep, b, received, received, reader);
+    if (etp > 1) at = collective("all_gather", "etp", etp, at, received * etp, received * etp, reader);
+    if (tokens && local_experts_ > 1) at = sort_chunks(at, reader);
+    return at;
+  }
+
+  // Back to the tokens: the reverse, reduce-scatters for all-gathers.
+  int64_t combine(int64_t b, const ShardOp& reader) {
+    const int64_t etp = p_.expert_tp();
+    if (allgather_dispatcher(context_)) {
+      const double full = bytes(b);
+      return collective("reduce_scatter", "ep", etp * p_.ep, b, full / static_cast<double>(etp * p_.ep), full, reader);
+    }
+    int64_t at = b;
+    if (is_tokens(b) && local_experts_ > 1) at = sort_chunks(at, reader);
+    if (etp > 1) at = collective("reduce_scatter", "etp", etp, at, bytes(at) / static_cast<double>(etp), bytes(at), reader);
+    const double sent = bytes(at) * context_.expert_load.sent / context_.expert_load.received;
+    return collective("all_to_all", "ep", p_.ep, at, sent, bytes(at), reader);
+  }
+
+  const ShardContext& context_;
+  const ParallelismConfig& p_;
+  const int64_t local_experts_;
+  OpRewriter rewriter_;
+  std::vector<Side> side_;  // by buffer: the side of its last writer
+  std::map<std::pair<int64_t, bool>, int64_t> exchanged_;  // (buffer, to the experts) -> its exchanged copy
+  // The module of the token dispatcher of the layer being exchanged (the last permutation op
+  // seen: the first op of an MoE layer's forward and of its backward to cross sides comes
+  // after it); the exchanges are the dispatcher's.
+  Symbol dispatcher_;
+};
+
+}  // namespace
+
+bool is_expert_role(Symbol tp_role) {
+  return tp_role == "expert_column" || tp_role == "expert_row" || tp_role == "expert";
+}
+
+void check_expert_parallel(const ModelConfig& model, const ShardOptions& options) {
+  const ParallelismConfig& p = options.parallelism;
+  const TrainingConfig& t = options.training;
+  if (p.ep < 1) throw UsageError("ep=" + str(p.ep) + " must be at least 1");
+  if (p.etp && *p.etp < 1) throw UsageError("etp=" + str(*p.etp) + " must be at least 1");
+  if (!model.is_moe()) {
+    if (p.ep > 1 || p.expert_tp() != p.tp)
+      throw UsageError("ep and etp need a model with experts (num_moe_experts); " + model.name + " has none");
+    return;
+  }
+  const int64_t etp = p.expert_tp(), attention_ranks = p.tp * p.cp * p.dp;
+  if (model.num_moe_experts % p.ep != 0)
+    throw DataError("ep=" + str(p.ep) + " does not divide num_moe_experts=" + str(model.num_moe_experts));
+  if (model.moe_ffn_hidden_size % etp != 0)
+    throw DataError("etp=" + str(etp) + " does not divide moe_ffn_hidden_size=" + str(model.moe_ffn_hidden_size));
+  // Parallel folding: the expert layers' etp x ep x expert-dp ranks are a stage's tp x cp x dp.
+  if (attention_ranks % (p.ep * etp) != 0)
+    throw DataError("ep*etp=" + str(p.ep * etp) + " does not divide the tp*cp*dp=" + str(attention_ranks) +
+                    " ranks of a pipeline stage (Megatron-Core's parallel folding; etp defaults to tp)");
+  // Megatron-Core's MoELayer refuses to train with TP but without sequence parallelism.
+  if (p.tp > 1 && !p.sp)
+    throw UsageError("tp=" + str(p.tp) + " with experts needs --sp (Megatron-Core's MoE layer requires sequence "
+                     "parallelism with tensor parallelism)");
+  if (t.moe_token_dispatcher_type != "alltoall" && t.moe_token_dispatcher_type != "allgather")
+    throw UsageError("moe_token_dispatcher_type=" + t.moe_token_dispatcher_type +
+                     ": expected alltoall or allgather (flex, DeepEP's kernels, is not simulated)");
+  if (t.moe_expert_capacity_factor && !(*t.moe_expert_capacity_factor > 0))
+    throw UsageError("moe_expert_capacity_factor=" + number(*t.moe_expert_capacity_factor) + " must be positive");
+  if (t.moe_pad_expert_input_to_capacity && !t.moe_expert_capacity_factor)
+    throw UsageError("moe_pad_expert_input_to_capacity needs moe_expert_capacity_factor (as in Megatron-Core)");
+  // The busiest expert can take every token once: experts / topk times the mean.
+  const double most = static_cast<double>(model.num_moe_experts) / static_cast<double>(model.moe_router_topk);
+  if (!(t.moe_imbalance >= 1 && t.moe_imbalance <= most))
+    throw UsageError("moe_imbalance=" + number(t.moe_imbalance) + ": expected the busiest expert's tokens over the mean, "
+                     "from 1 (balanced) to num_moe_experts/moe_router_topk=" + number(most));
+  if (t.moe_shared_expert_overlap && model.moe_shared_expert_intermediate_size == 0)
+    throw UsageError("moe_shared_expert_overlap needs shared experts (moe_shared_expert_intermediate_size)");
+  if (t.moe_shared_expert_overlap && t.moe_token_dispatcher_type != "alltoall")
+    throw UsageError("moe_shared_expert_overlap needs the alltoall token dispatcher (as in Megatron-Core)");
+}
+
+void set_expert_axes(ShardContext& context) {
+  context.expert_axes = context.sequence_axes;
+  if (!context.model.is_moe()) return;
+  context.expert_tensors.assign(context.trace.tensors.size(), 0);
+  for (const TraceOp& op : context.trace.ops)
+    if (is_expert_role(op.tp_role))
+      for (const auto* refs : {&op.inputs, &op.outputs})
+        for (const TensorRef& r : *refs)
+          if (context.trace.tensors[r.tensor].role == "param" || context.trace.tensors[r.tensor].role == "grad")
+            context.expert_tensors[r.tensor] = 1;
+  const ParallelismConfig& p = context.options.parallelism;
+  context.expert_load = expert_load(context.model, context.options.training, p.ep);
+  const double k = context.trace.axes.at("k"), etp = static_cast<double>(p.expert_tp()), ep = static_cast<double>(p.ep);
+  const ExpertLoad& load = context.expert_load;
+  context.sequence_axes["k"] = k * load.sent;  // what the rank routes
+  AxisValues& experts = context.expert_axes;
+  experts["e"] = context.trace.axes.at("e") / ep;
+  experts["m"] = context.trace.axes.at("m") / etp;
+  if (allgather_dispatcher(context)) {
+    // Everyone's tokens, of which the local experts take their share.
+    experts["s"] = context.sequence_axes.at("s") * etp * ep;
+    experts["k"] = k * load.received / ep;
+  } else {
+    experts["k"] = k * etp * load.received;  // the tokens dispatched to the rank's experts, gathered over etp
+  }
+}
+
+void share_expert_tokens(const ShardContext& context, ShardOp& op) {
+  const ExpertLoad& load = context.expert_load;
+  if (!op.shape.count("groups") || load.busiest_expert == load.other_experts) return;
+  // The kernel shape shares the rank's tokens equally: load.received x the balanced share each.
+  const char* tokens = op.pass == "weight" ? "k" : "m";
+  const double balanced = op.shape.at(tokens) / load.received;
+  op.shape[tokens] = balanced * load.other_experts;
+  op.shape["busiest"] = balanced * load.busiest_expert;
+}
+
+void apply_expert_parallel(const ShardContext& context, ShardSection& shard) {
+  if (!context.model.is_moe()) return;
+  ExpertExchange(context, shard).run();
+}
+
+}  // namespace syssim

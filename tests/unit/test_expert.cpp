@@ -1,0 +1,282 @@
+// Mixture of experts and expert parallelism, traced at real sizes and sharded by the real
+// stages: the routed FLOPs, the token dispatcher's traffic, the routing-skew model, the
+// experts' memory and their groups, each against a hand calculation (docs/parallelism.md
+// "Expert parallelism").
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+
+#include "calibrate/calibrate.hpp"
+#include "common/error.hpp"
+#include "driver/driver.hpp"
+#include "mem/mem.hpp"
+#include "network/network.hpp"
+#include "shard/shard.hpp"
+#include "trace_builder.hpp"
+
+namespace syssim {
+namespace {
+
+// Two MoE layers of 8 experts, top-2, expert FFN m = 128, on h = 256; s = 512 tokens, b = 1.
+constexpr double s = 512, h = 256, m = 128, k = 2, experts = 8;
+
+ModelConfig moe_model(int64_t shared = 0) {
+  ModelConfig model = testing::dense_model("tiny-moe", 2, 256, 8, 4, 1024, 512, 1024);
+  model.num_moe_experts = 8;
+  model.moe_router_topk = 2;
+  model.moe_ffn_hidden_size = 128;
+  model.moe_shared_expert_intermediate_size = shared;
+  model.moe_layer_pattern = {1, 1};
+  return model;
+}
+
+ShardOptions layout(int64_t tp, int64_t dp, int64_t ep, std::optional<int64_t> etp = 1) {
+  ShardOptions options;
+  options.parallelism.tp = tp;
+  options.parallelism.sp = tp > 1;
+  options.parallelism.dp = dp;
+  options.parallelism.ep = ep;
+  options.parallelism.etp = etp;
+  options.training.global_batch = dp;
+  return options;
+}
+
+ShardSection sharded(const ShardOptions& options, const ModelConfig& model = moe_model()) {
+  return shard_trace(model, trace_of(model), options);
+}
+
+// The ops of layer 0's forward named `name` (or collectives of `collective`), in order.
+std::vector<const ShardOp*> forward_ops(const ShardSection& shard, const std::function<bool(const ShardOp&)>& pick) {
+  std::vector<const ShardOp*> found;
+  for (const ShardOp& op : shard.ops)
+    if (op.layer == 0 && op.phase == "fwd" && pick(op)) found.push_back(&op);
+  return found;
+}
+std::vector<const ShardOp*> named(const ShardSection& shard, const std::string& name) {
+  return forward_ops(shard, [&](const ShardOp& op) { return op.name == name; });
+}
+std::vector<const ShardOp*> collectives(const ShardSection& shard, const std::string& group) {
+  return forward_ops(shard, [&](const ShardOp& op) { return op.kind == "collective" && op.group == group; });
+}
+
+TEST(Experts, RoutedFlopsAndGemmShapesOfARank) {
+  // dp 4, ep 4: each rank routes its 512 tokens to 2 experts each and holds 8/4 = 2 experts.
+  // Balanced, the rank's experts get 512 x 2 routed tokens, 512 per expert.
+  ShardSection shard = sharded(layout(1, 4, 4));
+  auto gemms = named(shard, "syssim::grouped_linear");
+  ASSERT_EQ(gemms.size(), 2u);
+  // fc1 (SwiGLU: 2m outputs) 2 x 1024 x 256 x 256; fc2 2 x 1024 x 128 x 256.
+  EXPECT_DOUBLE_EQ(gemms[0]->flops, 2 * (s * k) * h * (2 * m));
+  EXPECT_DOUBLE_EQ(gemms[1]->flops, 2 * (s * k) * m * h);
+  EXPECT_EQ(gemms[0]->shape, (KernelShape{{"groups", 2}, {"m", 512}, {"n", 256}, {"k", 256}}));
+  EXPECT_EQ(gemms[1]->shape, (KernelShape{{"groups", 2}, {"m", 512}, {"n", 256}, {"k", 128}}));
+  // The same FLOPs with the experts split over etp 2 ranks (tp 2, SP: 256 tokens per rank,
+  // gathered over the two expert-TP ranks, half of each expert's FFN).
+  ShardSection split = sharded(layout(2, 2, 2, 2));
+  EXPECT_DOUBLE_EQ(named(split, "syssim::grouped_linear")[0]->flops, 2 * (s / 2 * k * 2) * h * (2 * m / 2));
+}
+
+TEST(Experts, AllToAllMovesEachRoutedTokenOnce) {
+  // Dispatch and combine each move the rank's 1024 routed tokens of h bf16 values over the
+  // ep group; the routing probabilities (fp32) travel with them.
+  ShardSection shard = sharded(layout(1, 4, 4));
+  auto exchanges = collectives(shard, "ep");
+  ASSERT_EQ(exchanges.size(), 3u);  // tokens, probabilities, then the combine
+  for (const ShardOp* op : exchanges) {
+    EXPECT_EQ(op->collective, "all_to_all");
+    EXPECT_EQ(op->group_size, 4);
+    EXPECT_EQ(op->stream, "ep");
+  }
+  EXPECT_DOUBLE_EQ(exchanges[0]->message_bytes, s * k * h * 2);
+  EXPECT_DOUBLE_EQ(exchanges[1]->message_bytes, s * k * 4);
+  EXPECT_DOUBLE_EQ(exchanges[2]->message_bytes, s * k * h * 2);
+  // With expert TP 2 each rank sends its 256 tokens' copies, then the expert-TP ranks gather
+  // each other's (all_gather of the whole: 2 x) and reduce-scatter the experts' outputs.
+  ShardSection split = sharded(layout(2, 2, 2, 2));
+  EXPECT_DOUBLE_EQ(collectives(split, "ep")[0]->message_bytes, s / 2 * k * h * 2);
+  auto gathers = collectives(split, "etp");
+  ASSERT_EQ(gathers.size(), 3u);
+  EXPECT_EQ(gathers[0]->collective, "all_gather");
+  EXPECT_DOUBLE_EQ(gathers[0]->message_bytes, s * k * h * 2);
+  EXPECT_EQ(gathers[2]->collective, "reduce_scatter");
+  EXPECT_DOUBLE_EQ(gathers[2]->message_bytes, s * k * h * 2);
+}
+
+TEST(Experts, AllGatherDispatcherGathersTheTokensOfTheExpertGroup) {
+  // Megatron's MoEAllGatherTokenDispatcher: the rank's 512 tokens of h are gathered over the
+  // etp x ep = 4 ranks, the routing map and probabilities with them; the local experts' share
+  // is permuted from there and the outputs reduce-scattered back.
+  ShardOptions options = layout(1, 4, 4);
+  options.training.moe_token_dispatcher_type = "allgather";
+  ShardSection shard = sharded(options);
+  auto exchanges = collectives(shard, "ep");
+  ASSERT_FALSE(exchanges.empty());
+  EXPECT_EQ(exchanges.front()->collective, "all_gather");
+  EXPECT_EQ(exchanges.front()->group_size, 4);
+  EXPECT_EQ(exchanges.back()->collective, "reduce_scatter");
+  EXPECT_DOUBLE_EQ(exchanges.back()->message_bytes, 4 * s * h * 2);
+  // The experts compute as much as with the alltoall dispatcher.
+  EXPECT_DOUBLE_EQ(named(shard, "syssim::grouped_linear")[0]->flops, 2 * (s * k) * h * (2 * m));
+}
+
+TEST(Experts, TheBusiestExpertSetsThePace) {
+  // moe_imbalance 2: the busiest of the 8 experts gets 2x the mean, the other 7 share the rest,
+  // (8 - 2) / 7 = 6/7 of the mean each. The busiest rank holds it and one other: it receives
+  // (2 + 6/7) / 2 = 10/7 of the balanced tokens.
+  ShardOptions options = layout(1, 4, 4);
+  options.training.moe_imbalance = 2;
+  ShardSection shard = sharded(options);
+  const double load = (2 + 6.0 / 7) / 2;
+  EXPECT_DOUBLE_EQ(collectives(shard, "ep")[0]->message_bytes, s * k * h * 2 * load);
+  const ShardOp* fc1 = named(shard, "syssim::grouped_linear")[0];
+  EXPECT_NEAR(fc1->flops, 2 * (s * k * load) * h * (2 * m), 1e-6);
+  EXPECT_NEAR(fc1->shape.at("busiest"), 512 * 2, 1e-9);
+  EXPECT_NEAR(fc1->shape.at("m"), 512 * 6.0 / 7, 1e-9);
+  // A capacity of 1.5 x the mean drops the busiest expert's tokens past it.
+  options.training.moe_expert_capacity_factor = 1.5;
+  EXPECT_DOUBLE_EQ(collectives(sharded(options), "ep")[0]->message_bytes, s * k * h * 2 * (1.5 + 6.0 / 7) / 2);
+  // Padded to a capacity of 1.25: every expert gets 1.25 x the mean, sent and received.
+  options.training.moe_expert_capacity_factor = 1.25;
+  options.training.moe_pad_expert_input_to_capacity = true;
+  ShardSection padded = sharded(options);
+  EXPECT_DOUBLE_EQ(collectives(padded, "ep")[0]->message_bytes, s * k * h * 2 * 1.25);
+  EXPECT_EQ(named(padded, "syssim::grouped_linear")[0]->shape.count("busiest"), 0u);
+}
+
+TEST(Experts, ExpertWeightsAreShardedByEpAndEtpAndTheirOptimizerByExpertDp) {
+  // Per MoE layer a rank holds 8 / ep experts, each fc1 [2m/etp, h] and fc2 [h, m/etp].
+  const double per_expert = 2 * m * h + h * m;
+  ShardSection shard = sharded(layout(1, 4, 4));
+  ASSERT_EQ(shard.stage_expert_params_local.size(), 1u);
+  EXPECT_DOUBLE_EQ(shard.stage_expert_params_local[0], 2 * (experts / 4) * per_expert);
+  ShardSection split = sharded(layout(2, 2, 2, 2));
+  EXPECT_DOUBLE_EQ(split.stage_expert_params_local[0], 2 * (experts / 2) * per_expert / 2);
+  // The distributed optimizer shards the experts' Adam state over the expert-DP ranks, tp*cp*dp
+  // / (ep*etp): dp 8, ep 4 gives 2; the other parameters over dp 8.
+  ShardOptions options = layout(1, 8, 4);
+  options.training.distributed_optimizer = true;
+  ShardSection folded = sharded(options);
+  const double expert_params = folded.stage_expert_params_local[0];
+  TrainingStateBytes states = training_state_bytes(folded.stage_params_local[0], folded.parallelism,
+                                                   folded.training, expert_params);
+  EXPECT_DOUBLE_EQ(states.optimizer_state_bytes,
+                   (folded.stage_params_local[0] - expert_params) * 12 / 8 + expert_params * 12 / 2);
+  EXPECT_DOUBLE_EQ(states.grad_bytes, folded.stage_params_local[0] * 4);
+}
+
+TEST(Experts, ExpertGradientsAreReducedOverTheExpertDataParallelGroup) {
+  ShardOptions options = layout(1, 8, 4);
+  options.training.distributed_optimizer = true;
+  ShardSection shard = sharded(options);
+  auto reduced = [&](const std::string& group) {
+    double bytes = 0;
+    for (const ShardOp& op : shard.ops)
+      if (op.kind == "collective" && op.group == group && op.collective == "reduce_scatter" && op.scope == "step")
+        bytes += op.message_bytes;
+    return bytes;
+  };
+  // fp32 gradients: the experts' over the 2 expert-DP ranks, the rest over the 8 DP ranks.
+  EXPECT_DOUBLE_EQ(reduced("edp"), shard.stage_expert_params_local[0] * 4);
+  EXPECT_DOUBLE_EQ(reduced("dp"), (shard.params_local - shard.stage_expert_params_local[0]) * 4);
+}
+
+TEST(Experts, ActiveParametersCountTheTopKExperts) {
+  // Two layers of 8 experts of 3 x h x m parameters; a token uses 2 of them.
+  ShardSection shard = sharded(layout(1, 1, 1));
+  const double expert_params = 2 * experts * 3 * h * m;
+  EXPECT_DOUBLE_EQ(shard.params_total - shard.params_active, expert_params * (1 - k / experts));
+}
+
+TEST(Experts, ExpertGroupsFollowMegatronsExpertRankOrder) {
+  // The expert RankGenerator takes the order tp-cp-ep-dp-pp over etp, ep and expert-dp: with
+  // etp 1 the 4 ep ranks are consecutive (one GH200 node of 4), with etp 2 they are 2 apart
+  // and span two nodes, whose NICs the all-to-all then loads.
+  HardwareConfig hw = load_hardware_yaml(std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware/gh200.yaml");
+  auto crosses_nodes = [&](const ShardOptions& options) {
+    ShardSection shard = sharded(options);
+    const ShardOp* a2a = collectives(shard, "ep").front();
+    CollectiveTime time = shard_collective_time(*a2a, shard.parallelism, hw);
+    return std::any_of(time.phases.begin(), time.phases.end(), [](const Phase& p) {
+      return std::find(p.links.begin(), p.links.end(), 1) != p.links.end();
+    });
+  };
+  EXPECT_FALSE(crosses_nodes(layout(2, 4, 4, 1)));
+  EXPECT_TRUE(crosses_nodes(layout(2, 4, 4, 2)));
+}
+
+TEST(Experts, AGroupedGemmIsPricedAsOneGemmPerLocalExpert) {
+  // The roofline of each expert's GEMM, the busiest expert's at its own tokens.
+  HardwareConfig hw = load_hardware_yaml(std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-80gb.yaml");
+  ShardOptions options = layout(1, 4, 4);
+  options.training.moe_imbalance = 2;
+  const ModelConfig model = moe_model();
+  Graph graph = simulate(model, trace_of(model), CostEstimator(hw, {"roofline", ""}), options);
+  const ShardOp* fc1 = named(*graph.shard, "syssim::grouped_linear")[0];
+  const double expected = roofline_us(gemm_kernel(512 * 6.0 / 7, 256, 256, "bf16"), hw) +
+                          roofline_us(gemm_kernel(1024, 256, 256, "bf16"), hw);
+  EXPECT_NEAR(graph.cost->ops[fc1->id].time_us, std::max(expected, hw.kernel_launch_us), 1e-9);
+}
+
+TEST(Experts, SharedExpertsAreTensorParallelLikeTheDenseMlp) {
+  // A shared expert of width 256 on tp 2: its fc1 holds 2 x 256 / 2 outputs per rank and its
+  // input is gathered over the sequence-parallel ranks, as a dense MLP's.
+  ShardSection shard = sharded(layout(2, 2, 2, 1), moe_model(256));
+  auto fc1 = forward_ops(shard, [](const ShardOp& op) {
+    return op.name == "syssim::linear" && op.module.str().find("shared_experts.linear_fc1") != std::string::npos;
+  });
+  ASSERT_EQ(fc1.size(), 1u);
+  EXPECT_DOUBLE_EQ(fc1[0]->flops, 2 * s * h * (2 * 256 / 2));
+}
+
+TEST(Experts, LayoutsMegatronRefusesAreErrors) {
+  auto error_of = [](const ShardOptions& options) -> std::string {
+    try {
+      sharded(options);
+    } catch (const std::runtime_error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(error_of(layout(1, 3, 3)), "ep=3 does not divide num_moe_experts=8");
+  EXPECT_EQ(error_of(layout(1, 2, 4)),
+            "ep*etp=4 does not divide the tp*cp*dp=2 ranks of a pipeline stage (Megatron-Core's parallel folding; "
+            "etp defaults to tp)");
+  ShardOptions no_sp = layout(2, 2, 2);
+  no_sp.parallelism.sp = false;
+  EXPECT_EQ(error_of(no_sp),
+            "tp=2 with experts needs --sp (Megatron-Core's MoE layer requires sequence parallelism with tensor "
+            "parallelism)");
+  ShardOptions skewed = layout(1, 4, 4);
+  skewed.training.moe_imbalance = 5;  // more than every token once: 8 / 2 = 4
+  EXPECT_EQ(error_of(skewed),
+            "moe_imbalance=5: expected the busiest expert's tokens over the mean, from 1 (balanced) to "
+            "num_moe_experts/moe_router_topk=4");
+  ModelConfig dense = testing::dense_model("dense", 2, 256, 8, 4, 1024, 512, 1024);
+  EXPECT_EQ([&]() -> std::string {
+    try {
+      shard_trace(dense, trace_of(dense), layout(1, 4, 4));
+    } catch (const UsageError& e) {
+      return e.what();
+    }
+    return "no error";
+  }(), "ep and etp need a model with experts (num_moe_experts); dense has none");
+}
+
+// Megatron-LM's num_floating_point_operations for DeepSeek-V3 per token (training.py), with the
+// attention scores counted in full as the dense formula of docs/metrics.md:
+//   attention (MLA, per layer): 6 x [1536 (7168 + 128 x 192 + 1) + 512 (7168 + 128 x 256 + 1)
+//     + 7168 x 64 + 128 x 128 x 7168] = 6 x (48,760,320 + 20,447,744 + 458,752 + 117,440,512)
+//     = 6 x 187,107,328 = 1,122,643,968, plus the scores 6 x 128 x 320 x 4096 = 1,006,632,960;
+//     61 layers.
+//   MLP: 3 dense layers of 12 x 7168 x 18432 x 1.5 = 2,378,170,368; 58 MoE layers of
+//     12 x 7168 x 1.5 x (2048 x 8 + 2048) = 2,378,170,368 each.
+//   logits: 6 x 7168 x 129280 (padded to a multiple of 128 already).
+TEST(Experts, MegatronFlopsOfDeepSeekV3) {
+  ModelConfig model = load_model_yaml(std::string(SYSSIM_SOURCE_DIR) + "/configs/models/deepseek-v3.yaml");
+  const double per_token = 61 * (1122643968.0 + 1006632960.0) + 61 * 2378170368.0 + 6.0 * 7168 * 129280;
+  EXPECT_NEAR(megatron_model_flops(model, 1, 4096, 1) / (4096 * per_token), 1.0, 1e-12);
+}
+
+}  // namespace
+}  // namespace syssim
