@@ -198,23 +198,49 @@ void BM_Search175B(benchmark::State& state) {
 }
 BENCHMARK(BM_Search175B)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 
+// The mixture-of-experts search target: every layout of DeepSeek-V3 on 256 H100 (ep and etp
+// among the axes) with global batch 1024, the trace made once (warm), the result cache off.
+void BM_SearchDeepSeekV3(benchmark::State& state) {
+  const ModelConfig model = model_named("deepseek-v3");
+  const HardwareConfig hardware = hardware_named("h100-sxm-80gb");
+  trace_of(model);
+  ShardOptions base;
+  base.gpus = 256;
+  base.training.global_batch = 1024;
+  SearchResult result;
+  for (auto _ : state) result = search_layouts(model, hardware, base, true, kUncached);
+  state.SetLabel(std::to_string(result.simulated) + " simulated of " + std::to_string(result.enumerated) +
+                 " layouts, front of " + std::to_string(result.front.size()));
+}
+BENCHMARK(BM_SearchDeepSeekV3)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
+
 // `syssim run` as a user starts it: a new process, the trace from the on-disk cache (warm,
-// filled by the first run) or traced afresh (cold, cache off).
-void run_command(benchmark::State& state, const std::string& cache) {
-  const std::string command = "SYSSIM_CACHE_DIR=" + cache + " " SYSSIM_BIN_DIR "/syssim run " + kSource +
-                              "/configs/models/llama3-70b.yaml --hardware " + kSource +
-                              "/configs/hardware/h100-sxm-80gb.yaml --tp 8 --sp --pp 8 --dp 16 --micro-batch 1 "
-                              "--global-batch 1024 --distributed-optimizer > /dev/null";
+// filled by the first run) or traced afresh (cold, cache off). Llama-3-70B on 1,024 H100, and
+// DeepSeek-V3 on 1,024 H100 as DGX Cloud runs it (tp 2, pp 16 in Megatron-Bridge's layout,
+// ep 64, global batch 8192).
+const std::string kRun70B = "/configs/models/llama3-70b.yaml --tp 8 --sp --pp 8 --dp 16 --micro-batch 1 "
+                            "--global-batch 1024 --distributed-optimizer";
+const std::string kRunDeepSeekV3 =
+    "/configs/models/deepseek-v3.yaml --tp 2 --sp --pp 16 --dp 32 --ep 64 --etp 1 --global-batch 8192 "
+    "--pp-layout 4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,1 --distributed-optimizer --overlap-grad-reduce --overlap-param-gather";
+void run_command(benchmark::State& state, const std::string& cache, const std::string& job) {
+  const std::string command = "SYSSIM_CACHE_DIR=" + cache + " " SYSSIM_BIN_DIR "/syssim run " + kSource + job +
+                              " --hardware " + kSource + "/configs/hardware/h100-sxm-80gb.yaml > /dev/null";
   if (std::system(command.c_str()) != 0) state.SkipWithError("syssim run failed");
   for (auto _ : state)
     if (std::system(command.c_str()) != 0) state.SkipWithError("syssim run failed");
 }
-void BM_RunCommandCached(benchmark::State& state) {
-  run_command(state, std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/syssim-bench-cache");
+std::string bench_cache() {
+  return std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/syssim-bench-cache";
 }
-void BM_RunCommandCold(benchmark::State& state) { run_command(state, "off"); }
+void BM_RunCommandCached(benchmark::State& state) { run_command(state, bench_cache(), kRun70B); }
+void BM_RunCommandCold(benchmark::State& state) { run_command(state, "off", kRun70B); }
+void BM_RunDeepSeekV3Cached(benchmark::State& state) { run_command(state, bench_cache(), kRunDeepSeekV3); }
+void BM_RunDeepSeekV3Cold(benchmark::State& state) { run_command(state, "off", kRunDeepSeekV3); }
 BENCHMARK(BM_RunCommandCached)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_RunCommandCold)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+BENCHMARK(BM_RunDeepSeekV3Cached)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_RunDeepSeekV3Cold)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 
 }  // namespace
 }  // namespace syssim
