@@ -71,6 +71,9 @@ void set_expert_axes(ShardContext& context);
 // dispatcher's all-to-all over the ep group (or all-gather / reduce-scatter over tp*ep for the
 // allgather dispatcher), the expert-TP all-gather / reduce-scatter, the sort by local expert.
 void apply_expert_parallel(const ShardContext& context, ShardSection& shard);
+// --moe-shared-expert-overlap: the shared experts' ops run on the compute stream while the
+// token dispatcher's all-to-alls are in flight (shard/shared_expert_overlap.cpp).
+void overlap_shared_experts(const ShardContext& context, ShardSection& shard);
 // A grouped GEMM of the experts on the busiest rank: its busiest expert's tokens in the kernel
 // shape's `busiest`, the other experts' in its token dimension (m, or k of a weight gradient).
 void share_expert_tokens(const ShardContext& context, ShardOp& op);

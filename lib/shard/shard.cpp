@@ -240,6 +240,7 @@ ShardSection shard_trace(const ModelConfig& model, const TraceSection& trace, co
     instantiate_trace(context, shard);
   assign_pipeline_stages(shard);
   apply_expert_parallel(context, shard);
+  overlap_shared_experts(context, shard);
   apply_context_parallel(context, shard);
   apply_recompute(context, shard);
   add_step_ops(context, shard);

@@ -229,6 +229,43 @@ TEST(Experts, SharedExpertsAreTensorParallelLikeTheDenseMlp) {
   EXPECT_DOUBLE_EQ(fc1[0]->flops, 2 * s * h * (2 * 256 / 2));
 }
 
+TEST(Experts, SharedExpertOverlapHidesTheSharedExpertsBehindTheAllToAlls) {
+  // ep 8 over two GH200 nodes of 4: each all-to-all crosses the NICs and outlasts the shared
+  // expert's few microseconds of work. Overlapped, the forward runs fc1 and the activation
+  // after the dispatch all-to-all and fc2 after the combine one, the backward fc2's gradients
+  // after its first all-to-all and the rest after its last; each then runs while the compute
+  // stream would wait, and the step is shorter by exactly their time in every micro-batch.
+  HardwareConfig hw = load_hardware_yaml(std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware/gh200.yaml");
+  const ModelConfig model = moe_model(256);
+  ShardOptions options = layout(1, 8, 8);
+  options.training.global_batch = 16;  // 2 micro-batches
+  const CostEstimator roofline(hw, {"roofline", ""});
+  const Graph plain = simulate(model, trace_of(model), roofline, options);
+  options.training.moe_shared_expert_overlap = true;
+  const Graph overlapped = simulate(model, trace_of(model), roofline, options);
+  const ShardSection& shard = *overlapped.shard;
+
+  // In the compute stream's order each shared-expert op follows an all-to-all of its layer.
+  double shared_us = 0, shortest_all_to_all_us = 1e30;
+  std::optional<double> group_us;
+  for (const ShardOp& op : shard.ops) {
+    if (op.scope != "microbatch") continue;
+    const double us = overlapped.cost->ops[op.id].time_us;
+    if (op.collective == "all_to_all") {
+      shortest_all_to_all_us = std::min(shortest_all_to_all_us, us);
+      group_us = 0.0;
+    } else if (op.module.str().find("shared_experts") != std::string::npos && op.name != "aten::add") {
+      ASSERT_TRUE(group_us.has_value()) << op.name << " of " << op.module << " runs before any all-to-all";
+      shared_us += us;
+      *group_us += us;
+      EXPECT_LT(*group_us, shortest_all_to_all_us) << "the shared experts outlast an all-to-all";
+    } else if (op.stream == "compute") {
+      group_us.reset();  // only shared-expert ops follow an all-to-all directly
+    }
+  }
+  EXPECT_NEAR(plain.sim->step_time_ms - overlapped.sim->step_time_ms, 2 * shared_us / 1000, 1e-9);
+}
+
 TEST(Experts, LayoutsMegatronRefusesAreErrors) {
   auto error_of = [](const ShardOptions& options) -> std::string {
     try {
