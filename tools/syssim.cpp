@@ -73,6 +73,10 @@ int main(int argc, char** argv) {
   calibrate->add_option("--holdout", calibrate_options.holdout_share, "Share of rows held out to measure the error")
       ->check(CLI::Range(0.0, 1.0));
   calibrate->add_option("--seed", calibrate_options.seed, "Seed of the held-out split and of XGBoost");
+  calibrate->add_option("--overhead-us", calibrate_options.measurement_overhead_us,
+                        "Launch and synchronisation time in every measured row (default: estimated; 0 for kernel "
+                        "times from a profiler)")
+      ->check(CLI::NonNegativeNumber);
   CLI::App* collective = app.add_subcommand("collective", "Predict nccl-tests' table for one collective (docs/network.md)");
   syssim::CollectiveRequest collective_request;
   std::string collective_hardware;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,9 @@ struct CalibrateOptions {
   std::string dtype = "bf16";  // the dtype the data was measured in: bf16 | fp16 | fp8 | fp4
   double holdout_share = 0.2;  // share of rows held out of the fit to measure its error, in (0, 1)
   uint64_t seed = 1;           // of the held-out split and of XGBoost
+  // Launch and synchronisation time in every measured row; estimated from the tiny kernels
+  // when not given (wall-clock data), 0 for kernel times taken by a profiler.
+  std::optional<double> measurement_overhead_us;
 };
 
 struct FamilyFit {

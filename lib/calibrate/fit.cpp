@@ -45,6 +45,9 @@ struct Source {
   // FP8 kernels that a 16-bit fit also covers: the residual of the same shape in the measured
   // dtype, taken over the roofline at the FP8 peak (docs/calibration.md "FP8 GEMMs").
   bool covers_fp8 = false;
+  // A file of the same columns measured in FP8, fitted into the same model when present: the
+  // dtype's width is a feature, so FP8 kernels are then predicted from FP8 measurements.
+  std::string fp8_file;
 };
 
 nlohmann::json xgboost_params(int max_depth, double eta, double min_child_weight) {
@@ -60,7 +63,7 @@ const std::vector<Source>& sources() {
       // A GEMM's dgrad and wgrad are GEMMs too: the residual of a shape applies in both directions.
       {"gemm", "gemm.csv", {"M", "N", "K"},
        [](const std::vector<double>& d, const std::string& dtype) { return gemm_kernel(d[0], d[1], d[2], dtype); },
-       {"backward", "forward"}, xgboost_params(8, 0.2, 5), 150, true},
+       {"backward", "forward"}, xgboost_params(8, 0.2, 5), 150, true, "gemm_fp8.csv"},
       // Causal flash SDPA forward only: its backward runs other kernels.
       {"attention", "attention.csv", {"bs", "seq", "nh", "nkv", "hd"},
        [](const std::vector<double>& d, const std::string& dtype) {
@@ -82,7 +85,9 @@ struct Sample {
 
 struct Table {
   std::vector<Sample> samples;
+  int64_t rows = 0;     // data rows of the file(s), skipped ones included
   int64_t skipped = 0;
+  bool fp8 = false;     // with the source's FP8 file
 };
 
 // SplitMix64 (Steele, Lea, Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014;
@@ -136,7 +141,10 @@ double parse_cell(const std::string& cell, const std::string& where, const std::
   return value;
 }
 
-Table read_table(const Source& source, const std::string& path, const CalibrateOptions& options) {
+// Rows are numbered from `first_row` for the held-out split, so that two files of a family
+// do not share one.
+Table read_table(const Source& source, const std::string& path, const std::string& dtype, int64_t first_row,
+                 const CalibrateOptions& options) {
   std::vector<std::string> columns = source.dims;
   columns.push_back("t_measured_ms");
   const std::string text = read_input(path);
@@ -145,6 +153,7 @@ Table read_table(const Source& source, const std::string& path, const CalibrateO
   if (csv.header != columns)
     throw DataError(path + ":1: expected the header " + join(columns) + ", got \"" + join(csv.header) + "\"");
   Table table;
+  table.rows = static_cast<int64_t>(csv.records.size());
   for (size_t row = 0; row < csv.records.size(); ++row) {
     const std::vector<std::string>& fields = csv.records[row];
     const std::string where = path + ":" + std::to_string(csv.record_lines[row]);
@@ -155,11 +164,31 @@ Table read_table(const Source& source, const std::string& path, const CalibrateO
       ++table.skipped;
       continue;
     }
-    Sample sample{source.kernel(dims, options.dtype), 0, measured_ms * kUsPerMs,
-                  held_out(options.seed, static_cast<int64_t>(row), options.holdout_share)};
+    Sample sample{source.kernel(dims, dtype), 0, measured_ms * kUsPerMs,
+                  held_out(options.seed, first_row + static_cast<int64_t>(row), options.holdout_share)};
     sample.roofline_us = roofline_us(sample.kernel, options.hardware);
     table.samples.push_back(std::move(sample));
   }
+  return table;
+}
+
+// A family's measurements: its file in the measured dtype, then its FP8 file if there is one.
+Table read_family(const Source& source, const std::string& path, const CalibrateOptions& options) {
+  Table table = read_table(source, path, options.dtype, 0, options);
+  if (source.fp8_file.empty()) return table;
+  const std::string fp8_path = options.data_dir + "/" + source.fp8_file;
+  if (!fs::exists(fp8_path)) return table;
+  if (!options.hardware.peak_tflops_mm_fp8)
+    throw DataError(fp8_path + ": FP8 measurements, but hardware " + options.hardware.name +
+                    " has no peak_tflops_mm_fp8 to take them against");
+  if (options.dtype != "bf16" && options.dtype != "fp16")
+    throw DataError(fp8_path + ": FP8 measurements beside " + source.file + " need that file in bf16 or fp16, not " +
+                    options.dtype);
+  Table fp8 = read_table(source, fp8_path, "fp8", table.rows, options);
+  for (Sample& s : fp8.samples) table.samples.push_back(std::move(s));
+  table.rows += fp8.rows;
+  table.skipped += fp8.skipped;
+  table.fp8 = true;
   return table;
 }
 
@@ -192,16 +221,18 @@ std::vector<double> held_out_errors_pct(const Booster& booster, const std::vecto
   return errors_pct;
 }
 
-nlohmann::json family_manifest(const Source& source, const FamilyFit& fit, const CalibrateOptions& options,
-                               const nlohmann::json& params) {
+nlohmann::json family_manifest(const Source& source, const Table& table, const FamilyFit& fit,
+                               const CalibrateOptions& options, const nlohmann::json& params) {
   std::vector<std::string> dtypes = covered_dtypes(options.dtype);
   nlohmann::json transferred = nlohmann::json::object();
   bool sixteen_bit = options.dtype == "bf16" || options.dtype == "fp16";
-  if (source.covers_fp8 && sixteen_bit && options.hardware.peak_tflops_mm_fp8) {
+  if (table.fp8) {
+    dtypes.push_back("fp8");
+  } else if (source.covers_fp8 && sixteen_bit && options.hardware.peak_tflops_mm_fp8) {
     dtypes.push_back("fp8");
     transferred["fp8"] = options.dtype;
   }
-  return {{"model_file", source.family + ".ubj"},
+  nlohmann::json manifest = {{"model_file", source.family + ".ubj"},
           {"source_file", source.file},
           {"features", feature_names(source.family)},
           {"dtype_measured", options.dtype},
@@ -216,6 +247,8 @@ nlohmann::json family_manifest(const Source& source, const FamilyFit& fit, const
           {"measurement_overhead_us", fit.measurement_overhead_us},
           {"xgboost_params", params},
           {"boosting_rounds", source.rounds}};
+  if (table.fp8) manifest["fp8_source_file"] = source.fp8_file;
+  return manifest;
 }
 
 FittedFamily fit_family(const Source& source, const Table& table, const CalibrateOptions& options) {
@@ -232,7 +265,7 @@ FittedFamily fit_family(const Source& source, const Table& table, const Calibrat
     rooflines.push_back(s->roofline_us);
     measured.push_back(s->measured_us);
   }
-  double overhead_us = measurement_overhead_us(rooflines, measured);
+  double overhead_us = options.measurement_overhead_us.value_or(measurement_overhead_us(rooflines, measured));
 
   // Target: log of the kernel's time over its roofline, the overhead taken off and the kernel
   // never faster than its roofline.
@@ -254,7 +287,7 @@ FittedFamily fit_family(const Source& source, const Table& table, const Calibrat
   FittedFamily result;
   FamilyFit& fit = result.fit;
   fit.family = source.family;
-  fit.dtype = options.dtype;
+  fit.dtype = table.fp8 ? options.dtype + "+fp8" : options.dtype;
   fit.source_file = source.file;
   fit.rows_fitted = static_cast<int64_t>(fitted.size());
   fit.rows_held_out = static_cast<int64_t>(held.size());
@@ -262,7 +295,7 @@ FittedFamily fit_family(const Source& source, const Table& table, const Calibrat
   fit.held_out_median_error_pct = percentile(errors_pct, 0.5);
   fit.held_out_p95_error_pct = percentile(errors_pct, 0.95);
   fit.measurement_overhead_us = overhead_us;
-  result.manifest = family_manifest(source, fit, options, params);
+  result.manifest = family_manifest(source, table, fit, options, params);
   result.model_bytes = booster.save_ubjson();
   return result;
 }
@@ -334,7 +367,7 @@ std::vector<FamilyFit> calibrate(const CalibrateOptions& options) {
     known.push_back(source.file);
     const std::string path = options.data_dir + "/" + source.file;
     if (!fs::exists(path)) continue;
-    FittedFamily family = fit_family(source, read_table(source, path, options), options);
+    FittedFamily family = fit_family(source, read_family(source, path, options), options);
     files[source.family + ".ubj"] = std::move(family.model_bytes);
     manifest["families"][source.family] = std::move(family.manifest);
     fits.push_back(family.fit);

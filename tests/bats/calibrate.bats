@@ -4,6 +4,7 @@ load common
 bats_require_minimum_version 1.5.0
 
 GH200_DATA="$ROOT/tests/data/calibration/gh200-fp16"
+B200_DATA="$ROOT/tests/data/calibration/b200-xla"
 
 # Every 40th row of the committed GH200 data (about 4,200 GEMMs, 330 attentions, 1,640 norms),
 # made once per test file.
@@ -96,4 +97,32 @@ small_data() {
       -o "$BATS_TEST_TMPDIR/$hardware" >/dev/null
     diff -r "$ROOT/configs/calibration/$hardware" "$BATS_TEST_TMPDIR/$hardware"
   done
+}
+
+@test "the Blackwell bundles are reproduced byte for byte from the committed B200 data" {
+  for hardware in b200 gb200-nvl72 gb300-nvl72; do
+    syssim calibrate --data "$B200_DATA" --dtype bf16 --overhead-us 0 --hardware "$HARDWARE/$hardware.yaml" \
+      -o "$BATS_TEST_TMPDIR/$hardware" >/dev/null
+    diff -r "$ROOT/configs/calibration/$hardware" "$BATS_TEST_TMPDIR/$hardware"
+  done
+}
+
+@test "calibrate fits FP8 measurements beside the 16-bit ones into one GEMM model" {
+  # No FP8 file: FP8 GEMMs are read at the 16-bit residual (transferred).
+  local bf16_only="$BATS_TEST_TMPDIR/bf16"
+  mkdir -p "$bf16_only" && cp "$B200_DATA/gemm.csv" "$bf16_only/"
+  syssim calibrate --data "$bf16_only" --hardware "$HARDWARE/b200.yaml" -o "$BATS_TEST_TMPDIR/a" >/dev/null
+  jq -e '.families.gemm.dtypes_transferred == {"fp8": "bf16"}' "$BATS_TEST_TMPDIR/a/manifest.json" >/dev/null
+  # With gemm_fp8.csv: FP8 measured, nothing transferred, both files' rows fitted, no overhead taken off.
+  run --separate-stderr syssim calibrate --data "$B200_DATA" --overhead-us 0 --hardware "$HARDWARE/b200.yaml" \
+    -o "$BATS_TEST_TMPDIR/b"
+  assert_success
+  assert_line --regexp "^gemm +bf16\+fp8 +[0-9]+ +[0-9]+ +0 +0\.00 "
+  jq -e '.families.gemm | .dtypes_covered == ["bf16", "fp16", "fp8"] and .dtypes_transferred == {}
+         and .fp8_source_file == "gemm_fp8.csv" and .rows_fitted + .rows_held_out == 250' \
+    "$BATS_TEST_TMPDIR/b/manifest.json" >/dev/null
+  # Hardware without an FP8 peak cannot take FP8 measurements.
+  run syssim calibrate --data "$B200_DATA" --hardware "$HARDWARE/a100-sxm-80gb.yaml" -o "$BATS_TEST_TMPDIR/c"
+  assert_failure 1
+  assert_output "syssim: error: $B200_DATA/gemm_fp8.csv: FP8 measurements, but hardware a100-sxm-80gb has no peak_tflops_mm_fp8 to take them against"
 }
