@@ -56,9 +56,14 @@ double roofline_of(const Kernel& kernel, const ShardOp& op, const HardwareConfig
   }
 }
 
+// The kernels an op launches: one, or one GEMM per local expert for the experts' grouped GEMM
+// (Transformer Engine's GroupedLinear issues one cuBLAS GEMM per expert, general_grouped_gemm),
+// each issued by the host at the launch rate.
+double kernel_launches(const ShardOp& op) { return op.shape.count("groups") ? op.shape.at("groups") : 1.0; }
+
 // Which roofline term is the larger one, or the launch floor when neither reaches it.
-std::string bound_of(const Kernel& kernel, double time_us, const HardwareConfig& hw) {
-  if (time_us <= hw.kernel_launch_us) return "launch";
+std::string bound_of(const Kernel& kernel, double time_us, double floor_us, const HardwareConfig& hw) {
+  if (time_us <= floor_us) return "launch";
   Kernel memory_only = kernel;
   memory_only.flops = 0;
   return roofline_us(memory_only, hw) >= roofline_us(kernel, hw) ? "memory" : "compute";
@@ -111,11 +116,12 @@ void CostEstimator::cost_graph(Graph& g) const {
   cost.ops.resize(shard.ops.size());
   std::vector<Kernel> calibrated_kernels;
   std::vector<std::pair<size_t, double>> calibrated_parts;  // (op, times the kernel runs)
-  // An op's time no shorter than the launch floor, and what bounds it.
+  // An op's time no shorter than the launch floor of its kernels, and what bounds it.
   auto finish = [&](size_t i) {
     OpCost& c = cost.ops[i];
-    c.bound = bound_of(kernel_of(shard.ops[i]), c.time_us, hardware_);
-    c.time_us = std::max(c.time_us, hardware_.kernel_launch_us);
+    const double floor_us = hardware_.kernel_launch_us * kernel_launches(shard.ops[i]);
+    c.bound = bound_of(kernel_of(shard.ops[i]), c.time_us, floor_us, hardware_);
+    c.time_us = std::max(c.time_us, floor_us);
   };
   std::map<CollectiveKey, CollectiveTime> collective_times;
   // Every layer's compute ops repeat too: each distinct kernel is priced once, at its first op.
@@ -139,7 +145,7 @@ void CostEstimator::cost_graph(Graph& g) const {
       continue;
     }
     // Each part from the bundle when it covers it, else from the roofline over its family's
-    // efficiency; the launch floor applies to the op (a grouped GEMM is one kernel).
+    // efficiency; the launch floor applies to the op's kernels together.
     double time = 0;
     bool calibrated_part = false;
     for (auto& [kernel, count] : parts_of(op)) {
