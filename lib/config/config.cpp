@@ -311,7 +311,7 @@ void validate(const ModelConfig& m, const std::string& where) {
                     " and be at least moe_router_group_topk=" + std::to_string(m.moe_router_group_topk));
 }
 
-const std::vector<std::string> kOpFamilies = {"gemm", "attention", "norm", "elementwise", "reduction"};
+const std::vector<std::string> kOpFamilies = {"gemm", "attention", "norm", "elementwise", "reduction", "quantize"};
 
 const std::map<std::string, std::vector<std::string>> kCollectiveAlgorithms = {
     {"all_reduce", {"ring", "tree", "nvls", "hierarchical"}},

@@ -22,6 +22,7 @@ std::string family_of(const ShardOp& op) {
     throw DataError(op_path(op) + "/kind: unknown op kind \"" + op.kind + "\"");
   if (op.name.str().find("norm") != std::string::npos) return "norm";
   if (op.name == "aten::sum" || op.name == "syssim::cross_entropy" || op.name == "te::amax") return "reduction";
+  if (op.name == "te::quantize" || op.name == "te::transpose") return "quantize";
   return "elementwise";
 }
 

@@ -107,12 +107,19 @@ TEST(Efficiency, EachFamilyTakesItsShareOfTheRoofline) {
   ShardOp add = compute_op("math", 0, 2e8);
   add.name = "aten::add";
   EXPECT_NEAR(cost_of_one(add, {}, hw).time_us, 100, 1e-9);
+  // Transformer Engine's fp8 casts and transposes are a family of their own: 100 us at 40%.
+  hw.efficiency["quantize"] = 0.4;
+  for (const char* name : {"te::quantize", "te::transpose"}) {
+    ShardOp cast = compute_op("memory", 0, 2e8);
+    cast.name = name;
+    EXPECT_NEAR(cost_of_one(cast, {}, hw).time_us, 250, 1e-9) << name;
+  }
 }
 
 // Every preset that names a bundle loads it: the bundle exists and was fitted against the
 // preset's peaks.
 TEST(Efficiency, PresetBundlesFitTheirHardware) {
-  for (const char* name : {"h100-sxm-80gb", "gh200"}) {
+  for (const char* name : {"h100-sxm-80gb", "gh200", "b200", "gb200-nvl72", "gb300-nvl72"}) {
     HardwareConfig hw = load_hardware_yaml(std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware/" + name + ".yaml");
     ASSERT_FALSE(hw.calibrated_model_dir.empty()) << name;
     EXPECT_NO_THROW(CostEstimator{hw}) << name;
