@@ -365,6 +365,9 @@ std::vector<int> gpt_oss_sliding_layers(const ConfigReader& r) {
 void map_deepseek_v3(const ConfigReader& r, YAML::Node& m) {
   if (r.boolean("attention_bias", false)) r.fail("attention_bias", "is true: syssim's latent attention has no biases");
   m["multi_latent_attention"] = true;
+  // The query and KV latents are normalized (q_a_layernorm, kv_a_layernorm), which Megatron-Core's
+  // MLA takes with qk_layernorm.
+  m["qk_layernorm"] = true;
   m["q_lora_rank"] = r.is_null("q_lora_rank") ? 0 : r.count("q_lora_rank", 0);  // 0 or null: no query compression
   m["kv_lora_rank"] = r.integer("kv_lora_rank");
   m["qk_head_dim"] = r.integer("qk_nope_head_dim");

@@ -47,10 +47,15 @@ ExpertLoad expert_load(const ModelConfig& model, const TrainingConfig& t, int64_
     return load;
   }
   // The busiest expert gets moe_imbalance x the mean; the others share the rest equally, so
-  // that the routed tokens stay top-k per token; the capacity drops what exceeds it.
+  // that the routed tokens stay top-k per token; the capacity drops what exceeds it, from
+  // every expert.
   const double busiest = t.moe_imbalance;
-  load.other_experts = experts > 1 ? (experts - busiest) / (experts - 1) : 1;
-  load.busiest_expert = t.moe_expert_capacity_factor ? std::min(busiest, *t.moe_expert_capacity_factor) : busiest;
+  const double others = experts > 1 ? (experts - busiest) / (experts - 1) : 1;
+  const double capacity = t.moe_expert_capacity_factor.value_or(busiest);
+  load.other_experts = std::min(others, capacity);
+  load.busiest_expert = std::min(busiest, capacity);
+  // The router drops before the dispatch: a rank sends what the experts keep.
+  load.sent = (load.busiest_expert + (experts - 1) * load.other_experts) / experts;
   // The busiest rank holds the busiest expert and local - 1 others.
   load.received = (load.busiest_expert + (local - 1) * load.other_experts) / local;
   return load;
@@ -209,6 +214,7 @@ void check_expert_parallel(const ModelConfig& model, const ShardOptions& options
   if (attention_ranks % (p.ep * etp) != 0)
     throw DataError("ep*etp=" + str(p.ep * etp) + " does not divide the tp*cp*dp=" + str(attention_ranks) +
                     " ranks of a pipeline stage (Megatron-Core's parallel folding; etp defaults to tp)");
+  expert_rank_order(p);  // refuses an order that leaves out ep, as the decoder's order check does
   // Megatron-Core's MoELayer refuses to train with TP but without sequence parallelism.
   if (p.tp > 1 && !p.sp)
     throw UsageError("tp=" + str(p.tp) + " with experts needs --sp (Megatron-Core's MoE layer requires sequence "

@@ -15,19 +15,26 @@ namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
-// Megatron-LM's --recompute-modules and the module paths each checkpoints (the components of
-// the paths lib/trace gives them). layernorm is Megatron's CheckpointWithoutOutput: the norm's
-// output is dropped too. mlp is the dense MLP only, moe the whole MoE layer (Megatron-Core's
-// TransformerLayer: an MoE layer's mlp is recomputed by moe), moe_act the experts' activation,
-// mla_up_proj MLA's up projections with their RoPE.
-const std::map<std::string, std::vector<std::string>> kRecomputeModules = {
-    {"core_attn", {"core_attention"}},
-    {"mlp", {"mlp"}},
-    {"layernorm", {"input_layernorm", "pre_mlp_layernorm"}},
-    {"moe", {"mlp"}},
-    {"moe_act", {"activation_func"}},
-    {"shared_experts", {"shared_experts"}},
-    {"mla_up_proj", {"linear_q_up_proj", "linear_kv_up_proj", "mla_rope"}},
+// Megatron-LM's --recompute-modules: the module paths each checkpoints (the components of the
+// paths lib/trace gives them) and how. mlp is the dense MLP only, moe the whole MoE layer
+// (Megatron-Core's TransformerLayer: an MoE layer's mlp is recomputed by moe), moe_act the
+// experts' activation, mla_up_proj MLA's up projections with their RoPE as one function.
+// layernorm, moe_act and mla_up_proj are Megatron's CheckpointWithoutOutput: their outputs are
+// dropped too and recomputed for the backward ops that read them (megatron/training/arguments.py,
+// --recompute-modules); the others are torch checkpoints, which keep their outputs.
+struct RecomputeModule {
+  std::vector<std::string> components;
+  bool keeps_outputs = true;
+  bool region_per_component = false;  // layernorm: each norm is a checkpoint of its own
+};
+const std::map<std::string, RecomputeModule> kRecomputeModules = {
+    {"core_attn", {{"core_attention"}}},
+    {"mlp", {{"mlp"}}},
+    {"layernorm", {{"input_layernorm", "pre_mlp_layernorm"}, false, true}},
+    {"moe", {{"mlp"}}},
+    {"moe_act", {{"activation_func"}, false}},
+    {"shared_experts", {{"shared_experts"}}},
+    {"mla_up_proj", {{"linear_q_up_proj", "linear_kv_up_proj", "mla_rope"}, false}},
 };
 
 std::vector<std::string> selected_modules(const TrainingConfig& training) {
@@ -79,22 +86,26 @@ std::vector<Region> full_regions(const std::vector<ShardOp>& ops, const std::str
 // Selective recompute: per layer, one region per chosen module.
 std::vector<Region> selective_regions(const ModelConfig& model, const std::vector<ShardOp>& ops,
                                       const std::vector<std::string>& modules) {
-  std::map<std::pair<int64_t, std::string>, size_t> region_of;  // (layer, module component) -> region
+  std::map<std::pair<int64_t, std::string>, size_t> region_of;  // (layer, module or component) -> region
   std::vector<Region> regions;
   for (const ShardOp& op : ops) {
     if (!is_layer_forward_op(op)) continue;
     const bool moe_layer = model.is_moe_layer(*op.layer);
-    for (const std::string& name : modules)
-      for (const std::string& component : kRecomputeModules.at(name)) {
-        if ((name == "mlp" && moe_layer) || (name == "moe" && !moe_layer)) continue;
+    for (const std::string& name : modules) {
+      const RecomputeModule& module = kRecomputeModules.at(name);
+      if ((name == "mlp" && moe_layer) || (name == "moe" && !moe_layer)) continue;
+      for (const std::string& component : module.components) {
         if (!has_component(op.module.str(), component)) continue;
-        auto [it, added] = region_of.emplace(std::pair{*op.layer, component}, regions.size());
+        const std::string& region = module.region_per_component ? component : name;
+        auto [it, added] = region_of.emplace(std::pair{*op.layer, region}, regions.size());
         if (added) {
           regions.emplace_back();
-          regions.back().keeps_outputs = name != "layernorm";
+          regions.back().keeps_outputs = module.keeps_outputs;
         }
         regions[it->second].ops.push_back(op.id);
+        break;
       }
+    }
   }
   return regions;
 }

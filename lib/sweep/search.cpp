@@ -231,8 +231,16 @@ ModelConfig short_model_of(const ModelConfig& model) {
   ModelConfig short_model = model;
   short_model.num_layers = std::min<int64_t>(2, model.num_layers);
   short_model.mtp_num_layers = 0;
-  for (std::vector<int>* pattern : {&short_model.moe_layer_pattern, &short_model.sliding_window_pattern})
-    if (!pattern->empty()) pattern->resize(static_cast<size_t>(short_model.num_layers));
+  // One layer of each kind where the model mixes them (dense and MoE, windowed and full), so
+  // that the cheaper kind's layer bounds every layer.
+  for (std::vector<int>* pattern : {&short_model.moe_layer_pattern, &short_model.sliding_window_pattern}) {
+    if (pattern->empty()) continue;
+    const bool mixed = std::count(pattern->begin(), pattern->end(), 0) && std::count(pattern->begin(), pattern->end(), 1);
+    if (mixed && short_model.num_layers == 2)
+      *pattern = {0, 1};
+    else
+      pattern->resize(static_cast<size_t>(short_model.num_layers));
+  }
   return short_model;
 }
 
@@ -241,10 +249,12 @@ double compute_lower_bound_ms(const nlohmann::json& compute, int64_t num_layers,
   const PassCompute layer = compute["layer"], embedding = compute["embedding"], head = compute["head"];
   const ParallelismConfig& p = layout.parallelism;
   const int64_t stages = p.pp * p.vpp.value_or(1);
-  const double per_stage = static_cast<double>(num_layers / stages);
   std::vector<PassCompute> stage(stages);
-  for (PassCompute& s : stage)
-    for (size_t pass = 0; pass < s.size(); ++pass) s[pass] = per_stage * layer[pass];
+  for (int64_t v = 0; v < stages; ++v) {
+    // The layout's layers on the stage: its uneven split, or the even one.
+    const double layers = static_cast<double>(layout.pp_layout.empty() ? num_layers / stages : layout.pp_layout[v]);
+    for (size_t pass = 0; pass < stage[v].size(); ++pass) stage[v][pass] = layers * layer[pass];
+  }
   for (size_t pass = 0; pass < layer.size(); ++pass) stage.front()[pass] += embedding[pass], stage.back()[pass] += head[pass];
   const std::string& schedule = layout.pipeline_schedule;
   // A slot's parts run one after another on the compute stream, so their spans add up; where

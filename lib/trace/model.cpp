@@ -263,14 +263,14 @@ class TrainingStep {
     Tensor activated;
     {
       ModuleScope scope(module, "none");
-      if (model_.swiglu)
-        activated = call("syssim::swiglu", {hidden})[0];
-      else if (model_.activation == "squared_relu")
-        activated = squared_relu(hidden);
-      else
-        activated = at::gelu(hidden);
+      activated = model_.swiglu ? call("syssim::swiglu", {hidden})[0] : plain_activation(hidden);
     }
     return linear(module + ".linear_fc2", "row", activated, n_.h);
+  }
+
+  // The activation of an MLP without a gate: NeMo's squared ReLU or GELU.
+  Tensor plain_activation(const Tensor& hidden) {
+    return model_.activation == "squared_relu" ? squared_relu(hidden) : at::gelu(hidden);
   }
 
   // Megatron-Core's MoELayer with the alltoall token dispatcher, in its order without overlap:
@@ -317,7 +317,9 @@ class TrainingStep {
   }
 
   // The routed experts (Megatron-Core's TEGroupedMLP): fc1 and fc2 as grouped GEMMs over the
-  // local experts, between them SwiGLU weighted by each token's routing probability.
+  // local experts, between them the activation weighted by each token's routing probability:
+  // fused for SwiGLU (weighted_bias_swiglu), otherwise the activation and then the multiply
+  // (activation_func_with_probs).
   Tensor experts(const std::string& module, const Tensor& tokens, const Tensor& probs) {
     auto grouped = [&](const std::string& name, const std::string& role, const Tensor& in, int64_t out) {
       ModuleScope scope(module + "." + name, role);
@@ -326,11 +328,13 @@ class TrainingStep {
       if (model_.add_bias_linear) b = parameter(module + "." + name + ".bias", {n_.e, out});
       return call("syssim::grouped_linear", {in, weight, b})[0];
     };
-    Tensor hidden = grouped("linear_fc1", "expert_column", tokens, 2 * n_.m);
+    Tensor hidden = grouped("linear_fc1", "expert_column", tokens, model_.swiglu ? 2 * n_.m : n_.m);
     Tensor activated;
     {
       ModuleScope scope(module + ".activation_func", "expert");
-      activated = call("syssim::weighted_swiglu", {hidden, probs})[0];
+      // The fp32 probabilities promote the product, cast back as Megatron does.
+      activated = model_.swiglu ? call("syssim::weighted_swiglu", {hidden, probs})[0]
+                                : (plain_activation(hidden) * probs.unsqueeze(-1)).to(hidden.scalar_type());
     }
     return grouped("linear_fc2", "expert_row", activated, n_.h);
   }

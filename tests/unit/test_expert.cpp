@@ -77,6 +77,22 @@ TEST(Experts, RoutedFlopsAndGemmShapesOfARank) {
   EXPECT_DOUBLE_EQ(named(split, "syssim::grouped_linear")[0]->flops, 2 * (s / 2 * k * 2) * h * (2 * m / 2));
 }
 
+TEST(Experts, GeluExpertsHaveNoGate) {
+  // Without SwiGLU an expert's fc1 has m outputs: 2 x 1024 x 256 x 128 FLOPs; its activation
+  // output is weighted by the fp32 routing probability, then cast back to bf16, as Megatron's
+  // activation_func_with_probs; each expert holds 2 h m parameters.
+  ModelConfig model = moe_model();
+  model.swiglu = false;
+  model.activation = "gelu";
+  ShardSection shard = sharded(layout(1, 4, 4), model);
+  auto gemms = named(shard, "syssim::grouped_linear");
+  ASSERT_EQ(gemms.size(), 2u);
+  EXPECT_DOUBLE_EQ(gemms[0]->flops, 2 * (s * k) * h * m);
+  EXPECT_EQ(named(shard, "aten::gelu").size(), 1u);
+  EXPECT_EQ(named(shard, "aten::mul").size(), 1u);
+  EXPECT_DOUBLE_EQ(shard.stage_expert_params_local[0], 2 * (experts / 4) * 2 * h * m);
+}
+
 TEST(Experts, AllToAllMovesEachRoutedTokenOnce) {
   // Dispatch and combine each move the rank's 1024 routed tokens of h bf16 values over the
   // ep group; the routing probabilities (fp32) travel with them.
@@ -136,6 +152,13 @@ TEST(Experts, TheBusiestExpertSetsThePace) {
   // A capacity of 1.5 x the mean drops the busiest expert's tokens past it.
   options.training.moe_expert_capacity_factor = 1.5;
   EXPECT_DOUBLE_EQ(collectives(sharded(options), "ep")[0]->message_bytes, s * k * h * 2 * (1.5 + 6.0 / 7) / 2);
+  // Below the others' share (6/7) too, a capacity of 0.75 caps every expert: a rank routes and
+  // receives 0.75 of the balanced tokens, and the router's permutation holds only those.
+  options.training.moe_expert_capacity_factor = 0.75;
+  ShardSection dropped = sharded(options);
+  EXPECT_DOUBLE_EQ(collectives(dropped, "ep")[0]->message_bytes, s * k * h * 2 * 0.75);
+  EXPECT_DOUBLE_EQ(named(dropped, "syssim::moe_permute")[0]->writes.size() > 0 ? dropped.buffers[named(dropped, "syssim::moe_permute")[0]->writes[0]].bytes : 0,
+                   s * k * h * 2 * 0.75);
   // Padded to a capacity of 1.25: every expert gets 1.25 x the mean, sent and received.
   options.training.moe_expert_capacity_factor = 1.25;
   options.training.moe_pad_expert_input_to_capacity = true;
@@ -271,6 +294,22 @@ TEST(Experts, SharedExpertOverlapHidesTheSharedExpertsBehindTheAllToAlls) {
   EXPECT_NEAR(plain.sim->step_time_ms - overlapped.sim->step_time_ms, 2 * shared_us / 1000, 1e-9);
 }
 
+TEST(Experts, RecomputingTheExpertsActivationDropsItsOutput) {
+  // moe_act is Megatron's CheckpointWithoutOutput: the weighted SwiGLU's output, fc2's input of
+  // m bf16 values per routed copy, is dropped after fc2 and recomputed for the backward.
+  // One rank of dp 4, ep 4 receives s x k routed copies per layer (balanced), 2 layers.
+  HardwareConfig hw = load_hardware_yaml(std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-80gb.yaml");
+  const ModelConfig model = moe_model();
+  ShardOptions options = layout(1, 4, 4);
+  auto activation_bytes = [&](const ShardOptions& o) {
+    return estimate_memory(model, trace_of(model), CostEstimator(hw), o).mem->activation_bytes;
+  };
+  const double kept = activation_bytes(options);
+  options.training.recompute = "selective";
+  options.training.recompute_modules = {"moe_act"};
+  EXPECT_DOUBLE_EQ(kept - activation_bytes(options), 2 * s * k * m * 2);
+}
+
 TEST(Experts, LayoutsMegatronRefusesAreErrors) {
   auto error_of = [](const ShardOptions& options) -> std::string {
     try {
@@ -289,6 +328,9 @@ TEST(Experts, LayoutsMegatronRefusesAreErrors) {
   EXPECT_EQ(error_of(no_sp),
             "tp=2 with experts needs --sp (Megatron-Core's MoE layer requires sequence parallelism with tensor "
             "parallelism)");
+  ShardOptions unordered = layout(1, 4, 4);
+  unordered.parallelism.order = "tp-cp-dp-pp";
+  EXPECT_EQ(error_of(unordered), "parallelism.order \"tp-cp-dp-pp\": leaves out ep=4");
   ShardOptions skewed = layout(1, 4, 4);
   skewed.training.moe_imbalance = 5;  // more than every token once: 8 / 2 = 4
   EXPECT_EQ(error_of(skewed),

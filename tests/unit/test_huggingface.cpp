@@ -462,6 +462,7 @@ TEST_F(HfEnvironment, DeepSeekV3HasLatentAttentionAndThreeDenseLayers) {
   EXPECT_EQ(m.qk_pos_emb_head_dim, 64);
   EXPECT_EQ(m.v_head_dim, 128);
   EXPECT_EQ(m.kv_channels, 128 + 64);
+  EXPECT_TRUE(m.qk_layernorm);  // q_a_layernorm and kv_a_layernorm, the latents' RMSNorms
   EXPECT_EQ(m.num_query_groups, 128);
   EXPECT_EQ(m.ffn_hidden_size, 18432);
   EXPECT_EQ(m.vocab_size, 129280);

@@ -323,6 +323,28 @@ TEST(SweepSearch, ComputeBoundIsAHandSumAndNeverAboveTheStepBound) {
         }
 }
 
+// A model of dense and MoE layers split unevenly: the short model has one layer of each kind,
+// the bound takes the cheaper one on each stage's own layers (7 = 4 + 3 on pp 2), and it stays
+// under the slot-level bound.
+TEST(SweepSearch, ComputeBoundOfMixedLayersAndAnUnevenSplit) {
+  ModelConfig model = tiny(7);
+  model.num_moe_experts = 4, model.moe_router_topk = 2, model.moe_ffn_hidden_size = 64;
+  model.moe_layer_pattern = {0, 0, 1, 1, 1, 1, 1};
+  const ModelConfig short_model = short_model_of(model);
+  EXPECT_EQ(short_model.moe_layer_pattern, (std::vector<int>{0, 1}));
+  const HardwareConfig hardware = a100();
+  PointEvaluator evaluate(model, hardware, false);
+  ShardOptions layout;
+  layout.parallelism.pp = 2, layout.parallelism.dp = 2, layout.parallelism.ep = 2;
+  layout.training.micro_batch = 1, layout.training.global_batch = 8;
+  layout.pp_layout = uneven_pipeline_layout(7, 2);
+  ASSERT_EQ(layout.pp_layout, (std::vector<int64_t>{4, 3}));
+  Graph graph = estimate_memory(model, trace_of(model), CostEstimator(hardware), layout);
+  const double bound = compute_lower_bound_ms(layer_compute(evaluate, short_model, trace_of(short_model), layout, false), 7, layout);
+  EXPECT_GT(bound, 0);
+  EXPECT_LE(bound, step_time_lower_bound_ms(*graph.shard, *graph.cost) * (1 + 1e-12));
+}
+
 // The memory estimates (a group of layouts each) and the simulations (rounds of layouts) run on
 // several threads: the same front and counts.
 TEST(SweepSearch, ThreadsDoNotChangeTheResult) {
