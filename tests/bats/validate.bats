@@ -102,4 +102,30 @@ CSV
   assert_output --partial "2  column 'global_batch' is empty"
   assert_line --regexp "^    MoE +44 +[0-9.]+ +[0-9.]+ +[0-9.]+$"
   assert_line --regexp "^    all +249 +[0-9.]+ +[0-9.]+ +[0-9.]+$"
+  # Accuracy may not get worse: each group's median absolute step-time error stays within 0.5
+  # points of the figure committed with the change that last improved it (docs/validation.md).
+  local committed="BLOOM_176B 15.6
+DGXC 10.0
+KORTHIKANTI22 4.2
+MB_PERF 15.4
+MLM_README_H100 6.2
+NARAYANAN21 5.2
+NEMO_2407 16.4
+MoE_DeepSeek-V3 29.2
+MoE_GPT-OSS-120B 37.8
+MoE_Grok-1 16.6
+MoE_Qwen3-235B-A22B 17.6
+MoE_Qwen3-30B-A3B 26.0
+MoE 24.9
+all 9.8"
+  echo "$output" | awk -v committed="$committed" '
+    BEGIN { n = split(committed, lines, "\n"); for (i = 1; i <= n; i++) { split(lines[i], f, " "); limit[f[1]] = f[2] } }
+    /absolute step-time error/ { table = 1; next }
+    table && $1 != "group" {
+      group = $1; median = $3
+      if ($1 == "MoE" && $2 !~ /^[0-9]+$/) { group = "MoE_" $2; median = $4 }
+      if (!(group in limit)) { print "no committed median for group " group; bad = 1; next }
+      if (median > limit[group] + 0.5) { print group ": median " median "% > committed " limit[group] "% + 0.5"; bad = 1 }
+      seen[group] = 1 }
+    END { for (g in limit) if (!(g in seen)) { print "group " g " missing"; bad = 1 }; exit bad }'
 }
