@@ -134,10 +134,6 @@ bool predates_flash_attention(const MeasuredRow& row) {
   return source == "NARAYANAN21" || source == "KORTHIKANTI22" || source == "BLOOM_176B";
 }
 
-// Architecture from the model's name: Llama* is Llama (RMSNorm, SwiGLU, RoPE, untied, no
-// biases); Nemotron-3 and -4 are NeMo's Nemotron (LayerNorm, squared-ReLU, RoPE, untied, no
-// biases); GPT* and BLOOM are Megatron's GPT (LayerNorm, GELU, biases, learned positions, tied
-// embeddings). BLOOM's ALiBi is taken as learned positions (same GEMMs).
 // A model given by name: a model YAML path, a preset of SYSSIM_MODEL_DIR, or a Hugging Face id
 // (a local folder or cache entry, or a config.json shipped in configs/hf) at the row's sequence.
 ModelConfig named_model(const std::string& name, int64_t seq_length) {
@@ -172,6 +168,11 @@ ModelConfig configured_model(const MeasuredRow& row, const std::string& config, 
   return model;
 }
 
+// Architecture from the model's name: Llama* is Llama (RMSNorm, SwiGLU, RoPE, untied, no
+// biases); Nemotron-3 and -4 are NeMo's Nemotron (LayerNorm, squared-ReLU, RoPE, untied, no
+// biases); GPT* and BLOOM are Megatron's GPT (LayerNorm, GELU, biases, learned positions, tied
+// embeddings). BLOOM's ALiBi is taken as learned positions (same GEMMs). Other models by the
+// preset named like them (the mixtures of experts), or by the row's model_config.
 ModelConfig architecture(const MeasuredRow& row, std::vector<std::string>& assumptions) {
   std::string name = cell(row, "model");
   if (std::string config = cell(row, "model_config"); !config.empty()) return configured_model(row, config, assumptions);
