@@ -164,14 +164,7 @@ class ContextParallelRewriter {
   // dK += dK_step, dV += dV_step (Transformer Engine's dk.add_, dv.add_): one addition per
   // element, two blocks read and one written.
   static ShardOp accumulate(const ShardOp& attention, const Block& grads) {
-    ShardOp add;
-    add.name = "context_parallel::dkv_add";
-    add.kind = "math";
-    add.phase = attention.phase;
-    add.scope = attention.scope;
-    place_with(attention, add);
-    add.stream = "compute";
-    add.dtype = attention.dtype;
+    ShardOp add = compute_op_for(attention, "context_parallel::dkv_add", "math", attention.dtype);
     add.flops = grads.elements;
     add.bytes = 3 * grads.bytes;
     return add;

@@ -130,15 +130,8 @@ class ExpertExchange {
   // Megatron's sort of the received tokens by local expert (and back): one pass over them.
   int64_t sort_chunks(int64_t from, const ShardOp& reader) {
     const int64_t to = rewriter_.emitter().add_buffer(bytes(from), "activation");
-    ShardOp sort;
-    sort.name = "moe::sort_chunks";
-    sort.kind = "memory";
-    sort.phase = reader.phase;
-    sort.scope = reader.scope;
-    place_with(reader, sort);
+    ShardOp sort = compute_op_for(reader, "moe::sort_chunks", "memory", reader.dtype);
     sort.module = dispatcher_;
-    sort.stream = "compute";
-    sort.dtype = reader.dtype;
     sort.bytes = 2 * bytes(from);
     sort.reads = {from};
     sort.writes = {to};

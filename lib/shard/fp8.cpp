@@ -217,15 +217,7 @@ class LowPrecision {
   // An op inserted for `consumer`: same layer, module, pass and pipeline place, on the
   // compute stream.
   ShardOp inserted(const ShardOp& consumer, const std::string& name, const std::string& kind) const {
-    ShardOp op;
-    op.name = name;
-    op.kind = kind;
-    op.phase = consumer.phase;
-    op.scope = consumer.scope;
-    place_with(consumer, op);
-    op.stream = "compute";
-    op.dtype = high_precision_;
-    return op;
+    return compute_op_for(consumer, name, kind, high_precision_);
   }
 
   // A collective of `group` inserted for `consumer`, in its pass and pipeline place.

@@ -124,6 +124,8 @@ bool has_axis(const Dims& dims, const std::string& axis);
 // Puts an op inserted for `anchor` in the anchor's layer, module, pass, pipeline place and
 // recomputation.
 void place_with(const ShardOp& anchor, ShardOp& op);
+// A compute-stream op inserted for `anchor`: in its phase, scope and place (place_with).
+ShardOp compute_op_for(const ShardOp& anchor, Symbol name, Symbol kind, Symbol dtype);
 
 // A collective op of `group` (tp, cp or dp) moving `message_bytes`, not yet emitted.
 ShardOp make_collective(const ShardContext& context, const std::string& collective, const std::string& group,

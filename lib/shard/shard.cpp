@@ -189,6 +189,18 @@ void place_with(const ShardOp& anchor, ShardOp& op) {
   op.recompute = anchor.recompute;
 }
 
+ShardOp compute_op_for(const ShardOp& anchor, Symbol name, Symbol kind, Symbol dtype) {
+  ShardOp op;
+  op.name = name;
+  op.kind = kind;
+  op.phase = anchor.phase;
+  op.scope = anchor.scope;
+  place_with(anchor, op);
+  op.stream = "compute";
+  op.dtype = dtype;
+  return op;
+}
+
 ShardOp make_collective(const ShardContext& context, const std::string& collective, const std::string& group,
                         double message_bytes, const std::string& phase, const std::string& scope) {
   const auto& p = context.options.parallelism;

@@ -329,14 +329,17 @@ struct QkvLinearFunction : Function<QkvLinearFunction> {
   }
 };
 
-struct RopeFunction : Function<RopeFunction> {
-  static Tensor forward(AutogradContext*, const Tensor& x) {
+// An op whose backward reads only the output gradient (the rotary embeddings): `op`, then
+// `backward_op` on the gradient.
+struct GradientOnlyFunction : Function<GradientOnlyFunction> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, const std::string& op, const std::string& backward_op) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    return call("syssim::rope", {x})[0];
+    ctx->saved_data["backward_op"] = backward_op;
+    return call(op.c_str(), {x})[0];
   }
-  static variable_list backward(AutogradContext*, variable_list grads) {
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    return call("syssim::rope_backward", {grads[0]});
+    return {call(ctx->saved_data["backward_op"].toStringRef().c_str(), {grads[0]})[0], Tensor(), Tensor()};
   }
 };
 
@@ -375,17 +378,6 @@ struct StackedLinearFunction : Function<StackedLinearFunction> {
     Tensor grad_x = call("syssim::stacked_linear_dgrad", {grads[0], grads[1], s[1], s[2]})[0];
     Tensors w = call("syssim::stacked_linear_wgrad", {grads[0], grads[1], s[0]});
     return {grad_x, w[0], w[1]};
-  }
-};
-
-struct MlaRopeQFunction : Function<MlaRopeQFunction> {
-  static Tensor forward(AutogradContext*, const Tensor& q) {
-    at::AutoDispatchBelowADInplaceOrView guard;
-    return call("syssim::mla_rope_q", {q})[0];
-  }
-  static variable_list backward(AutogradContext*, variable_list grads) {
-    at::AutoDispatchBelowADInplaceOrView guard;
-    return call("syssim::mla_rope_q_backward", {grads[0]});
   }
 };
 
@@ -636,7 +628,8 @@ TORCH_LIBRARY_IMPL(syssim, Autograd, m) {
     variable_list qkv = QkvLinearFunction::apply(x, wq, wk, wv, bq, bk, bv, head_dim);
     return std::make_tuple(qkv[0], qkv[1], qkv[2]);
   });
-  m.impl("rope", [](const Tensor& x) { return RopeFunction::apply(x); });
+  m.impl("rope",
+         [](const Tensor& x) { return GradientOnlyFunction::apply(x, "syssim::rope", "syssim::rope_backward"); });
   m.impl("flash_attn", [](const Tensor& q, const Tensor& k, const Tensor& v, const OptionalTensor& sinks) {
     return FlashAttnFunction::apply(q, k, v, sinks, false);
   });
@@ -647,7 +640,9 @@ TORCH_LIBRARY_IMPL(syssim, Autograd, m) {
     variable_list out = StackedLinearFunction::apply(x, w1, w2);
     return std::make_tuple(out[0], out[1]);
   });
-  m.impl("mla_rope_q", [](const Tensor& q) { return MlaRopeQFunction::apply(q); });
+  m.impl("mla_rope_q", [](const Tensor& q) {
+    return GradientOnlyFunction::apply(q, "syssim::mla_rope_q", "syssim::mla_rope_q_backward");
+  });
   m.impl("mla_rope_kv", [](const Tensor& k_nope, const Tensor& v, const Tensor& k_pe, int64_t head_dim) {
     variable_list out = MlaRopeKvFunction::apply(k_nope, v, k_pe, head_dim);
     return std::make_tuple(out[0], out[1]);

@@ -182,36 +182,29 @@ void BM_Sweep1000(benchmark::State& state) {
 }
 BENCHMARK(BM_Sweep1000)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 
-// The search target: every layout of GPT-3 175B on 1,024 A100 with global batch 1536,
-// the trace made once (warm), the result cache off, a thread per core.
-void BM_Search175B(benchmark::State& state) {
-  const ModelConfig model = model_named("gpt3-175b");
-  const HardwareConfig hardware = hardware_named("a100-sxm-80gb");
+// A layout search of `model` on `gpus` GPUs with global batch `global_batch`, the trace made
+// once (warm), the result cache off, a thread per core.
+void search(benchmark::State& state, const std::string& model_name, const std::string& hardware_name, int64_t gpus,
+            int64_t global_batch) {
+  const ModelConfig model = model_named(model_name);
+  const HardwareConfig hardware = hardware_named(hardware_name);
   trace_of(model);
   ShardOptions base;
-  base.gpus = 1024;
-  base.training.global_batch = 1536;
+  base.gpus = gpus;
+  base.training.global_batch = global_batch;
   SearchResult result;
   for (auto _ : state) result = search_layouts(model, hardware, base, true, kUncached);
   state.SetLabel(std::to_string(result.simulated) + " simulated of " + std::to_string(result.enumerated) +
                  " layouts, front of " + std::to_string(result.front.size()));
 }
+
+// The search target: every layout of GPT-3 175B on 1,024 A100 with global batch 1536.
+void BM_Search175B(benchmark::State& state) { search(state, "gpt3-175b", "a100-sxm-80gb", 1024, 1536); }
 BENCHMARK(BM_Search175B)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 
 // The mixture-of-experts search target: every layout of DeepSeek-V3 on 256 H100 (ep and etp
-// among the axes) with global batch 1024, the trace made once (warm), the result cache off.
-void BM_SearchDeepSeekV3(benchmark::State& state) {
-  const ModelConfig model = model_named("deepseek-v3");
-  const HardwareConfig hardware = hardware_named("h100-sxm-80gb");
-  trace_of(model);
-  ShardOptions base;
-  base.gpus = 256;
-  base.training.global_batch = 1024;
-  SearchResult result;
-  for (auto _ : state) result = search_layouts(model, hardware, base, true, kUncached);
-  state.SetLabel(std::to_string(result.simulated) + " simulated of " + std::to_string(result.enumerated) +
-                 " layouts, front of " + std::to_string(result.front.size()));
-}
+// among the axes) with global batch 1024.
+void BM_SearchDeepSeekV3(benchmark::State& state) { search(state, "deepseek-v3", "h100-sxm-80gb", 256, 1024); }
 BENCHMARK(BM_SearchDeepSeekV3)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 
 // `syssim run` as a user starts it: a new process, the trace from the on-disk cache (warm,
