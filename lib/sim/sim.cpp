@@ -1,7 +1,6 @@
 #include "sim/sim.hpp"
 
 #include <algorithm>
-#include <array>
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/topological_sort.hpp>
 #include <cmath>
@@ -10,8 +9,8 @@
 #include <limits>
 #include <map>
 #include <optional>
-#include <queue>
 #include <tuple>
+#include <utility>
 
 #include "sim/units.hpp"
 
@@ -24,6 +23,8 @@ using sim_units::kMsPerUs;
 // A flow with less than this share of its bytes left is done (floating-point drift of the
 // remaining-bytes bookkeeping).
 constexpr double kDoneFraction = 1e-9;
+// Times equal up to rounding, relative to the time they are read at (EventLoop::repeats).
+constexpr double kSettled = 1e-9;
 
 // The phases of the instance running on one queue whose cost has phases, and the flow of the
 // current one. One per queue, indexed like the queues: a queue runs one instance at a time.
@@ -443,6 +444,8 @@ struct KindReplay {
 
 // The observer of a slot simulated alone: each instance's times, by entry.
 struct AloneTimes {
+  static constexpr bool kMayJump = false;  // a slot alone has no micro-batches to jump over
+  struct Snapshot {};
   explicit AloneTimes(size_t entries) : start_us(entries), finish_us(entries), duration_us(entries) {}
   void started(uint32_t, const Entry&, double) {}
   void ran(const RanInstance& i) {
@@ -503,28 +506,49 @@ void fill_rates(RankNetwork& network, std::vector<Flow>& flows) {
 // phases runs each phase's latency, then its flow over the rank's links, sharing them with the
 // rank's other flows (docs/syssim-sim.md, "Network flows"). Events are ordered by time, then
 // by the order they were made.
+//
+// Given a Lookout, the loop also looks for a steady state (docs/syssim-sim.md, "Extrapolated
+// micro-batches"): each time rank 0 starts the marker slot (its first micro-batch slot's
+// kind) of a micro-batch, it compares its whole state with the ones it had there up to
+// `longest_period` micro-batches before. Where one is the same up to a shift in time and in
+// the ranks' slots, and the schedule ahead repeats likewise, it moves its state on by as many
+// whole periods as the schedule allows, adds as many periods' growth to the totals, and
+// simulates the rest.
+struct Lookout {
+  int32_t until = 0;           // the last micro-batch whose marker is compared; 0: none
+  int32_t longest_period = 0;  // micro-batches
+};
+
 template <typename Observer>
 class EventLoop {
  public:
-  EventLoop(const Plan& plan, Observer& observer, bool replay_slots)
-      : plan_(plan), observer_(observer), replay_slots_(replay_slots), queues_(plan.queues.size()),
+  EventLoop(const Plan& plan, Observer& observer, bool replay_slots, Lookout lookout = {})
+      : plan_(plan), observer_(observer), replay_slots_(replay_slots), lookout_(lookout), queues_(plan.queues.size()),
         flows_(plan.queues.size()), replays_(replay_slots ? plan.kinds.size() : 0) {
     if (!plan.cost->links.empty()) {
       RankNetwork network;
       for (const Link& link : plan.cost->links) network.links.push_back(LinkState{link.bandwidth_GBps * kBytesPerUsPerGBps});
       networks_.assign(plan.slots.size(), network);
     }
+    if constexpr (Observer::kMayJump)
+      if (lookout.until > 0 && lookout.longest_period > 0 && plan.slots.front().size() > 2 &&
+          !plan.kinds[plan.slots.front()[1].kind].entries.empty())
+        prepare_jumps();
   }
 
   int64_t replayed() const { return replayed_; }
+  // Micro-batches of each rank jumped over, not simulated.
+  int64_t skipped() const { return skipped_; }
   const std::vector<RankNetwork>& networks() const { return networks_; }
 
   void run() {
     for (uint32_t q = 0; q < queues_.size(); ++q) settle(q);
     for (uint32_t q = 0; q < queues_.size(); ++q) try_start(q, 0.0);
+    if (marker_ >= 0) at_marker(0.0);
     while (!events_.empty()) {
-      Event event = events_.top();
-      events_.pop();
+      std::pop_heap(events_.begin(), events_.end(), Later{});
+      const Event event = events_.back();
+      events_.pop_back();
       switch (event.kind) {
         case Kind::kFinish: finish(event.queue, event.time_us); break;
         case Kind::kLatencyEnd: start_flow(event.queue, event.time_us); break;
@@ -533,6 +557,7 @@ class EventLoop {
           break;
         case Kind::kReplayedFinish: finish_replayed(event.queue, event.tag, event.time_us); break;
       }
+      if (marker_ >= 0) at_marker(event.time_us);
     }
     for (uint32_t q = 0; q < queues_.size(); ++q)
       if (!done(q)) {
@@ -569,11 +594,26 @@ class EventLoop {
     uint64_t finished = 0;  // its first `finished` instances in issue order have finished
     bool busy = false;
     bool flowing = false;  // the running instance has phases
-    double start_us = 0;
+    double start_us = 0;   // of the running instance, or of the replay the queue runs
+  };
+  // The loop's state at a marker, between two events.
+  struct Snapshot {
+    int32_t microbatch = -1;  // the marker's; -1: none taken
+    double now_us = 0;
+    std::vector<QueueState> queues;
+    std::vector<Flow> flows;
+    std::vector<RankNetwork> networks;
+    std::vector<Event> events;  // those still to act
+    bool events_ordered = false;  // in the order they will be taken
+    typename Observer::Snapshot observed;
   };
 
   void push(double time_us, uint32_t queue, Kind kind, uint32_t tag = 0) {
-    events_.push(Event{time_us, sequence_++, queue, tag, kind});
+    push_event(Event{time_us, sequence_++, queue, tag, kind});
+  }
+  void push_event(const Event& event) {
+    events_.push_back(event);
+    std::push_heap(events_.begin(), events_.end(), Later{});
   }
 
   bool done(uint32_t queue) const { return queues_[queue].head == nullptr; }
@@ -622,6 +662,8 @@ class EventLoop {
     const Entry& entry = *state.head;
     for (uint32_t d = entry.deps_begin; d < entry.deps_end; ++d)
       if (!finished(plan_.deps[d], state.slot, state.microbatch)) return;
+    if constexpr (Observer::kMayJump)
+      if (queue == marker_queue_ && state.kind == marker_kind_ && state.pos == 0) marker_ = state.microbatch;
     const int64_t rank = plan_.queues[queue].rank;
     if (replay_slots_ && !plan_.kinds[state.kind].once && state.head_index == prepared(state.kind).first_local &&
         replay(rank, state.slot, now_us))
@@ -717,7 +759,7 @@ class EventLoop {
       if (r.ends_queue_use[e] || r.waited_outside[e])
         push(now_us + r.finish_us[e], kind.entries[e].queue, Kind::kReplayedFinish, e);
     }
-    for (uint32_t queue : r.queues) queues_[queue].busy = true;
+    for (uint32_t queue : r.queues) queues_[queue].busy = true, queues_[queue].start_us = now_us;
     if (!networks_.empty()) {
       RankNetwork& network = networks_[rank];
       for (size_t l = 0; l < network.links.size(); ++l) {
@@ -873,27 +915,243 @@ class EventLoop {
     }
   }
 
+  // The marker (rank 0's queue of its first micro-batch slot's first op, and that slot's kind)
+  // and each slot's micro-batch bounds.
+  void prepare_jumps() {
+    marker_kind_ = plan_.slots.front()[1].kind;
+    marker_queue_ = plan_.kinds[marker_kind_].entries.front().queue;
+    jumping_ = true;
+    snapshots_.resize(static_cast<size_t>(std::min(lookout_.until, lookout_.longest_period)) + 1);
+    for (const std::vector<Plan::Slot>& slots : plan_.slots) {
+      std::vector<int32_t>& least = least_from_.emplace_back(slots.size() + 1, std::numeric_limits<int32_t>::max());
+      std::vector<int32_t>& greatest = greatest_to_.emplace_back(slots.size(), -1);
+      for (size_t s = slots.size(); s-- > 0;)
+        least[s] = slots[s].microbatch < 0 ? least[s + 1] : std::min(least[s + 1], slots[s].microbatch);
+      for (size_t s = 0; s < slots.size(); ++s)
+        greatest[s] = std::max(s > 0 ? greatest[s - 1] : -1, slots[s].microbatch);
+    }
+  }
+
+  // A marker slot started in the event just taken (or before the first): the state now is
+  // compared with those of the markers of the micro-batches before, the nearest first; on the
+  // first that it repeats, the loop jumps where the schedule lets it, once.
+  void at_marker(double now_us) {
+    if constexpr (Observer::kMayJump) {
+      const int32_t microbatch = std::exchange(marker_, -1);
+      if (!jumping_) return;
+      if (microbatch > lookout_.until) {
+        jumping_ = false;
+        snapshots_ = {};
+        return;
+      }
+      Snapshot& now = snapshots_[static_cast<size_t>(microbatch) % snapshots_.size()];
+      take(now, microbatch, now_us);
+      std::vector<int64_t> slot_shift;
+      for (int32_t period = 1; period <= std::min(lookout_.longest_period, microbatch); ++period) {
+        Snapshot& before = snapshots_[static_cast<size_t>(microbatch - period) % snapshots_.size()];
+        if (before.microbatch != microbatch - period || !repeats(before, now, period, slot_shift)) continue;
+        if (const int64_t periods = periods_ahead(before, now, period, slot_shift); periods > 0) {
+          jump(before, now, period, periods, slot_shift);
+          jumping_ = false;
+          snapshots_ = {};
+        }
+        return;
+      }
+    }
+  }
+
+  void take(Snapshot& snapshot, int32_t microbatch, double now_us) {
+    snapshot.microbatch = microbatch;
+    snapshot.now_us = now_us;
+    snapshot.queues = queues_;
+    snapshot.flows = flows_;
+    snapshot.networks = networks_;
+    snapshot.events.clear();
+    for (const Event& event : events_)
+      if (event.kind != Kind::kFlowEnd || flows_[event.queue].version == event.tag) snapshot.events.push_back(event);
+    snapshot.events_ordered = false;
+    observer_.snapshot(snapshot.observed);
+  }
+
+  // The snapshot's events in the order they will be taken; sorted only for the comparisons
+  // that get that far.
+  static const std::vector<Event>& ordered_events(Snapshot& snapshot) {
+    if (!snapshot.events_ordered)
+      std::sort(snapshot.events.begin(), snapshot.events.end(),
+                [](const Event& a, const Event& b) { return Later{}(b, a); });
+    snapshot.events_ordered = true;
+    return snapshot.events;
+  }
+
+  // Whether the loop is in the same state at `b` as at `a`, `period` micro-batches earlier, up
+  // to rounding: every queue at the same place of the same kind of slot `period` micro-batches
+  // on (one shift of slots per rank, into slot_shift) or at the same step_start or step slot,
+  // with as many of its instances finished past that place, as busy since as long; the same
+  // flows on the same links with the same bytes left at the same rates; the same events to
+  // come, as long from now; and the observer's state the same.
+  bool repeats(Snapshot& a, Snapshot& b, int32_t period, std::vector<int64_t>& slot_shift) const {
+    const double tolerance_us = kSettled * b.now_us;
+    auto same_time = [&](double at_a, double at_b) {
+      return std::abs((at_b - b.now_us) - (at_a - a.now_us)) <= tolerance_us;
+    };
+    slot_shift.assign(plan_.slots.size(), -1);
+    for (uint32_t q = 0; q < queues_.size(); ++q) {
+      const QueueState &x = a.queues[q], &y = b.queues[q];
+      if (x.head == nullptr || y.head == nullptr) {
+        if (x.head != y.head) return false;
+        continue;
+      }
+      if (x.pos != y.pos || x.busy != y.busy || x.flowing != y.flowing) return false;
+      const std::vector<uint64_t>& before = plan_.queues[q].before;
+      if (x.finished - before[x.slot] != y.finished - before[y.slot]) return false;
+      if (plan_.kinds[x.kind].once || plan_.kinds[y.kind].once) {
+        if (x.slot != y.slot) return false;
+      } else {
+        if (x.kind != y.kind || y.microbatch != x.microbatch + period || y.slot <= x.slot) return false;
+        int64_t& shift = slot_shift[plan_.queues[q].rank];
+        if (shift < 0) shift = y.slot - x.slot;
+        if (shift != y.slot - x.slot) return false;
+      }
+      if (x.busy && !same_time(x.start_us, y.start_us)) return false;
+      if (x.flowing) {
+        const Flow &f = a.flows[q], &g = b.flows[q];
+        if (f.phase != g.phase) return false;
+      }
+    }
+    // Every rank in its micro-batches.
+    if (std::find(slot_shift.begin(), slot_shift.end(), -1) != slot_shift.end()) return false;
+    for (size_t r = 0; r < b.networks.size(); ++r) {
+      const RankNetwork &x = a.networks[r], &y = b.networks[r];
+      if (x.active != y.active || (!x.active.empty() && !same_time(x.updated_us, y.updated_us))) return false;
+      for (size_t l = 0; l < x.links.size(); ++l)
+        if (x.links[l].flows != y.links[l].flows) return false;
+      for (size_t f : x.active) {
+        const Flow &u = a.flows[f], &v = b.flows[f];
+        const double bytes = (*u.phases)[u.phase].bytes;
+        if (std::abs(u.remaining_bytes - v.remaining_bytes) > kSettled * bytes ||
+            std::abs(u.rate - v.rate) > kSettled * u.rate)
+          return false;
+      }
+    }
+    if (a.events.size() != b.events.size()) return false;
+    const std::vector<Event>& a_events = ordered_events(a);
+    const std::vector<Event>& b_events = ordered_events(b);
+    for (size_t e = 0; e < a_events.size(); ++e) {
+      const Event &x = a_events[e], &y = b_events[e];
+      if (x.kind != y.kind || x.queue != y.queue || (x.kind == Kind::kReplayedFinish && x.tag != y.tag) ||
+          !same_time(x.time_us, y.time_us))
+        return false;
+    }
+    return observer_.repeats(a.observed, a.now_us, b.observed, b.now_us, tolerance_us);
+  }
+
+  // How many periods the loop can jump from `b`. The instances that run from `a` to `b` and
+  // their deps (of their own micro-batch) belong to micro-batches from `least` (the least any
+  // queue has left at `a`) to `greatest` (the greatest any queue has reached at `b`). In every
+  // period jumped over and in the one after it, each of them must run `period` micro-batches
+  // later in the same kind of slot, the rank's slot shift later; or, where it had finished on
+  // its rank before every queue of the rank reached `a`, so must its counterpart by `b`.
+  int64_t periods_ahead(const Snapshot& a, const Snapshot& b, int32_t period,
+                        const std::vector<int64_t>& slot_shift) const {
+    int64_t least = std::numeric_limits<int64_t>::max(), greatest = -1;
+    std::vector<uint32_t> reached(plan_.slots.size(), kNone);  // by rank: the least slot of its queues at `a`
+    for (uint32_t q = 0; q < queues_.size(); ++q) {
+      const QueueState &x = a.queues[q], &y = b.queues[q];
+      if (x.head == nullptr || plan_.kinds[x.kind].once) continue;
+      const int64_t rank = plan_.queues[q].rank;
+      least = std::min<int64_t>(least, least_from_[rank][x.slot]);
+      greatest = std::max<int64_t>(greatest, greatest_to_[rank][y.slot]);
+      reached[rank] = std::min(reached[rank], x.slot);
+    }
+    int64_t end = least;  // micro-batches [least, end) repeat `period` later
+    for (; end + period < plan_.microbatches; ++end) {
+      bool repeated = true;
+      for (size_t rank = 0; rank < plan_.slots.size() && repeated; ++rank)
+        for (uint32_t k = plan_.slots[rank].front().kind + 1; k < plan_.slots[rank].back().kind && repeated; ++k) {
+          const std::vector<uint32_t>& slot_of = plan_.kinds[k].slot_of;
+          const uint32_t x = slot_of[end], y = slot_of[end + period];
+          if (x == kNone || y == kNone)
+            repeated = x == y;
+          else
+            repeated = x < reached[rank] ? y < reached[rank] + slot_shift[rank] : y == x + slot_shift[rank];
+        }
+      if (!repeated) break;
+    }
+    return end > greatest ? (end - 1 - greatest) / period + 1 : 0;
+  }
+
+  // Moves the loop's state at `b` (now) on by `periods` periods of (b - a): each queue in its
+  // micro-batches that many slot shifts on, every time that many periods later, and the
+  // totals grown by as many times the growth from a to b.
+  void jump(const Snapshot& a, const Snapshot& b, int32_t period, int64_t periods,
+            const std::vector<int64_t>& slot_shift) {
+    const double shift_us = static_cast<double>(periods) * (b.now_us - a.now_us);
+    const auto times = static_cast<double>(periods);
+    for (uint32_t q = 0; q < queues_.size(); ++q) {
+      QueueState& state = queues_[q];
+      if (state.head == nullptr || plan_.kinds[state.kind].once) continue;
+      const std::vector<uint64_t>& before = plan_.queues[q].before;
+      const auto slot = static_cast<uint32_t>(state.slot + periods * slot_shift[plan_.queues[q].rank]);
+      state.finished += before[slot] - before[state.slot];
+      const Plan::Slot& target = plan_.slots[plan_.queues[q].rank][slot];
+      const Plan::Kind& kind = plan_.kinds[target.kind];
+      state.slot = slot;
+      state.kind = target.kind;
+      state.microbatch = target.microbatch;
+      state.on_queue = &kind.on_queue[q - plan_.first_queue[plan_.queues[q].rank]];
+      state.head_index = (*state.on_queue)[state.pos];
+      state.head = &kind.entries[state.head_index];
+      if (state.busy) state.start_us += shift_us;
+    }
+    for (size_t r = 0; r < networks_.size(); ++r) {
+      RankNetwork& network = networks_[r];
+      network.updated_us += shift_us;
+      for (size_t l = 0; l < network.links.size(); ++l) {
+        const LinkState &x = a.networks[r].links[l], &y = b.networks[r].links[l];
+        network.links[l].busy_us += times * (y.busy_us - x.busy_us);
+        network.links[l].bytes += times * (y.bytes - x.bytes);
+      }
+    }
+    // The heap rebuilt, since rounding can make times equal that were not (then they go by
+    // sequence); by pushing, as make_heap here would keep the loop's pop from being inlined.
+    std::vector<Event> events;
+    events.swap(events_);
+    for (Event& event : events) {
+      event.time_us += shift_us;
+      push_event(event);
+    }
+    observer_.jump(a.observed, b.observed, periods, shift_us);
+    skipped_ += periods * period;
+  }
+
   const Plan& plan_;
   Observer& observer_;
   const bool replay_slots_;
+  const Lookout lookout_;
   std::vector<QueueState> queues_;
   std::vector<Flow> flows_;  // by queue
   std::vector<KindReplay> replays_;  // by kind
   std::vector<RankNetwork> networks_;  // by pipeline rank; empty when the cost has no links
   int64_t replayed_ = 0;
-  std::priority_queue<Event, std::vector<Event>, Later> events_;
+  std::vector<Event> events_;  // a heap (Later)
   uint64_t sequence_ = 0;
-};
 
-constexpr double kSettled = 1e-9;  // relative to the step: equal up to rounding (StepRecorder::repeats_shifted)
+  // Steady-state jumps (docs/syssim-sim.md, "Extrapolated micro-batches").
+  uint32_t marker_queue_ = kNone, marker_kind_ = kNone;
+  int32_t marker_ = -1;  // a marker slot of this micro-batch starts in the current event
+  bool jumping_ = false;  // still looking for a steady state
+  std::vector<Snapshot> snapshots_;  // by marker micro-batch, modulo their number
+  // By rank and slot: the least micro-batch of the slot and the slots after it, the greatest
+  // of the slot and the slots before it (-1 for the step_start and step slots).
+  std::vector<std::vector<int32_t>> least_from_, greatest_to_;
+  int64_t skipped_ = 0;
+};
 
 TimedOp timed(const ShardOp& op, double time_us) {
   return TimedOp{std::to_string(op.id) + "_" + op.name, time_us * kMsPerUs};
 }
 
-// What a simulated step adds up to, before the report's ratios and rankings: every total
-// grows by the same amount with each steady-state period of micro-batches, so the totals of
-// a long step follow from those of shorter ones (extrapolated below).
+// What a simulated step adds up to, before the report's ratios and rankings.
 struct StepTotals {
   std::vector<double> finish_us;  // by pipeline rank: its last instance's finish
   double flops = 0;               // all ranks' instances
@@ -937,6 +1195,12 @@ class Coverage {
     bool compute;
     int32_t group;
   };
+  struct Ahead {  // a replayed slot's boundaries not yet taken in
+    const std::vector<Boundary>* boundaries;
+    size_t next;
+    double offset_us;
+    double time_us() const { return offset_us + (*boundaries)[next].time_us; }
+  };
 
   // The index among groups() of collective group `name`, added if new.
   int32_t group_index(Symbol name) {
@@ -968,23 +1232,68 @@ class Coverage {
   // Takes in all that is held and ahead: the step is over.
   void close() { take_in_before(std::numeric_limits<double>::infinity()); }
 
+  // What the sweep holds at a time, for EventLoop's steady-state jumps: its counts, and its
+  // times relative to then.
+  struct State {
+    int64_t running = 0, computing = 0, collectives = 0;
+    double last_us = 0, exposed_us = 0, idle_us = 0;
+    std::vector<Group> groups;
+    std::vector<Boundary> held;
+    std::vector<Ahead> ahead;
+  };
+  void snapshot(State& state) const {
+    state.running = running_, state.computing = computing_, state.collectives = collectives_;
+    state.last_us = last_us_, state.exposed_us = exposed_us_, state.idle_us = idle_total_us_;
+    state.groups = groups_;
+    state.held = held_;
+    state.ahead = ahead_;
+  }
+  // Whether the sweep stands at `b` (at time b_us) as it stood at `a` (at a_us), up to the shift.
+  static bool repeats(const State& a, double a_us, const State& b, double b_us, double tolerance_us) {
+    auto same_time = [&](double at_a, double at_b) { return std::abs((at_b - b_us) - (at_a - a_us)) <= tolerance_us; };
+    if (a.running != b.running || a.computing != b.computing || a.collectives != b.collectives ||
+        !same_time(a.last_us, b.last_us) || a.groups.size() != b.groups.size() || a.ahead.size() != b.ahead.size())
+      return false;
+    for (size_t g = 0; g < a.groups.size(); ++g)
+      if (a.groups[g].running != b.groups[g].running) return false;
+    for (size_t q = 0; q < a.held.size(); ++q) {
+      const Boundary &x = a.held[q], &y = b.held[q];
+      if (x.delta != y.delta) return false;
+      if (x.delta != 0 && (x.compute != y.compute || x.group != y.group || !same_time(x.time_us, y.time_us)))
+        return false;
+    }
+    for (size_t i = 0; i < a.ahead.size(); ++i) {
+      const Ahead &x = a.ahead[i], &y = b.ahead[i];
+      if (x.boundaries != y.boundaries || x.next != y.next || !same_time(x.offset_us, y.offset_us)) return false;
+    }
+    return true;
+  }
+  // Moves the sweep on from `b` (now) by `periods` periods of (b - a), `shift_us` in all.
+  void jump(const State& a, const State& b, int64_t periods, double shift_us) {
+    const auto times = static_cast<double>(periods);
+    exposed_us_ += times * (b.exposed_us - a.exposed_us);
+    for (size_t g = 0; g < groups_.size(); ++g)
+      groups_[g].exposed_us += times * (b.groups[g].exposed_us - a.groups[g].exposed_us);
+    const double idle_us = times * (b.idle_us - a.idle_us);
+    idle_total_us_ += idle_us;
+    skipped_idle_us_ += idle_us;
+    last_us_ += shift_us;
+    for (Boundary& held : held_)
+      if (held.delta != 0) held.time_us += shift_us;
+    for (Ahead& ahead : ahead_) ahead.offset_us += shift_us;
+  }
+
   const std::vector<Group>& groups() const { return groups_; }
   double exposed_us() const { return exposed_us_; }
   // Wall time up to `until_us` during which none of the rank's streams runs.
   double idle_us(double until_us) const {
-    double idle = std::max(0.0, until_us - last_us_);
+    double idle = skipped_idle_us_ + std::max(0.0, until_us - last_us_);
     for (const auto& [from, to] : gaps_)
       if (from < until_us) idle += std::min(to, until_us) - from;
     return idle;
   }
 
  private:
-  struct Ahead {  // a replayed slot's boundaries not yet taken in
-    const std::vector<Boundary>* boundaries;
-    size_t next;
-    double offset_us;
-    double time_us() const { return offset_us + (*boundaries)[next].time_us; }
-  };
 
   // Takes in the held finishes and the boundaries ahead before `until_us`, earliest first (a
   // rank has a few queues, and a replayed slot or two ahead at a time).
@@ -1019,6 +1328,7 @@ class Coverage {
           gaps_.back().second = boundary.time_us;
         else
           gaps_.emplace_back(last_us_, boundary.time_us);
+        idle_total_us_ += length;
       } else if (computing_ == 0 && collectives_ > 0) {
         exposed_us_ += length;
         for (Group& group : groups_)
@@ -1036,19 +1346,25 @@ class Coverage {
   double last_us_ = 0;
   double exposed_us_ = 0;
   std::vector<Interval> gaps_;  // none runs: disjoint, in time order
+  double idle_total_us_ = 0;    // their lengths, and those jumped over
+  double skipped_idle_us_ = 0;  // jumped over: before the pipeline's end
   std::vector<Boundary> held_;  // by queue of the rank: its last finish, not taken in yet (delta -1)
   std::vector<Ahead> ahead_;
 };
 
-// Adds up a step as its instances run (StepTotals); optionally also keeps the instances' times
-// in a stretch of micro-batches (for repeats_shifted) or all of them (the timeline).
+// Adds up a step as its instances run (StepTotals); optionally also keeps every instance's times
+// (the timeline).
 class StepRecorder {
+  struct OpSums {  // over its instances
+    double duration_us = 0;
+    double standalone_us = 0;
+  };
+
  public:
-  // The stretch: micro-batches [stretch_first, stretch_first + stretch_span).
-  StepRecorder(const ShardSection& shard, const Plan& plan, bool timeline, int64_t stretch_first = 0,
-               int64_t stretch_span = 0)
-      : shard_(shard), plan_(plan), keep_timeline_(timeline), stretch_first_(stretch_first),
-        queues_(plan.queues.size()), group_of_(shard.ops.size(), -1), replay_boundaries_(plan.kinds.size()) {
+  static constexpr bool kMayJump = true;
+  StepRecorder(const ShardSection& shard, const Plan& plan, bool timeline)
+      : shard_(shard), plan_(plan), keep_timeline_(timeline), queues_(plan.queues.size()),
+        group_of_(shard.ops.size(), -1), replay_boundaries_(plan.kinds.size()) {
     for (size_t rank = 0; rank < plan.slots.size(); ++rank)
       coverage_.emplace_back(plan.first_queue[rank + 1] - plan.first_queue[rank]);
     for (uint32_t q = 0; q < plan.queues.size(); ++q) {
@@ -1059,7 +1375,7 @@ class StepRecorder {
       if (op.kind == "collective") group_of_[op.id] = coverage_[op.stage].group_index(op.group);
     totals_.finish_us.assign(plan.slots.size(), 0.0);
     op_sums_.resize(shard.ops.size());
-    stretch_.assign(shard.ops.size() * static_cast<size_t>(stretch_span), Times{});
+    ran_.assign(shard.ops.size(), 0);
   }
 
   void replayed(int64_t rank, uint32_t slot, uint32_t kind, const KindReplay& replay, double now_us) {
@@ -1108,25 +1424,42 @@ class StepRecorder {
 
   int64_t instances() const { return instances_; }
 
-  // Whether every micro-batch of the stretch but its last `period` ran again `period`
-  // micro-batches later as an exact copy, every instance of every rank shifted by one common
-  // time (up to rounding): the step is in a steady state over it. Ranks of unequal speed
-  // that nothing couples (GPipe's forward phase) drift instead, and a pipeline still settling,
-  // or settled into a cycle of several micro-batches, shifts them by different times.
-  bool repeats_shifted(int64_t period) const {
-    const double step_us = *std::max_element(totals_.finish_us.begin(), totals_.finish_us.end());
-    const size_t later = shard_.ops.size() * static_cast<size_t>(period);  // the same op `period` micro-batches later
-    std::optional<double> shift_us;
-    for (size_t e = 0; e + later < stretch_.size(); ++e) {
-      const Times &x = stretch_[e], &y = stretch_[e + later];
-      if (x.ran != y.ran) return false;
-      if (!x.ran) continue;
-      if (!shift_us) shift_us = y.start_us - x.start_us;
-      if (std::abs(y.start_us - x.start_us - *shift_us) > kSettled * step_us ||
-          std::abs(y.finish_us - x.finish_us - *shift_us) > kSettled * step_us)
-        return false;
+  // What the recorder holds at a time, for EventLoop's steady-state jumps.
+  struct Snapshot {
+    std::vector<double> finish_us;
+    double flops = 0, pipeline_end_us = 0;
+    std::vector<OpSums> op_sums;
+    std::vector<Coverage::State> coverage;
+  };
+  void snapshot(Snapshot& snapshot) const {
+    snapshot.finish_us = totals_.finish_us;
+    snapshot.flops = totals_.flops, snapshot.pipeline_end_us = totals_.pipeline_end_us;
+    snapshot.op_sums = op_sums_;
+    snapshot.coverage.resize(coverage_.size());
+    for (size_t r = 0; r < coverage_.size(); ++r) coverage_[r].snapshot(snapshot.coverage[r]);
+  }
+  // Whether every rank's last finish, the pipeline's and each rank's sweep stand at `b` (at
+  // b_us) as at `a` (at a_us), up to the shift.
+  static bool repeats(const Snapshot& a, double a_us, const Snapshot& b, double b_us, double tolerance_us) {
+    auto same_time = [&](double at_a, double at_b) { return std::abs((at_b - b_us) - (at_a - a_us)) <= tolerance_us; };
+    for (size_t r = 0; r < a.finish_us.size(); ++r)
+      if (!same_time(a.finish_us[r], b.finish_us[r])) return false;
+    if (!same_time(a.pipeline_end_us, b.pipeline_end_us)) return false;
+    for (size_t r = 0; r < a.coverage.size(); ++r)
+      if (!Coverage::repeats(a.coverage[r], a_us, b.coverage[r], b_us, tolerance_us)) return false;
+    return true;
+  }
+  // Moves the totals on from `b` (now) by `periods` periods of (b - a), `shift_us` in all.
+  void jump(const Snapshot& a, const Snapshot& b, int64_t periods, double shift_us) {
+    const auto times = static_cast<double>(periods);
+    for (double& finish_us : totals_.finish_us) finish_us += shift_us;
+    totals_.pipeline_end_us += shift_us;
+    totals_.flops += times * (b.flops - a.flops);
+    for (size_t op = 0; op < op_sums_.size(); ++op) {
+      op_sums_[op].duration_us += times * (b.op_sums[op].duration_us - a.op_sums[op].duration_us);
+      op_sums_[op].standalone_us += times * (b.op_sums[op].standalone_us - a.op_sums[op].standalone_us);
     }
-    return shift_us.has_value();
+    for (size_t r = 0; r < coverage_.size(); ++r) coverage_[r].jump(a.coverage[r], b.coverage[r], periods, shift_us);
   }
 
   // The totals, once the step is over: by op and links, those of the binding rank.
@@ -1140,7 +1473,7 @@ class StepRecorder {
       if (op.stage == totals.binding) {
         totals.duration_us[op.id] = op_sums_[op.id].duration_us;
         totals.standalone_us[op.id] = op_sums_[op.id].standalone_us;
-        totals.ran[op.id] = op_sums_[op.id].ran;
+        totals.ran[op.id] = ran_[op.id];
       }
     if (!networks.empty()) totals.links = networks[totals.binding].links;
     Coverage& coverage = coverage_[totals.binding];
@@ -1161,13 +1494,7 @@ class StepRecorder {
   }
 
  private:
-  struct Times {
-    double start_us = 0;
-    double finish_us = 0;
-    bool ran = false;
-  };
-
-  // An instance's share of the totals, its stretch and timeline entries.
+  // An instance's share of the totals, and its timeline entry.
   void add(int64_t rank, uint32_t queue, uint32_t slot, int32_t microbatch, const Entry& entry, uint32_t entry_index,
            double start_us, double finish_us, double duration_us) {
     double& finish = totals_.finish_us[rank];
@@ -1177,25 +1504,16 @@ class StepRecorder {
     OpSums& sums = op_sums_[entry.op];
     sums.duration_us += duration_us;
     sums.standalone_us += entry.time_us;
-    sums.ran = true;
+    ran_[entry.op] = 1;
     ++instances_;
-    const int64_t offset = microbatch - stretch_first_;
-    if (microbatch >= 0 && offset >= 0 && static_cast<size_t>(offset) * shard_.ops.size() < stretch_.size())
-      stretch_[static_cast<size_t>(offset) * shard_.ops.size() + entry.op] = Times{start_us, finish_us, true};
     if (keep_timeline_)
       timeline_.push_back({{rank, slot, entry_index},
                            TimelineEntry{rank, plan_.queues[queue].stream, entry.op, microbatch, start_us * kMsPerUs,
                                          finish_us * kMsPerUs}});
   }
-  struct OpSums {  // over its instances
-    double duration_us = 0;
-    double standalone_us = 0;
-    bool ran = false;
-  };
   const ShardSection& shard_;
   const Plan& plan_;
   const bool keep_timeline_;
-  const int64_t stretch_first_;
   struct QueueInfo {
     Coverage* coverage = nullptr;  // its rank's
     uint32_t local = 0;            // among its rank's queues
@@ -1207,8 +1525,8 @@ class StepRecorder {
   std::vector<std::vector<Coverage::Boundary>> replay_boundaries_;  // by kind: a replay's, relative to its start
   StepTotals totals_;  // but for the sums by op, kept for all ranks until the binding one is known
   std::vector<OpSums> op_sums_;  // by op
+  std::vector<char> ran_;        // by op: an instance ran
   int64_t instances_ = 0;
-  std::vector<Times> stretch_;  // by (micro-batch - stretch_first) * ops + op
   std::vector<std::pair<std::tuple<int64_t, uint32_t, uint32_t>, TimelineEntry>> timeline_;  // by (rank, slot, entry)
 };
 
@@ -1277,88 +1595,6 @@ SimSection sim_section(const ShardSection& shard, const CostSection& cost, const
   return sim;
 }
 
-// Totals of a step `periods` steady-state periods longer than c, from the steps b and c, one
-// period apart: c + periods * (c - b). nullopt where the binding rank, the ops that ran or the
-// most flows on a link differ between them, or where the binding rank would change.
-std::optional<StepTotals> extend(const StepTotals& b, const StepTotals& c, double periods) {
-  // The same ops on the same binding rank: the same collective groups too (exposed_us's keys).
-  if (b.binding != c.binding || b.ran != c.ran) return std::nullopt;
-  auto linear = [&](double before, double after) { return after + periods * (after - before); };
-  StepTotals m = c;
-  for (size_t r = 0; r < c.finish_us.size(); ++r) m.finish_us[r] = linear(b.finish_us[r], c.finish_us[r]);
-  m.flops = linear(b.flops, c.flops);
-  for (size_t op = 0; op < c.duration_us.size(); ++op) {
-    m.duration_us[op] = linear(b.duration_us[op], c.duration_us[op]);
-    m.standalone_us[op] = linear(b.standalone_us[op], c.standalone_us[op]);
-  }
-  for (size_t l = 0; l < c.links.size(); ++l) {
-    if (b.links[l].max_flows != c.links[l].max_flows) return std::nullopt;
-    m.links[l].busy_us = linear(b.links[l].busy_us, c.links[l].busy_us);
-    m.links[l].bytes = linear(b.links[l].bytes, c.links[l].bytes);
-  }
-  for (auto& [group, us] : m.exposed_us) us = linear(b.exposed_us.at(group), us);
-  m.idle_us = linear(b.idle_us, c.idle_us);
-  m.pipeline_end_us = linear(b.pipeline_end_us, c.pipeline_end_us);
-  if (binding_rank(m.finish_us) != m.binding) return std::nullopt;
-  return m;
-}
-
-struct Extrapolated {
-  StepTotals totals;
-  SimStats stats;
-};
-
-// A step of many micro-batches, from two shorter steps of the same schedule (docs/syssim-sim.md,
-// "Extrapolated micro-batches"): w pp + k and w pp + 2k micro-batches, k the schedule's period
-// (pp micro-batches for the interleaved schedule, else 1), w = 3 and then 4 for 1f1b, which
-// mostly settles a pipeline's length after its warm-up, 4 for the others. nullopt where that
-// would not save work, where the shard section's schedule is not the named schedule's, or
-// where no longer short step settled into a steady state: micro-batches (w - 2) pp to
-// (w - 1) pp do not repeat micro-batch after micro-batch (period after period).
-std::optional<Extrapolated> extrapolate_microbatches(const ShardSection& shard, const CostSection& cost, bool replay) {
-  const int64_t pp = shard.parallelism.pp, vpp = shard.parallelism.vpp.value_or(1), m = shard.num_microbatches;
-  const std::string& name = shard.pipeline_schedule;
-  if (name != "1f1b" && name != "interleaved" && name != "gpipe" && name != "zb-h1") return std::nullopt;
-  const int64_t period = name == "interleaved" ? pp : 1;
-  // From short steps of warm pp + k and warm pp + 2k micro-batches, where the longer settled.
-  auto extrapolate_from = [&](int64_t warm) -> std::optional<Extrapolated> {
-    const std::array<int64_t, 2> counts = {warm * pp + period, warm * pp + 2 * period};
-    std::array<StepTotals, 2> totals;
-    Extrapolated extrapolated;
-    // The longer first: when it shows no steady state, the shorter is not needed.
-    for (size_t i = counts.size(); i-- > 0;) {
-      const Plan plan = make_plan(shard, cost, rank_programs(shard, make_schedule(name, pp, vpp, counts[i]), counts[i]),
-                                  counts[i]);
-      // The longer's stretch of pp micro-batches past the warm-up and its settling, clear of
-      // the cool-down, must repeat period after period.
-      const bool longer = i + 1 == counts.size();
-      StepRecorder recorder(shard, plan, false, (warm - 2) * pp, longer ? pp + period : 0);
-      EventLoop<StepRecorder> loop(plan, recorder, replay);
-      loop.run();
-      if (longer && !recorder.repeats_shifted(period)) return std::nullopt;
-      totals[i] = recorder.totals(loop.networks());
-      extrapolated.stats.instances += recorder.instances();
-      extrapolated.stats.replayed += loop.replayed();
-    }
-    std::optional<StepTotals> extended = extend(totals[0], totals[1], static_cast<double>((m - counts[1]) / period));
-    if (!extended) return std::nullopt;
-    extrapolated.totals = std::move(*extended);
-    extrapolated.stats.extrapolated = true;
-    return extrapolated;
-  };
-  bool schedule_checked = false;
-  for (int64_t warm : name == "1f1b" ? std::vector<int64_t>{3, 4} : std::vector<int64_t>{4}) {
-    const int64_t longer = warm * pp + 2 * period, shorter = longer - period;
-    if (m <= shorter + longer || (m - longer) % period != 0) return std::nullopt;  // nothing to save
-    if (!schedule_checked &&
-        ((name == "interleaved") != (vpp > 1) || shard.schedule != make_schedule(name, pp, vpp, m)))
-      return std::nullopt;
-    schedule_checked = true;
-    if (std::optional<Extrapolated> extrapolated = extrapolate_from(warm)) return extrapolated;
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 SimStats simulate_graph(Graph& g, const SimOptions& options) {
@@ -1371,18 +1607,21 @@ SimStats simulate_graph(Graph& g, const SimOptions& options) {
     throw DataError("/shard/num_microbatches: expected at least 1, got " + std::to_string(shard.num_microbatches));
   check_ops(shard);
   check_network(cost, "/cost");  // cost_from_json checks this too; a graph built in memory may not be
-  if (!options.record_timeline && options.extrapolate_microbatches)
-    if (std::optional<Extrapolated> extrapolated = extrapolate_microbatches(shard, cost, options.replay_slots)) {
-      g.sim = sim_section(shard, cost, extrapolated->totals);
-      return extrapolated->stats;
-    }
   const Plan plan = make_plan(shard, cost, rank_programs(shard), shard.num_microbatches);
   StepRecorder recorder(shard, plan, options.record_timeline);
-  EventLoop<StepRecorder> loop(plan, recorder, options.replay_slots);
+  // A steady state is looked for up to micro-batch 3 pp + k (k: pp for the interleaved
+  // schedule, else 1), as far as the two short steps of earlier versions looked, with periods
+  // of up to a pipeline's micro-batches (pp vpp).
+  Lookout lookout;
+  if (options.extrapolate_microbatches && !options.record_timeline) {
+    const int64_t pp = shard.parallelism.pp, vpp = shard.parallelism.vpp.value_or(1);
+    lookout = Lookout{static_cast<int32_t>(3 * pp + (vpp > 1 ? pp : 1)), static_cast<int32_t>(pp * vpp)};
+  }
+  EventLoop<StepRecorder> loop(plan, recorder, options.replay_slots, lookout);
   loop.run();
   g.sim = sim_section(shard, cost, recorder.totals(loop.networks()));
   if (options.record_timeline) g.sim->timeline = recorder.timeline();
-  return SimStats{recorder.instances(), loop.replayed(), false};
+  return SimStats{recorder.instances(), loop.replayed(), loop.skipped() > 0};
 }
 
 }  // namespace syssim

@@ -9,9 +9,9 @@ struct SimOptions {
   // Replay repeated schedule slots from one simulation of each kind where that is exact
   // (docs/syssim-sim.md, "Replayed slots"); off simulates every op instance.
   bool replay_slots = true;
-  // A step of many micro-batches from two shorter steps of its schedule, extended by whole
-  // steady-state periods where they show one (docs/syssim-sim.md, "Extrapolated
-  // micro-batches"); off, or with record_timeline, simulates every micro-batch.
+  // Where the step's state repeats every few micro-batches, jump over whole periods of them
+  // instead of simulating each (docs/syssim-sim.md, "Extrapolated micro-batches"); off, or with
+  // record_timeline, simulates every micro-batch.
   bool extrapolate_microbatches = true;
 };
 
@@ -19,7 +19,9 @@ struct SimOptions {
 struct SimStats {
   int64_t instances = 0;  // op instances of the step, all ranks
   int64_t replayed = 0;   // of them, replayed from a slot kind's simulation
-  bool extrapolated = false;  // instances and replayed count the two shorter steps
+  // Steady-state periods were jumped over (docs/syssim-sim.md, "Extrapolated micro-batches"):
+  // instances and replayed count those simulated.
+  bool extrapolated = false;
 };
 
 // A lower bound on the step time simulate_graph gives for these sections, in ms, found

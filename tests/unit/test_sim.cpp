@@ -72,6 +72,62 @@ TEST(Simulation, MicroBatchesRunBackToBack) {
   EXPECT_EQ(sim.per_pp_rank_step_time_ms, std::vector<double>{0.09});
 }
 
+// Extrapolated micro-batches (docs/syssim-sim.md): a steady state of two micro-batches. Two
+// ranks, alike and independent, run their micro-batches in pairs, F F B B: f 10 us, b 20 us
+// after it, and a 5 us dp collective after b. Compute never idles (f0 0-10, f1 10-20,
+// b0 20-40, b1 40-60, f2 60-70, ...) and each collective runs beside the next compute op
+// (d0 40-45, d1 60-65), but for the last one: 40 micro-batches end at 40 * 30 + 5 = 1205 us,
+// 5 us exposed. The state at f2's start (d1 starting) comes back at f4's and every second
+// micro-batch after, not at f3's (d1 over): the loop jumps whole periods of two.
+TEST(Simulation, AStateRepeatingEveryTwoMicroBatchesIsJumpedOver) {
+  constexpr int64_t kMicrobatches = 40;
+  PipelineSchedule schedule(2);
+  for (std::vector<ScheduleSlot>& slots : schedule)
+    for (int64_t m = 0; m < kMicrobatches; m += 2)
+      slots.insert(slots.end(), {{0, m, "forward"}, {0, m + 1, "forward"}, {0, m, "backward"}, {0, m + 1, "backward"}});
+  std::vector<TestOp> ops;
+  for (int64_t rank = 0; rank < 2; ++rank) {
+    const int64_t first = static_cast<int64_t>(ops.size());
+    ops.push_back({"f", "gemm", "fwd", "compute", 10, {}, "microbatch", 1e6, rank});
+    ops.push_back({"b", "gemm", "bwd", "compute", 20, {first}, "microbatch", 2e6, rank});
+    ops.push_back({"d", "collective", "bwd", "dp", 5, {first + 1}, "microbatch", 0, rank, "dp"});
+  }
+  Graph every = graph_of(ops, kMicrobatches, schedule);
+  Graph jumped = every;
+  SimOptions full;
+  full.extrapolate_microbatches = false;
+  const SimStats all = simulate_graph(every, full);
+  const SimStats stats = simulate_graph(jumped);
+  EXPECT_FALSE(all.extrapolated);
+  EXPECT_EQ(all.instances, 2 * 3 * kMicrobatches);
+  EXPECT_TRUE(stats.extrapolated);
+  EXPECT_LT(stats.instances, all.instances / 2);
+  for (const SimSection* sim : {&*every.sim, &*jumped.sim}) {
+    EXPECT_NEAR(sim->step_time_ms, 1.205, 1e-12);
+    EXPECT_EQ(sim->per_pp_rank_step_time_ms.size(), 2u);
+    EXPECT_NEAR(sim->per_pp_rank_step_time_ms[1], 1.205, 1e-12);
+    EXPECT_NEAR(sim->forward_ms, 0.4, 1e-12);
+    EXPECT_NEAR(sim->backward_ms, 0.8, 1e-12);
+    EXPECT_NEAR(sim->collective_total_ms, 0.2, 1e-12);
+    EXPECT_NEAR(sim->collective_exposed_ms, 0.005, 1e-12);
+    EXPECT_NEAR(sim->hardware_flops_per_rank, 1.2e8, 1e-4);
+  }
+}
+
+// Where the collectives take longer than the compute they follow, they fall further behind
+// with every micro-batch: d (40 us) after b (20 us) after f (10 us) ends at 30 + 40 i us
+// for micro-batch i. No state comes back, and every micro-batch is simulated.
+TEST(Simulation, AStepThatDriftsIsSimulatedInFull) {
+  Graph g = graph_of({{"f", "gemm", "fwd", "compute", 10},
+                      {"b", "gemm", "bwd", "compute", 20, {0}},
+                      {"d", "collective", "bwd", "dp", 40, {1}, "microbatch", 0, 0, "dp"}},
+                     40);
+  const SimStats stats = simulate_graph(g);
+  EXPECT_FALSE(stats.extrapolated);
+  EXPECT_EQ(stats.instances, 3 * 40);
+  EXPECT_NEAR(g.sim->step_time_ms, 0.03 + 0.04 * 40, 1e-12);
+}
+
 TEST(Simulation, StepOpsWaitForTheLastMicroBatch) {
   // Two micro-batches of f (10 us) and b (20 us) end at 60 us. The dp all-reduce depends on b
   // of the last micro-batch: 60-110 us; the optimizer then runs 110-140 us. Had the all-reduce
