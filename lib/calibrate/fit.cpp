@@ -69,10 +69,10 @@ const std::vector<Source>& sources() {
        [](const std::vector<double>& d, const std::string& dtype) {
          return attention_kernel(d[0], d[1], d[2], d[3], d[4], true, dtype, false);
        },
-       {"forward"}, xgboost_params(6, 0.2, 1), 150, false},
+       {"forward"}, xgboost_params(6, 0.2, 1), 150, false, ""},
       {"norm", "rmsnorm.csv", {"seq", "dim"},
        [](const std::vector<double>& d, const std::string& dtype) { return norm_kernel(d[0], d[1], dtype, false); },
-       {"forward"}, xgboost_params(6, 0.2, 1), 100, false},
+       {"forward"}, xgboost_params(6, 0.2, 1), 100, false, ""},
   };
   return kSources;
 }
