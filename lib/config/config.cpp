@@ -742,7 +742,8 @@ nlohmann::json to_json(const TrainingConfig& t) {
             {"moe_expert_capacity_factor", nullable_to_json(t.moe_expert_capacity_factor)},
             {"moe_pad_expert_input_to_capacity", t.moe_pad_expert_input_to_capacity},
             {"moe_imbalance", t.moe_imbalance},
-            {"moe_shared_expert_overlap", t.moe_shared_expert_overlap}});
+            {"moe_shared_expert_overlap", t.moe_shared_expert_overlap},
+            {"overlap_moe_expert_parallel_comm", t.overlap_moe_expert_parallel_comm}});
   return j;
 }
 
@@ -774,6 +775,8 @@ TrainingConfig training_from_json(const nlohmann::json& j, const std::string& pa
   if (j.contains("moe_imbalance")) t.moe_imbalance = require_as<double>(j, "moe_imbalance", path);
   if (j.contains("moe_shared_expert_overlap"))
     t.moe_shared_expert_overlap = require_as<bool>(j, "moe_shared_expert_overlap", path);
+  if (j.contains("overlap_moe_expert_parallel_comm"))
+    t.overlap_moe_expert_parallel_comm = require_as<bool>(j, "overlap_moe_expert_parallel_comm", path);
   return t;
 }
 

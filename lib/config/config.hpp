@@ -167,6 +167,10 @@ struct TrainingConfig {
   bool moe_pad_expert_input_to_capacity = false;
   double moe_imbalance = 1;  // the busiest expert's tokens over the mean (1: balanced routing)
   bool moe_shared_expert_overlap = false;
+  // Megatron-Core's overlap_moe_expert_parallel_comm: the combined 1F1B schedule runs each
+  // forward beside the backward of another micro-batch, so that one's all-to-alls run during
+  // the other's compute (docs/parallelism.md "Expert parallelism").
+  bool overlap_moe_expert_parallel_comm = false;
 };
 
 // The parallel dimensions in Megatron's rank order, fastest first, with their sizes: `order`

@@ -188,6 +188,26 @@ bool is_expert_role(Symbol tp_role) {
   return tp_role == "expert_column" || tp_role == "expert_row" || tp_role == "expert";
 }
 
+namespace {
+
+// What Megatron-Core refuses with overlap_moe_expert_parallel_comm (TransformerConfig's
+// checks, megatron/core/transformer/transformer_config.py).
+void check_expert_parallel_overlap(const ModelConfig& model, const ShardOptions& options) {
+  const ParallelismConfig& p = options.parallelism;
+  const TrainingConfig& t = options.training;
+  auto refuse = [](const std::string& why) { throw UsageError("overlap_moe_expert_parallel_comm " + why); };
+  if (p.ep < 2) refuse("needs expert parallelism (ep > 1)");
+  if (t.moe_token_dispatcher_type != "alltoall") refuse("needs the alltoall token dispatcher");
+  if (p.pp > 1 && !p.vpp) refuse("with pp > 1 needs virtual pipeline stages (--vpp), as Megatron-Core");
+  if (t.recompute == "full") refuse("does not take full recomputation");
+  if (std::find(t.recompute_modules.begin(), t.recompute_modules.end(), "moe") != t.recompute_modules.end())
+    refuse("does not take the moe recompute module");
+  if (t.moe_shared_expert_overlap) refuse("and moe_shared_expert_overlap exclude each other");
+  if (model.mtp_num_layers > 1) refuse("takes at most one MTP layer");
+}
+
+}  // namespace
+
 void check_expert_parallel(const ModelConfig& model, const ShardOptions& options) {
   const ParallelismConfig& p = options.parallelism;
   const TrainingConfig& t = options.training;
@@ -196,6 +216,9 @@ void check_expert_parallel(const ModelConfig& model, const ShardOptions& options
   if (!model.is_moe()) {
     if (p.ep > 1 || p.expert_tp() != p.tp)
       throw UsageError("ep and etp need a model with experts (num_moe_experts); " + model.name + " has none");
+    if (t.overlap_moe_expert_parallel_comm)
+      throw UsageError("overlap_moe_expert_parallel_comm needs a model with experts (num_moe_experts); " + model.name +
+                       " has none");
     return;
   }
   const int64_t etp = p.expert_tp(), attention_ranks = p.tp * p.cp * p.dp;
@@ -228,6 +251,7 @@ void check_expert_parallel(const ModelConfig& model, const ShardOptions& options
     throw UsageError("moe_shared_expert_overlap needs shared experts (moe_shared_expert_intermediate_size)");
   if (t.moe_shared_expert_overlap && t.moe_token_dispatcher_type != "alltoall")
     throw UsageError("moe_shared_expert_overlap needs the alltoall token dispatcher (as in Megatron-Core)");
+  if (t.overlap_moe_expert_parallel_comm) check_expert_parallel_overlap(model, options);
 }
 
 void set_expert_axes(ShardContext& context) {

@@ -16,8 +16,8 @@ ScheduleSlot weight(int64_t microbatch) { return {0, microbatch, "weight"}; }
 // Megatron-LM forward_backward_pipelining_without_interleaving (Narayanan et al. 2021,
 // Fig. 4 top): pp - rank - 1 warm-up forwards, then one forward and one backward in turn,
 // then the remaining backwards.
-std::vector<ScheduleSlot> one_f_one_b(int64_t pp, int64_t rank, int64_t m) {
-  int64_t warmup = std::min(pp - rank - 1, m);
+std::vector<ScheduleSlot> one_f_one_b(int64_t pp, int64_t rank, int64_t m, int64_t extra_warmup) {
+  int64_t warmup = std::min(pp - rank - 1 + extra_warmup, m);
   std::vector<ScheduleSlot> slots;
   for (int64_t i = 0; i < warmup; ++i) slots.push_back(forward(i));
   for (int64_t i = 0; i < m - warmup; ++i) {
@@ -41,14 +41,14 @@ std::vector<ScheduleSlot> gpipe(int64_t m) {
 // through chunk 0, the same pp through chunk 1, ...; backwards go through the chunks in
 // reverse. Warm-up: (pp - rank - 1) * 2 + (vpp - 1) * pp forwards, or all of them when
 // m == pp.
-std::vector<ScheduleSlot> interleaved(int64_t pp, int64_t vpp, int64_t rank, int64_t m) {
+std::vector<ScheduleSlot> interleaved(int64_t pp, int64_t vpp, int64_t rank, int64_t m, int64_t extra_warmup) {
   const int64_t total = m * vpp, group = pp * vpp;
   auto slot = [&](int64_t k, bool is_forward) {
     int64_t chunk = k % group / pp;
     int64_t microbatch = k / group * pp + k % pp;
     return is_forward ? forward(microbatch, chunk) : backward(microbatch, vpp - 1 - chunk);
   };
-  int64_t warmup = m == pp ? total : std::min((pp - rank - 1) * 2 + (vpp - 1) * pp, total);
+  int64_t warmup = m == pp ? total : std::min((pp - rank - 1) * 2 + (vpp - 1) * pp + extra_warmup, total);
   std::vector<ScheduleSlot> slots;
   for (int64_t k = 0; k < warmup; ++k) slots.push_back(slot(k, true));
   for (int64_t k = 0; k < total - warmup; ++k) {
@@ -87,9 +87,15 @@ std::vector<ScheduleSlot> zb_h1(int64_t pp, int64_t rank, int64_t m) {
 
 }  // namespace
 
-PipelineSchedule make_schedule(const std::string& name, int64_t pp, int64_t vpp, int64_t m) {
+PipelineSchedule make_schedule(const std::string& name, int64_t pp, int64_t vpp, int64_t m, bool combined) {
   if (name != "1f1b" && name != "interleaved" && name != "gpipe" && name != "zb-h1")
     throw UsageError("pipeline_schedule=" + name + ": expected 1f1b, interleaved, gpipe or zb-h1");
+  if (combined && name != "1f1b" && name != "interleaved")
+    throw UsageError("pipeline_schedule=" + name +
+                     " has no forward and backward to pair: the combined 1F1B schedule is 1f1b (pp 1) or interleaved");
+  // Megatron-Core's combined 1F1B runs one more warm-up forward, so that the forward and the
+  // backward of each 1F1B step are independent (schedules.py, get_pp_rank_microbatches).
+  const int64_t extra_warmup = combined ? 1 : 0;
   if (name == "interleaved") {
     if (vpp < 2) throw UsageError("pipeline_schedule=interleaved needs vpp > 1 (got vpp=" + str(vpp) + ")");
     if (m % pp != 0)
@@ -102,11 +108,11 @@ PipelineSchedule make_schedule(const std::string& name, int64_t pp, int64_t vpp,
   PipelineSchedule schedule;
   for (int64_t rank = 0; rank < pp; ++rank) {
     if (name == "1f1b")
-      schedule.push_back(one_f_one_b(pp, rank, m));
+      schedule.push_back(one_f_one_b(pp, rank, m, extra_warmup));
     else if (name == "gpipe")
       schedule.push_back(gpipe(m));
     else if (name == "interleaved")
-      schedule.push_back(interleaved(pp, vpp, rank, m));
+      schedule.push_back(interleaved(pp, vpp, rank, m, extra_warmup));
     else
       schedule.push_back(zb_h1(pp, rank, m));
   }

@@ -23,9 +23,11 @@ inline bool operator==(const ScheduleSlot& a, const ScheduleSlot& b) {
 using PipelineSchedule = std::vector<std::vector<ScheduleSlot>>;
 
 // The schedule `name` (1f1b | interleaved | gpipe | zb-h1) for pp ranks with vpp chunks each
-// and num_microbatches micro-batches. Throws UsageError for an unknown name and for
-// combinations the schedule does not support (interleaved: num_microbatches a multiple of
-// pp; zb-h1 and gpipe: vpp = 1).
-PipelineSchedule make_schedule(const std::string& name, int64_t pp, int64_t vpp, int64_t num_microbatches);
+// and num_microbatches micro-batches; `combined`: Megatron-Core's combined 1F1B (EP overlap),
+// whose 1F1B steps each run their forward beside their backward (one more warm-up forward).
+// Throws UsageError for an unknown name and for combinations the schedule does not support
+// (interleaved: num_microbatches a multiple of pp; zb-h1 and gpipe: vpp = 1, not combined).
+PipelineSchedule make_schedule(const std::string& name, int64_t pp, int64_t vpp, int64_t num_microbatches,
+                               bool combined);
 
 }  // namespace syssim

@@ -136,6 +136,7 @@ RankProgram program_of(const std::vector<const ShardOp*>& rank_ops, int64_t stag
     size_t& kind_index = kind_of[(static_cast<size_t>(s.chunk) * passes.size() + pass) * 2 + merged];
     if (kind_index == kNone) {
       kind_index = program.kind_ops.size();
+      program.backward_kind.push_back(pass != 0);
       const std::vector<int64_t>& ops = ops_of[static_cast<size_t>(s.chunk) * passes.size() + pass];
       std::vector<int64_t>& kind = program.kind_ops.emplace_back();
       if (merged) {
@@ -160,17 +161,13 @@ RankProgram rank_program(const ShardSection& shard, int64_t stage) {
 }
 
 std::vector<RankProgram> rank_programs(const ShardSection& shard) {
-  return rank_programs(shard, shard.schedule, shard.num_microbatches);
-}
-
-std::vector<RankProgram> rank_programs(const ShardSection& shard, const PipelineSchedule& schedule,
-                                       int64_t microbatches) {
   const int64_t ranks = std::max<int64_t>(shard.parallelism.pp, 0);
   std::vector<std::vector<const ShardOp*>> ops_of_rank(static_cast<size_t>(ranks));
   for (const ShardOp& op : shard.ops)
     if (op.stage >= 0 && op.stage < ranks) ops_of_rank[op.stage].push_back(&op);
   std::vector<RankProgram> programs;
-  for (int64_t rank = 0; rank < ranks; ++rank) programs.push_back(program_of(ops_of_rank[rank], rank, schedule, microbatches));
+  for (int64_t rank = 0; rank < ranks; ++rank)
+    programs.push_back(program_of(ops_of_rank[rank], rank, shard.schedule, shard.num_microbatches));
   return programs;
 }
 

@@ -101,16 +101,13 @@ struct RankProgram {
   };
   std::vector<int64_t> step_start_ops;
   std::vector<std::vector<int64_t>> kind_ops;
+  std::vector<bool> backward_kind;  // by kind: a backward or weight pass
   std::vector<Slot> slots;  // in the order of the rank's schedule
   std::vector<int64_t> step_ops;
 };
 RankProgram rank_program(const ShardSection& shard, int64_t stage);
 // Every rank's (parallelism.pp of them), by rank, in one pass over the ops.
 std::vector<RankProgram> rank_programs(const ShardSection& shard);
-// The same for the slot lists of another schedule with `microbatches` micro-batches (the
-// simulator's shorter steps, docs/syssim-sim.md "Extrapolated micro-batches").
-std::vector<RankProgram> rank_programs(const ShardSection& shard, const PipelineSchedule& schedule,
-                                       int64_t microbatches);
 
 nlohmann::json to_json(const ShardSection& shard);
 ShardSection shard_from_json(const nlohmann::json& j, const std::string& path);

@@ -267,7 +267,8 @@ void set_global_batch(const ModelConfig& model, int64_t global_batch, ShardSecti
   if (global_batch < 1) throw UsageError("global_batch=" + str(global_batch) + " must be at least 1");
   require_divides(shard.training.micro_batch * p.dp, "micro_batch*dp", global_batch, "global_batch");
   const int64_t microbatches = global_batch / (shard.training.micro_batch * p.dp);
-  shard.schedule = make_schedule(shard.pipeline_schedule, p.pp, p.vpp.value_or(1), microbatches);
+  shard.schedule = make_schedule(shard.pipeline_schedule, p.pp, p.vpp.value_or(1), microbatches,
+                                 shard.training.overlap_moe_expert_parallel_comm);
   shard.num_microbatches = microbatches;
   shard.training.global_batch = global_batch;
   shard.model_flops_per_step = megatron_model_flops(model, global_batch, shard.seq_length, p.tp);

@@ -192,6 +192,21 @@ double step_time_lower_bound_ms(const ShardSection& shard, const CostSection& co
     ListPaths step;  // its step ops
     size_t next_slot = 0;
     double compute_free_us = 0;
+    std::vector<double> compute_end_us;  // by slot: when the compute stream is free of it
+    double step_start_end_us = 0;
+  };
+  // When a slot's compute can start: after the previous slot's; in the combined 1F1B schedule
+  // (docs/syssim-sim.md), where a slot overlaps the one before it on the other side, after the
+  // slot two before (the schedule's window) and the previous one only on its own side.
+  const bool combined = shard.training.overlap_moe_expert_parallel_comm;
+  auto compute_start_us = [combined](const RankState& state, size_t slot) {
+    if (!combined) return state.compute_free_us;
+    const std::vector<RankProgram::Slot>& slots = state.program.slots;
+    const std::vector<bool>& backward = state.program.backward_kind;
+    double start = slot >= 2 ? state.compute_end_us[slot - 2] : state.step_start_end_us;
+    if (slot >= 1 && backward[slots[slot - 1].kind] == backward[slots[slot].kind])
+      start = std::max(start, state.compute_end_us[slot - 1]);
+    return start;
   };
   std::vector<RankState> states(static_cast<size_t>(ranks));
   // The latest finish of each op an op of another list depends on, by micro-batch (NaN until
@@ -216,7 +231,7 @@ double step_time_lower_bound_ms(const ShardSection& shard, const CostSection& co
     export_inputs(state.step);
     // The step_start ops first.
     const ListPaths starting = list_paths(shard, state.program.step_start_ops, rank, duration_us);
-    state.compute_free_us = compute_free_after(starting, 0, {});
+    state.compute_free_us = state.step_start_end_us = compute_free_after(starting, 0, {});
   }
   for (RankState& state : states)
     for (const std::vector<int64_t>& ops : state.program.kind_ops) {
@@ -240,9 +255,12 @@ double step_time_lower_bound_ms(const ShardSection& shard, const CostSection& co
         input_finish.clear();
         for (int64_t input : paths.inputs) input_finish.push_back(exported[export_of[input]][microbatch]);
         if (std::any_of(input_finish.begin(), input_finish.end(), [](double t) { return std::isnan(t); })) break;
+        const double start_us = compute_start_us(state, state.next_slot);
         for (const auto& [position, index] : state.outputs[slot.kind])
-          exported[index][microbatch] = paths.finish(position, state.compute_free_us, input_finish);
-        state.compute_free_us = compute_free_after(paths, state.compute_free_us, input_finish);
+          exported[index][microbatch] = paths.finish(position, start_us, input_finish);
+        const double end_us = compute_free_after(paths, start_us, input_finish);
+        state.compute_free_us = std::max(state.compute_free_us, end_us);
+        if (combined) state.compute_end_us.push_back(end_us);
       }
     }
     if (done == 0)

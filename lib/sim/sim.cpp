@@ -102,6 +102,10 @@ struct Plan {
     int64_t rank = 0;
     Symbol stream;
     std::vector<uint64_t> before;  // by slot of its rank, and one past the last: its instances in earlier slots
+    // The combined 1F1B schedule (docs/syssim-sim.md): a stream's backward-pass instances get
+    // a queue of their own, its twin, which never runs while the other does.
+    bool backward_side = false;
+    uint32_t twin = kNone;
   };
   struct Kind {
     bool once = false;  // the step_start or step ops: one slot, micro-batch -1
@@ -119,6 +123,7 @@ struct Plan {
   };
   const CostSection* cost = nullptr;
   int64_t microbatches = 0;
+  bool combined = false;                 // overlap_moe_expert_parallel_comm: the combined 1F1B schedule
   std::vector<Queue> queues;             // a rank's are consecutive
   std::vector<uint32_t> first_queue;     // by rank, and one past the last rank
   std::vector<std::vector<Slot>> slots;  // by rank
@@ -275,6 +280,7 @@ Plan make_plan(const ShardSection& shard, const CostSection& cost, const std::ve
   Plan plan;
   plan.cost = &cost;
   plan.microbatches = microbatches;
+  plan.combined = shard.training.overlap_moe_expert_parallel_comm;
   std::vector<uint32_t> queue_of(ops, kNone);
   plan.waited_across_slots.assign(ops, 0);
   std::vector<uint32_t> entry_in_kind(ops, kNone);  // scratch: an op's entry in the kind being laid out
@@ -290,22 +296,31 @@ Plan make_plan(const ShardSection& shard, const CostSection& cost, const std::ve
       slots.push_back({static_cast<uint32_t>(base + 1 + slot.kind), static_cast<int32_t>(slot.microbatch)});
     slots.push_back({static_cast<uint32_t>(base + lists.size() - 1), -1});
 
-    // The rank's queues, in issue order.
+    // The rank's queues, in issue order: one per stream, two in the combined schedule.
     const auto first_queue = static_cast<uint32_t>(plan.queues.size());
     plan.first_queue.push_back(first_queue);
     std::vector<char> seen(lists.size(), 0);
     for (const Plan::Slot& slot : slots) {
-      if (seen[slot.kind - base]) continue;
-      seen[slot.kind - base] = 1;
-      for (int64_t op : *lists[slot.kind - base]) {
+      const uint32_t list = slot.kind - base;
+      if (seen[list]) continue;
+      seen[list] = 1;
+      const bool backward_side =
+          plan.combined && list > 0 && list + 1 < lists.size() && program.backward_kind[list - 1];
+      for (int64_t op : *lists[list]) {
         if (queue_of[op] != kNone) continue;
         const Symbol stream = shard.ops[op].stream;
         uint32_t q = first_queue;
-        while (q < plan.queues.size() && plan.queues[q].stream != stream) ++q;
-        if (q == plan.queues.size()) plan.queues.push_back(Plan::Queue{rank, stream, {}});
+        while (q < plan.queues.size() &&
+               (plan.queues[q].stream != stream || plan.queues[q].backward_side != backward_side))
+          ++q;
+        if (q == plan.queues.size()) plan.queues.push_back(Plan::Queue{rank, stream, {}, backward_side});
         queue_of[op] = q;
       }
     }
+    for (uint32_t a = first_queue; a < plan.queues.size(); ++a)
+      for (uint32_t b = first_queue; b < plan.queues.size(); ++b)
+        if (plan.queues[a].stream == plan.queues[b].stream && plan.queues[a].backward_side != plan.queues[b].backward_side)
+          plan.queues[a].twin = b;
     const size_t rank_queues = plan.queues.size() - first_queue;
 
     // Each kind's entries, deps and slots.
@@ -523,8 +538,9 @@ template <typename Observer>
 class EventLoop {
  public:
   EventLoop(const Plan& plan, Observer& observer, bool replay_slots, Lookout lookout = {})
-      : plan_(plan), observer_(observer), replay_slots_(replay_slots), lookout_(lookout), queues_(plan.queues.size()),
-        flows_(plan.queues.size()), replays_(replay_slots ? plan.kinds.size() : 0) {
+      // Slots of the combined schedule overlap each other: none runs as it did alone.
+      : plan_(plan), observer_(observer), replay_slots_(replay_slots && !plan.combined), lookout_(lookout),
+        queues_(plan.queues.size()), flows_(plan.queues.size()), replays_(replay_slots_ ? plan.kinds.size() : 0) {
     if (!plan.cost->links.empty()) {
       RankNetwork network;
       for (const Link& link : plan.cost->links) network.links.push_back(LinkState{link.bandwidth_GBps * kBytesPerUsPerGBps});
@@ -656,9 +672,25 @@ class EventLoop {
     return queues_[dep.queue].finished > plan_.place_of(dep, slot, microbatch);
   }
 
+  // In the combined 1F1B schedule (docs/syssim-sim.md, "The combined 1F1B schedule"): a
+  // stream runs one side at a time, and a slot starts once the other side has finished the
+  // slots two and more before it, so that each forward pairs with the backward after it.
+  bool combined_allows(uint32_t queue) const {
+    const Plan::Queue& q = plan_.queues[queue];
+    if (q.twin != kNone && queues_[q.twin].busy) return false;
+    const QueueState& state = queues_[queue];
+    if (plan_.kinds[state.kind].once || state.slot < 2) return true;
+    for (uint32_t o = plan_.first_queue[q.rank]; o < plan_.first_queue[q.rank + 1]; ++o)
+      if (plan_.queues[o].backward_side != q.backward_side &&
+          queues_[o].finished < plan_.queues[o].before[state.slot - 1])
+        return false;
+    return true;
+  }
+
   void try_start(uint32_t queue, double now_us) {
     QueueState& state = queues_[queue];
     if (state.busy || done(queue)) return;
+    if (plan_.combined && !combined_allows(queue)) return;
     const Entry& entry = *state.head;
     for (uint32_t d = entry.deps_begin; d < entry.deps_end; ++d)
       if (!finished(plan_.deps[d], state.slot, state.microbatch)) return;
@@ -695,6 +727,11 @@ class EventLoop {
     step(queue);
     try_start(queue, now_us);
     for (uint32_t d = entry.dependents_begin; d < entry.dependents_end; ++d) try_start(plan_.dependent_queues[d], now_us);
+    // The twin is free now, and the other side's slots may have come in reach.
+    if (plan_.combined) {
+      const int64_t rank = plan_.queues[queue].rank;
+      for (uint32_t q = plan_.first_queue[rank]; q < plan_.first_queue[rank + 1]; ++q) try_start(q, now_us);
+    }
   }
 
   // The kind's entries that a replay covers and how they wait, worked out once.

@@ -258,9 +258,12 @@ double compute_lower_bound_ms(const nlohmann::json& compute, int64_t num_layers,
   for (size_t pass = 0; pass < layer.size(); ++pass) stage.front()[pass] += embedding[pass], stage.back()[pass] += head[pass];
   const std::string& schedule = layout.pipeline_schedule;
   // A slot's parts run one after another on the compute stream, so their spans add up; where
-  // the schedule moves the weight gradients to slots of their own (zero bubble), only the
+  // the schedule moves the weight gradients to slots of their own (zero bubble), or where the
+  // combined 1F1B schedule hides one slot's communication under the other's compute, only the
   // compute is counted.
-  const bool whole_backward = schedule.empty() || schedule == "1f1b" || schedule == "interleaved" || schedule == "gpipe";
+  const bool whole_backward =
+      !layout.training.overlap_moe_expert_parallel_comm &&
+      (schedule.empty() || schedule == "1f1b" || schedule == "interleaved" || schedule == "gpipe");
   auto forward_ms = [&](const PassCompute& s) { return whole_backward ? s[kForwardSpan] : s[kForward]; };
   auto backward_ms = [&](const PassCompute& s) { return whole_backward ? s[kBackwardSpan] : s[kAllPasses] - s[kForward]; };
   // A part's input-gradient compute: its backward less the weight gradients and the

@@ -345,6 +345,25 @@ TEST(Experts, LayoutsMegatronRefusesAreErrors) {
     }
     return "no error";
   }(), "ep and etp need a model with experts (num_moe_experts); dense has none");
+  // overlap_moe_expert_parallel_comm as TransformerConfig checks it.
+  ShardOptions overlap = layout(1, 4, 4);
+  overlap.training.overlap_moe_expert_parallel_comm = true;
+  ShardOptions no_ep = overlap;
+  no_ep.parallelism.ep = 1;
+  EXPECT_EQ(error_of(no_ep), "overlap_moe_expert_parallel_comm needs expert parallelism (ep > 1)");
+  ShardOptions gathered = overlap;
+  gathered.training.moe_token_dispatcher_type = "allgather";
+  EXPECT_EQ(error_of(gathered), "overlap_moe_expert_parallel_comm needs the alltoall token dispatcher");
+  ShardOptions piped = overlap;
+  piped.parallelism.pp = 2;
+  piped.parallelism.dp = 2;
+  piped.parallelism.ep = 2;
+  EXPECT_EQ(error_of(piped),
+            "overlap_moe_expert_parallel_comm with pp > 1 needs virtual pipeline stages (--vpp), as Megatron-Core");
+  ShardOptions recomputed = overlap;
+  recomputed.training.recompute = "full";
+  EXPECT_EQ(error_of(recomputed), "overlap_moe_expert_parallel_comm does not take full recomputation");
+  EXPECT_EQ(error_of(overlap), "no error");
 }
 
 // Megatron-LM's num_floating_point_operations for DeepSeek-V3 per token (training.py), with the

@@ -79,6 +79,8 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
                  "The busiest expert's tokens over the mean (default 1: balanced routing; docs/parallelism.md)");
   app.add_flag("--moe-shared-expert-overlap", t.moe_shared_expert_overlap,
                "Run the shared experts while the tokens are dispatched and combined");
+  app.add_flag("--overlap-moe-expert-parallel-comm", t.overlap_moe_expert_parallel_comm,
+               "Combined 1F1B: each forward runs beside another micro-batch's backward, hiding the all-to-alls");
 }
 
 }  // namespace syssim::tool
