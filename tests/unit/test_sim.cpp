@@ -118,10 +118,19 @@ TEST(Simulation, AStateRepeatingEveryTwoMicroBatchesIsJumpedOver) {
 // Where the collectives take longer than the compute they follow, they fall further behind
 // with every micro-batch: d (40 us) after b (20 us) after f (10 us) ends at 30 + 40 i us
 // for micro-batch i. No state comes back, and every micro-batch is simulated.
+// A forward of fa (10 us), its dispatch fd on ep (20 us) and fm (10 us); a backward of bm
+// (10 us), bd on ep (20 us) and ba (10 us); each op after the one before.
+std::vector<TestOp> all_to_all_between_computes() {
+  return {{"fa", "gemm", "fwd", "compute", 10},
+          {"fd", "collective", "fwd", "ep", 20, {0}, "microbatch", 0, 0, "ep"},
+          {"fm", "gemm", "fwd", "compute", 10, {1}},
+          {"bm", "gemm", "bwd", "compute", 10, {2}},
+          {"bd", "collective", "bwd", "ep", 20, {3}, "microbatch", 0, 0, "ep"},
+          {"ba", "gemm", "bwd", "compute", 10, {4}}};
+}
+
 // The combined 1F1B schedule (overlap_moe_expert_parallel_comm; docs/syssim-sim.md). One
-// rank, three micro-batches; a forward is fa (10 us), its dispatch fd on ep (20 us), fm
-// (10 us); a backward bm (10 us), bd on ep (20 us), ba (10 us), each op after the one before.
-// In order, every micro-batch takes 80 us: 240 us, 120 us of it exposed all-to-all. Combined
+// rank, three micro-batches of all_to_all_between_computes. In order, every micro-batch takes 80 us: 240 us, 120 us of it exposed all-to-all. Combined
 // (slots F0 F1 B0 F2 B1 B2), worked out event by event: fa0 0-10, fd0 10-30, fm0 30-40,
 // fa1 40-50 (the forward queue goes on before bm0, which waits for the compute stream),
 // fd1 50-70 beside bm0 50-60; bd0 waits for the ep stream: fm1 70-80 beside bd0 70-90,
@@ -129,12 +138,7 @@ TEST(Simulation, AStateRepeatingEveryTwoMicroBatchesIsJumpedOver) {
 // ba1 130-140, bm2 140-150, bd2 150-170, ba2 170-180. Compute idles 10-30, 60-70, 120-130
 // and 150-170, each time under an all-to-all: 60 us exposed.
 TEST(Simulation, CombinedOneFOneBHidesOneSidesAllToAllUnderTheOthersCompute) {
-  const std::vector<TestOp> ops = {{"fa", "gemm", "fwd", "compute", 10},
-                                   {"fd", "collective", "fwd", "ep", 20, {0}, "microbatch", 0, 0, "ep"},
-                                   {"fm", "gemm", "fwd", "compute", 10, {1}},
-                                   {"bm", "gemm", "bwd", "compute", 10, {2}},
-                                   {"bd", "collective", "bwd", "ep", 20, {3}, "microbatch", 0, 0, "ep"},
-                                   {"ba", "gemm", "bwd", "compute", 10, {4}}};
+  const std::vector<TestOp> ops = all_to_all_between_computes();
   Graph in_order = graph_of(ops, 3, make_schedule("1f1b", 1, 1, 3, false));
   simulate_graph(in_order);
   EXPECT_NEAR(in_order.sim->step_time_ms, 0.240, 1e-12);
@@ -155,12 +159,7 @@ TEST(Simulation, CombinedOneFOneBHidesOneSidesAllToAllUnderTheOthersCompute) {
 // queues, and the step it gives is the one simulated micro-batch by micro-batch (plumbing:
 // both are the simulator's).
 TEST(Simulation, CombinedOneFOneBJumpsAsItSimulates) {
-  const std::vector<TestOp> ops = {{"fa", "gemm", "fwd", "compute", 10},
-                                   {"fd", "collective", "fwd", "ep", 20, {0}, "microbatch", 0, 0, "ep"},
-                                   {"fm", "gemm", "fwd", "compute", 10, {1}},
-                                   {"bm", "gemm", "bwd", "compute", 10, {2}},
-                                   {"bd", "collective", "bwd", "ep", 20, {3}, "microbatch", 0, 0, "ep"},
-                                   {"ba", "gemm", "bwd", "compute", 10, {4}}};
+  const std::vector<TestOp> ops = all_to_all_between_computes();
   Graph every = graph_of(ops, 40, make_schedule("1f1b", 1, 1, 40, true));
   every.shard->training.overlap_moe_expert_parallel_comm = true;
   Graph jumped = every;
