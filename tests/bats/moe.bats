@@ -43,6 +43,15 @@ same_report() {
   assert_line --regexp "^  params_active_b += 5\.712$"
 }
 
+@test "the combined 1F1B schedule (--overlap-moe-expert-parallel-comm): the pipe and syssim run agree" {
+  same_report mixtral-8x7b "$H100" --tp 2 --sp --pp 4 --vpp 2 --dp 8 --ep 8 --etp 1 --global-batch 256 \
+    --overlap-moe-expert-parallel-comm
+  run syssim run "$MODELS/mixtral-8x7b.yaml" --tp 2 --sp --pp 4 --dp 8 --ep 8 --global-batch 256 \
+    --overlap-moe-expert-parallel-comm
+  assert_failure 2
+  assert_output "syssim: error: overlap_moe_expert_parallel_comm with pp > 1 needs virtual pipeline stages (--vpp), as Megatron-Core"
+}
+
 @test "the all-to-all moves each routed token once: Mixtral on 8 GPUs, ep 8" {
   # s 4096 tokens x top-2 x h 4096 x 2 bytes = 67108864 bytes per rank, each way.
   shard=$(stage_of mixtral-8x7b shard --dp 8 --ep 8 --global-batch 8)
