@@ -11,7 +11,7 @@ int main(int argc, char** argv) {
         app.add_flag("--timeline", options.record_timeline,
                      "Keep every op instance's start and end in the sim section (for syssim-report's pictures)");
         app.add_flag("--every-microbatch", every_microbatch,
-                     "Simulate every micro-batch, not two shorter steps extended by their steady-state period");
+                     "Simulate every micro-batch instead of jumping over steady-state periods");
       },
       [&](syssim::Graph& g) {
         options.extrapolate_microbatches = !every_microbatch;

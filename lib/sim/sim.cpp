@@ -1647,8 +1647,8 @@ SimStats simulate_graph(Graph& g, const SimOptions& options) {
   const Plan plan = make_plan(shard, cost, rank_programs(shard), shard.num_microbatches);
   StepRecorder recorder(shard, plan, options.record_timeline);
   // A steady state is looked for up to micro-batch 3 pp + k (k: pp for the interleaved
-  // schedule, else 1), as far as the two short steps of earlier versions looked, with periods
-  // of up to a pipeline's micro-batches (pp vpp).
+  // schedule, else 1), past a pipeline's warm-up and its settling, with periods of up to a
+  // pipeline's micro-batches (pp vpp).
   Lookout lookout;
   if (options.extrapolate_microbatches && !options.record_timeline) {
     const int64_t pp = shard.parallelism.pp, vpp = shard.parallelism.vpp.value_or(1);
