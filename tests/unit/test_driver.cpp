@@ -234,7 +234,7 @@ TEST(Driver, ExtrapolatedMicroBatchesGiveTheFullSimulationsReport) {
   const CostEstimator estimator(h100());
   for (ReplayCase c : replay_cases()) {
     SCOPED_TRACE(c.name);
-    // Eight times the micro-batches of the replay cases: more than the two shorter steps hold.
+    // Eight times the micro-batches of the replay cases: long past the pipeline's settling.
     c.options.training.global_batch *= 8;
     // GPipe's forward phases drift here (the last rank's forward, with the loss, is slower than
     // the first's, and nothing holds the first back): no steady state, simulated in full.
@@ -243,9 +243,9 @@ TEST(Driver, ExtrapolatedMicroBatchesGiveTheFullSimulationsReport) {
   }
 }
 
-// 1f1b tries short steps of 3 pp + 1 and 3 pp + 2 micro-batches first: at 6 pp + 4 micro-batches
-// they are the only ones that save work, and the report is still the full simulation's.
-TEST(Driver, OneFOneBExtrapolatesFromShortStepsOfThreePipelineLengths) {
+// 1f1b settles within three pipeline lengths: at 6 pp + 4 micro-batches every case jumps over
+// periods of its steady state, and the report is still the full simulation's.
+TEST(Driver, OneFOneBSettlesWithinThreePipelineLengths) {
   ModelConfig model = four_layer_llama();
   const TraceSection& trace = trace_of(model);
   const CostEstimator estimator(h100());
