@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <sstream>
 
@@ -46,6 +47,16 @@ void require_positive(T value, const std::string& key, const std::string& where)
   std::ostringstream text;
   text << value;
   if (!(value > 0)) throw DataError(where + ": key '" + key + "' must be positive, got " + text.str());
+  if (!std::isfinite(static_cast<double>(value)))
+    throw DataError(where + ": key '" + key + "' must be finite, got " + text.str());
+}
+
+// A latency or a floor: 0 (none) or more, and finite.
+void require_non_negative(double value, const std::string& key, const std::string& where) {
+  std::ostringstream text;
+  text << value;
+  if (!(value >= 0 && std::isfinite(value)))
+    throw DataError(where + ": key '" + key + "' must be 0 or more and finite, got " + text.str());
 }
 
 // A dropout probability: 0 <= p < 1 (p = 1 would drop everything).
@@ -421,6 +432,14 @@ void validate(const HardwareConfig& hw, const std::string& where) {
   require_positive(hw.peak_tflops_math, "peak_tflops_math", where);
   require_positive(hw.peak_memory_bandwidth_GBps, "peak_memory_bandwidth_GBps", where);
   require_positive(hw.gpus_per_node, "gpus_per_node", where);
+  for (const auto& [peak, key] : {std::pair{hw.peak_tflops_mm_fp8, "peak_tflops_mm_fp8"},
+                                  std::pair{hw.peak_tflops_mm_fp4, "peak_tflops_mm_fp4"},
+                                  std::pair{hw.sfu_peak, "sfu_peak"},
+                                  std::pair{hw.gpu_memory_GB, "gpu_memory_GB"},
+                                  std::pair{hw.inter_node_bandwidth_GBps, "inter_node_bandwidth_GBps"}})
+    if (peak) require_positive(*peak, key, where);
+  require_non_negative(hw.inter_node_latency_us, "inter_node_latency_us", where);
+  require_non_negative(hw.kernel_launch_us, "kernel_launch_us", where);
   if (hw.gpus_per_node > 1 && hw.topology.empty())
     throw DataError(where + ": gpus_per_node=" + std::to_string(hw.gpus_per_node) +
                     " needs topology.levels[0] (the intra-node link)");
@@ -431,11 +450,13 @@ void validate(const HardwareConfig& hw, const std::string& where) {
     throw DataError(where + ": give the scale-out network either as topology.levels[1..] or as inter_node_bandwidth_GBps, not both");
   for (size_t i = 0; i < hw.topology.size(); ++i) {
     const TopologyLevel& level = hw.topology[i];
-    require_positive(level.bandwidth_GBps, "bandwidth_GBps", where);
+    const std::string at = where + ": topology.levels[" + std::to_string(i) + "]";
+    require_positive(level.bandwidth_GBps, "bandwidth_GBps", at);
+    require_non_negative(level.latency_us, "latency_us", at);
     if (!(level.efficiency > 0 && level.efficiency <= 1))
       throw DataError(where + ": topology level '" + level.kind + "': efficiency: expected a share in (0, 1], got " +
                       std::to_string(level.efficiency));
-    if (!(level.oversubscription >= 1))
+    if (!(level.oversubscription >= 1 && std::isfinite(level.oversubscription)))
       throw DataError(where + ": topology level '" + level.kind + "': oversubscription: expected at least 1, got " +
                       std::to_string(level.oversubscription));
     if (i == 0) continue;
@@ -444,7 +465,7 @@ void validate(const HardwareConfig& hw, const std::string& where) {
       throw DataError(where + ": topology.levels[" + std::to_string(i) + "].size=" + std::to_string(level.size) +
                       ": expected a multiple of the level below's size " + std::to_string(inner) +
                       ", or none (the whole cluster)");
-    if (level.nvls_bus_bandwidth_GBps) require_positive(*level.nvls_bus_bandwidth_GBps, "nvls_bus_bandwidth_GBps", where);
+    if (level.nvls_bus_bandwidth_GBps) require_positive(*level.nvls_bus_bandwidth_GBps, "nvls_bus_bandwidth_GBps", at);
   }
   for (const auto& format : hw.block_scaled_formats) {
     require_one_of(format, kBlockScaledFormats, "block_scaled_formats", where);

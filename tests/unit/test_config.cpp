@@ -626,6 +626,43 @@ TEST(Loader, ScaleOutLevelsAreCheckedWithTheirIndex) {
             "under.yaml: topology level 'leaf': oversubscription: expected at least 1, got 0.500000");
 }
 
+// Every number of a hardware YAML is range-checked where it is read, naming the file and key:
+// NaN, infinite, zero or negative peaks, sizes and bandwidths; negative or infinite latencies
+// and launch floors (0 is none).
+TEST(Loader, HardwareNumbersOutOfRangeAreNamed) {
+  auto error_with = [](const std::string& line) {
+    return error_of([&] { syssim::parse_hardware_yaml(std::string(kValidHardware) + line, "h.yaml"); });
+  };
+  auto replaced = [](const std::string& from, const std::string& to) {
+    std::string text = kValidHardware;
+    text.replace(text.find(from), from.size(), to);
+    return error_of([&] { syssim::parse_hardware_yaml(text, "h.yaml"); });
+  };
+  EXPECT_EQ(replaced("peak_tflops_mm: 100", "peak_tflops_mm: .nan"), "h.yaml: key 'peak_tflops_mm' must be positive, got nan");
+  EXPECT_EQ(replaced("peak_tflops_mm: 100", "peak_tflops_mm: .inf"), "h.yaml: key 'peak_tflops_mm' must be finite, got inf");
+  EXPECT_EQ(replaced("peak_memory_bandwidth_GBps: 1000", "peak_memory_bandwidth_GBps: -1"),
+            "h.yaml: key 'peak_memory_bandwidth_GBps' must be positive, got -1");
+  EXPECT_EQ(error_with("gpu_memory_GB: 0\n"), "h.yaml: key 'gpu_memory_GB' must be positive, got 0");
+  EXPECT_EQ(error_with("gpu_memory_GB: .nan\n"), "h.yaml: key 'gpu_memory_GB' must be positive, got nan");
+  EXPECT_EQ(error_with("peak_tflops_mm_fp8: .inf\n"), "h.yaml: key 'peak_tflops_mm_fp8' must be finite, got inf");
+  EXPECT_EQ(error_with("kernel_launch_us: -4\n"), "h.yaml: key 'kernel_launch_us' must be 0 or more and finite, got -4");
+  EXPECT_EQ(error_with("kernel_launch_us: .inf\n"),
+            "h.yaml: key 'kernel_launch_us' must be 0 or more and finite, got inf");
+  EXPECT_EQ(error_with("inter_node_latency_us: .nan\n"),
+            "h.yaml: key 'inter_node_latency_us' must be 0 or more and finite, got nan");
+  EXPECT_EQ(replaced("      bandwidth_GBps: 100", "      bandwidth_GBps: .inf"),
+            "h.yaml: topology.levels[0]: key 'bandwidth_GBps' must be finite, got inf");
+  EXPECT_EQ(replaced("      bandwidth_GBps: 100", "      bandwidth_GBps: 100\n      latency_us: -1"),
+            "h.yaml: topology.levels[0]: key 'latency_us' must be 0 or more and finite, got -1");
+  EXPECT_EQ(replaced("      bandwidth_GBps: 100", "      bandwidth_GBps: 100\n      efficiency: .nan"),
+            "h.yaml: topology level 'nvlink': efficiency: expected a share in (0, 1], got nan");
+  EXPECT_EQ(error_of([] { syssim::parse_hardware_yaml(std::string(kValidHardware) +
+                                                          "    - kind: leaf\n      bandwidth_GBps: 50\n"
+                                                          "      oversubscription: .inf\n",
+                                                      "h.yaml"); }),
+            "h.yaml: topology level 'leaf': oversubscription: expected at least 1, got inf");
+}
+
 TEST(Loader, RankOrderNamesEveryDimensionUsedOnce) {
   syssim::ParallelismConfig p;
   p.tp = 2, p.dp = 4, p.pp = 2;
