@@ -14,6 +14,8 @@ CsvTable parse_csv(const std::string& text, const std::string& source) {
   std::string field;
   bool quoted = false, field_started = false;
   int64_t line = 1, quote_line = 0;
+  // A UTF-8 byte-order mark (spreadsheets write one) is not part of the first column's name.
+  const size_t begin = text.rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0;
   auto end_record = [&] {
     record.push_back(field);
     bool blank = record.size() == 1 && record[0].empty() && !field_started;
@@ -24,7 +26,7 @@ CsvTable parse_csv(const std::string& text, const std::string& source) {
     field_started = false;
   };
   starts.push_back(line);
-  for (size_t i = 0; i < text.size(); ++i) {
+  for (size_t i = begin; i < text.size(); ++i) {
     char c = text[i];
     if (quoted) {
       if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
@@ -57,6 +59,11 @@ CsvTable parse_csv(const std::string& text, const std::string& source) {
   if (records.empty()) throw DataError(source + ": no header line");
   CsvTable table;
   table.header = records.front();
+  for (size_t c = 0; c < table.header.size(); ++c)
+    for (size_t d = 0; d < c; ++d)
+      if (table.header[c] == table.header[d])
+        throw DataError(source + ":1: column '" + table.header[c] + "' appears twice (fields " + std::to_string(d + 1) +
+                        " and " + std::to_string(c + 1) + ")");
   for (size_t r = 1; r < records.size(); ++r) {
     if (records[r].size() != table.header.size())
       throw DataError(source + ":" + std::to_string(starts[r]) + ": " + std::to_string(records[r].size()) +

@@ -104,6 +104,13 @@ const std::map<std::string, std::string> kPresetOfGpu = {{"H100-80GB", "h100-sxm
                                                          {"B200", "b200"},
                                                          {"GB300", "gb300-nvl72"}};
 
+// The YAML of a preset name of hardware_dir, or a YAML path as given.
+std::string preset_path(const std::string& chosen, const std::string& hardware_dir) {
+  bool is_path = chosen.find('/') != std::string::npos ||
+                 (chosen.size() > 5 && chosen.substr(chosen.size() - 5) == ".yaml");
+  return is_path ? chosen : hardware_dir + "/" + chosen + ".yaml";
+}
+
 // The row's `hardware` cell, else what --hardware-map says for its gpu, else the built-in
 // preset of the gpu: a preset name of hardware_dir or a YAML path.
 std::string hardware_preset(const MeasuredRow& row, const std::string& hardware_dir,
@@ -113,9 +120,7 @@ std::string hardware_preset(const MeasuredRow& row, const std::string& hardware_
   if (chosen.empty() && hardware_map.count(gpu)) chosen = hardware_map.at(gpu);
   if (chosen.empty() && kPresetOfGpu.count(gpu)) chosen = kPresetOfGpu.at(gpu);
   if (chosen.empty()) throw Unsupported{"no hardware preset for gpu '" + gpu + "'"};
-  bool is_path = chosen.find('/') != std::string::npos ||
-                 (chosen.size() > 5 && chosen.substr(chosen.size() - 5) == ".yaml");
-  return is_path ? chosen : hardware_dir + "/" + chosen + ".yaml";
+  return preset_path(chosen, hardware_dir);
 }
 
 // Sources older than Megatron-LM's sequence parallelism and distributed optimizer (2022) that
@@ -394,13 +399,20 @@ double step_flops(FlopsFormula formula, const ModelConfig& m, const ShardOptions
 // The measured step time: the row's own, else recovered from its TFLOP/s per GPU or its MFU
 // with the source's FLOP formula. Sets plan.measured_step_s and plan.measured_from.
 void measured_step_time(const MeasuredRow& row, RowPlan& plan) {
-  if (std::optional<double> step = number_cell(row, "measured_step_s")) {
+  // A measurement is a positive, finite number.
+  auto measured = [&](const std::string& column) {
+    std::optional<double> value = number_cell(row, column);
+    if (value && !(*value > 0 && std::isfinite(*value)))
+      throw DataError("column '" + column + "': expected a positive number, got '" + cell(row, column) + "'");
+    return value;
+  };
+  if (std::optional<double> step = measured("measured_step_s")) {
     plan.measured_step_s = *step;
     plan.measured_from = "measured_step_s";
     return;
   }
-  std::optional<double> tflops = number_cell(row, "measured_tflops_per_gpu");
-  std::optional<double> mfu = number_cell(row, "measured_mfu");
+  std::optional<double> tflops = measured("measured_tflops_per_gpu");
+  std::optional<double> mfu = measured("measured_mfu");
   if (!tflops && !mfu) throw Unsupported{"no measured step time"};
   auto convention = kThroughputConventions.find(cell(row, "source_id"));
   if (convention == kThroughputConventions.end())
@@ -537,7 +549,6 @@ std::string render_json(const ValidationResult& result) {
 
 }  // namespace
 
-
 RowPlan plan_row(const MeasuredRow& row, const std::string& hardware_dir,
                  const std::map<std::string, std::string>& hardware_map) {
   RowPlan plan;
@@ -566,7 +577,6 @@ std::map<std::string, std::string> parse_hardware_map(const std::vector<std::str
   }
   return map;
 }
-
 
 std::vector<ErrorStats> step_error_stats(const std::vector<RowResult>& rows) {
   std::map<std::string, std::vector<double>> by_source, by_moe_model;
@@ -608,6 +618,12 @@ ValidationResult validate_measured(const std::string& csv_text, const std::strin
     result.warnings.push_back(source + ": ignoring unknown columns: " + list);
   }
   std::string hardware_dir = options.hardware_dir.empty() ? SYSSIM_HARDWARE_DIR : options.hardware_dir;
+  // What the user named must exist: a typo would otherwise skip every row it touches.
+  if (!std::filesystem::is_directory(hardware_dir))
+    throw UsageError("--hardware-dir=" + hardware_dir + ": no such folder");
+  for (const auto& [gpu, chosen] : options.hardware_map)
+    if (const std::string path = preset_path(chosen, hardware_dir); !std::filesystem::is_regular_file(path))
+      throw UsageError("--hardware-map=" + gpu + "=" + chosen + ": no such file " + path);
   std::map<std::string, CostEstimator> estimators;  // by hardware path: each bundle loaded once
   for (size_t r = 0; r < table.records.size(); ++r) {
     MeasuredRow row;

@@ -114,6 +114,18 @@ TEST(ValidateCsv, RejectsRaggedRecordsAndOpenQuotesNamingTheLine) {
   }
 }
 
+// A spreadsheet's byte-order mark is not part of the first column's name; a column given twice
+// is refused, not silently the second.
+TEST(ValidateCsv, ByteOrderMarkIsSkippedAndDuplicatedColumnsRefused) {
+  EXPECT_EQ(parse_csv("\xEF\xBB\xBFsource_id,b\n1,2\n", "t.csv").header, (std::vector<std::string>{"source_id", "b"}));
+  try {
+    parse_csv("a,b,a\n1,2,3\n", "t.csv");
+    FAIL() << "no error";
+  } catch (const DataError& e) {
+    EXPECT_STREQ(e.what(), "t.csv:1: column 'a' appears twice (fields 1 and 3)");
+  }
+}
+
 TEST(ValidateRow, LlamaRowTakesTheNvidiaRecipeDefaults) {
   RowPlan plan = plan_row(llama_row(), kPresets);
   ASSERT_EQ(plan.skip_reason, "");
@@ -374,6 +386,34 @@ TEST(ValidateRow, SkipReasonsSayWhatIsMissing) {
   EXPECT_EQ(reason("global_batch", ""), "column 'global_batch' is empty");
   EXPECT_EQ(reason("tp", ""), "column 'tp' is empty");
   EXPECT_EQ(reason("tp", "four"), "column 'tp': expected an integer, got 'four'");
+  // A measurement is a positive, finite number: nothing else gives an error to report.
+  for (const char* bad : {"0", "-14.72", "nan", "inf"})
+    EXPECT_EQ(reason("measured_step_s", bad),
+              std::string("column 'measured_step_s': expected a positive number, got '") + bad + "'");
+  MeasuredRow from_mfu = llama_row();
+  from_mfu["measured_step_s"] = "";
+  from_mfu["measured_mfu"] = "-0.4";
+  EXPECT_EQ(plan_row(from_mfu, kPresets).skip_reason, "column 'measured_mfu': expected a positive number, got '-0.4'");
+}
+
+// A hardware folder or preset the user names must exist: a typo would otherwise skip every row.
+TEST(ValidateRun, NamedHardwareThatDoesNotExistIsBadUsage) {
+  const std::string csv = "source_id,model,layers,hidden,ffn_hidden,heads,kv_heads,vocab,seq_length,gpu,num_gpus,tp,pp,"
+                          "micro_batch,global_batch,dtype,measured_step_s\n";
+  auto error_of = [&](const ValidateOptions& options) -> std::string {
+    try {
+      validate_measured(csv, "t.csv", options);
+    } catch (const UsageError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  const std::string presets = std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware";
+  EXPECT_EQ(error_of({"/no/such/folder", {}}), "--hardware-dir=/no/such/folder: no such folder");
+  EXPECT_EQ(error_of({presets, {{"GB200", "b201"}}}), "--hardware-map=GB200=b201: no such file " + presets + "/b201.yaml");
+  EXPECT_EQ(error_of({presets, {{"GB200", "racks/nvl72.yaml"}}}),
+            "--hardware-map=GB200=racks/nvl72.yaml: no such file racks/nvl72.yaml");
+  EXPECT_EQ(error_of({presets, {{"GB200", "b200"}}}), "no error");
 }
 
 TEST(ValidateStats, PercentilesInterpolateBetweenRanks) {
