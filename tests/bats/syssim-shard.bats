@@ -20,6 +20,25 @@ load common
   assert_output "syssim-shard: error: unknown argument '--tensor-parallel' (see --help)"
 }
 
+@test "number flags: one short line for a non-positive size, decimal integers, no empty or overflowing value" {
+  run syssim-shard --tp 0
+  assert_failure 2
+  assert_output "syssim-shard: error: --tp: must be positive, got '0'"
+  run syssim-shard --micro-batch 0x10
+  assert_failure 2
+  assert_output "syssim-shard: error: --micro-batch: expected a whole number, got '0x10'"
+  run syssim-shard --global-batch 99999999999999999999
+  assert_failure 2
+  assert_output "syssim-shard: error: --global-batch: expected a whole number under 10^18, got '99999999999999999999'"
+  run syssim-shard --clip-grad ''
+  assert_failure 2
+  assert_output "syssim-shard: error: --clip-grad: expected a number, got ''"
+  # A leading zero is decimal: 064 micro-batches of 1 on dp 2 is a global batch of 64, not octal 52.
+  run syssim run "$ROOT/tests/golden/tiny.yaml" --dp 2 --global-batch 064 --format json
+  assert_success
+  assert_line --regexp '^ +"global_batch": 64,$'
+}
+
 @test "a bad --dtype value is bad usage" {
   run syssim-shard --dtype fp64
   assert_failure 2

@@ -3,24 +3,25 @@
 #include <CLI/CLI.hpp>
 
 #include "shard/shard.hpp"
+#include "tool.hpp"
 
 namespace syssim::tool {
 
 inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
   auto& p = options.parallelism;
   auto& t = options.training;
-  app.add_option("--tp", p.tp, "Tensor-parallel size")->check(CLI::PositiveNumber);
+  app.add_option("--tp", p.tp, "Tensor-parallel size")->check(kPositive);
   app.add_flag("--sp", p.sp, "Sequence parallelism (with --tp > 1)");
-  app.add_option("--dp", p.dp, "Data-parallel size")->check(CLI::PositiveNumber);
-  app.add_option("--cp", p.cp, "Context-parallel size")->check(CLI::PositiveNumber);
+  app.add_option("--dp", p.dp, "Data-parallel size")->check(kPositive);
+  app.add_option("--cp", p.cp, "Context-parallel size")->check(kPositive);
   app.add_option("--cp-comm-type", options.cp_comm_type, "K/V exchange of context parallelism")
       ->check(CLI::IsMember({"p2p", "all_gather"}));
-  app.add_option("--pp", p.pp, "Pipeline-parallel size")->check(CLI::PositiveNumber);
+  app.add_option("--pp", p.pp, "Pipeline-parallel size")->check(kPositive);
   app.add_option("--ep", p.ep, "Expert-parallel size: the experts of an MoE layer split over ep ranks")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   app.add_option("--etp", p.etp, "Expert-tensor-parallel size: each expert split over etp ranks (default: tp)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--vpp", p.vpp, "Virtual pipeline stages per rank")->check(CLI::PositiveNumber);
+      ->check(kPositive);
+  app.add_option("--vpp", p.vpp, "Virtual pipeline stages per rank")->check(kPositive);
   app.add_option("--order", p.order,
                  "Rank order, fastest dimension first, as Megatron's (default tp-cp-ep-dp-pp; tp-pp-dp is "
                  "--use-tp-pp-dp-mapping)");
@@ -37,11 +38,11 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
                "Count the embedding as a layer of the first virtual stage in the even split");
   app.add_flag("--account-for-loss-in-pipeline-split", options.account_for_loss_in_pipeline_split,
                "Count the output layer and loss as a layer of the last virtual stage in the even split");
-  app.add_option("--gpus", options.gpus, "GPU count; must equal tp*cp*pp*dp")->check(CLI::PositiveNumber);
-  app.add_option("--micro-batch", t.micro_batch, "Micro-batch size")->check(CLI::PositiveNumber);
-  app.add_option("--global-batch", t.global_batch, "Global batch size")->check(CLI::PositiveNumber);
+  app.add_option("--gpus", options.gpus, "GPU count; must equal tp*cp*pp*dp")->check(kPositive);
+  app.add_option("--micro-batch", t.micro_batch, "Micro-batch size")->check(kPositive);
+  app.add_option("--global-batch", t.global_batch, "Global batch size")->check(kPositive);
   app.add_option("--seq-length", t.seq_length, "Sequence length (default: the model's seq_length)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   app.add_option("--dtype", t.dtype, "Precision of the transformer layers' linear GEMMs (fp8/fp4: Transformer Engine)")
       ->check(CLI::IsMember({"bf16", "fp16", "fp8", "fp4"}));
   app.add_option("--fp8-recipe", t.fp8_recipe,
@@ -65,7 +66,7 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
                "All-gather the distributed optimizer's weights during the next forward pass");
   app.add_option("--ddp-bucket-size", t.ddp_bucket_size,
                  "Parameters per gradient bucket (default max(40000000, 1000000 * dp))")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   app.add_flag("--tp-comm-overlap", t.tp_comm_overlap, "Pipeline TP all-gathers/reduce-scatters with their GEMMs (needs --sp)");
   app.add_option("--clip-grad", t.clip_grad, "Gradient-norm clipping threshold; 0 disables (default 1.0)");
   app.add_option("--moe-token-dispatcher-type", t.moe_token_dispatcher_type,

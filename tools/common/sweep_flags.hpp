@@ -28,12 +28,12 @@ inline void add_sweep_flags(CLI::App& sweep, SweepRequest& request, SweepFlags& 
   sweep.add_option("--metric", request.metric, "What best means: mfu (highest), step_time_ms or peak_memory_gb (lowest)")
       ->check(CLI::IsMember({"mfu", "step_time_ms", "peak_memory_gb"}));
   sweep.add_option("--top", request.top, "Print only the K best points that fit, best first")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   sweep.add_option("--format", request.format, "Output format")->check(CLI::IsMember({"table", "csv", "json"}));
   sweep.add_option("-o,--output", flags.output, "Output file, written atomically (default: standard output)");
   sweep.add_flag("--no-cache", flags.no_cache, "Simulate every point, neither reading nor writing the result cache");
   sweep.add_option("-j,--jobs", request.threads, "Points simulated at once (default: one per core)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   sweep.add_flag("--search", request.search, "Search every layout of --gpus N and print the Pareto front");
   sweep.add_option("--emit-jobs", request.emit_jobs_dir,
                     "Print one single-point syssim sweep command per point, writing DIR/point-NNNN.json");

@@ -1,5 +1,6 @@
 #include "tool.hpp"
 
+#include <algorithm>
 #include <iostream>
 
 #include "common/error.hpp"
@@ -19,10 +20,38 @@ void add_common_flags(CLI::App& app, Tool& tool, bool with_input) {
 
 std::vector<std::string> args_of(int argc, char** argv) { return std::vector<std::string>(argv + 1, argv + argc); }
 
+// A number flag's text as the user means it: never empty, integers in decimal ("064" is 64,
+// where CLI11 reads octal 52) and within 64 bits (where CLI11 clamps). Applied to every
+// integer and floating-point flag of the app and its subcommands before parsing.
+void read_numbers_as_written(CLI::App& app) {
+  const CLI::Validator integer(
+      [](std::string& text) -> std::string {
+        const size_t sign = !text.empty() && (text[0] == '-' || text[0] == '+') ? 1 : 0;
+        std::string digits = text.substr(sign);
+        if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos)
+          return "expected a whole number, got '" + text + "'";
+        digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size() - 1));
+        if (digits.size() > 18) return "expected a whole number under 10^18, got '" + text + "'";
+        text = (text[0] == '-' ? "-" : "") + digits;
+        return "";
+      },
+      "");
+  const CLI::Validator number(
+      [](std::string& text) -> std::string { return text.empty() ? "expected a number, got ''" : ""; }, "");
+  for (CLI::Option* option : app.get_options()) {
+    const std::string full = option->get_type_name();  // "INT", or "INT:> 0" with a check's description
+    const std::string type = full.substr(0, full.find(':'));
+    if (type == "INT" || type == "UINT") option->transform(integer);
+    if (type == "FLOAT") option->transform(number);
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) read_numbers_as_written(*sub);
+}
+
 }  // namespace
 
 int guarded_main(const std::string& name, CLI::App& app, int argc, char** argv, const std::function<void()>& body) {
   prepare_heap();
+  read_numbers_as_written(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

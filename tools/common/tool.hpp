@@ -28,6 +28,15 @@ int run_filter(Tool tool, int argc, char** argv, const std::function<void(CLI::A
 int run_command(Tool tool, int argc, char** argv, const std::function<void(CLI::App&)>& add_flags,
                 const std::function<std::string(const Tool&)>& produce);
 
+// A flag's value that must be positive; one short message where CLI::PositiveNumber prints the
+// whole range of a double.
+inline const CLI::Validator kPositive(
+    [](std::string& text) -> std::string {
+      double value = 0;
+      return CLI::detail::lexical_cast(text, value) && value > 0 ? "" : "must be positive, got '" + text + "'";
+    },
+    "> 0");
+
 // Parses CLI11 flags and runs `body`, mapping every error to an exit code and one line on stderr.
 int guarded_main(const std::string& name, CLI::App& app, int argc, char** argv, const std::function<void()>& body);
 
