@@ -221,6 +221,10 @@ ModelConfig parse_model_yaml(const std::string& text, const std::string& name) {
   m.num_attention_heads = yaml_require<int64_t>(node, "num_attention_heads", name);
   m.num_query_groups = yaml_get<int64_t>(node, "num_query_groups", name, m.num_attention_heads);
   if (m.num_attention_heads <= 0) throw DataError(name + ": key 'num_attention_heads' must be positive");
+  // Megatron-Core's TransformerConfig: without kv_channels the heads split hidden_size evenly.
+  if (!node["kv_channels"] && m.hidden_size % m.num_attention_heads != 0)
+    throw DataError(name + ": hidden_size=" + std::to_string(m.hidden_size) + " is not a multiple of num_attention_heads=" +
+                    std::to_string(m.num_attention_heads) + "; give kv_channels (the head dimension)");
   m.kv_channels = yaml_get<int64_t>(node, "kv_channels", name, m.hidden_size / m.num_attention_heads);
   m.ffn_hidden_size = yaml_require<int64_t>(node, "ffn_hidden_size", name);
   m.seq_length = yaml_require<int64_t>(node, "seq_length", name);

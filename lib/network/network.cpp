@@ -238,6 +238,8 @@ std::vector<int64_t> group_ranks(const ShardOp& op, const ParallelismConfig& p) 
     stride_and_size[name] = {stride, size};
     stride *= size;
   }
+  // A dimension the order leaves out has size 1: only its index 0 exists.
+  for (const char* name : {"tp", "cp", "ep", "dp", "pp"}) stride_and_size.try_emplace(name, stride, 1);
   const int64_t pp_stride = stride_and_size.at("pp").first;
   if (op.group == "pp" || op.group == "embedding") {
     std::vector<int64_t> ranks;
@@ -362,12 +364,14 @@ double bus_bandwidth_factor(const std::string& collective, int64_t ranks) {
 
 std::vector<int64_t> parse_sizes(const std::string& value, const std::string& flag) {
   auto one = [&](const std::string& text) {
-    static const std::regex size_re("([0-9]{1,9})([BKMG]?)");
+    static const std::regex size_re("([0-9]{1,18})([BKMG]?)");
     std::smatch m;
     if (!std::regex_match(text, m, size_re) || std::stoll(m[1]) == 0)
       throw UsageError(flag + ": expected a positive size like 8, 8B, 64K, 16M or 1G, got '" + value + "'");
     const std::string unit = m[2];
     int shift = unit == "K" ? 10 : unit == "M" ? 20 : unit == "G" ? 30 : 0;
+    if (std::stoll(m[1]) > (std::numeric_limits<int64_t>::max() >> shift))
+      throw UsageError(flag + ": " + text + " bytes do not fit in 64 bits");
     return std::stoll(m[1]) << shift;
   };
   size_t colon = value.find(':');

@@ -12,6 +12,15 @@ busbw() { syssim collective --hardware "$H100" --format csv "$@" | awk -F, 'NR =
   assert_close "$output" 369.9 0.01
 }
 
+@test "a size in plain bytes of any length: 1073741824 is 1G; past 64 bits is refused" {
+  run busbw --op all_gather --gpus 8 --bytes 1073741824
+  assert_success
+  assert_close "$output" 369.9 0.01
+  run syssim collective --hardware "$H100" --op all_gather --gpus 8 --bytes 9000000000G
+  assert_failure 2
+  assert_output "syssim: error: --bytes: 9000000000G bytes do not fit in 64 bits"
+}
+
 @test "all_reduce on one H100 node, 1 GiB: NVLS at ~480 GB/s busbw, algbw ~275 (nccl-tests issue 212)" {
   run syssim collective --hardware "$H100" --op all_reduce --gpus 8 --bytes 1G --format csv
   assert_success

@@ -39,6 +39,15 @@ load common
   assert_line --regexp '^ +"global_batch": 64,$'
 }
 
+@test "an order that leaves out a dimension of size 1 places the groups as the full order does" {
+  # pp = cp = ep = 1: tp-dp puts tp fastest and dp next, as the default tp-cp-ep-dp-pp does.
+  run syssim run "$ROOT/tests/golden/tiny.yaml" --tp 2 --sp --dp 2 --global-batch 4 --order tp-dp
+  assert_success
+  local reordered="$output"
+  run syssim run "$ROOT/tests/golden/tiny.yaml" --tp 2 --sp --dp 2 --global-batch 4
+  assert_equal "$reordered" "$output"
+}
+
 @test "a bad --dtype value is bad usage" {
   run syssim-shard --dtype fp64
   assert_failure 2

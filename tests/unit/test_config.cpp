@@ -583,6 +583,15 @@ TEST(Loader, UnknownHardwareKeysNameFileKeyAndNearestKey) {
   EXPECT_NE(message.find("did you mean 'bandwidth_GBps'?"), std::string::npos) << message;
 }
 
+// Megatron-Core asserts that the heads split hidden_size evenly unless kv_channels is given.
+TEST(Loader, HeadsThatDoNotDivideHiddenNeedKvChannels) {
+  std::string text = kValidModel;
+  text.replace(text.find("num_attention_heads: 4"), 22, "num_attention_heads: 6");
+  EXPECT_EQ(error_of([&] { syssim::parse_model_yaml(text, "m.yaml"); }),
+            "m.yaml: hidden_size=64 is not a multiple of num_attention_heads=6; give kv_channels (the head dimension)");
+  EXPECT_EQ(syssim::parse_model_yaml(text + "kv_channels: 16\n", "m.yaml").kv_channels, 16);
+}
+
 TEST(Loader, MissingRequiredKeyIsNamed) {
   std::string text = kValidModel;
   text.erase(text.find("num_layers: 2\n"), 14);
