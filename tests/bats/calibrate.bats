@@ -107,6 +107,12 @@ small_data() {
   done
 }
 
+@test "the MI300X bundle is reproduced byte for byte from the committed MI300X data" {
+  syssim calibrate --data "$ROOT/tests/data/calibration/mi300x-xla" --dtype bf16 --overhead-us 0 \
+    --hardware "$HARDWARE/mi300x.yaml" -o "$BATS_TEST_TMPDIR/mi300x" >/dev/null
+  diff -r "$ROOT/configs/calibration/mi300x" "$BATS_TEST_TMPDIR/mi300x"
+}
+
 @test "calibrate fits FP8 measurements beside the 16-bit ones into one GEMM model" {
   # No FP8 file: FP8 GEMMs are read at the 16-bit residual (transferred).
   local bf16_only="$BATS_TEST_TMPDIR/bf16"
