@@ -743,6 +743,17 @@ ParallelismConfig parallelism_from_json(const nlohmann::json& j, const std::stri
   // New in 1.5; absent: ep 1; etp absent or null: tp.
   if (j.contains("ep")) p.ep = require_as<int64_t>(j, "ep", path);
   if (j.contains("etp")) p.etp = read_nullable<int64_t>(j, "etp", path);
+  // Sizes a real job can have, checked before any stage allocates by them.
+  constexpr int64_t kMostRanks = int64_t{1} << 20;
+  auto check = [&](const char* key, std::optional<int64_t> size) {
+    if (size && (*size < 1 || *size > kMostRanks))
+      throw DataError(path + "/" + key + ": expected a size from 1 to " + std::to_string(kMostRanks) + ", got " +
+                      std::to_string(*size));
+  };
+  for (const auto& [key, size] : {std::pair{"tp", std::optional(p.tp)}, std::pair{"dp", std::optional(p.dp)},
+                                  std::pair{"cp", std::optional(p.cp)}, std::pair{"pp", std::optional(p.pp)},
+                                  std::pair{"ep", std::optional(p.ep)}, std::pair{"vpp", p.vpp}, std::pair{"etp", p.etp}})
+    check(key, size);
   return p;
 }
 

@@ -192,3 +192,12 @@ text_from_json() {
   graph=$(stage_of llama3-8b mem "${TP2[@]}")
   cmp <(jq -c '.mine = {"x": 1}' "$graph" | syssim-report) <(syssim-report -i "$graph")
 }
+
+@test "a parallelism size out of range in the graph is bad data, not an infinite MFU" {
+  run bash -c "jq -c '.shard.parallelism.tp = 0' '$ROOT/tests/golden/tiny.mem.graph' | syssim-report"
+  assert_failure 1
+  assert_output "syssim-report: error: <stdin>: /shard/parallelism/tp: expected a size from 1 to 1048576, got 0"
+  run bash -c "jq -c '.shard.parallelism.pp = 100000000' '$ROOT/tests/golden/tiny.mem.graph' | syssim-sim"
+  assert_failure 1
+  assert_output "syssim-sim: error: <stdin>: /shard/parallelism/pp: expected a size from 1 to 1048576, got 100000000"
+}
