@@ -744,10 +744,9 @@ ParallelismConfig parallelism_from_json(const nlohmann::json& j, const std::stri
   if (j.contains("ep")) p.ep = require_as<int64_t>(j, "ep", path);
   if (j.contains("etp")) p.etp = read_nullable<int64_t>(j, "etp", path);
   // Sizes a real job can have, checked before any stage allocates by them.
-  constexpr int64_t kMostRanks = int64_t{1} << 20;
   auto check = [&](const char* key, std::optional<int64_t> size) {
-    if (size && (*size < 1 || *size > kMostRanks))
-      throw DataError(path + "/" + key + ": expected a size from 1 to " + std::to_string(kMostRanks) + ", got " +
+    if (size && (*size < 1 || *size > kMaxGpus))
+      throw DataError(path + "/" + key + ": expected a size from 1 to " + std::to_string(kMaxGpus) + ", got " +
                       std::to_string(*size));
   };
   for (const auto& [key, size] : {std::pair{"tp", std::optional(p.tp)}, std::pair{"dp", std::optional(p.dp)},

@@ -211,6 +211,10 @@ ModelConfig model_from_json(const nlohmann::json& j, const std::string& path);
 nlohmann::json to_json(const HardwareConfig& hardware);
 HardwareConfig hardware_from_json(const nlohmann::json& j, const std::string& path);
 nlohmann::json to_json(const ParallelismConfig& parallelism);
+// The most GPUs a job has, and so the largest parallel size: the readers refuse more before
+// anything is sized by them.
+inline constexpr int64_t kMaxGpus = int64_t{1} << 20;
+// Each parallel size from 1 to kMaxGpus, else DataError naming the path.
 ParallelismConfig parallelism_from_json(const nlohmann::json& j, const std::string& path);
 nlohmann::json to_json(const TrainingConfig& training);
 TrainingConfig training_from_json(const nlohmann::json& j, const std::string& path);

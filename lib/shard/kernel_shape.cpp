@@ -3,10 +3,17 @@
 // the syssim:: ops (lib/trace/ops.cpp) and of aten's matmuls.
 #include "shard/passes.hpp"
 
+#include <string_view>
+
+#include "common/error.hpp"
+
 namespace syssim {
 namespace {
 
 double value(const Poly& p, const AxisValues& axes, const std::string& where) { return p.evaluate(axes, where); }
+double first(const TensorRef& ref, const AxisValues& axes, const std::string& where) {
+  return value(ref.dims.front(), axes, where);
+}
 double last(const TensorRef& ref, const AxisValues& axes, const std::string& where) {
   return value(ref.dims.back(), axes, where);
 }
@@ -14,24 +21,60 @@ double elements(const TensorRef& ref, const AxisValues& axes, const std::string&
   return numel_at(ref.dims, axes, where);
 }
 
+std::string count_of(size_t n, std::string_view noun) {
+  return std::to_string(n) + " " + std::string(noun) + (n == 1 ? "" : "s");
+}
+
+// One operand list of a traced op ("inputs" or "outputs") as a rule below reads it: the rule
+// names how many operands it reads and how many dims of each; a traced op with fewer (an
+// edited trace) is bad data that names the JSON path, not a read past the end.
+class Operands {
+ public:
+  Operands(const TraceOp& op, std::string_view list, size_t count, const std::string& where)
+      : op_(op), list_(list), refs_(list == "inputs" ? op.inputs : op.outputs), where_(where) {
+    if (refs_.size() < count)
+      throw DataError(path() + ": " + op.name + " needs " + count_of(count, list.substr(0, list.size() - 1)) +
+                      ", got " + std::to_string(refs_.size()));
+  }
+  // Operand i, of at least `rank` dims.
+  const TensorRef& operator()(size_t i, size_t rank) const {
+    const TensorRef& ref = refs_[i];
+    if (ref.dims.size() < rank)
+      throw DataError(path() + "/" + std::to_string(i) + "/dims: " + op_.name + " needs at least " +
+                      count_of(rank, "dim") + ", got " + std::to_string(ref.dims.size()));
+    return ref;
+  }
+  size_t size() const { return refs_.size(); }
+
+ private:
+  std::string path() const { return where_ + "/" + std::string(list_); }
+
+  const TraceOp& op_;
+  std::string_view list_;  // a literal
+  const std::vector<TensorRef>& refs_;
+  const std::string& where_;  // the rule's: outlives the operands
+};
+
 // The experts' grouped GEMM: `groups` GEMMs of one local expert each, m x n reduced over k
 // (the expert's tokens are m of the forward and dgrad GEMMs, k of the wgrad GEMM), with the
 // tokens shared equally; syssim-shard then gives the busiest expert its share (docs/syssim-cost.md).
 KernelShape grouped_gemm_shape(const TraceOp& op, const AxisValues& axes, double flops, const std::string& where) {
-  const auto& in = op.inputs;
+  const Operands in(op, "inputs", 2, where);
   double groups = 0, n = 0, k = 0, tokens = 0;
   if (op.name == "syssim::grouped_linear") {  // x [T, K], weight [E, N, K] -> [T, N]
-    groups = value(in[1].dims[0], axes, where);
-    n = value(in[1].dims[1], axes, where);
-    k = last(in[0], axes, where);
+    const Dims& weight = in(1, 3).dims;
+    groups = value(weight[0], axes, where);
+    n = value(weight[1], axes, where);
+    k = last(in(0, 1), axes, where);
   } else if (op.name == "syssim::grouped_linear_dgrad") {  // grad [T, N], weight [E, N, K] -> [T, K]
-    groups = value(in[1].dims[0], axes, where);
-    n = value(in[1].dims[2], axes, where);
-    k = value(in[1].dims[1], axes, where);
+    const Dims& weight = in(1, 3).dims;
+    groups = value(weight[0], axes, where);
+    n = value(weight[2], axes, where);
+    k = value(weight[1], axes, where);
   } else {  // grad [T, N]^T x x [T, K] -> [E, N, K]: per expert an N x K output over its tokens
-    groups = value(op.outputs.at(0).dims[0], axes, where);
-    n = last(in[1], axes, where);
-    tokens = elements(in[1], axes, where) / n / groups;
+    groups = value(Operands(op, "outputs", 1, where)(0, 3).dims[0], axes, where);
+    n = last(in(1, 1), axes, where);
+    tokens = elements(in(1, 1), axes, where) / n / groups;
     if (groups <= 0 || n <= 0 || tokens <= 0) return {};
     return {{"groups", groups}, {"m", flops / (2 * n * tokens * groups)}, {"n", n}, {"k", tokens}};
   }
@@ -40,42 +83,53 @@ KernelShape grouped_gemm_shape(const TraceOp& op, const AxisValues& axes, double
 }
 
 // A GEMM's output is m x n with a reduction over k; m*n*k = flops/2, so each rule names the two
-// sizes it can read off its operands and m follows.
+// sizes it can read off its operands and m follows. A rule reads the inputs its op's schema
+// requires (lib/trace/ops.cpp): the count it gives Operands.
 KernelShape gemm_shape(const TraceOp& op, const AxisValues& axes, double flops, const std::string& where) {
-  const auto& in = op.inputs;
+  auto inputs = [&](size_t count) { return Operands(op, "inputs", count, where); };
   double n = 0, k = 0;
   if (op.name == "syssim::linear") {  // x [.., K], weight [N, K]
-    n = value(in[1].dims.front(), axes, where);
-    k = last(in[0], axes, where);
+    const Operands in = inputs(2);
+    n = first(in(1, 2), axes, where);
+    k = last(in(0, 1), axes, where);
   } else if (op.name == "syssim::linear_dgrad") {  // grad [.., N], weight [N, K] -> [.., K]
-    n = last(in[1], axes, where);
-    k = last(in[0], axes, where);
+    const Operands in = inputs(2);
+    n = last(in(1, 1), axes, where);
+    k = last(in(0, 1), axes, where);
   } else if (op.name == "syssim::linear_wgrad") {  // grad [T, N]^T x [T, K] -> [N, K]
-    n = last(in[1], axes, where);
-    k = elements(in[1], axes, where) / n;
+    const Operands in = inputs(2);
+    n = last(in(1, 1), axes, where);
+    k = elements(in(1, 1), axes, where) / n;
   } else if (op.name == "syssim::qkv_linear") {  // x [.., K], wq/wk/wv [N_i, K]
-    for (int w = 1; w <= 3; ++w) n += value(in[w].dims.front(), axes, where);
-    k = last(in[0], axes, where);
+    const Operands in = inputs(4);
+    for (int w = 1; w <= 3; ++w) n += first(in(w, 2), axes, where);
+    k = last(in(0, 1), axes, where);
   } else if (op.name == "syssim::qkv_linear_dgrad") {  // grads [.., N_i], weights [N_i, K] -> [.., K]
-    n = last(in[3], axes, where);
-    for (int w = 3; w <= 5; ++w) k += value(in[w].dims.front(), axes, where);
+    const Operands in = inputs(6);
+    n = last(in(3, 2), axes, where);
+    for (int w = 3; w <= 5; ++w) k += first(in(w, 2), axes, where);
   } else if (op.name == "syssim::qkv_linear_wgrad") {  // grads^T x x [T, K] -> [N_i, K]
-    n = last(in[3], axes, where);
-    k = elements(in[3], axes, where) / n;
+    const Operands in = inputs(4);
+    n = last(in(3, 1), axes, where);
+    k = elements(in(3, 1), axes, where) / n;
   } else if (op.name == "syssim::stacked_linear") {  // x [.., K], w1/w2 [N_i, K]
-    n = value(in[1].dims.front(), axes, where) + value(in[2].dims.front(), axes, where);
-    k = last(in[0], axes, where);
+    const Operands in = inputs(3);
+    n = first(in(1, 2), axes, where) + first(in(2, 2), axes, where);
+    k = last(in(0, 1), axes, where);
   } else if (op.name == "syssim::stacked_linear_dgrad") {  // grads [.., N_i], weights [N_i, K] -> [.., K]
-    n = last(in[2], axes, where);
-    k = value(in[2].dims.front(), axes, where) + value(in[3].dims.front(), axes, where);
+    const Operands in = inputs(4);
+    n = last(in(2, 2), axes, where);
+    k = first(in(2, 2), axes, where) + first(in(3, 2), axes, where);
   } else if (op.name == "syssim::stacked_linear_wgrad") {  // grads^T x x [T, K] -> [N_i, K]
-    n = last(in[2], axes, where);
-    k = elements(in[2], axes, where) / n;
+    const Operands in = inputs(3);
+    n = last(in(2, 1), axes, where);
+    k = elements(in(2, 1), axes, where) / n;
   } else if (op.name == "syssim::grouped_linear" || op.name == "syssim::grouped_linear_dgrad" ||
              op.name == "syssim::grouped_linear_wgrad") {
     return grouped_gemm_shape(op, axes, flops, where);
   } else {  // aten::mm / bmm / baddbmm: [.., M, K] x [.., K, N]
-    const Dims& right = in.back().dims;
+    const Operands in = inputs(2);
+    const Dims& right = in(in.size() - 1, 2).dims;
     n = value(right.back(), axes, where);
     k = value(right[right.size() - 2], axes, where);
   }
@@ -84,14 +138,15 @@ KernelShape gemm_shape(const TraceOp& op, const AxisValues& axes, double flops, 
 }
 
 // Flash attention's q is [s, b, heads, d] and k [s, b, kv_heads, d] (backward: after the
-// output gradient). The trace's attention is causal.
+// output gradient; inputs q, k, v, or grad, q, k, v, out). The trace's attention is causal.
 // A sliding window is taken as each query attending to the window's keys unmasked.
 KernelShape attention_shape(const TraceOp& op, const AxisValues& axes, const std::string& where) {
   const bool backward = op.outputs.size() > 1;
   const bool window = op.name == "syssim::flash_attn_window" || op.name == "syssim::flash_attn_window_backward";
   const size_t query = backward ? 1 : 0;
-  const Dims& q = op.inputs.at(query).dims;
-  const Dims& k = op.inputs.at(query + 1).dims;
+  const Operands in(op, "inputs", backward ? 5 : 3, where);
+  const Dims& q = in(query, 4).dims;
+  const Dims& k = in(query + 1, 4).dims;
   return {{"b", value(q[1], axes, where)},
           {"s_q", value(q[0], axes, where)},
           {"s_kv", window ? axes.at("x") : value(k[0], axes, where)},

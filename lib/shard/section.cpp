@@ -23,7 +23,32 @@ json schedule_to_json(const PipelineSchedule& schedule) {
   return ranks;
 }
 
-PipelineSchedule schedule_from_json(const json& j, const std::string& path) {
+// The most passes of a micro-batch through a model chunk one pipeline rank runs in a step (vpp x
+// num_microbatches): a section beyond them, or beyond kMaxGpus, is refused before anything is
+// sized by them (docs/graph-format.md).
+constexpr int64_t kMaxChunkPasses = int64_t{1} << 20;
+
+// The sizes parallelism_from_json, which takes each parallel size from 1 to 2^20, leaves: their
+// product, the world size, and num_microbatches.
+void check_sizes(const ParallelismConfig& p, int64_t microbatches, const std::string& path) {
+  if (p.tp * p.cp > kMaxGpus / p.dp || p.tp * p.cp * p.dp > kMaxGpus / p.pp)
+    throw DataError("graph: " + path + "/parallelism: tp*cp*dp*pp=" + std::to_string(p.tp) + "*" +
+                    std::to_string(p.cp) + "*" + std::to_string(p.dp) + "*" + std::to_string(p.pp) +
+                    " GPUs, more than the " + std::to_string(kMaxGpus) + " a job can have");
+  const int64_t most = kMaxChunkPasses / p.vpp.value_or(1);
+  if (microbatches < 1 || microbatches > most)
+    throw DataError("graph: " + path + "/num_microbatches: expected 1 to " + std::to_string(most) + ", got " +
+                    std::to_string(microbatches));
+}
+
+// The chunk of an op or slot at `where`: one of the `chunks` (vpp) model chunks of its rank.
+void check_chunk(int64_t chunk, int64_t chunks, const std::string& where) {
+  if (chunk < 0 || chunk >= chunks)
+    throw DataError("graph: " + where + "/chunk: chunk " + std::to_string(chunk) + " does not exist (vpp=" +
+                    std::to_string(chunks) + ")");
+}
+
+PipelineSchedule schedule_from_json(const json& j, const std::string& path, int64_t chunks, int64_t microbatches) {
   PipelineSchedule schedule;
   if (!j.is_array()) throw DataError("graph: " + path + ": expected an array of slot lists, got " + j.dump());
   for (size_t r = 0; r < j.size(); ++r) {
@@ -36,8 +61,10 @@ PipelineSchedule schedule_from_json(const json& j, const std::string& path) {
                         require_as<std::string>(j[r][i], "pass", p)};
       if (slot.pass != "forward" && slot.pass != "backward" && slot.pass != "weight")
         throw DataError("graph: " + p + "/pass: expected forward, backward or weight, got \"" + slot.pass + "\"");
-      if (slot.chunk < 0 || slot.microbatch < 0)
-        throw DataError("graph: " + p + ": chunk and microbatch must not be negative");
+      check_chunk(slot.chunk, chunks, p);
+      if (slot.microbatch < 0 || slot.microbatch >= microbatches)
+        throw DataError("graph: " + p + "/microbatch: micro-batch " + std::to_string(slot.microbatch) +
+                        " does not exist (num_microbatches=" + std::to_string(microbatches) + ")");
       slots.push_back(slot);
     }
   }
@@ -219,6 +246,8 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
   s.training = training_from_json(require(j, "training", path), path + "/training");
   s.seq_length = require_as<int64_t>(j, "seq_length", path);
   s.num_microbatches = require_as<int64_t>(j, "num_microbatches", path);
+  check_sizes(s.parallelism, s.num_microbatches, path);
+  const int64_t chunks = s.parallelism.vpp.value_or(1);
   s.axes = require_as<AxisValues>(j, "axes", path);
   s.params_total = require_as<double>(j, "params_total", path);
   // New in 1.5: without it, every parameter is active.
@@ -257,7 +286,11 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
       throw DataError("graph: " + p + "/scope: expected microbatch, step or step_start, got \"" + op.scope + "\"");
     op.pass = require_as<std::string>(o, "pass", p);
     op.stage = require_as<int64_t>(o, "stage", p);
+    if (op.stage < 0 || op.stage >= s.parallelism.pp)
+      throw DataError("graph: " + p + "/stage: pipeline rank " + std::to_string(op.stage) + " does not exist (pp=" +
+                      std::to_string(s.parallelism.pp) + ")");
     op.chunk = require_as<int64_t>(o, "chunk", p);
+    check_chunk(op.chunk, chunks, p);
     op.recompute = require_as<bool>(o, "recompute", p);
     op.stream = require_as<std::string>(o, "stream", p);
     op.dtype = require_as<std::string>(o, "dtype", p);
@@ -284,7 +317,7 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
   s.stage_params_local = require_as<std::vector<double>>(j, "stage_params_local", path);
   if (j.contains("stage_expert_params_local"))
     s.stage_expert_params_local = require_as<std::vector<double>>(j, "stage_expert_params_local", path);
-  s.schedule = schedule_from_json(require(j, "schedule", path), path + "/schedule");
+  s.schedule = schedule_from_json(require(j, "schedule", path), path + "/schedule", chunks, s.num_microbatches);
   return s;
 }
 

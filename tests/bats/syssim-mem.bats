@@ -38,6 +38,16 @@ ONE=(--seq-length 1024)
   assert_output "syssim-mem: error: graph has no 'shard' section: run syssim-shard first"
 }
 
+@test "a chunk or pipeline rank the job does not have is refused naming the JSON path, not a crash" {
+  sim=$(stage_of llama3-8b sim "${TP2[@]}")
+  run syssim-mem < <(jq -c '.shard.ops[3].chunk = -1' "$sim")
+  assert_failure 1
+  assert_output "syssim-mem: error: <stdin>: graph: /shard/ops/3/chunk: chunk -1 does not exist (vpp=1)"
+  run syssim-mem < <(jq -c '.shard.ops[3].stage = 100000000' "$sim")
+  assert_failure 1
+  assert_output "syssim-mem: error: <stdin>: graph: /shard/ops/3/stage: pipeline rank 100000000 does not exist (pp=1)"
+}
+
 @test "-o writes the graph to the file; a failed run leaves no file behind" {
   run syssim-mem -i "$(stage_of llama3-8b sim "${TP2[@]}")" -o "$BATS_TEST_TMPDIR/m.graph"
   assert_success

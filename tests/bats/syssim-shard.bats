@@ -87,6 +87,21 @@ load common
   assert_output "syssim-shard: error: $BATS_TEST_TMPDIR/cut.graph: truncated JSON: input ends after 100 bytes"
 }
 
+@test "a traced GEMM with too few inputs, or an operand without dims, is bad data naming the path, not a crash" {
+  trace=$(trace_of llama3-8b)
+  id=$(jq '[.trace.ops[] | select(.name == "syssim::linear")][0].id' "$trace")
+  run syssim-shard --tp 2 --sp < <(jq -c ".trace.ops[$id].inputs |= .[:1]" "$trace")
+  assert_failure 1
+  assert_output "syssim-shard: error: /trace/ops/$id/inputs: syssim::linear needs 2 inputs, got 1"
+  run syssim-shard --tp 2 --sp < <(jq -c ".trace.ops[$id].inputs[1].dims = []" "$trace")
+  assert_failure 1
+  assert_output "syssim-shard: error: /trace/ops/$id/inputs/1/dims: syssim::linear needs at least 2 dims, got 0"
+  id=$(jq '[.trace.ops[] | select(.name == "syssim::flash_attn")][0].id' "$trace")
+  run syssim-shard --tp 2 --sp < <(jq -c ".trace.ops[$id].inputs[1].dims = [\"s\"]" "$trace")
+  assert_failure 1
+  assert_output "syssim-shard: error: /trace/ops/$id/inputs/1/dims: syssim::flash_attn needs at least 4 dims, got 1"
+}
+
 @test "a graph of another major version is refused" {
   jq -c '.version = "2.0"' "$(trace_of llama3-8b)" > "$BATS_TEST_TMPDIR/v2.graph"
   run syssim-shard -i "$BATS_TEST_TMPDIR/v2.graph"

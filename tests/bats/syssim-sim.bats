@@ -63,6 +63,20 @@ simjq() { # simjq GRAPH FILTER: run FILTER with the helpers above and $n bound.
   assert_output "syssim-sim: error: <stdin>: graph: /shard/ops/2/deps: 5 is not an earlier op"
 }
 
+@test "a chunk or pipeline rank the job does not have is refused naming the JSON path, not a crash" {
+  cost=$(stage_of llama3-8b cost "${ONE[@]}")
+  run syssim-sim < <(jq -c '.shard.ops[3].chunk = -1' "$cost")
+  assert_failure 1
+  assert_output "syssim-sim: error: <stdin>: graph: /shard/ops/3/chunk: chunk -1 does not exist (vpp=1)"
+  # jq 1.6 rounds 2^63 - 1 to a double: the number goes in as text.
+  run syssim-sim < <(jq -c '.shard.ops[3].chunk = "MAX"' "$cost" | sed 's/"MAX"/9223372036854775807/')
+  assert_failure 1
+  assert_output "syssim-sim: error: <stdin>: graph: /shard/ops/3/chunk: chunk 9223372036854775807 does not exist (vpp=1)"
+  run syssim-sim < <(jq -c '.shard.ops[3].stage = 100000000' "$cost")
+  assert_failure 1
+  assert_output "syssim-sim: error: <stdin>: graph: /shard/ops/3/stage: pipeline rank 100000000 does not exist (pp=1)"
+}
+
 @test "-o writes the graph to the file; a failed run leaves no file behind" {
   run syssim-sim -i "$(stage_of llama3-8b cost "${ONE[@]}")" -o "$BATS_TEST_TMPDIR/s.graph"
   assert_success

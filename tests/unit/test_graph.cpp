@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <thread>
 #include <vector>
@@ -131,6 +132,61 @@ TEST(GraphDocument, MissingSectionTellsWhichStageToRun) {
   } catch (const DataError& e) {
     EXPECT_STREQ(e.what(), "graph has no 'shard' section: run syssim-shard first");
   }
+}
+
+// A shard section of pp 2 with 2 chunks per rank and 2 micro-batches: one op, on rank 1's
+// chunk 1, and its forward slots.
+ShardSection small_pipeline() {
+  ShardSection s;
+  s.parallelism.pp = 2;
+  s.parallelism.vpp = 2;
+  s.num_microbatches = 2;
+  ShardOp op;
+  op.name = "aten::add";
+  op.kind = "math";
+  op.phase = "fwd";
+  op.scope = "microbatch";
+  op.pass = "forward";
+  op.stage = 1;
+  op.chunk = 1;
+  op.stream = "compute";
+  op.dtype = "bf16";
+  s.ops.push_back(op);
+  s.pp_layout = {1, 1, 1, 1};
+  s.stage_params_local = {0, 0};
+  s.schedule = {{}, {{1, 0, "forward"}, {1, 1, "forward"}}};
+  return s;
+}
+
+// A chunk, pipeline rank or size the job does not have is refused where the section is read,
+// before anything is sized by it: one line naming the JSON path and the value.
+TEST(ShardSection, RefusesChunksRanksAndSizesNoJobHas) {
+  auto error_of = [](const std::string& pointer, const nlohmann::json& value) -> std::string {
+    nlohmann::json j = to_json(small_pipeline());
+    j[nlohmann::json::json_pointer(pointer)] = value;
+    try {
+      shard_from_json(j, "/shard");
+    } catch (const DataError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(error_of("/ops/0/chunk", 1), "no error");
+  EXPECT_EQ(error_of("/ops/0/chunk", -1), "graph: /shard/ops/0/chunk: chunk -1 does not exist (vpp=2)");
+  EXPECT_EQ(error_of("/ops/0/chunk", INT64_MAX),
+            "graph: /shard/ops/0/chunk: chunk 9223372036854775807 does not exist (vpp=2)");
+  EXPECT_EQ(error_of("/ops/0/stage", -1), "graph: /shard/ops/0/stage: pipeline rank -1 does not exist (pp=2)");
+  EXPECT_EQ(error_of("/ops/0/stage", 100000000),
+            "graph: /shard/ops/0/stage: pipeline rank 100000000 does not exist (pp=2)");
+  EXPECT_EQ(error_of("/schedule/1/0/chunk", 2), "graph: /shard/schedule/1/0/chunk: chunk 2 does not exist (vpp=2)");
+  EXPECT_EQ(error_of("/schedule/1/1/microbatch", 2),
+            "graph: /shard/schedule/1/1/microbatch: micro-batch 2 does not exist (num_microbatches=2)");
+  // Each parallel size is at most 2^20 (parallelism_from_json), and so is their product.
+  EXPECT_EQ(error_of("/parallelism/dp", 1 << 20),
+            "graph: /shard/parallelism: tp*cp*dp*pp=1*1*1048576*2 GPUs, more than the 1048576 a job can have");
+  // A rank runs at most 2^20 passes of a micro-batch through a chunk per step: 2^19 with 2 chunks.
+  EXPECT_EQ(error_of("/num_microbatches", 1 << 20),
+            "graph: /shard/num_microbatches: expected 1 to 524288, got 1048576");
 }
 
 // The trace cache's binary form: the same section back, and a damaged entry refused (the

@@ -134,6 +134,29 @@ TEST(Shard, KernelShapesAreTheGemmsOfOneRank) {
     }
 }
 
+// A traced GEMM with fewer operands, or fewer dims of one, than its kernel shape reads (an
+// edited trace) is bad data naming the JSON path, not a read past the end.
+TEST(Shard, TracedGemmsWithMissingOperandsAreErrorsThatNameThePath) {
+  auto error_of = [](void (*edit)(TraceSection&)) -> std::string {
+    Graph g = small_graph();
+    edit(*g.trace);
+    try {
+      shard_graph(g, layout(2, true));
+    } catch (const DataError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(error_of([](TraceSection& t) { t.ops[1].inputs.resize(1); }),
+            "/trace/ops/1/inputs: syssim::linear needs 2 inputs, got 1");
+  EXPECT_EQ(error_of([](TraceSection& t) { t.ops[2].inputs[1].dims.clear(); }),
+            "/trace/ops/2/inputs/1/dims: syssim::linear needs at least 2 dims, got 0");
+  EXPECT_EQ(error_of([](TraceSection& t) { t.ops[3].inputs[0].dims.clear(); }),
+            "/trace/ops/3/inputs/0/dims: syssim::linear_dgrad needs at least 1 dim, got 0");
+  EXPECT_EQ(error_of([](TraceSection& t) { t.ops[4].inputs.clear(); }),
+            "/trace/ops/4/inputs: syssim::linear_wgrad needs 2 inputs, got 0");
+}
+
 TEST(Shard, DataParallelAddsGradientReductionAndAdam) {
   Graph g = small_graph();
   shard_graph(g, layout(1, false, 4, 2, 64));
