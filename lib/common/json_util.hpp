@@ -4,6 +4,9 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
 
 #include "common/error.hpp"
 
@@ -14,10 +17,24 @@ using json = nlohmann::json;
 // The value at j[key]; throws DataError naming path/key when it is missing.
 const json& require(const json& j, const std::string& key, const std::string& path);
 
-// The value at j[key] as T; throws DataError naming the path and the value on a type mismatch.
+// The value at j[key] as T; throws DataError naming the path and the value on a type mismatch,
+// and for an integer T on a value that is not a whole number in T's range (nlohmann's get
+// truncates a fraction and wraps an unsigned number past the signed range).
 template <typename T>
 T require_as(const json& j, const std::string& key, const std::string& path) {
   const json& v = require(j, key, path);
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    using Limits = std::numeric_limits<T>;
+    bool fits = false;
+    if (v.is_number_unsigned()) {  // nlohmann reads every integer from 0 up as unsigned
+      fits = v.get<uint64_t>() <= static_cast<uint64_t>(Limits::max());
+    } else if (v.is_number_integer()) {  // below 0
+      fits = Limits::is_signed && v.get<int64_t>() >= static_cast<int64_t>(Limits::min());
+    }
+    if (!fits)
+      throw DataError("graph: " + path + "/" + key + ": expected a whole number that fits " +
+                      std::to_string(sizeof(T) * 8) + " bits, got " + v.dump());
+  }
   try {
     return v.get<T>();
   } catch (const json::exception&) {

@@ -10,6 +10,7 @@
 
 #include "common/error.hpp"
 #include "common/graph.hpp"
+#include "common/json_util.hpp"
 #include "common/kernel_shape.hpp"
 #include "common/symbol.hpp"
 #include "trace_builder.hpp"
@@ -111,6 +112,24 @@ std::string error_of(const std::string& text) {
     return e.what();
   }
   return "no error";
+}
+
+// An integer field takes whole numbers in its type's range only: nlohmann's get would truncate
+// 1.5 to 1 and wrap 2^63 to -2^63.
+TEST(GraphDocument, IntegerFieldsAreWholeAndInRange) {
+  const json j = json::parse(R"({"big": 9223372036854775808, "half": 1.5, "low": -1, "top": 9223372036854775807})");
+  auto error_of_key = [&](const std::string& key) -> std::string {
+    try {
+      require_as<int64_t>(j, key, "/x");
+    } catch (const DataError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(error_of_key("big"), "graph: /x/big: expected a whole number that fits 64 bits, got 9223372036854775808");
+  EXPECT_EQ(error_of_key("half"), "graph: /x/half: expected a whole number that fits 64 bits, got 1.5");
+  EXPECT_EQ(require_as<int64_t>(j, "low", "/x"), -1);
+  EXPECT_EQ(require_as<int64_t>(j, "top", "/x"), INT64_MAX);
 }
 
 TEST(GraphDocument, RefusesBadInputWithOneLine) {
