@@ -149,7 +149,7 @@ KernelShape attention_shape(const TraceOp& op, const AxisValues& axes, const std
   const Dims& k = in(query + 1, 4).dims;
   return {{"b", value(q[1], axes, where)},
           {"s_q", value(q[0], axes, where)},
-          {"s_kv", window ? axes.at("x") : value(k[0], axes, where)},
+          {"s_kv", value(window ? Poly::axis("x") : k[0], axes, where)},
           {"heads", value(q[2], axes, where)},
           {"kv_heads", value(k[2], axes, where)},
           {"head_dim", value(q[3], axes, where)},

@@ -102,6 +102,14 @@ load common
   assert_output "syssim-shard: error: /trace/ops/$id/inputs/1/dims: syssim::flash_attn needs at least 4 dims, got 1"
 }
 
+@test "a sliding-window attention op in a model without a window names the missing axis" {
+  trace="$ROOT/tests/golden/tiny.trace.graph"
+  id=$(jq '[.trace.ops[] | select(.name == "syssim::flash_attn")][0].id' "$trace")
+  run syssim-shard < <(jq -c ".trace.ops[$id].name = \"syssim::flash_attn_window\"" "$trace")
+  assert_failure 1
+  assert_output "syssim-shard: error: /trace/ops/$id: axis 'x' has no value"
+}
+
 @test "a graph of another major version is refused" {
   jq -c '.version = "2.0"' "$(trace_of llama3-8b)" > "$BATS_TEST_TMPDIR/v2.graph"
   run syssim-shard -i "$BATS_TEST_TMPDIR/v2.graph"
