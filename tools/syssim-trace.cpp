@@ -1,4 +1,4 @@
-// syssim-trace: traces one training step of a model architecture into a new graph (docs/trace.md).
+// syssim-trace: traces one training step of a model architecture into a new graph (docs/syssim-trace.md).
 #include "common/version.hpp"
 #include "config/config.hpp"
 #include "tool.hpp"

@@ -1,4 +1,4 @@
-// A Megatron-style dense decoder-only transformer built directly on meta tensors (docs/trace.md).
+// A Megatron-style dense decoder-only transformer built directly on meta tensors (docs/syssim-trace.md).
 #pragma once
 #include <cstdint>
 

@@ -8,7 +8,7 @@ namespace {
 
 using R = FlopsRule;
 
-// FLOPs per element are rough counts of the arithmetic of a fused kernel (docs/trace.md); these
+// FLOPs per element are rough counts of the arithmetic of a fused kernel (docs/syssim-trace.md); these
 // ops are bandwidth-bound, so their bytes matter far more than these constants.
 const std::map<std::string, OpRule> kOpRules = {
     {"syssim::embedding", {"memory"}},

@@ -1,4 +1,4 @@
-// Which dispatched ops the trace keeps, their kind and their FLOP count (docs/trace.md).
+// Which dispatched ops the trace keeps, their kind and their FLOP count (docs/syssim-trace.md).
 #pragma once
 #include <string>
 #include <vector>

@@ -1,4 +1,4 @@
-// Records the ops LibTorch dispatches on this thread into a ConcreteTrace (docs/trace.md).
+// Records the ops LibTorch dispatches on this thread into a ConcreteTrace (docs/syssim-trace.md).
 #pragma once
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>

@@ -1,5 +1,5 @@
 // The trace stage: runs one training step of a model architecture with LibTorch on the meta
-// device and records the ops it dispatches (docs/trace.md).
+// device and records the ops it dispatches (docs/syssim-trace.md).
 #pragma once
 #include <cstdint>
 #include <map>
