@@ -25,7 +25,8 @@ void apply_default_job(const CLI::App& command, syssim::ShardOptions& options) {
   if (unset("--dp")) options.parallelism.dp = job.parallelism.dp;
   if (unset("--micro-batch")) options.training.micro_batch = job.training.micro_batch;
   if (unset("--global-batch")) options.training.global_batch = job.training.global_batch;
-  if (unset("--distributed-optimizer")) options.training.distributed_optimizer = job.training.distributed_optimizer;
+  if (unset("--distributed-optimizer") && unset("--data-parallel-sharding-strategy"))
+    options.training.distributed_optimizer = job.training.distributed_optimizer;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <sstream>
 
 #include "common/error.hpp"
@@ -756,6 +757,38 @@ ParallelismConfig parallelism_from_json(const nlohmann::json& j, const std::stri
   return p;
 }
 
+std::optional<DataParallelSharding> parse_data_parallel_sharding(const std::string& name) {
+  static const std::map<std::string, DataParallelSharding> kNames = {
+      {"no_shard", DataParallelSharding::no_shard},
+      {"optim", DataParallelSharding::optim},
+      {"optim_grads", DataParallelSharding::optim_grads},
+      {"optim_grads_params", DataParallelSharding::optim_grads_params},
+      {"zero1", DataParallelSharding::optim},
+      {"zero2", DataParallelSharding::optim_grads},
+      {"zero3", DataParallelSharding::optim_grads_params},
+      {"shard_grad_op", DataParallelSharding::optim_grads},  // PyTorch FSDP's ShardingStrategy
+      {"full_shard", DataParallelSharding::optim_grads_params}};
+  auto found = kNames.find(name);
+  if (found == kNames.end()) return std::nullopt;
+  return found->second;
+}
+
+const char* to_string(DataParallelSharding sharding) {
+  switch (sharding) {
+    case DataParallelSharding::no_shard: return "no_shard";
+    case DataParallelSharding::optim: return "optim";
+    case DataParallelSharding::optim_grads: return "optim_grads";
+    case DataParallelSharding::optim_grads_params: return "optim_grads_params";
+  }
+  return "no_shard";
+}
+
+void normalize_sharding(TrainingConfig& t) {
+  if (t.data_parallel_sharding != DataParallelSharding::no_shard) t.distributed_optimizer = true;
+  if (t.distributed_optimizer && t.data_parallel_sharding == DataParallelSharding::no_shard)
+    t.data_parallel_sharding = DataParallelSharding::optim;
+}
+
 nlohmann::json to_json(const TrainingConfig& t) {
   nlohmann::json j = {{"micro_batch", t.micro_batch},
           {"global_batch", t.global_batch},
@@ -779,6 +812,8 @@ nlohmann::json to_json(const TrainingConfig& t) {
             {"moe_imbalance", t.moe_imbalance},
             {"moe_shared_expert_overlap", t.moe_shared_expert_overlap},
             {"overlap_moe_expert_parallel_comm", t.overlap_moe_expert_parallel_comm}});
+  // New in 1.6, written only for the strategies beyond the distributed optimizer.
+  if (t.shards_gradients()) j["data_parallel_sharding_strategy"] = to_string(t.data_parallel_sharding);
   return j;
 }
 
@@ -812,6 +847,16 @@ TrainingConfig training_from_json(const nlohmann::json& j, const std::string& pa
     t.moe_shared_expert_overlap = require_as<bool>(j, "moe_shared_expert_overlap", path);
   if (j.contains("overlap_moe_expert_parallel_comm"))
     t.overlap_moe_expert_parallel_comm = require_as<bool>(j, "overlap_moe_expert_parallel_comm", path);
+  if (j.contains("data_parallel_sharding_strategy")) {
+    const auto name = require_as<std::string>(j, "data_parallel_sharding_strategy", path);
+    const auto sharding = parse_data_parallel_sharding(name);
+    if (!sharding || name != to_string(*sharding) || *sharding < DataParallelSharding::optim_grads ||
+        !t.distributed_optimizer)
+      throw DataError(path + "/data_parallel_sharding_strategy: expected optim_grads or optim_grads_params with "
+                      "distributed_optimizer true, got '" + name + "'");
+    t.data_parallel_sharding = *sharding;
+  }
+  normalize_sharding(t);
   return t;
 }
 

@@ -139,6 +139,16 @@ struct ParallelismConfig {
   int64_t expert_dp() const { return tp * cp * dp / (ep * expert_tp()); }
 };
 
+// How data parallelism shards the training state, in Megatron-FSDP's names
+// (docs/parallelism.md "Sharded data parallelism"): nothing (DDP), the optimizer state (ZeRO-1,
+// Megatron-LM's distributed optimizer), also the gradients (ZeRO-2), also the weights (ZeRO-3,
+// FSDP's FULL_SHARD).
+enum class DataParallelSharding { no_shard, optim, optim_grads, optim_grads_params };
+// The strategy named `name` (also zero1/zero2/zero3, full_shard, shard_grad_op); nullopt for
+// any other name.
+std::optional<DataParallelSharding> parse_data_parallel_sharding(const std::string& name);
+const char* to_string(DataParallelSharding sharding);
+
 struct TrainingConfig {
   int64_t micro_batch = 1;
   int64_t global_batch = 1;
@@ -153,6 +163,12 @@ struct TrainingConfig {
   std::optional<std::string> recompute_method;  // full: uniform | block (default uniform)
   std::optional<int64_t> recompute_num_layers;  // full: layers per checkpoint (uniform) or checkpointed (block); default 1
   bool distributed_optimizer = false;
+  // optim_grads and optim_grads_params: Megatron-FSDP's per-layer reduce-scatters (and
+  // all-gathers) in every micro-batch; they imply the distributed optimizer, which alone is
+  // optim (normalize_sharding keeps the two fields consistent).
+  DataParallelSharding data_parallel_sharding = DataParallelSharding::no_shard;
+  bool shards_gradients() const { return data_parallel_sharding >= DataParallelSharding::optim_grads; }
+  bool shards_weights() const { return data_parallel_sharding == DataParallelSharding::optim_grads_params; }
   // Communication overlap (docs/syssim-shard.md "Communication overlap") and clipping.
   bool overlap_grad_reduce = false;           // DP gradient reduction per bucket, during backward
   bool overlap_param_gather = false;          // distributed optimizer's all-gather during the next forward
@@ -218,5 +234,8 @@ inline constexpr int64_t kMaxGpus = int64_t{1} << 20;
 ParallelismConfig parallelism_from_json(const nlohmann::json& j, const std::string& path);
 nlohmann::json to_json(const TrainingConfig& training);
 TrainingConfig training_from_json(const nlohmann::json& j, const std::string& path);
+// Makes distributed_optimizer and data_parallel_sharding agree: the distributed optimizer
+// alone is optim; a sharding strategy turns the distributed optimizer on.
+void normalize_sharding(TrainingConfig& training);
 
 }  // namespace syssim

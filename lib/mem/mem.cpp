@@ -294,12 +294,15 @@ void transient_peak(const ShardSection& shard, const std::vector<char>& transien
 TrainingStateBytes training_state_bytes(double params, const ParallelismConfig& parallelism,
                                         const TrainingConfig& training, double expert_params) {
   // The distributed optimizer's data-parallel group spans the context-parallel ranks too.
-  double optimizer_shards =
-      training.distributed_optimizer ? static_cast<double>(parallelism.dp * parallelism.cp) : 1.0;
-  if (expert_params == 0) return {params * kMainGradBytes, params * kOptimizerStateBytes / optimizer_shards};
-  double expert_shards = training.distributed_optimizer ? static_cast<double>(parallelism.expert_dp()) : 1.0;
-  return {params * kMainGradBytes, (params - expert_params) * kOptimizerStateBytes / optimizer_shards +
-                                       expert_params * kOptimizerStateBytes / expert_shards};
+  const bool sharded = training.distributed_optimizer || training.shards_gradients();
+  const double dense_shards = sharded ? static_cast<double>(parallelism.dp * parallelism.cp) : 1.0;
+  const double expert_shards = sharded && expert_params > 0 ? static_cast<double>(parallelism.expert_dp()) : 1.0;
+  const double shard_params = (params - expert_params) / dense_shards + expert_params / expert_shards;
+  TrainingStateBytes states;
+  states.grad_bytes = (training.shards_gradients() ? shard_params : params) * kMainGradBytes;
+  states.optimizer_state_bytes = shard_params * kOptimizerStateBytes;
+  if (training.shards_weights() && params > 0) states.weight_share = shard_params / params;
+  return states;
 }
 
 void account_memory(Graph& g) {
@@ -320,6 +323,7 @@ void account_memory(Graph& g) {
     stage.param_bytes = weight_bytes(shard, rank);
     const double expert_params = shard.stage_expert_params_local.empty() ? 0 : shard.stage_expert_params_local.at(rank);
     TrainingStateBytes states = training_state_bytes(params, shard.parallelism, shard.training, expert_params);
+    stage.param_bytes *= states.weight_share;
     stage.grad_bytes = states.grad_bytes;
     stage.optimizer_state_bytes = states.optimizer_state_bytes;
     transient_peak(shard, transient, rank, programs[rank], stage);

@@ -12,10 +12,13 @@ void account_memory(Graph& g);
 // The gradients and optimizer states of `params` parameters held by one GPU, `expert_params`
 // of them the experts': fp32 main gradients, and Adam's fp32 master weights and two moments,
 // which the distributed optimizer shards over the data-parallel group (dp x cp ranks; the
-// experts' over the expert-data-parallel group).
+// experts' over the expert-data-parallel group); optim_grads shards the gradients too, and
+// optim_grads_params the weights (`weight_share`: the share of its weights a GPU keeps between
+// the layers' all-gathers).
 struct TrainingStateBytes {
   double grad_bytes = 0;
   double optimizer_state_bytes = 0;
+  double weight_share = 1;
 };
 TrainingStateBytes training_state_bytes(double params, const ParallelismConfig& parallelism,
                                         const TrainingConfig& training, double expert_params = 0);

@@ -222,8 +222,10 @@ void add_step_ops(const ShardContext& context, ShardSection& shard) {
     bucket_groups.push_back(
         {"edp", expert_data_parallel, "expert_", make_buckets(local_grads, shard.training.ddp_bucket_size, true)});
   // --overlap-param-gather: the next step's forward waits for each bucket's weights; they are
-  // gathered in forward order, the reverse of the buckets.
-  if (t.distributed_optimizer && t.overlap_param_gather)
+  // gathered in forward order, the reverse of the buckets. Weights sharded by layer
+  // (optim_grads_params) are gathered in each micro-batch instead (sharded_data_parallel.cpp).
+  const bool gathers_after_step = t.distributed_optimizer && !t.shards_weights();
+  if (gathers_after_step && t.overlap_param_gather)
     for (const BucketGroup& group : bucket_groups)
       if (group.ranks > 1)
         for (size_t i = group.buckets.size(); i-- > 0;) rewriter.add(param_gather(context, group, i, "step_start"));
@@ -241,9 +243,11 @@ void add_step_ops(const ShardContext& context, ShardSection& shard) {
   }
   // Each bucket is reduced once its gradients are final: with --overlap-grad-reduce as soon as
   // backward has written them (the deps its reads give), otherwise after the whole backward.
+  // Gradients sharded by layer (optim_grads, optim_grads_params) were reduce-scattered in each
+  // micro-batch already.
   std::vector<int64_t> wait_for = t.overlap_grad_reduce ? std::vector<int64_t>{} : end_of_backward(shard.ops);
   for (const BucketGroup& group : bucket_groups) {
-    if (group.ranks == 1) continue;
+    if (group.ranks == 1 || t.shards_gradients()) continue;
     for (size_t i = 0; i < group.buckets.size(); ++i) {
       if (group.buckets[i].grads.empty()) continue;
       ShardOp c = step_collective(context, t.distributed_optimizer ? "reduce_scatter" : "all_reduce", group.group,
@@ -272,7 +276,7 @@ void add_step_ops(const ShardContext& context, ShardSection& shard) {
   adam.bytes = shard_params * kAdamBytesPerParam;
   adam.reads = grads;
   std::vector<int64_t> optimizer_step = {rewriter.add(adam)};
-  if (t.distributed_optimizer && !t.overlap_param_gather)
+  if (gathers_after_step && !t.overlap_param_gather)
     for (const BucketGroup& group : bucket_groups)
       if (group.ranks > 1)
         for (size_t i = 0; i < group.buckets.size(); ++i)
@@ -281,7 +285,7 @@ void add_step_ops(const ShardContext& context, ShardSection& shard) {
   // Megatron-LM zeroes the fp32 gradient buffer at the start of each step (zero_grad_buffer):
   // in a run of steps, once this step's optimizer step and synchronous gathers are done.
   ShardOp zero = step_op("ddp::zero_grad_buffer", "memory", "grad_buffer");
-  zero.bytes = shard.params_local * kFp32Bytes;
+  zero.bytes = (t.shards_gradients() ? shard_params : shard.params_local) * kFp32Bytes;
   zero.writes = grads;
   rewriter.add(zero, optimizer_step);
 }

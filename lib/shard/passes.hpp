@@ -89,6 +89,14 @@ void apply_recompute(const ShardContext& context, ShardSection& shard);
 // the model does not have (DataError).
 void check_recompute(const ModelConfig& model, const ShardOptions& options);
 
+// Sharded data parallelism beyond the distributed optimizer (optim_grads, optim_grads_params,
+// shard/sharded_data_parallel.cpp): per decoder layer and micro-batch, the reduce-scatter of
+// its gradients after its backward and the all-gathers of its weights before its forward and
+// its backward, one layer ahead. Runs after recomputation, before add_step_ops.
+void apply_sharded_data_parallel(const ShardContext& context, ShardSection& shard);
+// Combinations not simulated yet (UsageError).
+void check_sharded_data_parallel(const ShardOptions& options, const std::string& pipeline_schedule);
+
 // Once per step: the DP gradient reduction in buckets (overlapped with backward under
 // --overlap-grad-reduce), TP all-reduce of SP-replicated weight gradients, gradient-norm
 // clipping, Adam, the distributed optimizer's parameter all-gather (after Adam, or before

@@ -239,11 +239,13 @@ ShardSection shard_trace(const ModelConfig& model, const TraceSection& trace, co
   ShardSection shard;
   shard.parallelism = options.parallelism;
   shard.training = options.training;
+  normalize_sharding(shard.training);
   shard.training.seq_length = seq;
   shard.training.fp8_recipe = low_precision_recipe(options.training);  // as simulated: the default resolved
   shard.seq_length = seq;
   shard.axes = context.full_axes;
   plan_pipeline(model, options, shard);
+  check_sharded_data_parallel(options, shard.pipeline_schedule);
   set_global_batch(model, options.training.global_batch, shard);
   count_parameters(context, shard);
   if (reuse && &reuse->trace() == &trace)
@@ -255,6 +257,7 @@ ShardSection shard_trace(const ModelConfig& model, const TraceSection& trace, co
   overlap_shared_experts(context, shard);
   apply_context_parallel(context, shard);
   apply_recompute(context, shard);
+  apply_sharded_data_parallel(context, shard);
   add_step_ops(context, shard);
   apply_low_precision(context, shard);
   apply_tp_comm_overlap(context, shard);

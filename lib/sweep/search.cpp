@@ -301,7 +301,7 @@ double model_state_lower_bound_gb(double params_total, const ShardOptions& layou
   const double weight_bytes_per_param = layout.training.fp8_param_gather ? kFp8Bytes : kHalfPrecisionBytes;
   TrainingStateBytes states = training_state_bytes(params, p, layout.training, experts);
   constexpr double kBytesPerGB = 1e9;
-  return (params * weight_bytes_per_param + states.grad_bytes + states.optimizer_state_bytes) / kBytesPerGB;
+  return (params * weight_bytes_per_param * states.weight_share + states.grad_bytes + states.optimizer_state_bytes) / kBytesPerGB;
 }
 
 SearchResult search_layouts(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& base,

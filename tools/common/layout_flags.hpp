@@ -61,6 +61,16 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
       ->check(CLI::IsMember({"uniform", "block"}));
   app.add_option("--recompute-num-layers", t.recompute_num_layers, "N of --recompute-method (default 1)");
   app.add_flag("--distributed-optimizer", t.distributed_optimizer, "Shard optimizer state over data parallel ranks");
+  app.add_option_function<std::string>(
+         "--data-parallel-sharding-strategy",
+         [&t](const std::string& name) { t.data_parallel_sharding = *parse_data_parallel_sharding(name); },
+         "What data parallelism shards, as Megatron-FSDP: no_shard, optim (= --distributed-optimizer), optim_grads "
+         "(ZeRO-2), optim_grads_params (ZeRO-3, FSDP FULL_SHARD); also zero1, zero2, zero3, shard_grad_op, full_shard")
+      ->check(CLI::Validator(
+          [](std::string& name) {
+            return parse_data_parallel_sharding(name) ? std::string() : "unknown sharding strategy '" + name + "'";
+          },
+          "STRATEGY"));
   app.add_flag("--overlap-grad-reduce", t.overlap_grad_reduce, "Reduce gradients per bucket during the backward pass");
   app.add_flag("--overlap-param-gather", t.overlap_param_gather,
                "All-gather the distributed optimizer's weights during the next forward pass");

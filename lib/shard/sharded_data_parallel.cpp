@@ -1,0 +1,285 @@
+// Sharded data parallelism (docs/parallelism.md "Sharded data parallelism"): Megatron-FSDP's
+// optim_grads (ZeRO-2) and optim_grads_params (ZeRO-3). Each decoder layer is a unit, and the
+// weights outside the layers of one virtual stage (embedding; final norm and output layer) one
+// more. In every micro-batch a unit's gradients are reduce-scattered as soon as its backward has
+// written them; under optim_grads_params its weights are all-gathered before its forward and
+// again before its backward (freed after each), one unit ahead of the compute.
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "common/error.hpp"
+#include "shard/passes.hpp"
+
+namespace syssim {
+namespace {
+
+// Gradients are reduced in fp32, as the buckets of data_parallel.cpp.
+constexpr double kReduceBytesPerParam = 4;
+
+// Forward ops run before the backward ones (recomputed forward ops among those).
+bool backward_side(const ShardOp& op) { return op.pass != "forward" || op.recompute; }
+
+// A unit's ops of one side on one pipeline rank's virtual stage: a decoder layer's, or those
+// outside the layers before them (kBeforeLayers: the embedding in forward) or after them
+// (kAfterLayers: final norm, output layer and loss in forward).
+using UnitKey = std::tuple<int64_t, int64_t, bool, int64_t>;  // stage, chunk, backward side, layer
+constexpr int64_t kBeforeLayers = -1;
+constexpr int64_t kAfterLayers = -2;
+
+// The weights and gradients of one unit that one data-parallel group shards: the dense
+// parameters' over dp x cp ranks, the experts' over the expert-data-parallel ranks.
+struct ShardedPart {
+  std::vector<int64_t> weights;
+  std::vector<int64_t> grads;
+  double weight_bytes = 0;
+  double grad_params = 0;
+};
+
+struct Unit {
+  std::vector<int64_t> ops;       // old ids, in order: those reading weights or writing gradients
+  bool weight_pass_grads = false;  // a weight-pass op writes some of its gradients
+  std::string module;              // its first op's: places the unit's collectives on its stage
+  ShardedPart part[2];            // [0] dense, [1] experts
+};
+
+class ShardedDataParallel {
+ public:
+  ShardedDataParallel(const ShardContext& context, ShardSection& shard)
+      : context_(context), shard_(shard), rewriter_(shard) {}
+
+  void run() {
+    find_units();
+    plan_issue_points();
+    emit();
+  }
+
+ private:
+  struct Group {
+    const char* name;
+    int64_t ranks;
+  };
+  Group group(int part) const {
+    return part == 0 ? Group{"dp", context_.data_parallel_size()}
+                     : Group{"edp", context_.options.parallelism.expert_dp()};
+  }
+
+  // The unit of a microbatch op, in op order.
+  UnitKey unit_of(const ShardOp& op) {
+    const std::tuple<int64_t, int64_t, bool> side{op.stage, op.chunk, backward_side(op)};
+    if (op.layer) {
+      past_layers_[side] = true;
+      return {op.stage, op.chunk, backward_side(op), *op.layer};
+    }
+    return {op.stage, op.chunk, backward_side(op), past_layers_[side] ? kAfterLayers : kBeforeLayers};
+  }
+
+  // Units of the microbatch ops, and their weights and gradients.
+  void find_units() {
+    const std::vector<ShardOp>& ops = rewriter_.old_ops();
+    for (const ShardOp& op : ops) {
+      if (op.scope != "microbatch") continue;
+      op_unit_[op.id] = unit_of(op);
+      bool uses = false;
+      for (int64_t b : op.reads) uses |= shard_.buffers[b].role == "param";
+      for (int64_t b : op.writes) uses |= shard_.buffers[b].role == "grad";
+      if (!uses) continue;
+      auto [it, added] = units_.try_emplace(op_unit_.at(op.id));
+      if (added) {
+        order_.push_back(it->first);
+        it->second.module = op.module.str();
+      }
+      Unit& unit = it->second;
+      unit.ops.push_back(op.id);
+      for (int64_t b : op.reads)
+        if (shard_.buffers[b].role == "param") add_weight(unit, b);
+      for (int64_t b : op.writes)
+        if (shard_.buffers[b].role == "grad") {
+          add_grad(unit, b);
+          unit.weight_pass_grads |= op.pass == "weight";
+        }
+    }
+  }
+
+  void add_weight(Unit& unit, int64_t buffer) {
+    ShardedPart& part = unit.part[context_.is_expert_tensor(buffer)];
+    if (std::find(part.weights.begin(), part.weights.end(), buffer) != part.weights.end()) return;
+    part.weights.push_back(buffer);
+    part.weight_bytes += shard_.buffers[buffer].bytes;
+  }
+
+  void add_grad(Unit& unit, int64_t buffer) {
+    ShardedPart& part = unit.part[context_.is_expert_tensor(buffer)];
+    if (std::find(part.grads.begin(), part.grads.end(), buffer) != part.grads.end()) return;
+    part.grads.push_back(buffer);
+    const std::string dtype = high_precision_dtype(context_.options.training);
+    part.grad_params += shard_.buffers[buffer].bytes / dtype_size(dtype);
+  }
+
+  // Under optim_grads_params, unit i of a virtual stage's side gathers its weights when the
+  // unit before it starts (the first unit: when it starts itself), after the unit two before
+  // it has finished: two units' weights at most are whole at a time.
+  void plan_issue_points() {
+    if (!context_.options.training.shards_weights()) return;
+    std::map<std::tuple<int64_t, int64_t, bool>, std::vector<UnitKey>> sequences;
+    for (const UnitKey& key : order_)
+      sequences[{std::get<0>(key), std::get<1>(key), std::get<2>(key)}].push_back(key);
+    for (auto& [side, keys] : sequences) {
+      std::sort(keys.begin(), keys.end(), [&](const UnitKey& a, const UnitKey& b) {
+        return units_.at(a).ops.front() < units_.at(b).ops.front();
+      });
+      for (size_t i = 0; i < keys.size(); ++i) {
+        const int64_t issue_at = units_.at(keys[i == 0 ? 0 : i - 1]).ops.front();
+        gathers_before_[issue_at].push_back(keys[i]);
+        if (i < 2) continue;
+        const std::vector<int64_t>& before = units_.at(keys[i - 2]).ops;  // its last op issued by then
+        auto last = std::lower_bound(before.begin(), before.end(), issue_at);
+        if (last != before.begin()) gather_waits_for_[keys[i]] = *std::prev(last);
+      }
+    }
+  }
+
+  void emit() {
+    // The last op of each unit writing its gradients: the reduce-scatters follow it.
+    std::map<int64_t, std::vector<UnitKey>> reduces_after;
+    for (const UnitKey& key : order_) {
+      const Unit& unit = units_.at(key);
+      int64_t last = -1;
+      for (int64_t id : unit.ops)
+        for (int64_t b : rewriter_.old_ops()[id].writes)
+          if (shard_.buffers[b].role == "grad") last = id;
+      if (last >= 0) reduces_after[last].push_back(key);
+    }
+    // Per unit and part: the whole weights gathered, and the whole gradients before their
+    // reduction (their memory: syssim-mem counts these transient buffers).
+    const std::vector<ShardOp>& old = rewriter_.old_ops();
+    for (const UnitKey& key : order_) {
+      Unit& unit = units_.at(key);
+      for (int part = 0; part < 2; ++part) {
+        if (group(part).ranks == 1) continue;
+        if (context_.options.training.shards_weights() && unit.part[part].weight_bytes > 0)
+          gathered_[{key, part}] = rewriter_.emitter().add_buffer(unit.part[part].weight_bytes, "comm");
+        if (unit.part[part].grad_params > 0)
+          unreduced_[{key, part}] =
+              rewriter_.emitter().add_buffer(unit.part[part].grad_params * kReduceBytesPerParam, "comm");
+      }
+    }
+    const size_t count = old.size();
+    for (size_t id = 0; id < count; ++id) {
+      auto gathers = gathers_before_.find(static_cast<int64_t>(id));
+      if (gathers != gathers_before_.end())
+        for (const UnitKey& key : gathers->second) emit_gathers(key, old[id]);
+      ShardOp op = rewriter_.take(static_cast<int64_t>(id));
+      if (op.scope == "microbatch") attach_unit_buffers(op);
+      const ShardOp anchor = op;
+      rewriter_.keep(static_cast<int64_t>(id), std::move(op));
+      auto reduces = reduces_after.find(static_cast<int64_t>(id));
+      if (reduces != reduces_after.end())
+        for (const UnitKey& key : reduces->second) emit_reduces(key, anchor);
+    }
+  }
+
+  // A unit's op reads the gathered weights of the parts whose weights it reads, and writes
+  // the whole gradients of the parts whose gradients it writes.
+  void attach_unit_buffers(ShardOp& op) {
+    auto found = op_unit_.find(op.id);
+    if (found == op_unit_.end() || !units_.count(found->second)) return;
+    const UnitKey& key = found->second;
+    std::vector<int64_t> reads, writes;
+    for (int part = 0; part < 2; ++part) {
+      const ShardedPart& p = units_.at(key).part[part];
+      auto gathered = gathered_.find({key, part});
+      if (gathered != gathered_.end() && std::any_of(op.reads.begin(), op.reads.end(), [&](int64_t b) {
+            return std::find(p.weights.begin(), p.weights.end(), b) != p.weights.end();
+          }))
+        reads.push_back(gathered->second);
+      auto unreduced = unreduced_.find({key, part});
+      if (unreduced != unreduced_.end() && std::any_of(op.writes.begin(), op.writes.end(), [&](int64_t b) {
+            return std::find(p.grads.begin(), p.grads.end(), b) != p.grads.end();
+          }))
+        writes.push_back(unreduced->second);
+    }
+    op.reads.insert(op.reads.end(), reads.begin(), reads.end());
+    op.writes.insert(op.writes.end(), writes.begin(), writes.end());
+  }
+
+  void emit_gathers(const UnitKey& key, const ShardOp& issuer) {
+    for (int part = 0; part < 2; ++part) {
+      auto gathered = gathered_.find({key, part});
+      if (gathered == gathered_.end()) continue;
+      const ShardedPart& p = units_.at(key).part[part];
+      ShardOp c = make_collective(context_, "all_gather", group(part).name, p.weight_bytes,
+                                  std::get<2>(key) ? "bwd" : "fwd", "microbatch");
+      place_with(issuer, c);
+      c.recompute = false;
+      c.pass = std::get<2>(key) ? "backward" : "forward";
+      c.layer = std::get<3>(key) < 0 ? std::nullopt : std::optional<int64_t>(std::get<3>(key));
+      c.module = unit_module(key, part, "params");
+      c.writes = {gathered->second};
+      std::vector<int64_t> deps;
+      auto waits = gather_waits_for_.find(key);
+      if (waits != gather_waits_for_.end()) deps.push_back(rewriter_.new_id(waits->second));
+      rewriter_.add(c, deps);
+    }
+  }
+
+  void emit_reduces(const UnitKey& key, const ShardOp& last_writer) {
+    for (int part = 0; part < 2; ++part) {
+      auto unreduced = unreduced_.find({key, part});
+      if (unreduced == unreduced_.end()) continue;
+      const ShardedPart& p = units_.at(key).part[part];
+      ShardOp c = make_collective(context_, "reduce_scatter", group(part).name,
+                                  p.grad_params * kReduceBytesPerParam, "bwd", "microbatch");
+      place_with(last_writer, c);
+      c.recompute = false;
+      // After the weight-gradient ops (which zero-bubble schedules run apart from backward).
+      c.pass = units_.at(key).weight_pass_grads ? "weight" : "backward";
+      c.module = unit_module(key, part, "grads");
+      c.reads = p.grads;
+      c.reads.push_back(unreduced->second);
+      c.writes = p.grads;
+      rewriter_.add(c);
+    }
+  }
+
+  // A layer's collectives are named after it; the others after the unit's first op, whose
+  // module also says which pipeline stage holds them (embedding: the first).
+  std::string unit_module(const UnitKey& key, int part, const char* what) const {
+    const int64_t layer = std::get<3>(key);
+    const std::string unit = layer >= 0 ? "decoder.layers." + std::to_string(layer) : units_.at(key).module;
+    return unit + (part ? ".fsdp_expert_" : ".fsdp_") + what;
+  }
+
+  const ShardContext& context_;
+  ShardSection& shard_;
+  OpRewriter rewriter_;
+  std::map<std::tuple<int64_t, int64_t, bool>, bool> past_layers_;  // by side: a layer op seen
+  std::map<int64_t, UnitKey> op_unit_;                    // old microbatch op id -> its unit
+  std::map<UnitKey, Unit> units_;
+  std::vector<UnitKey> order_;                            // units by first op
+  std::map<int64_t, std::vector<UnitKey>> gathers_before_;  // old op id -> units gathered before it
+  std::map<UnitKey, int64_t> gather_waits_for_;           // unit -> old op id its gather waits for
+  std::map<std::pair<UnitKey, int>, int64_t> gathered_;   // (unit, part) -> whole weights buffer
+  std::map<std::pair<UnitKey, int>, int64_t> unreduced_;  // (unit, part) -> whole gradients buffer
+};
+
+}  // namespace
+
+void check_sharded_data_parallel(const ShardOptions& options, const std::string& pipeline_schedule) {
+  const TrainingConfig& t = options.training;
+  if (!t.shards_gradients()) return;
+  const std::string strategy = to_string(t.data_parallel_sharding);
+  if (pipeline_schedule == "zb-h1")
+    throw UsageError("data_parallel_sharding_strategy=" + strategy +
+                     " with the zb-h1 schedule is not simulated yet (its weight pass splits a unit's backward)");
+  if (t.overlap_moe_expert_parallel_comm)
+    throw UsageError("data_parallel_sharding_strategy=" + strategy +
+                     " with --overlap-moe-expert-parallel-comm is not simulated yet");
+}
+
+void apply_sharded_data_parallel(const ShardContext& context, ShardSection& shard) {
+  if (!context.options.training.shards_gradients()) return;
+  ShardedDataParallel(context, shard).run();
+}
+
+}  // namespace syssim
