@@ -92,7 +92,8 @@ void check_recompute(const ModelConfig& model, const ShardOptions& options);
 // Sharded data parallelism beyond the distributed optimizer (optim_grads, optim_grads_params,
 // shard/sharded_data_parallel.cpp): per decoder layer and micro-batch, the reduce-scatter of
 // its gradients after its backward and the all-gathers of its weights before its forward and
-// its backward, one layer ahead. Runs after recomputation, before add_step_ops.
+// its backward, one layer ahead. Runs last before apply_pipeline_parallel, on every
+// microbatch op the other passes made.
 void apply_sharded_data_parallel(const ShardContext& context, ShardSection& shard);
 // Combinations not simulated yet (UsageError).
 void check_sharded_data_parallel(const ShardOptions& options, const std::string& pipeline_schedule);

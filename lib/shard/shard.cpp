@@ -225,8 +225,10 @@ ShardOp make_collective(const ShardContext& context, const std::string& collecti
   return c;
 }
 
-ShardSection shard_trace(const ModelConfig& model, const TraceSection& trace, const ShardOptions& options,
+ShardSection shard_trace(const ModelConfig& model, const TraceSection& trace, const ShardOptions& given,
                          ShardReuse* reuse) {
+  ShardOptions options = given;
+  normalize_sharding(options.training);
   int64_t seq = options.training.seq_length.value_or(model.seq_length);
   check_layout(model, options, seq);
 
@@ -239,7 +241,6 @@ ShardSection shard_trace(const ModelConfig& model, const TraceSection& trace, co
   ShardSection shard;
   shard.parallelism = options.parallelism;
   shard.training = options.training;
-  normalize_sharding(shard.training);
   shard.training.seq_length = seq;
   shard.training.fp8_recipe = low_precision_recipe(options.training);  // as simulated: the default resolved
   shard.seq_length = seq;
@@ -257,10 +258,10 @@ ShardSection shard_trace(const ModelConfig& model, const TraceSection& trace, co
   overlap_shared_experts(context, shard);
   apply_context_parallel(context, shard);
   apply_recompute(context, shard);
-  apply_sharded_data_parallel(context, shard);
   add_step_ops(context, shard);
   apply_low_precision(context, shard);
   apply_tp_comm_overlap(context, shard);
+  apply_sharded_data_parallel(context, shard);
   apply_pipeline_parallel(context, shard);
   return shard;
 }

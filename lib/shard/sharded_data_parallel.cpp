@@ -81,7 +81,7 @@ class ShardedDataParallel {
       if (op.scope != "microbatch") continue;
       op_unit_[op.id] = unit_of(op);
       bool uses = false;
-      for (int64_t b : op.reads) uses |= shard_.buffers[b].role == "param";
+      for (int64_t b : op.reads) uses |= is_weight(shard_.buffers[b]);
       for (int64_t b : op.writes) uses |= shard_.buffers[b].role == "grad";
       if (!uses) continue;
       auto [it, added] = units_.try_emplace(op_unit_.at(op.id));
@@ -92,7 +92,7 @@ class ShardedDataParallel {
       Unit& unit = it->second;
       unit.ops.push_back(op.id);
       for (int64_t b : op.reads)
-        if (shard_.buffers[b].role == "param") add_weight(unit, b);
+        if (is_weight(shard_.buffers[b])) add_weight(unit, b);
       for (int64_t b : op.writes)
         if (shard_.buffers[b].role == "grad") {
           add_grad(unit, b);
@@ -101,15 +101,27 @@ class ShardedDataParallel {
     }
   }
 
+  // A weight's part: a quantized copy's is its weight's (shard/fp8.cpp names the weight).
+  int part_of(int64_t buffer) {
+    if (shard_.buffers[buffer].role != "quantized_weight") return context_.is_expert_tensor(buffer);
+    if (expert_weight_named_.empty())
+      for (const ShardBuffer& b : shard_.buffers)
+        if (b.role == "param") expert_weight_named_[b.param] = context_.is_expert_tensor(b.id);
+    auto found = expert_weight_named_.find(shard_.buffers[buffer].param);
+    return found != expert_weight_named_.end() && found->second;
+  }
+
+  // The 16-bit weights (or fp8 parameters) are gathered; their quantized copies are made from
+  // them on the rank.
   void add_weight(Unit& unit, int64_t buffer) {
-    ShardedPart& part = unit.part[context_.is_expert_tensor(buffer)];
+    ShardedPart& part = unit.part[part_of(buffer)];
     if (std::find(part.weights.begin(), part.weights.end(), buffer) != part.weights.end()) return;
     part.weights.push_back(buffer);
-    part.weight_bytes += shard_.buffers[buffer].bytes;
+    if (shard_.buffers[buffer].role == "param") part.weight_bytes += shard_.buffers[buffer].bytes;
   }
 
   void add_grad(Unit& unit, int64_t buffer) {
-    ShardedPart& part = unit.part[context_.is_expert_tensor(buffer)];
+    ShardedPart& part = unit.part[part_of(buffer)];
     if (std::find(part.grads.begin(), part.grads.end(), buffer) != part.grads.end()) return;
     part.grads.push_back(buffer);
     const std::string dtype = high_precision_dtype(context_.options.training);
@@ -157,7 +169,7 @@ class ShardedDataParallel {
       Unit& unit = units_.at(key);
       for (int part = 0; part < 2; ++part) {
         if (group(part).ranks == 1) continue;
-        if (context_.options.training.shards_weights() && unit.part[part].weight_bytes > 0)
+        if (context_.options.training.shards_weights() && !unit.part[part].weights.empty())
           gathered_[{key, part}] = rewriter_.emitter().add_buffer(unit.part[part].weight_bytes, "comm");
         if (unit.part[part].grad_params > 0)
           unreduced_[{key, part}] =
@@ -253,6 +265,7 @@ class ShardedDataParallel {
   const ShardContext& context_;
   ShardSection& shard_;
   OpRewriter rewriter_;
+  std::map<Symbol, bool> expert_weight_named_;          // weight name -> an expert's
   std::map<std::tuple<int64_t, int64_t, bool>, bool> past_layers_;  // by side: a layer op seen
   std::map<int64_t, UnitKey> op_unit_;                    // old microbatch op id -> its unit
   std::map<UnitKey, Unit> units_;

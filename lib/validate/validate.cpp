@@ -102,7 +102,8 @@ const std::map<std::string, std::string> kPresetOfGpu = {{"H100-80GB", "h100-sxm
                                                          {"A100-80GB", "a100-sxm-80gb"},
                                                          {"GB200", "gb200-nvl72"},
                                                          {"B200", "b200"},
-                                                         {"GB300", "gb300-nvl72"}};
+                                                         {"GB300", "gb300-nvl72"},
+                                                         {"H100-96GB-HBM2e-500W", "h100-sxm-96gb-500w"}};
 
 // The YAML of a preset name of hardware_dir, or a YAML path as given.
 std::string preset_path(const std::string& chosen, const std::string& hardware_dir) {
@@ -176,8 +177,10 @@ ModelConfig configured_model(const MeasuredRow& row, const std::string& config, 
 // Architecture from the model's name: Llama* is Llama (RMSNorm, SwiGLU, RoPE, untied, no
 // biases); Nemotron-3 and -4 are NeMo's Nemotron (LayerNorm, squared-ReLU, RoPE, untied, no
 // biases); GPT* and BLOOM are Megatron's GPT (LayerNorm, GELU, biases, learned positions, tied
-// embeddings). BLOOM's ALiBi is taken as learned positions (same GEMMs). Other models by the
-// preset named like them (the mixtures of experts), or by the row's model_config.
+// embeddings). BLOOM's ALiBi is taken as learned positions (same GEMMs). MPT is llm-foundry's
+// (LayerNorm, GELU, no biases, ALiBi taken as learned positions, tied embeddings, no dropout).
+// Other models by the preset named like them (the mixtures of experts), or by the row's
+// model_config.
 ModelConfig architecture(const MeasuredRow& row, std::vector<std::string>& assumptions) {
   std::string name = cell(row, "model");
   if (std::string config = cell(row, "model_config"); !config.empty()) return configured_model(row, config, assumptions);
@@ -186,7 +189,8 @@ ModelConfig architecture(const MeasuredRow& row, std::vector<std::string>& assum
   bool llama = starts_with(name, "Llama");
   bool nemotron = false;
   for (const char* prefix : {"Nemotron3", "Nemotron-3", "Nemotron4", "Nemotron-4"}) nemotron |= starts_with(name, prefix);
-  bool gpt = starts_with(name, "GPT") || starts_with(name, "BLOOM");
+  const bool mpt = starts_with(name, "MPT");
+  bool gpt = starts_with(name, "GPT") || starts_with(name, "BLOOM") || mpt;
   // Other models by their preset: the mixtures of experts (DeepSeek-V3, Qwen3-30B-A3B, GPT-OSS-120B, ...).
   if (!llama && !nemotron && (!gpt || starts_with(name, "GPT-OSS")))
     if (std::optional<std::string> preset = preset_of_model(name)) return configured_model(row, *preset, assumptions);
@@ -227,10 +231,15 @@ ModelConfig architecture(const MeasuredRow& row, std::vector<std::string>& assum
     return model;
   }
   model.rope = false;
-  model.add_bias_linear = true;
   model.tie_word_embeddings = true;
-  model.hidden_dropout = 0.1;  // Megatron-LM's GPT default, as configs/models/gpt3-*.yaml
-  model.attention_dropout = 0.1;
+  if (mpt) {
+    // llm-foundry's scripts/train/yamls/pretrain/mpt-*.yaml: no_bias, ALiBi, dropout 0.
+    assumptions.push_back("MPT: no biases, ALiBi as learned positions, no dropout");
+  } else {
+    model.add_bias_linear = true;
+    model.hidden_dropout = 0.1;  // Megatron-LM's GPT default, as configs/models/gpt3-*.yaml
+    model.attention_dropout = 0.1;
+  }
   model.ffn_hidden_size = int_cell(row, "ffn_hidden").value_or(4 * model.hidden_size);
   if (cell(row, "ffn_hidden").empty()) assumptions.push_back("ffn_hidden=4*hidden");
   std::optional<int64_t> vocab = int_cell(row, "vocab");
@@ -239,7 +248,29 @@ ModelConfig architecture(const MeasuredRow& row, std::vector<std::string>& assum
   return model;
 }
 
-TrainingConfig training(const MeasuredRow& row, int64_t dp, std::vector<std::string>& assumptions) {
+// Sharded data parallelism named in the distributed_optimizer column: Megatron-FSDP's
+// "megatron-fsdp (sharding group N)", PyTorch FSDP's FULL_SHARD ("FSDP FULL_SHARD (ZeRO-3)",
+// "FSDP2 (fully sharded)") shard the weights too; SHARD_GRAD_OP the gradients. A sharding group
+// smaller than the data-parallel ranks (hybrid sharding) is not simulated.
+DataParallelSharding sharding_of(const MeasuredRow& row, int64_t data_parallel) {
+  std::string text = cell(row, "distributed_optimizer");
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (text.find("fsdp") == std::string::npos) return DataParallelSharding::no_shard;
+  if (const size_t at = text.find("sharding group "); at != std::string::npos) {
+    const std::string group = text.substr(at + 15, text.find(')', at) - at - 15);
+    if (group != std::to_string(data_parallel))
+      throw Unsupported{"hybrid sharding (sharding group " + group + " of " + std::to_string(data_parallel) +
+                        " data-parallel ranks) is not simulated"};
+  }
+  if (text.find("shard_grad_op") != std::string::npos) return DataParallelSharding::optim_grads;
+  if (text.find("megatron-fsdp") != std::string::npos || text.find("full_shard") != std::string::npos ||
+      text.find("fully sharded") != std::string::npos)
+    return DataParallelSharding::optim_grads_params;
+  throw Unsupported{"sharding '" + cell(row, "distributed_optimizer") + "' not recognised"};
+}
+
+// dp: the data-parallel size; data_parallel: the ranks sharing the weights (dp x cp).
+TrainingConfig training(const MeasuredRow& row, int64_t dp, int64_t data_parallel, std::vector<std::string>& assumptions) {
   TrainingConfig t;
   // Papers and READMEs that leave it out: Megatron-LM's own GPT-3 example trains with micro-batch
   // 1 (examples/gpt3/train_gpt3_175b_distributed.sh, --micro-batch-size 1).
@@ -254,9 +285,13 @@ TrainingConfig training(const MeasuredRow& row, int64_t dp, std::vector<std::str
   } else if (starts_with(dtype, "fp16/bf16")) {
     t.dtype = "bf16";
     assumptions.push_back("dtype=bf16");
+  } else if (starts_with(dtype, "bf16 (amp_bf16")) {
+    t.dtype = "bf16";  // Composer's automatic mixed precision in bf16
+    assumptions.push_back("dtype=bf16");
   } else {
     throw Unsupported{"dtype '" + dtype + "' not recognised"};
-  }  std::string recompute = cell(row, "recompute");
+  }
+  std::string recompute = cell(row, "recompute");
   std::string method = recompute.substr(0, recompute.find(' '));
   if (method.empty()) method = "none";
   if (method != "none" && method != "full" && method != "selective")
@@ -266,6 +301,9 @@ TrainingConfig training(const MeasuredRow& row, int64_t dp, std::vector<std::str
   std::optional<bool> distributed = flag_cell(row, "distributed_optimizer");
   t.distributed_optimizer = distributed.value_or(!legacy);
   if (!distributed) assumptions.push_back(legacy ? "distributed_optimizer=0" : "distributed_optimizer=1");
+  t.data_parallel_sharding = sharding_of(row, data_parallel);
+  if (t.shards_gradients())
+    assumptions.push_back(std::string("data_parallel_sharding_strategy=") + to_string(t.data_parallel_sharding));
   // The recipe of an fp8 row: Megatron-Bridge's labels fp8-cs (per-tensor current scaling) and
   // fp8-mx (MXFP8); its 25.09 table labels no precision, its rows are fp8 with current scaling
   // (the table's footnote: the values in parentheses are the blockwise/MX variant). Other fp8
@@ -305,7 +343,7 @@ ShardOptions layout(const MeasuredRow& row, std::vector<std::string>& assumption
   p.sp = sp.value_or(p.tp > 1 && !predates_megatron_2022(row));  // NVIDIA recipes enable SP whenever tp > 1
   if (!sp && p.tp > 1) assumptions.push_back(p.sp ? "sp=1" : "sp=0");
   options.gpus = gpus;
-  options.training = training(row, p.dp, assumptions);
+  options.training = training(row, p.dp, p.dp * p.cp, assumptions);
   return options;
 }
 
@@ -436,6 +474,7 @@ std::string layout_text(const ShardOptions& o) {
   text += " dp" + std::to_string(p.dp) + " mbs" + std::to_string(o.training.micro_batch) + " gbs" +
           std::to_string(o.training.global_batch);
   if (o.training.recompute != "none") text += " " + o.training.recompute;
+  if (o.training.shards_gradients()) text += std::string(" ") + to_string(o.training.data_parallel_sharding);
   return text;
 }
 
