@@ -850,10 +850,9 @@ TrainingConfig training_from_json(const nlohmann::json& j, const std::string& pa
   if (j.contains("data_parallel_sharding_strategy")) {
     const auto name = require_as<std::string>(j, "data_parallel_sharding_strategy", path);
     const auto sharding = parse_data_parallel_sharding(name);
-    if (!sharding || name != to_string(*sharding) || *sharding < DataParallelSharding::optim_grads ||
-        !t.distributed_optimizer)
-      throw DataError(path + "/data_parallel_sharding_strategy: expected optim_grads or optim_grads_params with "
-                      "distributed_optimizer true, got '" + name + "'");
+    if (!sharding || name != to_string(*sharding) || *sharding < DataParallelSharding::optim_grads)
+      throw DataError(path + "/data_parallel_sharding_strategy: expected optim_grads or optim_grads_params, got '" +
+                      name + "'");
     t.data_parallel_sharding = *sharding;
   }
   normalize_sharding(t);

@@ -170,7 +170,7 @@ class ShardedDataParallel {
       for (int part = 0; part < 2; ++part) {
         if (group(part).ranks == 1) continue;
         if (context_.options.training.shards_weights() && !unit.part[part].weights.empty())
-          gathered_[{key, part}] = rewriter_.emitter().add_buffer(unit.part[part].weight_bytes, "comm");
+          gathered_[{key, part}] = rewriter_.emitter().add_buffer(gathered_bytes(key, part), "comm");
         if (unit.part[part].grad_params > 0)
           unreduced_[{key, part}] =
               rewriter_.emitter().add_buffer(unit.part[part].grad_params * kReduceBytesPerParam, "comm");
@@ -215,12 +215,25 @@ class ShardedDataParallel {
     op.writes.insert(op.writes.end(), writes.begin(), writes.end());
   }
 
+  // A layer is gathered whole before its backward too (its biases included, which backward
+  // does not read), as FSDP gathers a unit's parameters.
+  double gathered_bytes(const UnitKey& key, int part) const {
+    const auto [stage, chunk, backward, layer] = key;
+    const ShardedPart& own = units_.at(key).part[part];
+    auto forward = units_.find({stage, chunk, false, layer});
+    if (!backward || layer < 0 || forward == units_.end()) return own.weight_bytes;
+    double bytes = own.weight_bytes;
+    for (int64_t w : forward->second.part[part].weights)
+      if (shard_.buffers[w].role == "param" && std::find(own.weights.begin(), own.weights.end(), w) == own.weights.end())
+        bytes += shard_.buffers[w].bytes;
+    return bytes;
+  }
+
   void emit_gathers(const UnitKey& key, const ShardOp& issuer) {
     for (int part = 0; part < 2; ++part) {
       auto gathered = gathered_.find({key, part});
       if (gathered == gathered_.end()) continue;
-      const ShardedPart& p = units_.at(key).part[part];
-      ShardOp c = make_collective(context_, "all_gather", group(part).name, p.weight_bytes,
+      ShardOp c = make_collective(context_, "all_gather", group(part).name, shard_.buffers[gathered->second].bytes,
                                   std::get<2>(key) ? "bwd" : "fwd", "microbatch");
       place_with(issuer, c);
       c.recompute = false;

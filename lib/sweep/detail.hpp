@@ -44,6 +44,10 @@ void mark_invalid(SweepRow& row, const std::string& reason);
 // optimizer states), from the model's parameter count (`expert_params` of them the experts')
 // alone: the search drops layouts above the GPU's memory without an estimate.
 double model_state_lower_bound_gb(double params_total, const ShardOptions& layout, double expert_params = 0);
+// Under optim_grads and optim_grads_params, a lower bound on the step from the reduce-scatters
+// (and all-gathers) each micro-batch runs on the data-parallel streams; 0 for other layouts.
+double sharded_communication_lower_bound_ms(const ModelConfig& model, const HardwareConfig& hardware,
+                                            double params_total, double expert_params, const ShardOptions& layout);
 
 // The model cut to its first two layers (their kinds) and no MTP layer, whose layers the
 // search's compute bound prices.

@@ -54,7 +54,12 @@ nlohmann::json section_keys(const nlohmann::json& section) {
 // The config section a path names and its key; UsageError when it names none.
 std::pair<std::string, std::string> split_config_path(const std::string& path) {
   static const nlohmann::json parallelism_keys = section_keys(to_json(ShardOptions().parallelism));
-  static const nlohmann::json training_keys = section_keys(to_json(ShardOptions().training));
+  // Every key, those written only when they apply (the sharding strategy) too.
+  static const nlohmann::json training_keys = [] {
+    TrainingConfig training;
+    training.data_parallel_sharding = DataParallelSharding::optim_grads_params;
+    return section_keys(to_json(training));
+  }();
   size_t dot = path.find('.');
   std::string section = path.substr(0, dot);
   std::string key = dot == std::string::npos ? "" : path.substr(dot + 1);

@@ -11,6 +11,7 @@
 #include "common/error.hpp"
 #include "driver/driver.hpp"
 #include "mem/mem.hpp"
+#include "network/network.hpp"
 #include "sim/sim.hpp"
 #include "sweep/detail.hpp"
 #include "sweep/sweep.hpp"
@@ -46,7 +47,8 @@ std::vector<std::pair<int64_t, std::optional<int64_t>>> expert_splits(const Mode
 
 // The layouts of `gpus` GPUs the shard stage accepts (shard.cpp check_layout, pipeline.cpp,
 // schedule.cpp), in a fixed order: tp, pp, cp, micro-batch, ep and etp, vpp, recompute,
-// optimizer. Layers that pp does not divide are split unevenly (uneven_pipeline_layout) when
+// data-parallel sharding (no_shard, the distributed optimizer, and ZeRO-2 and ZeRO-3 when the
+// base job's strategy is at least that). Layers that pp does not divide are split unevenly (uneven_pipeline_layout) when
 // the stages average at least two layers.
 std::vector<ShardOptions> enumerate_layouts(const ModelConfig& model, const HardwareConfig& hardware,
                                             const ShardOptions& base) {
@@ -54,6 +56,12 @@ std::vector<ShardOptions> enumerate_layouts(const ModelConfig& model, const Hard
   const int64_t gpus = *base.gpus;
   const int64_t seq = base.training.seq_length.value_or(model.seq_length);
   const int64_t global_batch = base.training.global_batch;
+  // No sharding and the distributed optimizer; the per-layer strategies up to the base job's.
+  // Their layouts use the least memory and are often far slower (collectives in every
+  // micro-batch), so each joins the Pareto front and is simulated: a search asks for them.
+  std::vector<DataParallelSharding> shardings = {DataParallelSharding::no_shard, DataParallelSharding::optim};
+  for (DataParallelSharding more : {DataParallelSharding::optim_grads, DataParallelSharding::optim_grads_params})
+    if (base.training.data_parallel_sharding >= more) shardings.push_back(more);
   std::vector<ShardOptions> layouts;
   for (int64_t tp : divisors(gpus)) {
     // Megatron-LM keeps tensor parallelism inside a node; tp splits heads, groups and the MLP.
@@ -81,15 +89,17 @@ std::vector<ShardOptions> enumerate_layouts(const ModelConfig& model, const Hard
                 if (vpp > 1) vpps.push_back(vpp);
             for (std::optional<int64_t> vpp : vpps)
               for (const char* recompute : {"none", "selective", "full"})
-                for (bool distributed_optimizer : {false, true}) {
-                  if (distributed_optimizer && dp == 1) continue;  // shards over one rank: the same job
+                for (DataParallelSharding sharding : shardings) {
+                  // Shards over one rank: the same job as no_shard.
+                  if (sharding != DataParallelSharding::no_shard && dp == 1) continue;
                   ShardOptions layout = base;
                   ParallelismConfig& p = layout.parallelism;
                   p.tp = tp, p.pp = pp, p.cp = cp, p.dp = dp, p.vpp = vpp, p.sp = tp > 1, p.ep = ep, p.etp = etp;
                   if (!even) layout.pp_layout = uneven_pipeline_layout(model.num_layers, pp);
                   layout.training.micro_batch = micro_batch;
                   layout.training.recompute = recompute;
-                  layout.training.distributed_optimizer = distributed_optimizer;
+                  layout.training.data_parallel_sharding = sharding;
+                  layout.training.distributed_optimizer = sharding != DataParallelSharding::no_shard;
                   layouts.push_back(layout);
                 }
           }
@@ -111,7 +121,8 @@ nlohmann::ordered_json layout_inputs(const ShardOptions& o) {
   if (!o.pp_layout.empty()) inputs["pp_layout"] = o.pp_layout;
   inputs.update({{"training.micro_batch", o.training.micro_batch},
                  {"training.recompute", o.training.recompute},
-                 {"training.distributed_optimizer", o.training.distributed_optimizer}});
+                 {"training.distributed_optimizer", o.training.distributed_optimizer},
+                 {"training.data_parallel_sharding_strategy", to_string(o.training.data_parallel_sharding)}});
   return inputs;
 }
 
@@ -185,6 +196,7 @@ nlohmann::json layer_compute(PointEvaluator& evaluate, const ModelConfig& short_
   one_rank.pipeline_schedule.clear();
   one_rank.training.global_batch = one_rank.training.micro_batch * p.dp;
   one_rank.training.distributed_optimizer = false;
+  one_rank.training.data_parallel_sharding = DataParallelSharding::no_shard;
   const std::string key = use_cache ? job_cache_key(short_model, evaluate.hardware(), one_rank) : "";
   if (use_cache)
     if (std::optional<std::string> cached = cache_get("layers", key)) {
@@ -288,6 +300,49 @@ double compute_lower_bound_ms(const nlohmann::json& compute, int64_t num_layers,
   return bound;
 }
 
+double sharded_communication_lower_bound_ms(const ModelConfig& model, const HardwareConfig& hardware,
+                                            double params_total, double expert_params, const ShardOptions& layout) {
+  const TrainingConfig& t = layout.training;
+  if (!t.shards_gradients()) return 0;
+  // The decoder layers' parameters of the busiest rank (split at most tp ways, the experts'
+  // ep x etp ways): the units it gathers and reduces in every micro-batch. The embedding and
+  // output layer are left out, which keeps this a lower bound.
+  const ParallelismConfig& p = layout.parallelism;
+  const double outside_layers =
+      static_cast<double>(model.vocab_size) * static_cast<double>(model.hidden_size) * (model.tie_word_embeddings ? 1 : 2);
+  const double pp = static_cast<double>(p.pp);
+  const double dense = std::max(params_total - expert_params - outside_layers, 0.0) / (static_cast<double>(p.tp) * pp);
+  const double experts = expert_params / (static_cast<double>(p.ep * p.expert_tp()) * pp);
+  const double microbatches = static_cast<double>(t.global_batch / (p.dp * t.micro_batch));
+  constexpr double kWeightBytes = 2, kGradientBytes = 4, kUsPerMs = 1e3;
+  // Each group's collectives run one at a time on its stream. A collective of the summed bytes
+  // takes no longer than the collectives it sums (their latencies add, their bandwidth does
+  // not fall with size), so it bounds that stream's busy time, and the step's.
+  double bound_us = 0;
+  auto stream_bound = [&](const char* group, int64_t ranks, double params) {
+    if (ranks == 1 || params <= 0) return;
+    ShardOp collective;
+    collective.kind = "collective";
+    collective.group = group;
+    collective.group_size = ranks;
+    collective.collective = "reduce_scatter";
+    collective.message_bytes = microbatches * params * kGradientBytes;
+    try {
+      double us = shard_collective_time(collective, p, hardware).time_us;
+      if (t.shards_weights()) {  // gathered before forward and again before backward
+        collective.collective = "all_gather";
+        collective.message_bytes = microbatches * 2 * params * kWeightBytes;
+        us += shard_collective_time(collective, p, hardware).time_us;
+      }
+      bound_us = std::max(bound_us, us);
+    } catch (const DataError&) {  // a group the hardware cannot place: the estimate says why
+    }
+  };
+  stream_bound("dp", p.dp * p.cp, dense);
+  stream_bound("edp", p.expert_dp(), experts);
+  return bound_us / kUsPerMs;
+}
+
 double model_state_lower_bound_gb(double params_total, const ShardOptions& layout, double expert_params) {
   // Every parameter lives on some pipeline rank, split at most tp ways (an expert's, ep x etp
   // ways), so the heaviest rank holds at least params / (tp * pp) of them (the experts' /
@@ -329,8 +384,14 @@ SearchResult search_layouts(const ModelConfig& model, const HardwareConfig& hard
   // A layout whose weights, gradients and optimizer states alone exceed the GPU is out of
   // memory whatever its micro-batch, and needs no estimate at all.
   const std::optional<double> capacity_gb = hardware.gpu_memory_GB;
-  const double params_total = capacity_gb ? traced_parameters(evaluate.trace(), evaluate.trace().axes) : 0;
-  const double expert_params = capacity_gb ? expert_parameters(evaluate.trace()) : 0;
+  const double params_total = traced_parameters(evaluate.trace(), evaluate.trace().axes);
+  const double expert_params = expert_parameters(evaluate.trace());
+  // Sharded data parallelism's per-micro-batch collectives bound a layout's step from below
+  // as its compute does (the larger of the two holds).
+  std::vector<double> communication_bound_ms(layouts.size(), 0);
+  for (size_t i = 0; i < layouts.size(); ++i)
+    if (prune) communication_bound_ms[i] =
+        sharded_communication_lower_bound_ms(model, hardware, params_total, expert_params, layouts[i]);
   for (size_t i = 0; i < layouts.size(); ++i) {
     if (!capacity_gb) continue;
     known[i].peak_memory_gb = model_state_lower_bound_gb(params_total, layouts[i], expert_params);
@@ -348,7 +409,7 @@ SearchResult search_layouts(const ModelConfig& model, const HardwareConfig& hard
       return;
     }
     known[i].peak_memory_gb = estimated["peak_memory_gb"];
-    known[i].bound_ms = estimated["step_bound_ms"];
+    known[i].bound_ms = std::max(estimated["step_bound_ms"].get<double>(), communication_bound_ms[i]);
     if (status == "oom") {
       outcome[i] = Outcome::kOom;
       std::optional<int64_t>& oom = smallest_oom[group_of[i]];
@@ -388,6 +449,8 @@ SearchResult search_layouts(const ModelConfig& model, const HardwareConfig& hard
       if (outcome[i] == Outcome::kOpen)
         known[i].bound_ms = compute_lower_bound_ms(family_compute[family_of[i]], model.num_layers, layouts[i]);
   }
+  for (size_t i = 0; i < layouts.size(); ++i)
+    if (outcome[i] == Outcome::kOpen) known[i].bound_ms = std::max(known[i].bound_ms, communication_bound_ms[i]);
   // Recomputation only adds work to the same step (ops on the compute stream and their
   // communication), so the bound of a layout without recompute, once estimated, bounds its
   // recomputing siblings' too.

@@ -19,7 +19,7 @@ model_with() {
 @test "syssim-trace --version prints the graph format version" {
   run syssim-trace --version
   assert_success
-  assert_output --regexp "^syssim-trace [0-9.]+ \(graph format 1\.5\)$"
+  assert_output --regexp "^syssim-trace [0-9.]+ \(graph format 1\.6\)$"
 }
 
 @test "an unknown flag is bad usage (exit 2, one line)" {

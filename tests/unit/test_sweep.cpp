@@ -412,6 +412,37 @@ TEST(SweepSearch, ModelStateBoundIsBelowTheEstimate) {
             estimate_memory(model, trace, h100, layout).mem->peak_memory_gb);
 }
 
+// The bound from the per-micro-batch collectives of the per-layer sharding strategies stays
+// under the simulated step, across groups in and across nodes (a100 nodes of 8 GPUs), with
+// pipeline stages, and grows with the strategy's traffic; the other strategies have none.
+TEST(SweepSearch, ShardedCommunicationBoundIsBelowTheSimulatedStep) {
+  const ModelConfig model = tiny(4);
+  const TraceSection& trace = trace_of(model);
+  const double params = traced_parameters(trace, trace.axes);
+  const HardwareConfig hardware = a100();
+  const CostEstimator estimator(hardware);
+  for (int64_t dp : {4, 16})
+    for (int64_t tp : {1, 2})
+      for (int64_t pp : {1, 2}) {
+        double previous = 0;
+        for (const char* strategy : {"optim", "optim_grads", "optim_grads_params"}) {
+          ShardOptions layout;
+          layout.parallelism.tp = tp, layout.parallelism.sp = tp > 1, layout.parallelism.pp = pp;
+          layout.parallelism.dp = dp;
+          layout.training.global_batch = 4 * dp;
+          layout.training.data_parallel_sharding = *parse_data_parallel_sharding(strategy);
+          SCOPED_TRACE(std::string(strategy) + " dp " + std::to_string(dp) + " tp " + std::to_string(tp) + " pp " +
+                       std::to_string(pp));
+          const double bound = sharded_communication_lower_bound_ms(model, hardware, params, 0, layout);
+          const Graph graph = simulate(model, trace, estimator, layout);
+          EXPECT_LE(bound, graph.sim->step_time_ms);
+          if (std::string(strategy) == "optim") EXPECT_EQ(bound, 0);
+          else EXPECT_GT(bound, previous);
+          previous = bound;
+        }
+      }
+}
+
 TEST(SweepSearch, PeakMemoryNeverFallsAsTheMicroBatchGrows) {
   // What the search's memory rule assumes, checked where it is most at risk: with pipeline
   // and interleaved stages, as many micro-batches in flight as there are and fewer as they grow.
