@@ -783,6 +783,20 @@ const char* to_string(DataParallelSharding sharding) {
   return "no_shard";
 }
 
+std::optional<FsdpImplementation> parse_fsdp_implementation(const std::string& name) {
+  if (name == "megatron") return FsdpImplementation::megatron;
+  if (name == "fsdp2") return FsdpImplementation::fsdp2;
+  return std::nullopt;
+}
+
+const char* to_string(FsdpImplementation implementation) {
+  switch (implementation) {
+    case FsdpImplementation::megatron: return "megatron";
+    case FsdpImplementation::fsdp2: return "fsdp2";
+  }
+  return "megatron";
+}
+
 void normalize_sharding(TrainingConfig& t) {
   if (t.data_parallel_sharding != DataParallelSharding::no_shard) t.distributed_optimizer = true;
   if (t.distributed_optimizer && t.data_parallel_sharding == DataParallelSharding::no_shard)
@@ -813,7 +827,10 @@ nlohmann::json to_json(const TrainingConfig& t) {
             {"moe_shared_expert_overlap", t.moe_shared_expert_overlap},
             {"overlap_moe_expert_parallel_comm", t.overlap_moe_expert_parallel_comm}});
   // New in 1.6, written only for the strategies beyond the distributed optimizer.
-  if (t.shards_gradients()) j["data_parallel_sharding_strategy"] = to_string(t.data_parallel_sharding);
+  if (t.shards_gradients()) {
+    j["data_parallel_sharding_strategy"] = to_string(t.data_parallel_sharding);
+    j["fsdp_implementation"] = to_string(t.fsdp_implementation);
+  }
   return j;
 }
 
@@ -854,6 +871,14 @@ TrainingConfig training_from_json(const nlohmann::json& j, const std::string& pa
       throw DataError(path + "/data_parallel_sharding_strategy: expected optim_grads or optim_grads_params, got '" +
                       name + "'");
     t.data_parallel_sharding = *sharding;
+  }
+  if (j.contains("fsdp_implementation")) {
+    const auto name = require_as<std::string>(j, "fsdp_implementation", path);
+    const auto implementation = parse_fsdp_implementation(name);
+    if (!implementation || !t.shards_gradients())
+      throw DataError(path + "/fsdp_implementation: expected megatron or fsdp2 beside "
+                      "data_parallel_sharding_strategy, got '" + name + "'");
+    t.fsdp_implementation = *implementation;
   }
   normalize_sharding(t);
   return t;

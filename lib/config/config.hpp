@@ -149,6 +149,12 @@ enum class DataParallelSharding { no_shard, optim, optim_grads, optim_grads_para
 std::optional<DataParallelSharding> parse_data_parallel_sharding(const std::string& name);
 const char* to_string(DataParallelSharding sharding);
 
+// Whose schedule the sharded strategies follow (docs/parallelism.md "Sharded data parallelism"):
+// Megatron-FSDP's (also PyTorch FSDP1's), or PyTorch FSDP2's as torchtitan runs it.
+enum class FsdpImplementation { megatron, fsdp2 };
+std::optional<FsdpImplementation> parse_fsdp_implementation(const std::string& name);
+const char* to_string(FsdpImplementation implementation);
+
 struct TrainingConfig {
   int64_t micro_batch = 1;
   int64_t global_batch = 1;
@@ -169,6 +175,7 @@ struct TrainingConfig {
   DataParallelSharding data_parallel_sharding = DataParallelSharding::no_shard;
   bool shards_gradients() const { return data_parallel_sharding >= DataParallelSharding::optim_grads; }
   bool shards_weights() const { return data_parallel_sharding == DataParallelSharding::optim_grads_params; }
+  FsdpImplementation fsdp_implementation = FsdpImplementation::megatron;
   // Communication overlap (docs/syssim-shard.md "Communication overlap") and clipping.
   bool overlap_grad_reduce = false;           // DP gradient reduction per bucket, during backward
   bool overlap_param_gather = false;          // distributed optimizer's all-gather during the next forward

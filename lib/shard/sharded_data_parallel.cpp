@@ -134,13 +134,13 @@ class ShardedDataParallel {
   void plan_issue_points() {
     if (!context_.options.training.shards_weights()) return;
     std::map<std::tuple<int64_t, int64_t, bool>, std::vector<UnitKey>> sequences;
-    for (const UnitKey& key : order_)
-      sequences[{std::get<0>(key), std::get<1>(key), std::get<2>(key)}].push_back(key);
+    for (const UnitKey& key : order_) sequences[{std::get<0>(key), std::get<1>(key), std::get<2>(key)}].push_back(key);
     for (auto& [side, keys] : sequences) {
       std::sort(keys.begin(), keys.end(), [&](const UnitKey& a, const UnitKey& b) {
         return units_.at(a).ops.front() < units_.at(b).ops.front();
       });
       for (size_t i = 0; i < keys.size(); ++i) {
+        if (forward_twin_kept(keys[i])) continue;  // gathers nothing, but its ops issue the next unit's
         const int64_t issue_at = units_.at(keys[i == 0 ? 0 : i - 1]).ops.front();
         gathers_before_[issue_at].push_back(keys[i]);
         if (i < 2) continue;
@@ -149,6 +149,23 @@ class ShardedDataParallel {
         if (last != before.begin()) gather_waits_for_[keys[i]] = *std::prev(last);
       }
     }
+  }
+
+  // FSDP2 keeps the root unit's weights (embedding, final norm, output layer: torchtitan's
+  // model-level fully_shard, reshard_after_forward False) whole from forward to backward, and
+  // every layer's under pipeline parallelism (reshard_after_forward off there): the backward
+  // reads what the forward gathered. The unit of the same weights on the forward side.
+  std::optional<UnitKey> forward_twin(const UnitKey& key) const {
+    const auto [stage, chunk, backward, layer] = key;
+    if (!backward) return std::nullopt;
+    const int64_t twin = layer >= 0 ? layer : layer == kBeforeLayers ? kAfterLayers : kBeforeLayers;
+    UnitKey found{stage, chunk, false, twin};
+    if (!units_.count(found)) return std::nullopt;
+    return found;
+  }
+  bool forward_twin_kept(const UnitKey& key) const {
+    if (context_.options.training.fsdp_implementation != FsdpImplementation::fsdp2 || !forward_twin(key)) return false;
+    return std::get<3>(key) < 0 || context_.options.parallelism.pp > 1;
   }
 
   void emit() {
@@ -169,13 +186,19 @@ class ShardedDataParallel {
       Unit& unit = units_.at(key);
       for (int part = 0; part < 2; ++part) {
         if (group(part).ranks == 1) continue;
-        if (context_.options.training.shards_weights() && !unit.part[part].weights.empty())
+        if (context_.options.training.shards_weights() && !unit.part[part].weights.empty() && !forward_twin_kept(key))
           gathered_[{key, part}] = rewriter_.emitter().add_buffer(gathered_bytes(key, part), "comm");
         if (unit.part[part].grad_params > 0)
           unreduced_[{key, part}] =
               rewriter_.emitter().add_buffer(unit.part[part].grad_params * kReduceBytesPerParam, "comm");
       }
     }
+    for (const UnitKey& key : order_)
+      if (forward_twin_kept(key))
+        for (int part = 0; part < 2; ++part) {
+          auto kept = gathered_.find({*forward_twin(key), part});
+          if (kept != gathered_.end()) gathered_[{key, part}] = kept->second;
+        }
     const size_t count = old.size();
     for (size_t id = 0; id < count; ++id) {
       auto gathers = gathers_before_.find(static_cast<int64_t>(id));
@@ -293,7 +316,12 @@ class ShardedDataParallel {
 
 void check_sharded_data_parallel(const ShardOptions& options, const std::string& pipeline_schedule) {
   const TrainingConfig& t = options.training;
-  if (!t.shards_gradients()) return;
+  if (!t.shards_gradients()) {
+    if (t.fsdp_implementation != FsdpImplementation::megatron)
+      throw UsageError(std::string("fsdp_implementation=") + to_string(t.fsdp_implementation) +
+                       " needs --data-parallel-sharding-strategy optim_grads or optim_grads_params");
+    return;
+  }
   const std::string strategy = to_string(t.data_parallel_sharding);
   if (pipeline_schedule == "zb-h1")
     throw UsageError("data_parallel_sharding_strategy=" + strategy +

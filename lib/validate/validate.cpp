@@ -302,8 +302,14 @@ TrainingConfig training(const MeasuredRow& row, int64_t dp, int64_t data_paralle
   t.distributed_optimizer = distributed.value_or(!legacy);
   if (!distributed) assumptions.push_back(legacy ? "distributed_optimizer=0" : "distributed_optimizer=1");
   t.data_parallel_sharding = sharding_of(row, data_parallel);
-  if (t.shards_gradients())
+  if (t.shards_gradients()) {
+    // Whose schedule: torchtitan's FSDP2, else Megatron-FSDP's (Composer's FSDP1 runs the same).
+    std::string text = cell(row, "distributed_optimizer");
+    std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (text.find("fsdp2") != std::string::npos) t.fsdp_implementation = FsdpImplementation::fsdp2;
     assumptions.push_back(std::string("data_parallel_sharding_strategy=") + to_string(t.data_parallel_sharding));
+    assumptions.push_back(std::string("fsdp_implementation=") + to_string(t.fsdp_implementation));
+  }
   // The recipe of an fp8 row: Megatron-Bridge's labels fp8-cs (per-tensor current scaling) and
   // fp8-mx (MXFP8); its 25.09 table labels no precision, its rows are fp8 with current scaling
   // (the table's footnote: the values in parentheses are the blockwise/MX variant). Other fp8

@@ -590,6 +590,55 @@ TEST(ShardedDataParallel, CombinationsNotSimulatedAreUsageErrors) {
   EXPECT_EQ(usage_error_of(overlap, tiny_moe()), "no UsageError");
 }
 
+// FSDP2 as torchtitan runs it: the root unit (word embeddings; final norm and output layer)
+// stays whole from forward to backward, so its backward gathers nothing and reads what the
+// forward gathered; with pipeline stages every layer stays whole too (reshard_after_forward
+// off), so no backward gather is left at all.
+TEST(ShardedDataParallel, Fsdp2KeepsTheRootUnitAndUnderPipelinesEveryLayerWhole) {
+  ShardOptions options = layout(4, "optim_grads_params");
+  options.training.fsdp_implementation = FsdpImplementation::fsdp2;
+  const ShardSection shard = sharded(options);
+  // Backward: the two layers only (Megatron-FSDP's schedule gathers the output layer and the
+  // final norm again, 3 gathers; the embedding's backward reads no weight).
+  const auto backward = fsdp_collectives(shard, "all_gather", "backward");
+  EXPECT_EQ(backward.size(), 2u);
+  EXPECT_DOUBLE_EQ(message_bytes(backward), kWeightBytes * 2 * layer_params(1));
+  EXPECT_EQ(fsdp_collectives(sharded(layout(4, "optim_grads_params")), "all_gather", "backward").size(), 3u);
+  // The output layer's data gradient waits for the forward's gather of it.
+  const auto forward_output = ops_where(shard, [](const ShardOp& op) {
+    return op.module == "decoder.final_layernorm.fsdp_params" && op.pass == "forward";
+  });
+  ASSERT_EQ(forward_output.size(), 1u);
+  for (const ShardOp& op : shard.ops)
+    if (op.module == "output_layer" && op.name == "syssim::linear_dgrad") {
+      EXPECT_TRUE(depends_transitively(shard, op.id, forward_output[0]->id));
+    }
+  // The gradients are reduce-scattered as before: 4 bytes of every parameter in each
+  // micro-batch's ops.
+  EXPECT_DOUBLE_EQ(message_bytes(fsdp_collectives(shard, "reduce_scatter")), kGradBytes * local_params(1));
+
+  ShardOptions pipelined = options;
+  pipelined.parallelism.pp = 2;
+  pipelined.training.global_batch = 16;
+  const ShardSection stages = sharded(pipelined);
+  EXPECT_TRUE(fsdp_collectives(stages, "all_gather", "backward").empty());
+  EXPECT_EQ(fsdp_collectives(stages, "all_gather", "forward").size(), 4u);  // 2 layers, embedding, output
+
+  ShardOptions unsharded = layout(4, "optim");
+  unsharded.training.fsdp_implementation = FsdpImplementation::fsdp2;
+  EXPECT_EQ(usage_error_of(unsharded, tiny_llama()),
+            "fsdp_implementation=fsdp2 needs --data-parallel-sharding-strategy optim_grads or optim_grads_params");
+
+  TrainingConfig training = options.training;
+  training.global_batch = 8;
+  const nlohmann::json j = to_json(training);
+  EXPECT_EQ(j.at("fsdp_implementation"), "fsdp2");
+  EXPECT_EQ(training_from_json(j, "training").fsdp_implementation, FsdpImplementation::fsdp2);
+  nlohmann::json unknown = j;
+  unknown["fsdp_implementation"] = "fsdp1";
+  EXPECT_THROW(training_from_json(unknown, "training"), DataError);
+}
+
 TEST(ShardedDataParallel, StrategyNamesAndAliases) {
   using S = DataParallelSharding;
   const std::map<std::string, S> names = {{"no_shard", S::no_shard},

@@ -71,6 +71,12 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
             return parse_data_parallel_sharding(name) ? std::string() : "unknown sharding strategy '" + name + "'";
           },
           "STRATEGY"));
+  app.add_option_function<std::string>(
+         "--fsdp-implementation",
+         [&t](const std::string& name) { t.fsdp_implementation = *parse_fsdp_implementation(name); },
+         "Whose schedule the sharded strategies follow: megatron (Megatron-FSDP's, also PyTorch FSDP1's; default) "
+         "or fsdp2 (torchtitan's: the root unit and, with --pp, every layer kept whole from forward to backward)")
+      ->check(CLI::IsMember({"megatron", "fsdp2"}));
   app.add_flag("--overlap-grad-reduce", t.overlap_grad_reduce, "Reduce gradients per bucket during the backward pass");
   app.add_flag("--overlap-param-gather", t.overlap_param_gather,
                "All-gather the distributed optimizer's weights during the next forward pass");
