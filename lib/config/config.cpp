@@ -280,6 +280,9 @@ void validate(const ModelConfig& m, const std::string& where) {
   require_one_of(m.activation, {"gelu", "squared_relu"}, "activation", where);
   require_one_of(m.normalization, {"RMSNorm", "LayerNorm"}, "normalization", where);
   require_one_of(m.attention_backend, {"flash", "unfused"}, "attention_backend", where);
+  // A NaN or infinite epsilon or RoPE base would be written to the graph as null.
+  require_positive(m.rms_norm_eps, "rms_norm_eps", where);
+  require_positive(m.rope_theta, "rope_theta", where);
   require_probability(m.hidden_dropout, "hidden_dropout", where);
   require_probability(m.attention_dropout, "attention_dropout", where);
   require_one_of(m.softmax_type, {"vanilla", "learnable"}, "softmax_type", where);

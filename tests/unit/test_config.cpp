@@ -707,6 +707,16 @@ TEST(Loader, InvalidValuesAreRejected) {
   text = std::string(kValidModel) + "attention_dropout: -0.1\n";
   EXPECT_NE(error_of([&] { syssim::parse_model_yaml(text, "m.yaml"); }).find("'attention_dropout' must be in [0, 1)"),
             std::string::npos);
+  // A NaN or infinite epsilon or RoPE base would reach the graph as null (issue 23).
+  text = std::string(kValidModel) + "rms_norm_eps: .nan\n";
+  EXPECT_EQ(error_of([&] { syssim::parse_model_yaml(text, "m.yaml"); }),
+            "m.yaml: key 'rms_norm_eps' must be positive, got nan");
+  text = std::string(kValidModel) + "rope_theta: .inf\n";
+  EXPECT_EQ(error_of([&] { syssim::parse_model_yaml(text, "m.yaml"); }),
+            "m.yaml: key 'rope_theta' must be finite, got inf");
+  text = std::string(kValidModel) + "rms_norm_eps: 0\n";
+  EXPECT_EQ(error_of([&] { syssim::parse_model_yaml(text, "m.yaml"); }),
+            "m.yaml: key 'rms_norm_eps' must be positive, got 0");
   std::string hw = kValidHardware;
   hw.replace(hw.find("peak_tflops_mm: 100"), 19, "peak_tflops_mm: fast");
   EXPECT_NE(error_of([&] { syssim::parse_hardware_yaml(hw, "h.yaml"); }).find("'peak_tflops_mm' has invalid value"),
