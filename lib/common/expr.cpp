@@ -99,6 +99,7 @@ double Poly::evaluate(const AxisValues& values, const std::string& where) const 
     }
     total += v;
   }
+  if (!std::isfinite(total)) throw DataError(where + ": axis expression '" + to_string() + "' overflows");
   return total;
 }
 
@@ -126,6 +127,9 @@ std::string Poly::to_string() const {
   }
   return out;
 }
+
+// Traced expressions use squares (attention's s^2); a volume of many dims multiplies more.
+constexpr int kMaxExponent = 16;
 
 Poly Poly::parse(const std::string& text, const std::string& where) {
   auto fail = [&](const std::string& why) -> DataError {
@@ -172,7 +176,13 @@ Poly Poly::parse(const std::string& text, const std::string& where) {
         if (i < text.size() && text[i] == '^') {
           ++i;
           skip_space();
-          exp = static_cast<int>(read_int());
+          const size_t at = i;
+          const double value = read_int();
+          // Whole and small: a larger one overflowed int (to 0 FLOPs) or any axis value.
+          if (!(value >= 1 && value <= kMaxExponent) || value != std::floor(value))
+            throw fail("exponent at position " + std::to_string(at) + " must be a whole number from 1 to " +
+                       std::to_string(kMaxExponent));
+          exp = static_cast<int>(value);
         }
         m.multiply_axis(axis, exp);
       } else {

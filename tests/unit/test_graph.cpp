@@ -41,6 +41,21 @@ TEST(AxisExpression, ErrorsNameThePlaceAndTheText) {
   } catch (const DataError& e) {
     EXPECT_STREQ(e.what(), "/shard: axis 'b' has no value");
   }
+  // An exponent past int's range was 0 (the axis dropped, 0 FLOPs); a large one overflows.
+  for (const char* text : {"2*s^4294967296", "s^17", "s^0", "s^1.5"}) {
+    try {
+      Poly::parse(text, "/trace/ops/1/flops");
+      FAIL() << text;
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find("must be a whole number from 1 to 16"), std::string::npos) << e.what();
+    }
+  }
+  try {
+    Poly::parse("s^16*b^16", "x").evaluate({{"s", 1e20}, {"b", 1e20}}, "/shard/ops/3");
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_STREQ(e.what(), "/shard/ops/3: axis expression 'b^16*s^16' overflows");
+  }
 }
 
 // A kernel shape keeps its dims in name order whatever order they come in, so that two
