@@ -501,8 +501,10 @@ YAML::Node map_huggingface_config(const json& config, int64_t seq_length, const 
   std::string name = config["architectures"][0].get<std::string>();
   const auto& supported = supported_architectures();
   auto arch = std::find_if(supported.begin(), supported.end(), [&](const Architecture& a) { return a.name == name; });
-  const json& text = arch != supported.end() && arch->nested_text_config && config.contains("text_config")
-                         ? config["text_config"] : config;
+  const bool nested = arch != supported.end() && arch->nested_text_config && config.contains("text_config");
+  if (nested && !config["text_config"].is_object())  // read as an object, it would give every default
+    throw DataError(where + ": key 'text_config' must be an object, got " + config["text_config"].dump());
+  const json& text = nested ? config["text_config"] : config;
   bool mapped_experts = arch != supported.end() && is_mixture_of_experts(arch->family);
   bool experts = std::any_of(kExpertCountKeys.begin(), kExpertCountKeys.end(), [&](const std::string& key) {
     return text.contains(key) && text[key].is_number() && text[key].get<double>() > 0;

@@ -275,6 +275,11 @@ TEST_F(HfEnvironment, Gemma3NestedTextConfigTakesTheClassDefaults) {
   std::string message = error_of([&] { load_hf(dir, "g", "{seq_length: 2048}"); });
   EXPECT_NE(message.find("architecture Gemma3ForConditionalGeneration has sliding-window attention (window 1024) "
                          "and seq_length 2048 is longer"), std::string::npos) << message;
+  // A text_config that is not an object was read as one without keys: every default (issue 23).
+  write(dir / "bad/config.json",
+        R"({"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "text_config": "gemma3_text"})");
+  message = error_of([&] { load_hf(dir, "bad", "{seq_length: 1024}"); });
+  EXPECT_NE(message.find("key 'text_config' must be an object, got \"gemma3_text\""), std::string::npos) << message;
 }
 
 // Gemma 2 9B (huggingface.co/google/gemma-2-9b config.json): head_dim 256 x 16 heads = 4096 != 3584.
