@@ -38,6 +38,7 @@ struct ShardedPart {
 
 struct Unit {
   std::vector<int64_t> ops;       // old ids, in order: those reading weights or writing gradients
+  int64_t last_grad_writer = -1;  // its reduce-scatters follow this op; -1: it has no gradients
   bool weight_pass_grads = false;  // a weight-pass op writes some of its gradients
   std::string module;              // its first op's: places the unit's collectives on its stage
   ShardedPart part[2];            // [0] dense, [1] experts
@@ -96,6 +97,7 @@ class ShardedDataParallel {
       for (int64_t b : op.writes)
         if (shard_.buffers[b].role == "grad") {
           add_grad(unit, b);
+          unit.last_grad_writer = op.id;
           unit.weight_pass_grads |= op.pass == "weight";
         }
     }
@@ -124,8 +126,7 @@ class ShardedDataParallel {
     ShardedPart& part = unit.part[part_of(buffer)];
     if (std::find(part.grads.begin(), part.grads.end(), buffer) != part.grads.end()) return;
     part.grads.push_back(buffer);
-    const std::string dtype = high_precision_dtype(context_.options.training);
-    part.grad_params += shard_.buffers[buffer].bytes / dtype_size(dtype);
+    part.grad_params += shard_.buffers[buffer].bytes / grad_element_bytes_;
   }
 
   // Under optim_grads_params, unit i of a virtual stage's side gathers its weights when the
@@ -169,16 +170,9 @@ class ShardedDataParallel {
   }
 
   void emit() {
-    // The last op of each unit writing its gradients: the reduce-scatters follow it.
-    std::map<int64_t, std::vector<UnitKey>> reduces_after;
-    for (const UnitKey& key : order_) {
-      const Unit& unit = units_.at(key);
-      int64_t last = -1;
-      for (int64_t id : unit.ops)
-        for (int64_t b : rewriter_.old_ops()[id].writes)
-          if (shard_.buffers[b].role == "grad") last = id;
-      if (last >= 0) reduces_after[last].push_back(key);
-    }
+    std::map<int64_t, std::vector<UnitKey>> reduces_after;  // old op id -> units reduced after it
+    for (const UnitKey& key : order_)
+      if (units_.at(key).last_grad_writer >= 0) reduces_after[units_.at(key).last_grad_writer].push_back(key);
     // Per unit and part: the whole weights gathered, and the whole gradients before their
     // reduction (their memory: syssim-mem counts these transient buffers).
     const std::vector<ShardOp>& old = rewriter_.old_ops();
@@ -241,12 +235,11 @@ class ShardedDataParallel {
   // A layer is gathered whole before its backward too (its biases included, which backward
   // does not read), as FSDP gathers a unit's parameters.
   double gathered_bytes(const UnitKey& key, int part) const {
-    const auto [stage, chunk, backward, layer] = key;
     const ShardedPart& own = units_.at(key).part[part];
-    auto forward = units_.find({stage, chunk, false, layer});
-    if (!backward || layer < 0 || forward == units_.end()) return own.weight_bytes;
+    const std::optional<UnitKey> forward = forward_twin(key);
+    if (std::get<3>(key) < 0 || !forward) return own.weight_bytes;
     double bytes = own.weight_bytes;
-    for (int64_t w : forward->second.part[part].weights)
+    for (int64_t w : units_.at(*forward).part[part].weights)
       if (shard_.buffers[w].role == "param" && std::find(own.weights.begin(), own.weights.end(), w) == own.weights.end())
         bytes += shard_.buffers[w].bytes;
     return bytes;
@@ -301,6 +294,8 @@ class ShardedDataParallel {
   const ShardContext& context_;
   ShardSection& shard_;
   OpRewriter rewriter_;
+  // Gradient buffers hold one micro-batch's gradients in the 16-bit dtype.
+  const double grad_element_bytes_ = dtype_size(high_precision_dtype(context_.options.training));
   std::map<Symbol, bool> expert_weight_named_;          // weight name -> an expert's
   std::map<std::tuple<int64_t, int64_t, bool>, bool> past_layers_;  // by side: a layer op seen
   std::map<int64_t, UnitKey> op_unit_;                    // old microbatch op id -> its unit

@@ -252,9 +252,15 @@ ModelConfig architecture(const MeasuredRow& row, std::vector<std::string>& assum
 // "megatron-fsdp (sharding group N)", PyTorch FSDP's FULL_SHARD ("FSDP FULL_SHARD (ZeRO-3)",
 // "FSDP2 (fully sharded)") shard the weights too; SHARD_GRAD_OP the gradients. A sharding group
 // smaller than the data-parallel ranks (hybrid sharding) is not simulated.
-DataParallelSharding sharding_of(const MeasuredRow& row, int64_t data_parallel) {
-  std::string text = cell(row, "distributed_optimizer");
+// A cell in lower case, for labels written in either case.
+std::string lowercase_cell(const MeasuredRow& row, const std::string& column) {
+  std::string text = cell(row, column);
   std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+  return text;
+}
+
+DataParallelSharding sharding_of(const MeasuredRow& row, int64_t data_parallel) {
+  const std::string text = lowercase_cell(row, "distributed_optimizer");
   if (text.find("fsdp") == std::string::npos) return DataParallelSharding::no_shard;
   if (const size_t at = text.find("sharding group "); at != std::string::npos) {
     const std::string group = text.substr(at + 15, text.find(')', at) - at - 15);
@@ -304,9 +310,8 @@ TrainingConfig training(const MeasuredRow& row, int64_t dp, int64_t data_paralle
   t.data_parallel_sharding = sharding_of(row, data_parallel);
   if (t.shards_gradients()) {
     // Whose schedule: torchtitan's FSDP2, else Megatron-FSDP's (Composer's FSDP1 runs the same).
-    std::string text = cell(row, "distributed_optimizer");
-    std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
-    if (text.find("fsdp2") != std::string::npos) t.fsdp_implementation = FsdpImplementation::fsdp2;
+    if (lowercase_cell(row, "distributed_optimizer").find("fsdp2") != std::string::npos)
+      t.fsdp_implementation = FsdpImplementation::fsdp2;
     assumptions.push_back(std::string("data_parallel_sharding_strategy=") + to_string(t.data_parallel_sharding));
     assumptions.push_back(std::string("fsdp_implementation=") + to_string(t.fsdp_implementation));
   }
