@@ -393,7 +393,9 @@ void expert_settings(const MeasuredRow& row, ModelConfig& model, ShardOptions& o
   if (!etp && std::regex_search(notes, match, kExpertTp)) etp = std::stoll(match[1]);
   options.parallelism.etp = etp.value_or(1);
   assumptions.push_back("etp=" + std::to_string(*options.parallelism.etp));
-  if (notes.find("tokendrop") != std::string::npos || notes.find("token-drop") != std::string::npos) {
+  // "token-dropless" is the opposite: the default, dropless routing.
+  static const std::regex kTokenDrop("token-?drop(?!less)");
+  if (std::regex_search(notes, kTokenDrop)) {
     options.training.moe_expert_capacity_factor = 1.0;
     options.training.moe_pad_expert_input_to_capacity = true;
     assumptions.push_back("moe_expert_capacity_factor=1, padded to capacity");
