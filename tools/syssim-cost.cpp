@@ -10,7 +10,7 @@ int main(int argc, char** argv) {
   return syssim::tool::run_filter(
       {"syssim-cost", "Estimate the time of every op of the shard section"}, argc, argv,
       [&](CLI::App& app) {
-        app.add_option("--hardware", hardware_path, "Hardware YAML file")->required();
+        app.add_option("--hardware", hardware_path, "Hardware YAML file or preset (syssim presets)")->required();
         auto* calibrated = app.add_option("--calibrated", options.calibrated_model,
                                           "Calibrated model bundle (default: the hardware's calibrated_model)");
         app.add_flag("--roofline", roofline, "Compute ops at the bare roofline of the peaks: no calibrated model, no efficiency shares")

@@ -8,7 +8,7 @@ int main(int argc, char** argv) {
   std::string model_path;
   return syssim::tool::run_command(
       {"syssim-trace", "Trace one training step (forward and backward) of a model into a graph"}, argc, argv,
-      [&](CLI::App& app) { app.add_option("model", model_path, "Model YAML file")->required(); },
+      [&](CLI::App& app) { app.add_option("model", model_path, "Model YAML file or preset (syssim presets)")->required(); },
       [&](const syssim::tool::Tool& tool) {
         syssim::Graph graph;
         graph.model = syssim::load_model_yaml(model_path);

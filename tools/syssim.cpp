@@ -1,11 +1,14 @@
 // syssim: the driver. `run` and `memory` run every stage in one process (docs/syssim.md);
 // `calibrate` fits the calibrated cost estimator (docs/calibration.md); `sweep` simulates many
-// layouts of one model (docs/syssim-sweep.md).
+// layouts of one model (docs/syssim-sweep.md); `presets` lists the presets (docs/configs.md).
 
+#include <algorithm>
 #include <iostream>
 
 #include "calibrate/calibrate.hpp"
+#include "common/error.hpp"
 #include "common/io.hpp"
+#include "config/presets.hpp"
 #include "common/version.hpp"
 #include "driver/driver.hpp"
 #include "layout_flags.hpp"
@@ -41,8 +44,8 @@ int main(int argc, char** argv) {
   std::vector<CLI::App*> commands = {app.add_subcommand("run", "Simulate one training step and print the report"),
                                      app.add_subcommand("memory", "Print the per-GPU memory only")};
   for (CLI::App* command : commands) {
-    command->add_option("model", model, "Model YAML (default: embedded Llama-3-8B)");
-    command->add_option("--hardware", hardware, "Hardware YAML (default: embedded H100 SXM node)");
+    command->add_option("model", model, "Model YAML or preset (default: llama3-8b)");
+    command->add_option("--hardware", hardware, "Hardware YAML or preset (default: h100-sxm-80gb)");
     command->add_option("--format", request.format, "Report format")->check(CLI::IsMember({"text", "json"}));
     command->add_option("-o,--output", output, "Output file, written atomically (default: standard output)");
     syssim::tool::add_layout_flags(*command, request.options);
@@ -81,7 +84,7 @@ int main(int argc, char** argv) {
   CLI::App* collective = app.add_subcommand("collective", "Predict nccl-tests' table for one collective (docs/network.md)");
   syssim::CollectiveRequest collective_request;
   std::string collective_hardware;
-  collective->add_option("--hardware", collective_hardware, "Hardware YAML")->required();
+  collective->add_option("--hardware", collective_hardware, "Hardware YAML or preset")->required();
   collective->add_option("--op", collective_request.collective,
                          "all_reduce|all_gather|reduce_scatter|alltoall|broadcast|sendrecv")->required();
   collective->add_option("--gpus", collective_request.gpus, "GPUs, placed consecutively, gpus_per_node per node")
@@ -94,7 +97,12 @@ int main(int argc, char** argv) {
   syssim::SweepRequest sweep_request;
   syssim::tool::SweepFlags sweep_flags;
   syssim::tool::add_sweep_flags(*sweep, sweep_request, sweep_flags);
+  CLI::App* presets = app.add_subcommand("presets", "List the hardware and model presets, by name");
   return syssim::tool::guarded_main("syssim", app, argc, argv, [&] {
+    if (presets->parsed()) {
+      syssim::write_output("-", syssim::render_presets());
+      return;
+    }
     if (sweep->parsed()) {
       sweep_request.use_cache = !sweep_flags.no_cache;
       sweep_request.plot = !sweep_flags.plot.empty();
@@ -120,6 +128,8 @@ int main(int argc, char** argv) {
           syssim::validate_measured(syssim::read_input(measured), measured, validate_options);
       for (const std::string& warning : result.warnings) std::cerr << "syssim: warning: " << warning << "\n";
       syssim::write_output(output, syssim::render_validation(result, validate_format));
+      if (std::none_of(result.rows.begin(), result.rows.end(), [](const auto& row) { return row.expressed(); }))
+        throw syssim::DataError(measured + ": no row could be simulated (the skip reasons are in the output)");
       return;
     }
     CLI::App* command = commands[0]->parsed() ? commands[0] : commands[1];

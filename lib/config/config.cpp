@@ -12,6 +12,7 @@
 #include "common/json_util.hpp"
 #include "common/yaml_util.hpp"
 #include "config/huggingface.hpp"
+#include "config/presets.hpp"
 
 namespace syssim {
 namespace {
@@ -259,8 +260,9 @@ ModelConfig parse_model_yaml(const std::string& text, const std::string& name) {
   return m;
 }
 
-ModelConfig load_model_yaml(const std::string& path) {
-  YAML::Node node = load_yaml_file(path);  // reports missing files and bad YAML with the path
+ModelConfig load_model_yaml(const std::string& name_or_path) {
+  const std::string path = preset_file(PresetKind::kModel, name_or_path);
+  YAML::Node node = load_yaml_file(path);  // reports unreadable files and bad YAML with the path
   return parse_model_yaml(YAML::Dump(node), path);
 }
 
@@ -430,7 +432,8 @@ double tensor_core_peak_tflops(const HardwareConfig& hw, const std::string& dtyp
   throw DataError("dtype \"" + dtype + "\": expected bf16, fp16, fp8, fp4 or fp32");
 }
 
-HardwareConfig load_hardware_yaml(const std::string& path) {
+HardwareConfig load_hardware_yaml(const std::string& name_or_path) {
+  const std::string path = preset_file(PresetKind::kHardware, name_or_path);
   YAML::Node node = load_yaml_file(path);
   return parse_hardware_yaml(YAML::Dump(node), path);
 }

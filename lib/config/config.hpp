@@ -204,9 +204,10 @@ std::vector<std::pair<std::string, int64_t>> rank_order(const ParallelismConfig&
 // expert-parallel size, dp the expert-data-parallel size, cp 1.
 std::vector<std::pair<std::string, int64_t>> expert_rank_order(const ParallelismConfig& p);
 
-ModelConfig load_model_yaml(const std::string& path);
+// A model or hardware YAML file, or a preset by name (config/presets.hpp).
+ModelConfig load_model_yaml(const std::string& name_or_path);
 ModelConfig parse_model_yaml(const std::string& text, const std::string& name);
-HardwareConfig load_hardware_yaml(const std::string& path);
+HardwareConfig load_hardware_yaml(const std::string& name_or_path);
 // A relative calibrated_model is resolved against base_dir (default: the folder of `name`).
 HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& name, const std::string& base_dir = "");
 

@@ -8,12 +8,9 @@
 #include <sstream>
 
 #include "common/error.hpp"
+#include "common/install.hpp"
 #include "common/io.hpp"
 #include "common/yaml_util.hpp"
-
-#ifndef SYSSIM_HF_DIR
-#error "SYSSIM_HF_DIR must name the folder of the shipped Hugging Face configs (configs/hf)"
-#endif
 
 namespace syssim {
 namespace {
@@ -484,7 +481,7 @@ std::string find_huggingface_config(const std::string& id, const std::string& ba
     looked.push_back((repo_dir / "snapshots" / "*" / "config.json").string());
   }
 
-  fs::path shipped = fs::path(SYSSIM_HF_DIR) / id / "config.json";
+  fs::path shipped = fs::path(data_dir()) / "hf" / id / "config.json";
   if (fs::is_regular_file(shipped, error)) return shipped.string();
   looked.push_back(shipped.string());
 

@@ -1,7 +1,6 @@
 #include "driver/driver.hpp"
 
 #include "cost/cost.hpp"
-#include "driver/defaults.hpp"
 #include "mem/mem.hpp"
 #include "report/pictures.hpp"
 #include "report/report.hpp"
@@ -22,13 +21,11 @@ Graph cost_and_shard(const ModelConfig& model, const TraceSection& trace, const 
 }
 
 ModelConfig model_of(const RunRequest& request) {
-  return request.model_path ? load_model_yaml(*request.model_path)
-                            : parse_model_yaml(kDefaultModelYaml, "llama3-8b.yaml");
+  return load_model_yaml(request.model_path.value_or(kDefaultModel));
 }
 
 HardwareConfig hardware_of(const RunRequest& request) {
-  return request.hardware_path ? load_hardware_yaml(*request.hardware_path)
-                               : parse_hardware_yaml(kDefaultHardwareYaml, "h100-sxm-80gb.yaml", SYSSIM_HARDWARE_DIR);
+  return load_hardware_yaml(request.hardware_path.value_or(kDefaultHardware));
 }
 
 }  // namespace

@@ -11,9 +11,13 @@
 
 namespace syssim {
 
+// The default job of `syssim run` with no arguments: Llama-3-8B on one 8-GPU H100 node.
+inline constexpr const char* kDefaultModel = "llama3-8b";
+inline constexpr const char* kDefaultHardware = "h100-sxm-80gb";
+
 struct RunRequest {
-  std::optional<std::string> model_path;     // default: the embedded Llama-3-8B
-  std::optional<std::string> hardware_path;  // default: the embedded H100 SXM node
+  std::optional<std::string> model_path;     // a YAML file or a preset; default kDefaultModel
+  std::optional<std::string> hardware_path;  // a YAML file or a preset; default kDefaultHardware
   ShardOptions options;
   std::string format = "text";  // text | json
 };
@@ -53,7 +57,7 @@ struct RunOutput {
 };
 RunOutput run_with_timeline(const RunRequest& request);
 
-// The layout of the embedded default job (tp 2 with SP, dp 4, distributed optimizer,
+// The layout of the default job (tp 2 with SP, dp 4, distributed optimizer,
 // micro-batch 1, global batch 128): used for each flag the user did not give.
 ShardOptions default_job_options();
 

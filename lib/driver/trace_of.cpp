@@ -2,9 +2,7 @@
 // as a module. Loading LibTorch costs about half a second, more than the rest of a run of
 // Llama-3-70B on 1,024 GPUs, so the driver does not link it (docs/performance.md).
 #include <dlfcn.h>
-#include <unistd.h>
 
-#include <climits>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -13,6 +11,7 @@
 
 #include "common/cache.hpp"
 #include "common/error.hpp"
+#include "common/install.hpp"
 #include "common/version.hpp"
 #include "driver/driver.hpp"
 
@@ -21,17 +20,8 @@ namespace {
 
 using TraceEntry = int (*)(const char* model_json, char** out);
 
-// The module beside the executable (bin/../lib), else where this build put it.
-std::string module_path() {
-  char exe[PATH_MAX];
-  ssize_t size = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (size > 0) {
-    std::filesystem::path beside =
-        std::filesystem::path(std::string(exe, static_cast<size_t>(size))).parent_path() / "../lib" / SYSSIM_TRACE_MODULE_NAME;
-    if (std::filesystem::exists(beside)) return beside.string();
-  }
-  return SYSSIM_TRACE_MODULE_PATH;
-}
+// The module in the program's module folder (build/lib/syssim in a build tree).
+std::string module_path() { return module_dir() + "/" + SYSSIM_TRACE_MODULE_NAME; }
 
 TraceEntry load_trace_entry() {
   static TraceEntry entry = nullptr;

@@ -11,14 +11,9 @@
 
 #include "common/csv.hpp"
 #include "common/error.hpp"
+#include "config/presets.hpp"
 #include "driver/driver.hpp"
 
-#ifndef SYSSIM_HARDWARE_DIR
-#error "SYSSIM_HARDWARE_DIR must name the folder of the hardware presets"
-#endif
-#ifndef SYSSIM_MODEL_DIR
-#error "SYSSIM_MODEL_DIR must name the folder of the model presets"
-#endif
 
 namespace syssim {
 namespace {
@@ -140,27 +135,27 @@ bool predates_flash_attention(const MeasuredRow& row) {
   return source == "NARAYANAN21" || source == "KORTHIKANTI22" || source == "BLOOM_176B";
 }
 
-// A model given by name: a model YAML path, a preset of SYSSIM_MODEL_DIR, or a Hugging Face id
-// (a local folder or cache entry, or a config.json shipped in configs/hf) at the row's sequence.
+// The preset named like the model: lower case, spaces as dashes ("DeepSeek-V3" -> deepseek-v3),
+// if there is one.
+std::optional<std::string> preset_of_model(const std::string& model) {
+  std::string name;
+  for (char c : model) name += c == ' ' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (std::filesystem::is_regular_file(preset_dir(PresetKind::kModel) + "/" + name + ".yaml")) return name;
+  return std::nullopt;
+}
+
+// A model given by name: a model YAML path, a model preset, or a Hugging Face id (a local
+// folder or cache entry, or a config.json shipped in the data folder) at the row's sequence.
 ModelConfig named_model(const std::string& name, int64_t seq_length) {
   const bool path = name.find(".yaml") != std::string::npos || name.find(".yml") != std::string::npos;
   if (path) return load_model_yaml(name);
-  const std::string preset = std::string(SYSSIM_MODEL_DIR) + "/" + name + ".yaml";
-  if (std::filesystem::is_regular_file(preset)) return load_model_yaml(preset);
+  if (std::optional<std::string> preset = preset_of_model(name)) return load_model_yaml(*preset);
   if (name.find('/') == std::string::npos)
     throw Unsupported{"model_config '" + name + "' is neither a model YAML, a preset nor a Hugging Face id (org/name)"};
   return parse_model_yaml("huggingface: " + name + "\noverrides:\n  seq_length: " + std::to_string(seq_length) + "\n",
                           name);
 }
 
-// The preset named like the model: lower case, spaces as dashes ("DeepSeek-V3" -> deepseek-v3),
-// if there is one.
-std::optional<std::string> preset_of_model(const std::string& model) {
-  std::string name;
-  for (char c : model) name += c == ' ' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (std::filesystem::is_regular_file(std::string(SYSSIM_MODEL_DIR) + "/" + name + ".yaml")) return name;
-  return std::nullopt;
-}
 
 // A model from a preset or the model_config column, checked against the row's own columns.
 ModelConfig configured_model(const MeasuredRow& row, const std::string& config, std::vector<std::string>& assumptions) {
@@ -669,7 +664,7 @@ ValidationResult validate_measured(const std::string& csv_text, const std::strin
     for (const std::string& column : unknown) list += (list.empty() ? "" : ", ") + column;
     result.warnings.push_back(source + ": ignoring unknown columns: " + list);
   }
-  std::string hardware_dir = options.hardware_dir.empty() ? SYSSIM_HARDWARE_DIR : options.hardware_dir;
+  std::string hardware_dir = options.hardware_dir.empty() ? preset_dir(PresetKind::kHardware) : options.hardware_dir;
   // What the user named must exist: a typo would otherwise skip every row it touches.
   if (!std::filesystem::is_directory(hardware_dir))
     throw UsageError("--hardware-dir=" + hardware_dir + ": no such folder");

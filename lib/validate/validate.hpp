@@ -62,7 +62,7 @@ struct ValidationResult {
 };
 
 struct ValidateOptions {
-  std::string hardware_dir;  // folder of the hardware presets; empty: the repository's configs/hardware
+  std::string hardware_dir;  // folder of the hardware presets; empty: the data folder's hardware/
   std::map<std::string, std::string> hardware_map;  // gpu cell -> preset name or YAML path
 };
 

@@ -67,5 +67,5 @@ expected_summary() { syssim run "$MODELS/llama3-8b.yaml" "${JOB[@]}" | summary; 
   model=$(hf_model meta-llama/Foo)
   run syssim run "$model" "${JOB[@]}"
   assert_failure 1
-  assert_output "syssim: error: $model: huggingface: meta-llama/Foo: no config.json found (looked in: $BATS_TEST_TMPDIR/meta-llama/Foo, $BATS_TEST_TMPDIR/hf/hub/models--meta-llama--Foo/snapshots/*/config.json, $ROOT/configs/hf/meta-llama/Foo/config.json)"
+  assert_output "syssim: error: $model: huggingface: meta-llama/Foo: no config.json found (looked in: $BATS_TEST_TMPDIR/meta-llama/Foo, $BATS_TEST_TMPDIR/hf/hub/models--meta-llama--Foo/snapshots/*/config.json, $SYSSIM_BINARY_DIR/share/syssim/hf/meta-llama/Foo/config.json)"
 }

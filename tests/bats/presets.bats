@@ -62,3 +62,23 @@ assert_oom_on() {
   # Same peaks, HBM and GEMM bundle: a job without communication takes the same time.
   assert_close "$(jq .step_time_ms <<< "$report")" "$(jq .step_time_ms <<< "$(run_8b h100-sxm-80gb)")" 1e-12
 }
+
+# Plumbing: a preset by name is the file of that name in the data folder (docs/configs.md).
+@test "a model and a hardware preset by name give the report of their files" {
+  by_file=$(syssim run "$MODELS/llama3-8b.yaml" --hardware "$HARDWARE/b200.yaml" --tp 2 --dp 4 --global-batch 64 --format json)
+  by_name=$(syssim run llama3-8b --hardware b200 --tp 2 --dp 4 --global-batch 64 --format json)
+  [ "$by_file" = "$by_name" ]
+}
+
+@test "syssim presets lists every preset file; an unknown name says where it looked" {
+  run syssim presets
+  assert_success
+  assert_line "data folder: $SYSSIM_BINARY_DIR/share/syssim"
+  for file in "$HARDWARE"/*.yaml "$MODELS"/*.yaml; do
+    name=$(basename "$file" .yaml)
+    assert_line --regexp "^  ${name//./\\.} +[^ ]"
+  done
+  run syssim run no-such-model
+  assert_failure 1
+  assert_output "syssim: error: no-such-model: no such file, and no model preset $SYSSIM_BINARY_DIR/share/syssim/models/no-such-model.yaml (\`syssim presets\` lists them)"
+}

@@ -7,7 +7,7 @@ pipe_report() {
     | syssim-report
 }
 
-@test "syssim run with no arguments reports the embedded default job" {
+@test "syssim run with no arguments reports the default job (its presets from the data folder)" {
   run syssim run
   assert_success
   assert_output --partial "SimulationReport("

@@ -193,11 +193,13 @@ TEST_F(HfEnvironment, TheCacheComesBeforeTheShippedConfigs) {
 TEST_F(HfEnvironment, NoConfigNamesEveryPlaceLookedIn) {
   fs::path dir = fresh_dir("missing");
   setenv("HF_HOME", (dir / "hf").c_str(), 1);
+  setenv("SYSSIM_DATA_DIR", (dir / "data").c_str(), 1);  // the shipped configs: the data folder's hf/
   std::string yaml = (dir / "model.yaml").string();
   EXPECT_EQ(error_of([&] { load_hf(dir, "meta-llama/Foo", "{seq_length: 8}"); }),
             yaml + ": huggingface: meta-llama/Foo: no config.json found (looked in: " + (dir / "meta-llama/Foo").string() +
-                ", " + (dir / "hf/hub/models--meta-llama--Foo/snapshots/*/config.json").string() + ", " + kRoot +
-                "/configs/hf/meta-llama/Foo/config.json)");
+                ", " + (dir / "hf/hub/models--meta-llama--Foo/snapshots/*/config.json").string() + ", " +
+                (dir / "data/hf/meta-llama/Foo/config.json").string() + ")");
+  unsetenv("SYSSIM_DATA_DIR");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -19,8 +19,8 @@ struct SweepFlags {
 };
 
 inline void add_sweep_flags(CLI::App& sweep, SweepRequest& request, SweepFlags& flags) {
-  sweep.add_option("model", request.model_path, "Model YAML");
-  sweep.add_option("--hardware", request.hardware_path, "Hardware YAML");
+  sweep.add_option("model", request.model_path, "Model YAML or preset");
+  sweep.add_option("--hardware", request.hardware_path, "Hardware YAML or preset");
   add_layout_flags(sweep, request.options);
   sweep.get_option("--gpus")->excludes("--dp");  // with --gpus, each point's dp is derived (or swept)
   sweep.add_option("--over", request.over, "PATH=V1,V2,...: a config key and its values (repeatable)")

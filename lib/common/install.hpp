@@ -1,0 +1,17 @@
+// Where syssim finds what it ships: the data folder (hardware and model presets, calibration
+// bundles, Hugging Face configs) and the trace module, both relative to the running program,
+// so that a build tree, an installed prefix and a moved prefix all work (docs/configs.md,
+// "Presets and the data folder").
+#pragma once
+#include <string>
+
+namespace syssim {
+
+// $SYSSIM_DATA_DIR when set, else <the program's folder>/../share/syssim (the build tree
+// links build/share/syssim to the source tree's configs/).
+std::string data_dir();
+
+// The folder of the trace module: <the program's folder>/../lib/syssim.
+std::string module_dir();
+
+}  // namespace syssim
