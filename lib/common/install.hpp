@@ -7,11 +7,15 @@
 
 namespace syssim {
 
-// $SYSSIM_DATA_DIR when set, else <the program's folder>/../share/syssim (the build tree
-// links build/share/syssim to the source tree's configs/).
+// $SYSSIM_DATA_DIR when set, else <prefix>/share/syssim, the prefix being the program's
+// folder's parent (the build tree links build/share/syssim to the source tree's configs/).
 std::string data_dir();
 
-// The folder of the trace module: <the program's folder>/../lib/syssim.
+// The folder of the trace module: <prefix>/lib/syssim.
 std::string module_dir();
+
+// The prefix for a process whose program is not syssim's (the Python module, loaded into the
+// interpreter, finds it from its own file).
+void set_install_prefix(const std::string& prefix);
 
 }  // namespace syssim

@@ -378,11 +378,8 @@ HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& n
   hw.calibrated_families = yaml_get<std::vector<std::string>>(node, "calibrated_families", name, {});
   for (const std::string& family : hw.calibrated_families)
     require_one_of(family, kOpFamilies, "calibrated_families", name);
-  if (!hw.calibrated_model.empty()) {
-    std::filesystem::path model(hw.calibrated_model);
-    std::filesystem::path base = base_dir.empty() ? std::filesystem::path(name).parent_path() : std::filesystem::path(base_dir);
-    hw.calibrated_model_dir = (model.is_absolute() ? model : base / model).lexically_normal().string();
-  }
+  hw.calibrated_model_dir =
+      resolve_calibrated_model(hw.calibrated_model, base_dir.empty() ? std::filesystem::path(name).parent_path().string() : base_dir);
   if (YAML::Node topology = node["topology"]) {
     check_keys(topology, kTopologyKeys, name + ": topology");
     YAML::Node levels = topology["levels"];
@@ -430,6 +427,12 @@ double tensor_core_peak_tflops(const HardwareConfig& hw, const std::string& dtyp
   if (dtype == "fp4") return required(hw.peak_tflops_mm_fp4, "peak_tflops_mm_fp4");
   if (dtype == "fp32") return hw.peak_tflops_math;
   throw DataError("dtype \"" + dtype + "\": expected bf16, fp16, fp8, fp4 or fp32");
+}
+
+std::string resolve_calibrated_model(const std::string& calibrated_model, const std::string& base_dir) {
+  if (calibrated_model.empty()) return "";
+  std::filesystem::path model(calibrated_model);
+  return (model.is_absolute() ? model : std::filesystem::path(base_dir) / model).lexically_normal().string();
 }
 
 HardwareConfig load_hardware_yaml(const std::string& name_or_path) {

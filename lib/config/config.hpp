@@ -208,6 +208,9 @@ std::vector<std::pair<std::string, int64_t>> expert_rank_order(const Parallelism
 ModelConfig load_model_yaml(const std::string& name_or_path);
 ModelConfig parse_model_yaml(const std::string& text, const std::string& name);
 HardwareConfig load_hardware_yaml(const std::string& name_or_path);
+// A hardware's calibrated_model as a folder: itself when absolute, else taken from base_dir
+// (the hardware YAML's folder); "" for none.
+std::string resolve_calibrated_model(const std::string& calibrated_model, const std::string& base_dir);
 // A relative calibrated_model is resolved against base_dir (default: the folder of `name`).
 HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& name, const std::string& base_dir = "");
 

@@ -63,6 +63,22 @@ Graph estimate_memory(const ModelConfig& model, const HardwareConfig& hardware, 
   return estimate_memory(model, trace_of(model), CostEstimator(hardware), options);
 }
 
+ShardOptions shard_options_from_json(const nlohmann::json& parallelism, const nlohmann::json& training) {
+  ShardOptions options;
+  auto merged = [](nlohmann::json defaults, const nlohmann::json& given, const std::string& section) {
+    if (!given.is_object()) throw DataError(section + ": expected an object, got " + given.dump());
+    for (const auto& [key, value] : given.items()) {
+      if (!defaults.contains(key) || key == "world_size")
+        throw DataError(section + ": unknown key '" + key + "' (docs/graph-format.md lists them)");
+      defaults[key] = value;
+    }
+    return defaults;
+  };
+  options.parallelism = parallelism_from_json(merged(to_json(options.parallelism), parallelism, "parallelism"), "parallelism");
+  options.training = training_from_json(merged(to_json(options.training), training, "training"), "training");
+  return options;
+}
+
 std::string run_report(const RunRequest& request) {
   return render_report(simulate(model_of(request), hardware_of(request), request.options), request.format);
 }

@@ -57,6 +57,11 @@ struct RunOutput {
 };
 RunOutput run_with_timeline(const RunRequest& request);
 
+// Options from the graph format's `parallelism` and `training` keys (docs/graph-format.md): each
+// key given replaces the default (tp = dp = 1, micro-batch 1, global batch 1, bf16), read by
+// the graph's own readers. DataError naming an unknown key or a bad value.
+ShardOptions shard_options_from_json(const nlohmann::json& parallelism, const nlohmann::json& training);
+
 // The layout of the default job (tp 2 with SP, dp 4, distributed optimizer,
 // micro-batch 1, global batch 128): used for each flag the user did not give.
 ShardOptions default_job_options();

@@ -59,3 +59,32 @@ setup() {
   run syssim sweep llama3-8b --hardware h100-sxm-80gb --gpus 8 --global-batch 64 --over parallelism.tp=1,2
   assert_success
 }
+
+@test "the installed Python module simulates from the moved prefix" {
+  [ -f "$PREFIX/lib/python3/dist-packages/syssim/__init__.py" ]
+  run env PYTHONPATH="$PREFIX/lib/python3/dist-packages" python3 -c "
+import syssim
+print(syssim.data_dir())
+print(syssim.simulate(model='llama3-8b', hardware='h100-sxm-80gb',
+                      parallelism=syssim.ParallelismConfig(tp=2, dp=4),
+                      training=syssim.TrainingConfig(micro_batch=1, global_batch=128)))"
+  assert_success
+  assert_line "$PREFIX/share/syssim"
+  assert_line --partial "step_time_ms"
+}
+
+@test "the Debian package holds the install and runs from its extracted files" {
+  cd "$BATS_TEST_TMPDIR"
+  cpack -G DEB --config "$SYSSIM_BINARY_DIR/CPackConfig.cmake" -B "$BATS_TEST_TMPDIR/deb" >/dev/null 2>&1
+  package=$(ls deb/syssim_*.deb)
+  run dpkg-deb --field "$package" Package Depends
+  assert_success
+  assert_line "Package: syssim"
+  # Its dependencies come from the libraries the programs link (dpkg-shlibdeps), and Python.
+  assert_line --regexp "^Depends: python3, .*libtorch1\.13.*libxgboost0.*libyaml-cpp"
+  dpkg-deb -x "$package" root
+  [ -x root/usr/bin/syssim ] && [ -f root/usr/lib/syssim/libsyssim_trace_module.so ]
+  run root/usr/bin/syssim run --format json
+  assert_success
+  jq -e '.step_time_ms > 0' <<< "$output"
+}

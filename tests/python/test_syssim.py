@@ -1,0 +1,148 @@
+"""The Python module (docs/python.md), against the command-line tools and published figures.
+
+Run by CTest with the built package first on PYTHONPATH and SYSSIM_BINARY_DIR set."""
+
+import json
+import os
+import runpy
+import subprocess
+import threading
+import time
+
+import pytest
+
+import syssim
+
+BINARY_DIR = os.environ["SYSSIM_BINARY_DIR"]
+SOURCE_DIR = os.environ["SYSSIM_SOURCE_DIR"]
+
+
+def cli(*args):
+    return subprocess.run([os.path.join(BINARY_DIR, "bin", "syssim"), *args], check=True, capture_output=True,
+                          text=True).stdout
+
+
+# Plumbing: the module runs the library code the tools run, so the JSON is the same bytes.
+JOBS = [
+    ("llama3-8b", "h100-sxm-80gb", dict(tp=2, sp=True, dp=4), dict(micro_batch=1, global_batch=128,
+                                                                     use_distributed_optimizer=True)),
+    ("llama3-70b", "h200-sxm", dict(tp=8, pp=2, vpp=2, dp=2), dict(micro_batch=1, global_batch=32, recompute="full")),
+    ("qwen3-30b-a3b", "b200", dict(dp=8, ep=8), dict(micro_batch=2, global_batch=64, dtype="fp8")),
+]
+
+
+def cli_flags(parallelism, training):
+    flags = []
+    for key, value in {**parallelism, **training}.items():
+        if value is True:
+            flags.append("--distributed-optimizer" if key == "use_distributed_optimizer" else "--" + key)
+        else:
+            flags += ["--" + key.replace("_", "-"), str(value)]
+    return flags
+
+
+@pytest.mark.parametrize("model,hardware,parallelism,training", JOBS)
+def test_simulate_gives_the_json_of_syssim_run(model, hardware, parallelism, training):
+    report = syssim.simulate(model=model, hardware=hardware, parallelism=syssim.ParallelismConfig(**parallelism),
+                             training=syssim.TrainingConfig(**training))
+    expected = cli("run", model, "--hardware", hardware, *cli_flags(parallelism, training), "--format", "json")
+    assert report.to_json() == expected
+    assert str(report) == cli("run", model, "--hardware", hardware, *cli_flags(parallelism, training))
+
+
+def test_estimate_memory_gives_the_json_of_syssim_memory():
+    model, hardware, parallelism, training = JOBS[1]
+    report = syssim.estimate_memory(model=model, hardware=hardware,
+                                    parallelism=syssim.ParallelismConfig(**parallelism),
+                                    training=syssim.TrainingConfig(**training))
+    assert report.to_json() == cli("memory", model, "--hardware", hardware, *cli_flags(parallelism, training),
+                                   "--format", "json")
+
+
+def test_sweep_gives_the_rows_of_syssim_sweep():
+    result = syssim.sweep(model="llama3-8b", hardware="h100-sxm-80gb", parallelism=syssim.ParallelismConfig(dp=8),
+                          training=syssim.TrainingConfig(global_batch=64),
+                          over={"parallelism.tp": [1, 2, 4], "training.recompute": ["none", "full"]})
+    rows = json.loads(cli("sweep", "llama3-8b", "--hardware", "h100-sxm-80gb", "--dp", "8", "--global-batch", "64",
+                          "--over", "parallelism.tp=1,2,4", "--over", "training.recompute=none,full", "--format",
+                          "json"))["points"]
+    assert [(r.inputs, r.status, r.metrics["step_time_ms"]) for r in result] == \
+           [(r["inputs"], r["status"], r["step_time_ms"]) for r in rows]
+    best = result.best("step_time_ms")
+    assert best.metrics["step_time_ms"] == min(r["step_time_ms"] for r in rows if r["status"] == "ok")
+    # The row's report is its job simulated again: the same step.
+    assert best.report.step_time_ms == best.metrics["step_time_ms"]
+    frame = result.to_dataframe()
+    assert list(frame["parallelism.tp"]) == [1, 1, 2, 2, 4, 4]
+
+
+def test_world_size_is_the_product_of_the_sizes():
+    assert syssim.ParallelismConfig(tp=2, dp=4, cp=2, pp=3).world_size == 48
+
+
+def test_configs_from_the_presets_hold_the_published_figures():
+    # Llama 3 8B (arXiv:2407.21783, Table 3): 32 layers, width 4096, 32 heads, 8 KV heads, FFN 14336.
+    model = syssim.load_model_yaml("llama3-8b")
+    assert (model.num_layers, model.hidden_size, model.num_attention_heads, model.num_query_groups,
+            model.ffn_hidden_size) == (32, 4096, 32, 8, 14336)
+    # H100 SXM datasheet: 989 dense BF16 TFLOP/s, 3.35 TB/s.
+    hardware = syssim.load_hardware_yaml("h100-sxm-80gb")
+    assert (hardware.peak_tflops_mm, hardware.peak_memory_bandwidth_GBps) == (989, 3350)
+    # A ModelConfig made from the same fields is the same model, and simulates the same step.
+    same = syssim.ModelConfig(**model.to_dict())
+    assert same == model
+    job = dict(hardware=hardware, training=syssim.TrainingConfig(global_batch=8))
+    assert syssim.simulate(model=same, **job).to_json() == syssim.simulate(model="llama3-8b", **job).to_json()
+
+
+def test_a_hugging_face_config_by_id():
+    # meta-llama/Llama-3.1-8B's config.json (shipped): 32 layers, 8 KV heads, vocabulary 128256.
+    model = syssim.HFModel("meta-llama/Llama-3.1-8B", overrides={"seq_length": 8192}).resolve()
+    assert (model.num_layers, model.num_query_groups, model.vocab_size, model.seq_length) == (32, 8, 128256, 8192)
+
+
+def test_errors_raise_value_error_with_the_tools_message():
+    with pytest.raises(ValueError, match=r"^no-such-model: no such file, and no model preset .*/models/no-such-model\.yaml"):
+        syssim.simulate(model="no-such-model", hardware="h100-sxm-80gb")
+    with pytest.raises(ValueError, match=r"^training: unknown key 'micro_batchh'"):
+        syssim.simulate(model="llama3-8b", hardware="h100-sxm-80gb", training=syssim.TrainingConfig(micro_batchh=2))
+    with pytest.raises(ValueError, match=r"^parallelism/tp: expected a size from 1 to"):
+        syssim.simulate(model="llama3-8b", hardware="h100-sxm-80gb", parallelism=syssim.ParallelismConfig(tp=0))
+    with pytest.raises(ValueError, match="select one precision"):
+        syssim.TrainingConfig(dtype="bf16", fp8=True)
+    with pytest.raises(NotImplementedError):
+        syssim.CustomModel()
+
+
+def test_the_report_as_dict_and_dataframe():
+    report = syssim.simulate(model="llama3-8b", hardware="h100-sxm-80gb", training=syssim.TrainingConfig(global_batch=4))
+    assert report.to_dict() == json.loads(report.to_json())
+    frame = report.to_dataframe()
+    assert len(frame) == 1 and frame["step_time_ms"][0] == report.step_time_ms
+
+
+def test_simulate_releases_the_interpreter():
+    ticks = []
+    done = threading.Event()
+
+    def count():
+        while not done.is_set():
+            ticks.append(1)
+            time.sleep(0.001)
+
+    counter = threading.Thread(target=count, daemon=True)
+    counter.start()
+    try:
+        # A model no other test traces: its trace takes a second or more, all of it outside
+        # the interpreter's lock.
+        syssim.simulate(model="mixtral-8x7b", hardware="h100-sxm-80gb",
+                        parallelism=syssim.ParallelismConfig(tp=8, sp=True), training=syssim.TrainingConfig(global_batch=8))
+    finally:
+        done.set()
+        counter.join()
+    assert len(ticks) > 5
+
+
+def test_the_example_runs_top_to_bottom(capsys):
+    runpy.run_path(os.path.join(SOURCE_DIR, "examples", "python_quickstart.py"), run_name="__main__")
+    assert "step_time_ms" in capsys.readouterr().out

@@ -1,0 +1,138 @@
+// The Python module's native part, `syssim._syssim`: the library's entry points on the graph
+// format's JSON text, so that the Python objects (syssim/__init__.py) stay plain data and every
+// number comes from the code the tools run (docs/python.md).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/error.hpp"
+#include "common/install.hpp"
+#include "config/config.hpp"
+#include "config/presets.hpp"
+#include "driver/driver.hpp"
+#include "report/report.hpp"
+#include "sweep/sweep.hpp"
+
+namespace py = pybind11;
+using nlohmann::json;
+
+namespace {
+
+json parse(const std::string& text, const std::string& what) {
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    throw syssim::DataError(what + ": not valid JSON: " + e.what());
+  }
+}
+
+// One job: the model and hardware as the graph format writes them (a relative
+// calibrated_model taken from hardware_dir, the hardware YAML's folder), parallelism and
+// training as the keys to set.
+struct Job {
+  syssim::ModelConfig model;
+  syssim::HardwareConfig hardware;
+  syssim::ShardOptions options;
+};
+
+Job job_of(const std::string& model, const std::string& hardware, const std::string& hardware_dir,
+           const std::string& parallelism, const std::string& training) {
+  Job job{syssim::model_from_json(parse(model, "model"), "model"),
+          syssim::hardware_from_json(parse(hardware, "hardware"), "hardware"),
+          syssim::shard_options_from_json(parse(parallelism, "parallelism"), parse(training, "training"))};
+  job.hardware.calibrated_model_dir = syssim::resolve_calibrated_model(job.hardware.calibrated_model, hardware_dir);
+  syssim::validate(job.model, "model");
+  syssim::validate(job.hardware, "hardware");
+  return job;
+}
+
+// The report as JSON and as text, rendered from one simulated graph.
+std::pair<std::string, std::string> simulate(const std::string& model, const std::string& hardware,
+                                             const std::string& hardware_dir, const std::string& parallelism,
+                                             const std::string& training, bool memory_only) {
+  Job job = job_of(model, hardware, hardware_dir, parallelism, training);
+  if (memory_only) {
+    syssim::Graph graph = syssim::estimate_memory(job.model, job.hardware, job.options);
+    return {syssim::render_memory_report(graph, "json"), syssim::render_memory_report(graph, "text")};
+  }
+  syssim::Graph graph = syssim::simulate(job.model, job.hardware, job.options);
+  return {syssim::render_report(graph, "json"), syssim::render_report(graph, "text")};
+}
+
+// The rows of `syssim sweep --format json` over the cartesian product of `over`.
+std::string sweep(const std::string& model, const std::string& hardware, const std::string& hardware_dir,
+                  const std::string& parallelism, const std::string& training,
+                  const std::vector<std::pair<std::string, std::vector<std::string>>>& over, int64_t threads) {
+  Job job = job_of(model, hardware, hardware_dir, parallelism, training);
+  std::vector<syssim::SweepAxis> axes;
+  for (const auto& [path, values] : over) {
+    std::string flag = path + "=";
+    for (size_t i = 0; i < values.size(); ++i) flag += (i ? "," : "") + values[i];
+    axes.push_back(syssim::parse_sweep_axis(flag));
+  }
+  syssim::SweepSettings settings;
+  settings.threads = threads;
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const syssim::SweepRow& row : syssim::run_sweep(job.model, job.hardware, job.options, axes, settings))
+    rows.push_back(syssim::to_json(row));
+  return rows.dump();
+}
+
+// Calls `f` with the GIL released: the library takes seconds and uses its own threads.
+template <typename F>
+auto released(F f) {
+  py::gil_scoped_release release;
+  return f();
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_syssim, m) {
+  m.doc() = "syssim's library on the graph format's JSON (use the syssim package, docs/python.md)";
+  // Data and usage errors raise ValueError with the tools' one-line message.
+  py::register_exception_translator([](std::exception_ptr error) {
+    try {
+      if (error) std::rethrow_exception(error);
+    } catch (const syssim::DataError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const syssim::UsageError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    }
+  });
+  m.def("set_install_prefix", &syssim::set_install_prefix, py::arg("prefix"));
+  m.def("data_dir", &syssim::data_dir);
+  m.def("load_model", [](const std::string& name_or_path) { return syssim::to_json(syssim::load_model_yaml(name_or_path)).dump(); },
+        py::arg("name_or_path"));
+  m.def("parse_model", [](const std::string& yaml, const std::string& name) {
+    return syssim::to_json(syssim::parse_model_yaml(yaml, name)).dump();
+  });
+  // The hardware and the folder its relative calibrated_model is taken from.
+  m.def("load_hardware", [](const std::string& name_or_path) {
+    const std::string path = syssim::preset_file(syssim::PresetKind::kHardware, name_or_path);
+    return std::make_pair(syssim::to_json(syssim::load_hardware_yaml(path)).dump(),
+                          std::filesystem::path(path).parent_path().string());
+  });
+  m.def("check_model", [](const std::string& model) {
+    syssim::ModelConfig config = syssim::model_from_json(parse(model, "model"), "model");
+    syssim::validate(config, "model");
+    return syssim::to_json(config).dump();
+  });
+  m.def("check_hardware", [](const std::string& hardware) {
+    syssim::HardwareConfig config = syssim::hardware_from_json(parse(hardware, "hardware"), "hardware");
+    syssim::validate(config, "hardware");
+    return syssim::to_json(config).dump();
+  });
+  m.def("simulate", [](const std::string& model, const std::string& hardware, const std::string& hardware_dir,
+                       const std::string& parallelism, const std::string& training, bool memory_only) {
+    return released([&] { return simulate(model, hardware, hardware_dir, parallelism, training, memory_only); });
+  });
+  m.def("sweep", [](const std::string& model, const std::string& hardware, const std::string& hardware_dir,
+                    const std::string& parallelism, const std::string& training,
+                    const std::vector<std::pair<std::string, std::vector<std::string>>>& over, int64_t threads) {
+    return released([&] { return sweep(model, hardware, hardware_dir, parallelism, training, over, threads); });
+  });
+}

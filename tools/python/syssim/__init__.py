@@ -1,0 +1,289 @@
+"""syssim: predict step time, MFU and memory of LLM training (docs/python.md).
+
+The objects here are plain data; every number comes from syssim's C++ library (the native
+module ``syssim._syssim``), the code the command-line tools run.
+"""
+
+import json
+import os
+
+from . import _location
+from . import _syssim
+
+_syssim.set_install_prefix(os.path.normpath(os.path.join(os.path.dirname(__file__), _location.PREFIX_FROM_PACKAGE)))
+
+__all__ = [
+    "simulate", "estimate_memory", "sweep", "load_model_yaml", "load_hardware_yaml", "ModelConfig",
+    "ParallelismConfig", "TrainingConfig", "HardwareConfig", "HFModel", "CustomModel", "SimulationReport",
+    "Sweep", "SweepRow", "data_dir",
+]
+
+
+def data_dir():
+    """The data folder the presets are read from (docs/configs.md)."""
+    return _syssim.data_dir()
+
+
+class _Fields:
+    """Keyword fields kept as the graph format's JSON object, readable as attributes."""
+
+    def __init__(self, fields):
+        object.__setattr__(self, "_fields", dict(fields))
+
+    def __getattr__(self, name):
+        try:
+            return self._fields[name]
+        except KeyError:
+            raise AttributeError(f"{type(self).__name__} has no field '{name}'") from None
+
+    def to_dict(self):
+        return dict(self._fields)
+
+    def __eq__(self, other):
+        return type(self) is type(other) and self._fields == other._fields
+
+    def __repr__(self):
+        fields = ", ".join(f"{k}={v!r}" for k, v in self._fields.items())
+        return f"{type(self).__name__}({fields})"
+
+
+class ModelConfig(_Fields):
+    """A model: the keys of a model YAML (docs/configs.md), checked by the library."""
+
+    def __init__(self, **fields):
+        super().__init__(json.loads(_syssim.check_model(json.dumps(fields))) if fields else {})
+
+    @classmethod
+    def _checked(cls, text):
+        model = cls()
+        object.__setattr__(model, "_fields", json.loads(text))
+        return model
+
+    @classmethod
+    def from_dict(cls, fields):
+        return cls(**fields)
+
+
+class HardwareConfig(_Fields):
+    """A GPU and its cluster: the keys of a hardware YAML (docs/configs.md). A relative
+    calibrated_model is taken from the YAML's folder (for one made here, the working folder)."""
+
+    def __init__(self, **fields):
+        super().__init__(json.loads(_syssim.check_hardware(json.dumps(fields))) if fields else {})
+        object.__setattr__(self, "_folder", os.getcwd())
+
+    @classmethod
+    def _checked(cls, text, folder):
+        hardware = cls()
+        object.__setattr__(hardware, "_fields", json.loads(text))
+        object.__setattr__(hardware, "_folder", folder)
+        return hardware
+
+
+class HFModel:
+    """A Hugging Face model by id or config.json path; overrides must give seq_length."""
+
+    def __init__(self, huggingface, overrides=None):
+        self.huggingface = huggingface
+        self.overrides = dict(overrides or {})
+
+    def resolve(self):
+        text = json.dumps({"huggingface": self.huggingface, "overrides": self.overrides})  # JSON is YAML
+        return ModelConfig._checked(_syssim.parse_model(text, self.huggingface))
+
+    def __repr__(self):
+        return f"HFModel({self.huggingface!r}, overrides={self.overrides!r})"
+
+
+class CustomModel:
+    """Reserved for a model given as a PyTorch module: not supported."""
+
+    def __init__(self, *args, **kwargs):
+        raise NotImplementedError("CustomModel: a model given as a PyTorch module is not supported; "
+                                  "give a ModelConfig, an HFModel or a model YAML")
+
+
+def load_model_yaml(path):
+    """A model YAML file, or a preset by name; ValueError naming the file, key and value."""
+    return ModelConfig._checked(_syssim.load_model(os.fspath(path)))
+
+
+def load_hardware_yaml(path):
+    """A hardware YAML file, or a preset by name."""
+    return HardwareConfig._checked(*_syssim.load_hardware(os.fspath(path)))
+
+
+class ParallelismConfig(_Fields):
+    """Parallel sizes, with the graph format's `parallelism` keys (tp, dp, sp, cp, pp, vpp, ep,
+    etp, order); the defaults are 1, no sequence parallelism, no virtual stages."""
+
+    def __init__(self, *, tp=None, dp=None, sp=None, cp=None, pp=None, vpp=None, **more):
+        given = {"tp": tp, "dp": dp, "sp": sp, "cp": cp, "pp": pp, "vpp": vpp}
+        super().__init__({**{k: v for k, v in given.items() if v is not None}, **more})
+
+    @property
+    def world_size(self):
+        f = self._fields
+        return f.get("tp", 1) * f.get("dp", 1) * f.get("cp", 1) * f.get("pp", 1)
+
+
+class TrainingConfig(_Fields):
+    """Training settings, with the graph format's `training` keys (micro_batch, global_batch,
+    dtype, recompute, distributed_optimizer, overlap_grad_reduce, ...)."""
+
+    def __init__(self, *, micro_batch=None, global_batch=None, dtype=None, recompute=None,
+                 use_distributed_optimizer=False, fp16=False, bf16=False, fp8=False, **more):
+        flags = [name for name, on in (("fp16", fp16), ("bf16", bf16), ("fp8", fp8)) if on]
+        if len(flags) + (dtype is not None) > 1:
+            raise ValueError("TrainingConfig: select one precision (dtype= or one of fp16=/bf16=/fp8=)")
+        given = {"micro_batch": micro_batch, "global_batch": global_batch,
+                 "dtype": dtype or (flags[0] if flags else None), "recompute": recompute}
+        fields = {k: v for k, v in given.items() if v is not None}
+        if use_distributed_optimizer:
+            fields["distributed_optimizer"] = True
+        super().__init__({**fields, **more})
+
+
+def _model_json(model):
+    if isinstance(model, HFModel):
+        model = model.resolve()
+    elif isinstance(model, (str, os.PathLike)):
+        model = load_model_yaml(model)
+    if not isinstance(model, ModelConfig):
+        raise ValueError(f"model: expected a path, a preset name, a ModelConfig or an HFModel, got {model!r}")
+    return json.dumps(model.to_dict())
+
+
+def _hardware_of(hardware):
+    if isinstance(hardware, (str, os.PathLike)):
+        hardware = load_hardware_yaml(hardware)
+    if not isinstance(hardware, HardwareConfig):
+        raise ValueError(f"hardware: expected a path, a preset name or a HardwareConfig, got {hardware!r}")
+    return hardware
+
+
+def _job(model, hardware, parallelism, training):
+    """The arguments of the native simulate and sweep."""
+    hardware = _hardware_of(hardware)
+    return (_model_json(model), json.dumps(hardware.to_dict()), hardware._folder,
+            json.dumps((parallelism or ParallelismConfig()).to_dict()), json.dumps((training or TrainingConfig()).to_dict()))
+
+
+class SimulationReport:
+    """The report of one simulated step: the fields of `syssim run --format json`
+    (docs/syssim-report.md) as attributes; str() is the text report."""
+
+    def __init__(self, json_text, text):
+        self._json = json_text
+        self._text = text
+        self._fields = json.loads(json_text)
+
+    def __getattr__(self, name):
+        fields = self.__dict__.get("_fields", {})
+        if name in fields:
+            return fields[name]
+        raise AttributeError(f"SimulationReport has no field '{name}'")
+
+    def to_dict(self):
+        return json.loads(self._json)
+
+    def to_json(self, path=None):
+        """The JSON text `syssim run --format json` prints for the job; also written to path."""
+        if path is not None:
+            with open(path, "w") as out:
+                out.write(self._json)
+        return self._json
+
+    def to_dataframe(self):
+        """One row, nested fields flattened with dots (memory.param_gb, ...)."""
+        import pandas
+        return pandas.json_normalize(self.to_dict())
+
+    def __str__(self):
+        return self._text
+
+    __repr__ = __str__
+
+
+def simulate(*, model, hardware, parallelism=None, training=None, workdir=None):
+    """Trace, shard, price and simulate one training step (docs/python.md)."""
+    return SimulationReport(*_syssim.simulate(*_job(model, hardware, parallelism, training), False))
+
+
+def estimate_memory(*, model, hardware, parallelism=None, training=None, workdir=None):
+    """Per-GPU memory only: no discrete-event simulation."""
+    return SimulationReport(*_syssim.simulate(*_job(model, hardware, parallelism, training), True))
+
+
+def _axis_value(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    return str(value)
+
+
+class SweepRow:
+    """One point: inputs (the swept values), metrics (step_time_ms, mfu, peak_memory_gb), status
+    (ok, oom or invalid) and reason; report simulates the point's job on first use."""
+
+    def __init__(self, row, job):
+        self.inputs = dict(row["inputs"])
+        self.status = row["status"]
+        self.reason = row.get("reason", "")
+        self.metrics = {key: row[key] for key in ("step_time_ms", "mfu", "peak_memory_gb") if key in row}
+        self._job = job
+        self._report = None
+
+    @property
+    def report(self):
+        if self._report is None and self.status != "invalid":
+            model, hardware, parallelism, training = self._job
+            parallelism, training = dict(parallelism), dict(training)
+            for path, value in self.inputs.items():
+                section, key = path.split(".", 1)
+                (parallelism if section == "parallelism" else training)[key] = value
+            self._report = simulate(model=model, hardware=hardware, parallelism=ParallelismConfig(**parallelism),
+                                    training=TrainingConfig(**training))
+        return self._report
+
+    def __repr__(self):
+        return f"SweepRow(inputs={self.inputs!r}, status={self.status!r}, metrics={self.metrics!r})"
+
+
+class Sweep:
+    """The points of a sweep, in the order of the cartesian product."""
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __iter__(self):
+        return iter(self.rows)
+
+    def __len__(self):
+        return len(self.rows)
+
+    def best(self, metric):
+        """The ok row best by metric (mfu highest; step_time_ms and peak_memory_gb lowest), or None."""
+        if metric not in ("mfu", "step_time_ms", "peak_memory_gb"):
+            raise ValueError(f"metric '{metric}': expected mfu, step_time_ms or peak_memory_gb")
+        ok = [row for row in self.rows if row.status == "ok"]
+        if not ok:
+            return None
+        sign = -1 if metric == "mfu" else 1
+        return min(ok, key=lambda row: sign * row.metrics[metric])
+
+    def to_dataframe(self):
+        import pandas
+        return pandas.DataFrame([{**row.inputs, "status": row.status, **row.metrics} for row in self.rows])
+
+
+def sweep(*, model, hardware, parallelism=None, training=None, over, workdir=None, threads=0):
+    """Every combination of `over` ({"parallelism.tp": [1, 2, 4], ...}) on the job."""
+    model = ModelConfig._checked(_model_json(model))
+    hardware = _hardware_of(hardware)
+    parallelism, training = parallelism or ParallelismConfig(), training or TrainingConfig()
+    axes = [(path, [_axis_value(v) for v in values]) for path, values in over.items()]
+    text = _syssim.sweep(*_job(model, hardware, parallelism, training), axes, threads)
+    job = (model, hardware, parallelism.to_dict(), training.to_dict())
+    return Sweep([SweepRow(row, job) for row in json.loads(text)])
