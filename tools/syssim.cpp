@@ -50,6 +50,9 @@ int main(int argc, char** argv) {
     command->add_option("-o,--output", output, "Output file, written atomically (default: standard output)");
     syssim::tool::add_layout_flags(*command, request.options);
   }
+  bool fail_on_oom = false;
+  for (CLI::App* command : commands)
+    command->add_flag("--fail-on-oom", fail_on_oom, "Exit with status 3 when the job does not fit (after the report)");
   std::string timeline;
   commands[0]->add_option("--timeline", timeline,
                           "Also write the simulated timeline as a Chrome trace (Perfetto, chrome://tracing) to FILE");
@@ -136,12 +139,11 @@ int main(int argc, char** argv) {
     if (!model.empty()) request.model_path = model;
     if (!hardware.empty()) request.hardware_path = hardware;
     if (model.empty() && hardware.empty()) apply_default_job(*command, request.options);
-    if (command == commands[0] && !timeline.empty()) {
-      syssim::RunOutput run = syssim::run_with_timeline(request);
-      syssim::write_output(timeline, run.chrome_trace);
-      syssim::write_output(output, run.report);
-      return;
-    }
-    syssim::write_output(output, command == commands[0] ? syssim::run_report(request) : syssim::memory_report(request));
+    request.memory_only = command == commands[1];
+    request.timeline = !request.memory_only && !timeline.empty();
+    syssim::RunOutput run = syssim::run(request);
+    if (request.timeline) syssim::write_output(timeline, run.chrome_trace);
+    syssim::write_output(output, run.report);
+    if (fail_on_oom && run.out_of_memory) throw syssim::OutOfMemory(*run.out_of_memory);
   });
 }

@@ -18,4 +18,11 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The job does not fit in GPU memory: not bad input, a verdict the tools turn into exit
+// status 3 when asked to (`--fail-on-oom`), after writing their report.
+class OutOfMemory : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 }  // namespace syssim

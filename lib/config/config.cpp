@@ -429,6 +429,18 @@ double tensor_core_peak_tflops(const HardwareConfig& hw, const std::string& dtyp
   throw DataError("dtype \"" + dtype + "\": expected bf16, fp16, fp8, fp4 or fp32");
 }
 
+std::string layout_text(const ParallelismConfig& p, const TrainingConfig& t) {
+  std::string text = "tp" + std::to_string(p.tp) + (p.sp ? "+sp" : "") + " pp" + std::to_string(p.pp);
+  if (p.vpp) text += " vpp" + std::to_string(*p.vpp);
+  if (p.cp > 1) text += " cp" + std::to_string(p.cp);
+  if (p.ep > 1) text += " ep" + std::to_string(p.ep);
+  if (p.etp && *p.etp != p.tp) text += " etp" + std::to_string(*p.etp);
+  text += " dp" + std::to_string(p.dp) + " mbs" + std::to_string(t.micro_batch) + " gbs" + std::to_string(t.global_batch);
+  if (t.recompute != "none") text += " " + t.recompute;
+  if (t.shards_gradients()) text += std::string(" ") + to_string(t.data_parallel_sharding);
+  return text;
+}
+
 std::string resolve_calibrated_model(const std::string& calibrated_model, const std::string& base_dir) {
   if (calibrated_model.empty()) return "";
   std::filesystem::path model(calibrated_model);

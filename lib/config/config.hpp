@@ -204,6 +204,10 @@ std::vector<std::pair<std::string, int64_t>> rank_order(const ParallelismConfig&
 // expert-parallel size, dp the expert-data-parallel size, cp 1.
 std::vector<std::pair<std::string, int64_t>> expert_rank_order(const ParallelismConfig& p);
 
+// A layout in one line, as reports and `syssim validate` print it: "tp2+sp pp4 vpp2 cp2 ep8
+// dp16 mbs1 gbs512", then the recomputation and a per-layer sharding strategy when there are.
+std::string layout_text(const ParallelismConfig& p, const TrainingConfig& t);
+
 // A model or hardware YAML file, or a preset by name (config/presets.hpp).
 ModelConfig load_model_yaml(const std::string& name_or_path);
 ModelConfig parse_model_yaml(const std::string& text, const std::string& name);

@@ -1,7 +1,10 @@
 #include "driver/driver.hpp"
 
+#include <algorithm>
+
 #include "cost/cost.hpp"
 #include "mem/mem.hpp"
+#include "report/format.hpp"
 #include "report/pictures.hpp"
 #include "report/report.hpp"
 #include "sim/sim.hpp"
@@ -79,18 +82,26 @@ ShardOptions shard_options_from_json(const nlohmann::json& parallelism, const nl
   return options;
 }
 
-std::string run_report(const RunRequest& request) {
-  return render_report(simulate(model_of(request), hardware_of(request), request.options), request.format);
-}
-
-RunOutput run_with_timeline(const RunRequest& request) {
-  Graph graph = simulate(model_of(request), hardware_of(request), request.options, SimOptions{true});
-  return {render_report(graph, request.format), render_chrome_trace(graph)};
-}
-
-std::string memory_report(const RunRequest& request) {
-  return render_memory_report(estimate_memory(model_of(request), hardware_of(request), request.options),
-                              request.format);
+RunOutput run(const RunRequest& request) {
+  const ModelConfig model = model_of(request);
+  const HardwareConfig hardware = hardware_of(request);
+  RunOutput output;
+  Graph graph;
+  if (request.memory_only) {
+    graph = estimate_memory(model, hardware, request.options);
+    output.report = render_memory_report(graph, request.format);
+  } else {
+    graph = simulate(model, hardware, request.options, SimOptions{request.timeline});
+    output.report = render_report(graph, request.format);
+    if (request.timeline) output.chrome_trace = render_chrome_trace(graph);
+  }
+  if (const std::optional<OomInfo>& oom = graph.mem->oom) {
+    const std::vector<double>& stages = graph.mem->pp_stage_memory_gb;
+    const auto stage = std::max_element(stages.begin(), stages.end()) - stages.begin();
+    output.out_of_memory = "needs " + fixed(oom->required_gb, 1) + " GB per GPU of " + fixed(oom->capacity_gb, 1) +
+                           " GB (" + fixed(oom->excess_gb, 1) + " GB over) on pipeline stage " + std::to_string(stage);
+  }
+  return output;
 }
 
 ShardOptions default_job_options() {

@@ -20,6 +20,8 @@ struct RunRequest {
   std::optional<std::string> hardware_path;  // a YAML file or a preset; default kDefaultHardware
   ShardOptions options;
   std::string format = "text";  // text | json
+  bool memory_only = false;     // `syssim memory`: no discrete-event simulation
+  bool timeline = false;        // also the simulated step as a Chrome trace
 };
 
 // The trace of a model, traced once per process and architecture and kept for the process's
@@ -46,16 +48,14 @@ Graph estimate_memory(const ModelConfig& model, const TraceSection& trace, const
                       const ShardOptions& options, ShardReuse* reuse = nullptr);
 Graph estimate_memory(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options);
 
-// `syssim run` and `syssim memory`: load the configs, run the stages, render the report.
-std::string run_report(const RunRequest& request);
-std::string memory_report(const RunRequest& request);
-
-// `syssim run --timeline`: the report and the simulated step as a Chrome trace.
+// `syssim run` and `syssim memory`: the report, the Chrome trace when asked for, and when the
+// job does not fit, one line saying by how much and on which pipeline stage.
 struct RunOutput {
   std::string report;
   std::string chrome_trace;
+  std::optional<std::string> out_of_memory;
 };
-RunOutput run_with_timeline(const RunRequest& request);
+RunOutput run(const RunRequest& request);
 
 // Options from the graph format's `parallelism` and `training` keys (docs/graph-format.md): each
 // key given replaces the default (tp = dp = 1, micro-batch 1, global batch 1, bf16), read by

@@ -118,6 +118,51 @@ std::vector<Field> parameter_fields(const ShardSection& shard) {
           {"params_active_b", fixed(shard.params_active / kParamsPerBillion, 3)}};
 }
 
+// Which estimator priced the compute ops (docs/syssim-cost.md): the calibrated bundle and the
+// families it priced, or the roofline over the hardware's efficiencies (none: the bare peaks).
+std::string estimator_text(const CostSection& cost) {
+  const HardwareConfig& hw = cost.hardware;
+  const std::string roofline = hw.efficiency.empty() ? "the roofline at the bare peaks"
+                                                     : "the roofline over the hardware's efficiencies";
+  if (cost.estimator != "calibrated") return roofline;
+  std::string families;
+  for (const std::string& family : hw.calibrated_families) families += (families.empty() ? "" : ", ") + family;
+  return "calibrated " + (families.empty() ? std::string("(every family the bundle fits)") : families) + " from " +
+         hw.calibrated_model + ", the rest " + roofline;
+}
+
+// The job in words: what the numbers below belong to (docs/syssim-report.md, "The job").
+std::string job_block(const Graph& g, const ShardSection& shard) {
+  const TrainingConfig& t = shard.training;
+  std::string model = (g.model ? g.model->name + ", " : std::string()) +
+                      fixed(shard.params_total / kParamsPerBillion, 3) + " B parameters";
+  if (shard.params_active != shard.params_total)
+    model += " (" + fixed(shard.params_active / kParamsPerBillion, 3) + " B active)";
+  std::vector<Field> fields = {{"model", model}};
+  if (g.cost)
+    fields.push_back({"hardware", g.cost->hardware.name + ", " + std::to_string(shard.parallelism.world_size()) +
+                                      " GPUs, " + std::to_string(g.cost->hardware.gpus_per_node) + " per node"});
+  fields.push_back({"layout", layout_text(shard.parallelism, t)});
+  const std::optional<std::string> recipe = low_precision_recipe(t);
+  fields.push_back({"precision", t.dtype + (recipe ? " (" + *recipe + " scaling)" : std::string())});
+  std::string recompute = t.recompute;
+  if (t.recompute == "selective") {
+    std::string modules;
+    for (const std::string& module : t.recompute_modules) modules += (modules.empty() ? "" : ", ") + module;
+    recompute += " (" + (modules.empty() ? std::string("core_attn") : modules) + ")";
+  } else if (t.recompute == "full") {
+    recompute += " (" + t.recompute_method.value_or("uniform") + ", " + std::to_string(t.recompute_num_layers.value_or(1)) +
+                 " layer" + (t.recompute_num_layers.value_or(1) == 1 ? "" : "s") + ")";
+  }
+  fields.push_back({"recompute", recompute});
+  std::string data_parallel = std::string("sharding ") + to_string(t.data_parallel_sharding);
+  if (t.shards_gradients()) data_parallel += std::string(" (") + to_string(t.fsdp_implementation) + ")";
+  if (t.overlap_grad_reduce) data_parallel += ", gradient reduction overlapped";
+  fields.push_back({"data_parallel", data_parallel});
+  if (g.cost) fields.push_back({"estimator", estimator_text(*g.cost)});
+  return block("Job", 0, fields);
+}
+
 // The memory fields and the configurations, shared by both JSON reports.
 json memory_json(const Graph& g, const ShardSection& shard, const MemSection& mem) {
   return {{"params_total", shard.params_total},
@@ -135,10 +180,12 @@ json memory_json(const Graph& g, const ShardSection& shard, const MemSection& me
           {"model", g.model ? to_json(*g.model) : json()},
           {"parallelism", to_json(shard.parallelism)},
           {"training", to_json(shard.training)},
-          {"hardware", g.cost ? to_json(g.cost->hardware) : json()}};
+          {"hardware", g.cost ? to_json(g.cost->hardware) : json()},
+          {"estimator", g.cost ? json(estimator_text(*g.cost)) : json()}};
 }
 
-std::string full_text(const ShardSection& shard, const MemSection& mem, const SimSection& sim, const Throughput& rate) {
+std::string full_text(const Graph& g, const ShardSection& shard, const MemSection& mem, const SimSection& sim,
+                      const Throughput& rate) {
   std::string top_ops = "[";
   for (size_t i = 0; i < std::min(kTextTopOps, sim.top_ops.size()); ++i)
     top_ops += (i ? ", " : "") + timed_text(sim.top_ops[i]);
@@ -175,12 +222,13 @@ std::string full_text(const ShardSection& shard, const MemSection& mem, const Si
       fields.push_back({name, ms(times->second.total_ms) + " (exposed " + ms(times->second.exposed_ms) + ")", true});
   }
   for (Field field : std::vector<Field>{{"achieved_tflops", fixed(rate.achieved_tflops, 2)},
+                                        {"tokens_per_s_per_gpu", fixed(rate.tokens_per_s_per_gpu, 1)},
                                         {"mfu", percent(rate.mfu)},
                                         {"hfu", percent(rate.hfu)},
                                         {"peak_memory_gb", gb(mem.peak_memory_gb)}})
     fields.push_back(field);
   for (const Field& field : parameter_fields(shard)) fields.push_back(field);
-  return block("SimulationReport", 0, fields, blocks);
+  return job_block(g, shard) + block("SimulationReport", 0, fields, blocks);
 }
 
 json full_json(const Graph& g, const ShardSection& shard, const MemSection& mem, const SimSection& sim,
@@ -204,6 +252,7 @@ json full_json(const Graph& g, const ShardSection& shard, const MemSection& mem,
                  {"by_op_type_ms", sim.by_op_type_ms},
                  {"model_flops_per_step", shard.model_flops_per_step},
                  {"achieved_tflops", rate.achieved_tflops},
+                 {"tokens_per_s_per_gpu", rate.tokens_per_s_per_gpu},
                  {"mfu", rate.mfu},
                  {"hfu", rate.hfu},
                  {"per_pp_rank_step_time_ms", sim.per_pp_rank_step_time_ms},
@@ -246,6 +295,8 @@ Throughput throughput(const Graph& g) {
   // HFU adds the FLOPs the GPUs execute again to recompute activations (docs/metrics.md).
   double hardware_flops = shard.model_flops_per_step + recomputed_flops_per_step(shard);
   rate.hfu = hardware_flops / (step_time_s * num_gpus) / kFlopsPerTflop / peak;
+  const double tokens = static_cast<double>(shard.training.global_batch) * static_cast<double>(shard.seq_length);
+  rate.tokens_per_s_per_gpu = tokens / (step_time_s * num_gpus);
   return rate;
 }
 
@@ -257,7 +308,7 @@ std::string render_report(const Graph& g, const std::string& format) {
   const SimSection& sim = need_section(g.sim, "sim", "syssim-sim");
   const MemSection& mem = need_section(g.mem, "mem", "syssim-mem");
   Throughput rate = throughput(g);
-  if (format == "text") return full_text(shard, mem, sim, rate);
+  if (format == "text") return full_text(g, shard, mem, sim, rate);
   return full_json(g, shard, mem, sim, rate).dump(2) + "\n";
 }
 
@@ -271,7 +322,7 @@ std::string render_memory_report(const Graph& g, const std::string& format) {
   blocks.push_back(block("Bottlenecks", 2, {{"peak_module", mem.peak_module}, {"oom", oom_text(mem)}}));
   std::vector<Field> fields = {{"peak_memory_gb", gb(mem.peak_memory_gb)}};
   for (const Field& field : parameter_fields(shard)) fields.push_back(field);
-  return block("SimulationReport", 0, fields, blocks);
+  return job_block(g, shard) + block("SimulationReport", 0, fields, blocks);
 }
 
 }  // namespace syssim

@@ -12,6 +12,7 @@ struct Throughput {
   double achieved_tflops = 0;  // model FLOPs per second per GPU, in TFLOP/s
   double mfu = 0;              // fraction of the dense 16-bit tensor-core peak
   double hfu = 0;
+  double tokens_per_s_per_gpu = 0;  // global batch x sequence per step, per GPU
 };
 
 // Needs g.shard, g.cost and g.sim; throws DataError when the step takes no time.

@@ -472,20 +472,6 @@ void measured_step_time(const MeasuredRow& row, RowPlan& plan) {
   plan.assumptions.push_back("measured_step_s from " + plan.measured_from + " (" + c.formula_name + ")");
 }
 
-std::string layout_text(const ShardOptions& o) {
-  const ParallelismConfig& p = o.parallelism;
-  std::string text = "tp" + std::to_string(p.tp) + (p.sp ? "+sp" : "") + " pp" + std::to_string(p.pp);
-  if (p.vpp) text += " vpp" + std::to_string(*p.vpp);
-  if (p.cp > 1) text += " cp" + std::to_string(p.cp);
-  if (p.ep > 1) text += " ep" + std::to_string(p.ep);
-  if (p.etp && *p.etp != p.tp) text += " etp" + std::to_string(*p.etp);
-  text += " dp" + std::to_string(p.dp) + " mbs" + std::to_string(o.training.micro_batch) + " gbs" +
-          std::to_string(o.training.global_batch);
-  if (o.training.recompute != "none") text += " " + o.training.recompute;
-  if (o.training.shards_gradients()) text += std::string(" ") + to_string(o.training.data_parallel_sharding);
-  return text;
-}
-
 std::string fixed(double value, int digits) {
   std::ostringstream out;
   out << std::fixed << std::setprecision(digits) << value;
@@ -685,7 +671,7 @@ ValidationResult validate_measured(const std::string& csv_text, const std::strin
     if (plan.skip_reason.empty()) {
       try {
         out.gpus = *plan.options.gpus;
-        out.layout = layout_text(plan.options);
+        out.layout = layout_text(plan.options.parallelism, plan.options.training);
         out.measured_step_s = plan.measured_step_s;
         out.measured_from = plan.measured_from;
         out.measured_peak_mem_gb = number_cell(row, "measured_peak_mem_gb");

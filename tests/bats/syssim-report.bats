@@ -14,11 +14,11 @@ API_KEYS=(step_time_ms forward_ms backward_ms optimizer_ms collective_total_ms c
 # The text report rebuilt by hand from the JSON report: the layout of docs/syssim-report.md
 # (ms with 4 decimals, TFLOP/s with 2, MFU/HFU in percent with 2, GB with 3).
 text_from_json() {
-  local json="$1" step fwd bwd opt coll exposed tflops mfu hfu peak total active param grad optst act temp
+  local json="$1" step fwd bwd opt coll exposed tflops tokens mfu hfu peak total active param grad optst act temp
   local dominant top longest stage module oom busiest
-  IFS=$'\t' read -r step fwd bwd opt coll exposed tflops mfu hfu peak total active param grad optst act temp dominant longest stage module oom \
+  IFS=$'\t' read -r step fwd bwd opt coll exposed tflops tokens mfu hfu peak total active param grad optst act temp dominant longest stage module oom \
     < <(jq -r '[.step_time_ms, .forward_ms, .backward_ms, .optimizer_ms, .collective_total_ms, .collective_exposed_ms,
-               .achieved_tflops, .mfu * 100, .hfu * 100, .peak_memory_gb, .params_total / 1e9, .params_active / 1e9,
+               .achieved_tflops, .tokens_per_s_per_gpu, .mfu * 100, .hfu * 100, .peak_memory_gb, .params_total / 1e9, .params_active / 1e9,
                .param_bytes / 1e9, .grad_bytes / 1e9,
                .optimizer_state_bytes / 1e9, .activation_bytes / 1e9, .temporary_bytes / 1e9,
                .bottlenecks.dominant_op_type, (.bottlenecks.longest_collective | if .[0] == "" then "none" else "\(.[0]) \(.[1])" end),
@@ -34,18 +34,19 @@ text_from_json() {
       printf '    busiest_link       = %s (level %d, %.1f GB/s per GPU): %.2f%% utilized, busy %.4f ms\n' "$name" "$level" "$bw" "$util" "$busy"
     done)
   printf 'SimulationReport(\n'
-  printf '  step_time_ms        = %.4f\n' "$step"
-  printf '    forward_ms        = %.4f\n' "$fwd"
-  printf '    backward_ms       = %.4f\n' "$bwd"
-  printf '    optimizer_ms      = %.4f\n' "$opt"
-  printf '  collective_total_ms = %.4f\n' "$coll"
-  printf '  collective_exposed  = %.4f\n' "$exposed"
-  printf '  achieved_tflops     = %.2f\n' "$tflops"
-  printf '  mfu                 = %.2f%%\n' "$mfu"
-  printf '  hfu                 = %.2f%%\n' "$hfu"
-  printf '  peak_memory_gb      = %.3f\n' "$peak"
-  printf '  params_total_b      = %.3f\n' "$total"
-  printf '  params_active_b     = %.3f\n' "$active"
+  printf '  step_time_ms         = %.4f\n' "$step"
+  printf '    forward_ms         = %.4f\n' "$fwd"
+  printf '    backward_ms        = %.4f\n' "$bwd"
+  printf '    optimizer_ms       = %.4f\n' "$opt"
+  printf '  collective_total_ms  = %.4f\n' "$coll"
+  printf '  collective_exposed   = %.4f\n' "$exposed"
+  printf '  achieved_tflops      = %.2f\n' "$tflops"
+  printf '  tokens_per_s_per_gpu = %.1f\n' "$tokens"
+  printf '  mfu                  = %.2f%%\n' "$mfu"
+  printf '  hfu                  = %.2f%%\n' "$hfu"
+  printf '  peak_memory_gb       = %.3f\n' "$peak"
+  printf '  params_total_b       = %.3f\n' "$total"
+  printf '  params_active_b      = %.3f\n' "$active"
   printf '  Memory(\n'
   printf '    param_gb           = %.3f\n' "$param"
   printf '    grad_gb            = %.3f\n' "$grad"
@@ -128,8 +129,19 @@ text_from_json() {
   graph=$(stage_of llama3-8b mem "${TP2[@]}")
   run syssim-report -i "$graph"
   assert_success
-  assert_output "$(text_from_json "$(syssim-report -i "$graph" --format json)")"
-  assert_line --index 0 "SimulationReport("
+  # The job first (docs/syssim-report.md, "The job"): the flags of TP2 in words, and the
+  # H100 preset's bundle for the GEMMs (its calibrated_families).
+  assert_equal "$(sed -n '1,/^)$/p' <<< "$output")" "Job(
+  model         = llama3-8b, 8.030 B parameters
+  hardware      = h100-sxm-80gb, 8 GPUs, 8 per node
+  layout        = tp2+sp pp1 dp4 mbs1 gbs8
+  precision     = bf16
+  recompute     = none
+  data_parallel = sharding optim
+  estimator     = calibrated gemm from ../calibration/h100-sxm-80gb, the rest the roofline over the hardware's efficiencies
+)"
+  assert_equal "$(sed '1,/^)$/d' <<< "$output")" "$(text_from_json "$(syssim-report -i "$graph" --format json)")"
+  assert_line --index 9 "SimulationReport("
   assert_line "    oom                = none"
 }
 
@@ -137,7 +149,7 @@ text_from_json() {
   graph=$(stage_of llama3-8b mem "${ONE[@]}")
   run syssim-report -i "$graph"
   assert_success
-  assert_output "$(text_from_json "$(syssim-report -i "$graph" --format json)")"
+  assert_equal "$(sed '1,/^)$/d' <<< "$output")" "$(text_from_json "$(syssim-report -i "$graph" --format json)")"
   assert_line "    longest_collective = none"
   assert_line --regexp "^    oom                = capacity 85\.900 GB, required 1[0-9][0-9]\.[0-9]{3} GB, excess [0-9]+\.[0-9]{3} GB$"
 }
@@ -200,4 +212,11 @@ text_from_json() {
   run bash -c "jq -c '.shard.parallelism.pp = 100000000' '$ROOT/tests/golden/tiny.mem.graph' | syssim-sim"
   assert_failure 1
   assert_output "syssim-sim: error: <stdin>: /shard/parallelism/pp: expected a size from 1 to 1048576, got 100000000"
+}
+
+@test "tokens per second per GPU: the global batch's tokens over the step, on every GPU" {
+  graph=$(stage_of llama3-8b mem "${TP2[@]}")
+  json=$(syssim-report -i "$graph" --format json)
+  # TP2: a global batch of 8 sequences of 1,024 tokens on tp 2 x dp 4 = 8 GPUs.
+  assert_close "$(jq '.tokens_per_s_per_gpu' <<< "$json")" "$(jq '8 * 1024 / (.step_time_ms / 1000 * 8)' <<< "$json")" 1e-12
 }

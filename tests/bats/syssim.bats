@@ -98,3 +98,19 @@ pipe_report() {
   assert_output "$fresh"
   [ "$(stat -c %s "$entry")" -gt 100000 ]
 }
+
+@test "--fail-on-oom: exit status 3 after the report, with the excess and the stage" {
+  # Llama-3-8B on one H100: 8.030e9 parameters x 18 bytes (bf16 weights, fp32 gradients, fp32
+  # master weights and Adam's two moments) = 144.5 GB before any activation, over 85.9 GB.
+  run --separate-stderr syssim run llama3-8b --hardware h100-sxm-80gb --fail-on-oom --format json
+  [ "$status" -eq 3 ]
+  jq -e '.bottlenecks.oom.required_gb > 144.5' <<< "$output"
+  required=$(jq -r '.bottlenecks.oom.required_gb * 10 | round / 10' <<< "$output")
+  excess=$(jq -r '.bottlenecks.oom.excess_gb * 10 | round / 10' <<< "$output")
+  [ "$stderr" = "syssim: out of memory: needs $required GB per GPU of 85.9 GB ($excess GB over) on pipeline stage 0" ]
+  run --separate-stderr syssim memory llama3-8b --hardware h100-sxm-80gb --fail-on-oom
+  [ "$status" -eq 3 ]
+  # A job that fits exits 0 with the flag.
+  run syssim run llama3-8b --hardware h100-sxm-80gb --tp 8 --sp --global-batch 8 --seq-length 2048 --fail-on-oom
+  assert_success
+}

@@ -50,7 +50,7 @@ TEST(Driver, DefaultJobIsEightGpusOfOneNode) {
   EXPECT_EQ(job.parallelism.world_size(), 8);
   RunRequest request;
   request.options = job;
-  EXPECT_NE(run_report(request).find("SimulationReport("), std::string::npos);
+  EXPECT_NE(run(request).report.find("SimulationReport("), std::string::npos);
 }
 
 // Replayed slots (docs/syssim-sim.md) give the timeline of simulating every instance, up to

@@ -17,9 +17,12 @@ Graph simulated_graph() {
   g.shard->model_flops_per_step = 8e14;
   g.shard->params_total = 8e9;   // 16 GB of bf16 weights
   g.shard->params_active = 2e9;  // as a mixture of experts reports it
+  g.shard->training.global_batch = 128;  // 128 x 4,096 tokens per 0.5 s step on 8 GPUs:
+  g.shard->seq_length = 4096;            // 131,072 tokens/s per GPU
   g.cost = CostSection{};
   g.cost->hardware.name = "test-gpu";
   g.cost->hardware.peak_tflops_mm = 1000;
+  g.cost->hardware.gpus_per_node = 8;
 
   SimSection sim;
   sim.step_time_ms = 500;
@@ -63,19 +66,33 @@ const std::string kGoldenMemory = R"(  Memory(
   )
 )";
 
-const std::string kGoldenText = R"(SimulationReport(
-  step_time_ms        = 500.0000
-    forward_ms        = 150.0000
-    backward_ms       = 300.0000
-    optimizer_ms      = 20.0000
-  collective_total_ms = 40.0000
-  collective_exposed  = 30.0000
-  achieved_tflops     = 200.00
-  mfu                 = 20.00%
-  hfu                 = 20.00%
-  peak_memory_gb      = 78.750
-  params_total_b      = 8.000
-  params_active_b     = 2.000
+// The job in words: 8e9 parameters, 2e9 of them active; tp 2 x dp 4 = 8 GPUs; the defaults
+// of the rest; no bundle and no efficiencies in the cost section.
+const std::string kGoldenJob = R"(Job(
+  model         = 8.000 B parameters (2.000 B active)
+  hardware      = test-gpu, 8 GPUs, 8 per node
+  layout        = tp2 pp1 dp4 mbs1 gbs128
+  precision     = bf16
+  recompute     = none
+  data_parallel = sharding no_shard
+  estimator     = the roofline at the bare peaks
+)
+)";
+
+const std::string kGoldenText = kGoldenJob + R"(SimulationReport(
+  step_time_ms         = 500.0000
+    forward_ms         = 150.0000
+    backward_ms        = 300.0000
+    optimizer_ms       = 20.0000
+  collective_total_ms  = 40.0000
+  collective_exposed   = 30.0000
+  achieved_tflops      = 200.00
+  tokens_per_s_per_gpu = 131072.0
+  mfu                  = 20.00%
+  hfu                  = 20.00%
+  peak_memory_gb       = 78.750
+  params_total_b       = 8.000
+  params_active_b      = 2.000
 )" + kGoldenMemory + R"(  Bottlenecks(
     dominant_op_type   = gemm
     top_ops_by_time    = [('12_syssim::linear', 4.2867), ('7_attn', 3.5000), ('3_x', 1.2500)]
@@ -151,7 +168,14 @@ TEST(Report, MemoryOnly) {
   Graph g = simulated_graph();
   g.sim.reset();
   g.cost.reset();
-  EXPECT_EQ(render_memory_report(g, "text"), R"(SimulationReport(
+  EXPECT_EQ(render_memory_report(g, "text"), R"(Job(
+  model         = 8.000 B parameters (2.000 B active)
+  layout        = tp2 pp1 dp4 mbs1 gbs128
+  precision     = bf16
+  recompute     = none
+  data_parallel = sharding no_shard
+)
+SimulationReport(
   peak_memory_gb  = 78.750
   params_total_b  = 8.000
   params_active_b = 2.000

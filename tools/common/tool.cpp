@@ -75,6 +75,9 @@ int guarded_main(const std::string& name, CLI::App& app, int argc, char** argv, 
   try {
     body();
     return 0;
+  } catch (const OutOfMemory& e) {
+    std::cerr << name << ": out of memory: " << e.what() << "\n";
+    return 3;
   } catch (const UsageError& e) {
     std::cerr << name << ": error: " << e.what() << "\n";
     return 2;
