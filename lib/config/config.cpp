@@ -266,6 +266,27 @@ ModelConfig load_model_yaml(const std::string& name_or_path) {
   return parse_model_yaml(YAML::Dump(node), path);
 }
 
+ModelConfig load_model(const std::string& argument, std::optional<int64_t> seq_length) {
+  namespace fs = std::filesystem;
+  const fs::path given(argument);
+  std::error_code error;
+  const bool config_file = given.extension() == ".json" && fs::is_regular_file(given, error);
+  const bool config_folder = fs::is_regular_file(given / "config.json", error);
+  const bool id = !fs::exists(given, error) && !given.has_extension() &&
+                  std::count(argument.begin(), argument.end(), '/') == 1 && argument.front() != '/';
+  if (!config_file && !config_folder && !id) return load_model_yaml(argument);
+  if (!seq_length)
+    throw DataError(argument + ": a Hugging Face model needs --seq-length (its config.json holds no training sequence length)");
+  // The model YAML `huggingface: ...` would say: named after the model's folder, a local file
+  // by its absolute path (the YAML's own folder does not exist).
+  YAML::Node model;
+  const fs::path folder = config_file ? fs::absolute(given).parent_path() : fs::absolute(given).lexically_normal();
+  model["name"] = (id ? given : folder).filename().string();
+  model["huggingface"] = id ? argument : fs::absolute(given).lexically_normal().string();
+  model["overrides"]["seq_length"] = *seq_length;
+  return parse_model_yaml(YAML::Dump(model), model["name"].as<std::string>());
+}
+
 void validate(const ModelConfig& m, const std::string& where) {
   require_positive(m.num_layers, "num_layers", where);
   require_positive(m.hidden_size, "hidden_size", where);

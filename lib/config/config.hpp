@@ -210,6 +210,10 @@ std::string layout_text(const ParallelismConfig& p, const TrainingConfig& t);
 
 // A model or hardware YAML file, or a preset by name (config/presets.hpp).
 ModelConfig load_model_yaml(const std::string& name_or_path);
+// A model argument of the tools: a Hugging Face model (a config.json file, a folder holding one,
+// or an id org/name that is no path here; found as docs/configs.md says) at `seq_length`, which
+// its config does not hold; else load_model_yaml. DataError without seq_length for one.
+ModelConfig load_model(const std::string& argument, std::optional<int64_t> seq_length);
 ModelConfig parse_model_yaml(const std::string& text, const std::string& name);
 HardwareConfig load_hardware_yaml(const std::string& name_or_path);
 // A hardware's calibrated_model as a folder: itself when absolute, else taken from base_dir

@@ -24,7 +24,7 @@ Graph cost_and_shard(const ModelConfig& model, const TraceSection& trace, const 
 }
 
 ModelConfig model_of(const RunRequest& request) {
-  return load_model_yaml(request.model_path.value_or(kDefaultModel));
+  return load_model(request.model_path.value_or(kDefaultModel), request.options.training.seq_length);
 }
 
 HardwareConfig hardware_of(const RunRequest& request) {

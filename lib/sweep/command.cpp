@@ -43,7 +43,7 @@ SweepOutput sweep_command(const SweepRequest& r, const SweepProgress& progress) 
     output.text = emit_sweep_jobs(r.command_line, axes_of(r.over), r.emit_jobs_dir);
     return output;
   }
-  const ModelConfig model = load_model_yaml(r.model_path);
+  const ModelConfig model = load_model(r.model_path, r.options.training.seq_length);
   const HardwareConfig hardware = load_hardware_yaml(r.hardware_path);
   const SweepSettings settings{r.use_cache, progress, r.threads};
   if (r.search) {

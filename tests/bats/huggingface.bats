@@ -69,3 +69,24 @@ expected_summary() { syssim run "$MODELS/llama3-8b.yaml" "${JOB[@]}" | summary; 
   assert_failure 1
   assert_output "syssim: error: $model: huggingface: meta-llama/Foo: no config.json found (looked in: $BATS_TEST_TMPDIR/meta-llama/Foo, $BATS_TEST_TMPDIR/hf/hub/models--meta-llama--Foo/snapshots/*/config.json, $SYSSIM_BINARY_DIR/share/syssim/hf/meta-llama/Foo/config.json)"
 }
+
+# Plumbing: a Hugging Face model given to syssim run directly is the model YAML that names it.
+@test "syssim run takes a Hugging Face id or config.json with --seq-length, as the YAML naming it" {
+  cd "$BATS_TEST_TMPDIR"
+  printf 'name: Qwen3-8B\nhuggingface: Qwen/Qwen3-8B\noverrides:\n  seq_length: 4096\n' > qwen3-8b.yaml
+  flags=(--tp 2 --sp --dp 4 --global-batch 64 --format json)
+  expected=$(syssim run qwen3-8b.yaml "${flags[@]}")
+  run syssim run Qwen/Qwen3-8B --seq-length 4096 "${flags[@]}"
+  assert_success
+  assert_equal "$output" "$expected"
+  run syssim run "$ROOT/configs/hf/Qwen/Qwen3-8B/config.json" --seq-length 4096 "${flags[@]}"
+  assert_equal "$output" "$expected"
+  run syssim run "$ROOT/configs/hf/Qwen/Qwen3-8B" --seq-length 4096 "${flags[@]}"
+  assert_equal "$output" "$expected"
+  # Qwen3-8B's config.json (36 layers, hidden 4096, FFN 12288, vocabulary 151936, untied
+  # embeddings, QK-norm): 8.19e9 parameters, the model card's "8.2B".
+  jq -e '.params_total > 8.18e9 and .params_total < 8.20e9' <<< "$expected"
+  run syssim run Qwen/Qwen3-8B
+  assert_failure 1
+  assert_output "syssim: error: Qwen/Qwen3-8B: a Hugging Face model needs --seq-length (its config.json holds no training sequence length)"
+}
