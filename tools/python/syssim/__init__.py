@@ -31,10 +31,10 @@ class _Fields:
         object.__setattr__(self, "_fields", dict(fields))
 
     def __getattr__(self, name):
-        try:
-            return self._fields[name]
-        except KeyError:
-            raise AttributeError(f"{type(self).__name__} has no field '{name}'") from None
+        fields = self.__dict__.get("_fields", {})  # not self._fields: that would call this again
+        if name in fields:
+            return fields[name]
+        raise AttributeError(f"{type(self).__name__} has no field '{name}'")
 
     def to_dict(self):
         return dict(self._fields)
