@@ -13,6 +13,7 @@
 #include "common/error.hpp"
 #include "config/presets.hpp"
 #include "driver/driver.hpp"
+#include "report/report.hpp"
 
 
 namespace syssim {
@@ -502,16 +503,17 @@ std::string measured_text(const RowResult& r) {
 
 std::string render_table(const ValidationResult& result) {
   std::ostringstream out;
-  out << "source_id        model                                        gpus layout                          "
-         "     measured_s predicted_s  error_%  mem_pred/meas_GB  oom\n";
+  out << "source_id        model                                        gpu          dtype     gpus layout       "
+         "                        measured_s predicted_s  error_%  mfu_%  mem_pred/meas_GB  oom\n";
   for (const RowResult& r : result.rows) {
     if (!r.expressed()) continue;
     std::string mem = fixed(r.predicted_peak_mem_gb, 1) + "/" +
                       (r.measured_peak_mem_gb ? fixed(*r.measured_peak_mem_gb, 1) : std::string("-"));
-    out << std::left << std::setw(16) << r.source_id << " " << std::setw(44) << r.model << " " << std::right
-        << std::setw(4) << r.gpus << " " << std::left << std::setw(36) << r.layout << " " << std::right
-        << std::setw(10) << measured_text(r) << " " << std::setw(11) << fixed(r.predicted_step_s, 3)
-        << " " << std::setw(8) << signed_pct(r.step_error_pct) << "  " << std::setw(16) << mem << "  "
+    out << std::left << std::setw(16) << r.source_id << " " << std::setw(44) << r.model << " " << std::setw(12)
+        << r.gpu << " " << std::setw(9) << r.dtype.substr(0, r.dtype.find(' ')) << std::right << std::setw(5) << r.gpus
+        << " " << std::left << std::setw(36) << r.layout << " " << std::right << std::setw(10) << measured_text(r)
+        << " " << std::setw(11) << fixed(r.predicted_step_s, 3) << " " << std::setw(8) << signed_pct(r.step_error_pct)
+        << " " << std::setw(6) << fixed(r.predicted_mfu * kPercent, 1) << "  " << std::setw(16) << mem << "  "
         << oom_text(r) << "\n";
   }
   int64_t expressed = std::count_if(result.rows.begin(), result.rows.end(), [](const RowResult& r) { return r.expressed(); });
@@ -535,18 +537,18 @@ std::string render_table(const ValidationResult& result) {
 
 std::string render_csv(const ValidationResult& result) {
   std::ostringstream out;
-  out << "line,source_id,model,gpus,layout,measured_step_s,predicted_step_s,step_error_pct,"
+  out << "line,source_id,model,gpu,dtype,gpus,layout,measured_step_s,predicted_step_s,step_error_pct,predicted_mfu,"
          "measured_peak_mem_gb,predicted_peak_mem_gb,predicted_oom,measured_oom,measured_from,skip_reason\n";
   for (const RowResult& r : result.rows) {
-    out << r.line << "," << csv_field(r.source_id) << "," << csv_field(r.model) << "," << r.gpus << ","
-        << csv_field(r.layout) << ",";
+    out << r.line << "," << csv_field(r.source_id) << "," << csv_field(r.model) << "," << csv_field(r.gpu) << ","
+        << csv_field(r.dtype) << "," << r.gpus << "," << csv_field(r.layout) << ",";
     if (r.expressed())
       out << fixed(r.measured_step_s, 4) << "," << fixed(r.predicted_step_s, 4) << "," << fixed(r.step_error_pct, 2)
-          << "," << (r.measured_peak_mem_gb ? fixed(*r.measured_peak_mem_gb, 2) : "") << ","
+          << "," << fixed(r.predicted_mfu, 4) << "," << (r.measured_peak_mem_gb ? fixed(*r.measured_peak_mem_gb, 2) : "") << ","
           << fixed(r.predicted_peak_mem_gb, 2) << "," << r.predicted_oom << "," << r.measured_oom << ","
           << r.measured_from << ",\n";
     else
-      out << ",,,,,,,," << csv_field(r.skip_reason) << "\n";
+      out << ",,,,,,,,," << csv_field(r.skip_reason) << "\n";
   }
   return out.str();
 }
@@ -554,7 +556,8 @@ std::string render_csv(const ValidationResult& result) {
 std::string render_json(const ValidationResult& result) {
   nlohmann::json rows = nlohmann::json::array();
   for (const RowResult& r : result.rows) {
-    nlohmann::json j = {{"line", r.line}, {"source_id", r.source_id}, {"model", r.model}, {"gpus", r.gpus}};
+    nlohmann::json j = {{"line", r.line}, {"source_id", r.source_id}, {"model", r.model},
+                        {"gpu", r.gpu},   {"dtype", r.dtype},           {"gpus", r.gpus}};
     if (!r.expressed()) {
       j["skip_reason"] = r.skip_reason;
     } else {
@@ -563,6 +566,7 @@ std::string render_json(const ValidationResult& result) {
                 {"measured_from", r.measured_from},
                 {"predicted_step_s", r.predicted_step_s},
                 {"step_error_pct", r.step_error_pct},
+                {"predicted_mfu", r.predicted_mfu},
                 {"measured_peak_mem_gb", r.measured_peak_mem_gb ? nlohmann::json(*r.measured_peak_mem_gb) : nullptr},
                 {"predicted_peak_mem_gb", r.predicted_peak_mem_gb},
                 {"predicted_oom", r.predicted_oom},
@@ -665,6 +669,8 @@ ValidationResult validate_measured(const std::string& csv_text, const std::strin
     out.line = table.record_lines[r];
     out.source_id = cell(row, "source_id");
     out.model = cell(row, "model");
+    out.gpu = cell(row, "gpu");
+    out.dtype = cell(row, "dtype");
     RowPlan plan = plan_row(row, hardware_dir, options.hardware_map);
     out.skip_reason = plan.skip_reason;
     out.assumptions = plan.assumptions;
@@ -684,6 +690,7 @@ ValidationResult validate_measured(const std::string& csv_text, const std::strin
         out.step_error_pct = (out.predicted_step_s - out.measured_step_s) / out.measured_step_s * kPercent;
         out.predicted_peak_mem_gb = graph.mem->peak_memory_gb;
         out.predicted_oom = graph.mem->oom.has_value();
+        out.predicted_mfu = throughput(graph).mfu;
         out.moe = plan.model.is_moe();
       } catch (const std::runtime_error& error) {  // syssim refuses the row: say why
         out.skip_reason = error.what();

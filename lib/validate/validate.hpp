@@ -34,7 +34,9 @@ RowPlan plan_row(const MeasuredRow& row, const std::string& hardware_dir,
 struct RowResult {
   int64_t line = 0;
   std::string source_id, model, layout, skip_reason;
+  std::string gpu, dtype;  // the row's cells as written (the preset and recipe are in assumptions)
   int64_t gpus = 0;
+  double predicted_mfu = 0;  // of the dense peak in the run's precision (docs/metrics.md)
   double measured_step_s = 0, predicted_step_s = 0, step_error_pct = 0;  // signed: (pred - meas) / meas
   std::optional<double> measured_peak_mem_gb;
   double predicted_peak_mem_gb = 0;

@@ -28,8 +28,8 @@ CSV
   assert_output --partial "rows: 4, expressed: 2, skipped: 2"
   assert_output --partial "1  tp=3 does not divide num_attention_heads=4"
   assert_output --partial "1  dtype 'int8' not recognised"
-  assert_line --regexp "^A +Llama-tiny +2 tp2\+sp pp1 dp1 mbs1 gbs8 "
-  assert_line --regexp "^B +GPT-tiny +4 tp2\+sp pp1 dp2 mbs1 gbs8 "
+  assert_line --regexp "^A +Llama-tiny +H100-80GB +bf16 +2 tp2\+sp pp1 dp1 mbs1 gbs8 "
+  assert_line --regexp "^B +GPT-tiny +A100-80GB +bf16 +4 tp2\+sp pp1 dp2 mbs1 gbs8 "
   assert_line --regexp "^    all +2 "
 }
 
@@ -39,10 +39,13 @@ CSV
   [ "$(echo "$output" | wc -l)" -eq 5 ]
   assert_line --index 0 --partial ",measured_oom,measured_from,skip_reason"
   # Within the rounding of the printed values: 4 decimals of seconds, 2 of the percentage.
-  echo "$output" | awk -F, 'NR > 1 && $6 != "" {
-    expected = ($7 - $6) / $6 * 100; d = expected - $8; if (d < 0) d = -d
-    if (d > 0.005 + 0.00005 / $6 * 100) { print "line " $1 ": error " $8 ", expected " expected; exit 1 } }'
-  assert_line "5,B,GPT-tiny,4,,,,,,,,,,dtype 'int8' not recognised"
+  assert_line --index 0 --partial "line,source_id,model,gpu,dtype,gpus,layout,"
+  echo "$output" | awk -F, 'NR > 1 && $8 != "" {
+    expected = ($9 - $8) / $8 * 100; d = expected - $10; if (d < 0) d = -d
+    if (d > 0.005 + 0.00005 / $8 * 100) { print "line " $1 ": error " $10 ", expected " expected; exit 1 } }'
+  # The gpu and dtype cells as written, and an MFU between 0 and 1 for the simulated rows.
+  assert_line --regexp "^2,A,Llama-tiny,H100-80GB,bf16,2,tp2\+sp pp1 dp1 mbs1 gbs8,0\.5000,[0-9.]+,[-0-9.]+,0\.[0-9]{4},"
+  assert_line "5,B,GPT-tiny,A100-80GB,int8,4,,,,,,,,,,,dtype 'int8' not recognised"
 }
 
 @test "validate --format json lists the assumptions taken for empty cells" {
@@ -59,9 +62,9 @@ CSV
   assert_output --partial "1  no hardware preset for gpu 'TPU-v5p'"
   run --separate-stderr syssim validate "$csv" --hardware-map TPU-v5p=b200 --format csv
   assert_success
-  local on_b200=$(echo "$output" | awk -F, 'NR == 2 { print $7 }')
+  local on_b200=$(echo "$output" | awk -F, 'NR == 2 { print $9 }')
   run --separate-stderr syssim validate "$csv" --hardware-map "TPU-v5p=$HARDWARE/b200.yaml" --format csv
-  assert_equal "$(echo "$output" | awk -F, 'NR == 2 { print $7 }')" "$on_b200"
+  assert_equal "$(echo "$output" | awk -F, 'NR == 2 { print $9 }')" "$on_b200"
   run syssim validate "$csv" --hardware-map TPU-v5p
   assert_failure 2
   assert_output "syssim: error: --hardware-map=TPU-v5p: expected GPU=PRESET_OR_YAML"
