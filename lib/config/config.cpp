@@ -277,14 +277,15 @@ ModelConfig load_model(const std::string& argument, std::optional<int64_t> seq_l
   if (!config_file && !config_folder && !id) return load_model_yaml(argument);
   if (!seq_length)
     throw DataError(argument + ": a Hugging Face model needs --seq-length (its config.json holds no training sequence length)");
-  // The model YAML `huggingface: ...` would say: named after the model's folder, a local file
-  // by its absolute path (the YAML's own folder does not exist).
+  // The model YAML `huggingface: ...` would say, named after the model's folder; a local file by
+  // its absolute path (the YAML's own folder does not exist).
+  const fs::path local = fs::absolute(given).lexically_normal();
+  const std::string name = (config_file ? local.parent_path() : local).filename().string();
   YAML::Node model;
-  const fs::path folder = config_file ? fs::absolute(given).parent_path() : fs::absolute(given).lexically_normal();
-  model["name"] = (id ? given : folder).filename().string();
-  model["huggingface"] = id ? argument : fs::absolute(given).lexically_normal().string();
+  model["name"] = name;
+  model["huggingface"] = id ? argument : local.string();
   model["overrides"]["seq_length"] = *seq_length;
-  return parse_model_yaml(YAML::Dump(model), model["name"].as<std::string>());
+  return parse_model_yaml(YAML::Dump(model), name);
 }
 
 void validate(const ModelConfig& m, const std::string& where) {

@@ -10,6 +10,7 @@
 #include "common/error.hpp"
 #include "common/install.hpp"
 #include "common/io.hpp"
+#include "common/text.hpp"
 #include "common/yaml_util.hpp"
 
 namespace syssim {
@@ -485,9 +486,7 @@ std::string find_huggingface_config(const std::string& id, const std::string& ba
   if (fs::is_regular_file(shipped, error)) return shipped.string();
   looked.push_back(shipped.string());
 
-  std::string list;
-  for (const auto& place : looked) list += (list.empty() ? "" : ", ") + place;
-  throw DataError(where + ": no config.json found (looked in: " + list + ")");
+  throw DataError(where + ": no config.json found (looked in: " + join(looked) + ")");
 }
 
 YAML::Node map_huggingface_config(const json& config, int64_t seq_length, const std::string& where) {

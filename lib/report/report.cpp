@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
+#include "common/text.hpp"
 #include "report/format.hpp"
 #include "report/pictures.hpp"
 
@@ -125,8 +126,7 @@ std::string estimator_text(const CostSection& cost) {
   const std::string roofline = hw.efficiency.empty() ? "the roofline at the bare peaks"
                                                      : "the roofline over the hardware's efficiencies";
   if (cost.estimator != "calibrated") return roofline;
-  std::string families;
-  for (const std::string& family : hw.calibrated_families) families += (families.empty() ? "" : ", ") + family;
+  const std::string families = join(hw.calibrated_families);
   return "calibrated " + (families.empty() ? std::string("(every family the bundle fits)") : families) + " from " +
          hw.calibrated_model + ", the rest " + roofline;
 }
@@ -147,9 +147,7 @@ std::string job_block(const Graph& g, const ShardSection& shard) {
   fields.push_back({"precision", t.dtype + (recipe ? " (" + *recipe + " scaling)" : std::string())});
   std::string recompute = t.recompute;
   if (t.recompute == "selective") {
-    std::string modules;
-    for (const std::string& module : t.recompute_modules) modules += (modules.empty() ? "" : ", ") + module;
-    recompute += " (" + (modules.empty() ? std::string("core_attn") : modules) + ")";
+    recompute += " (" + (t.recompute_modules.empty() ? std::string("core_attn") : join(t.recompute_modules)) + ")";
   } else if (t.recompute == "full") {
     recompute += " (" + t.recompute_method.value_or("uniform") + ", " + std::to_string(t.recompute_num_layers.value_or(1)) +
                  " layer" + (t.recompute_num_layers.value_or(1) == 1 ? "" : "s") + ")";

@@ -11,10 +11,10 @@
 
 #include "common/csv.hpp"
 #include "common/error.hpp"
+#include "common/text.hpp"
 #include "config/presets.hpp"
 #include "driver/driver.hpp"
 #include "report/report.hpp"
-
 
 namespace syssim {
 namespace {
@@ -153,10 +153,8 @@ ModelConfig named_model(const std::string& name, int64_t seq_length) {
   if (std::optional<std::string> preset = preset_of_model(name)) return load_model_yaml(*preset);
   if (name.find('/') == std::string::npos)
     throw Unsupported{"model_config '" + name + "' is neither a model YAML, a preset nor a Hugging Face id (org/name)"};
-  return parse_model_yaml("huggingface: " + name + "\noverrides:\n  seq_length: " + std::to_string(seq_length) + "\n",
-                          name);
+  return load_model(name, seq_length);
 }
-
 
 // A model from a preset or the model_config column, checked against the row's own columns.
 ModelConfig configured_model(const MeasuredRow& row, const std::string& config, std::vector<std::string>& assumptions) {
@@ -649,11 +647,7 @@ ValidationResult validate_measured(const std::string& csv_text, const std::strin
   for (const std::string& column : kRequiredColumns)
     if (std::find(table.header.begin(), table.header.end(), column) == table.header.end())
       throw DataError(source + ": no column '" + column + "'");
-  if (!unknown.empty()) {
-    std::string list;
-    for (const std::string& column : unknown) list += (list.empty() ? "" : ", ") + column;
-    result.warnings.push_back(source + ": ignoring unknown columns: " + list);
-  }
+  if (!unknown.empty()) result.warnings.push_back(source + ": ignoring unknown columns: " + join(unknown));
   std::string hardware_dir = options.hardware_dir.empty() ? preset_dir(PresetKind::kHardware) : options.hardware_dir;
   // What the user named must exist: a typo would otherwise skip every row it touches.
   if (!std::filesystem::is_directory(hardware_dir))

@@ -30,6 +30,19 @@ json parse(const std::string& text, const std::string& what) {
   }
 }
 
+// A model and a hardware from the graph format's JSON, checked as a loaded YAML is.
+syssim::ModelConfig checked_model(const std::string& text) {
+  syssim::ModelConfig model = syssim::model_from_json(parse(text, "model"), "model");
+  syssim::validate(model, "model");
+  return model;
+}
+
+syssim::HardwareConfig checked_hardware(const std::string& text) {
+  syssim::HardwareConfig hardware = syssim::hardware_from_json(parse(text, "hardware"), "hardware");
+  syssim::validate(hardware, "hardware");
+  return hardware;
+}
+
 // One job: the model and hardware as the graph format writes them (a relative
 // calibrated_model taken from hardware_dir, the hardware YAML's folder), parallelism and
 // training as the keys to set.
@@ -41,12 +54,9 @@ struct Job {
 
 Job job_of(const std::string& model, const std::string& hardware, const std::string& hardware_dir,
            const std::string& parallelism, const std::string& training) {
-  Job job{syssim::model_from_json(parse(model, "model"), "model"),
-          syssim::hardware_from_json(parse(hardware, "hardware"), "hardware"),
+  Job job{checked_model(model), checked_hardware(hardware),
           syssim::shard_options_from_json(parse(parallelism, "parallelism"), parse(training, "training"))};
   job.hardware.calibrated_model_dir = syssim::resolve_calibrated_model(job.hardware.calibrated_model, hardware_dir);
-  syssim::validate(job.model, "model");
-  syssim::validate(job.hardware, "hardware");
   return job;
 }
 
@@ -116,16 +126,8 @@ PYBIND11_MODULE(_syssim, m) {
     return std::make_pair(syssim::to_json(syssim::load_hardware_yaml(path)).dump(),
                           std::filesystem::path(path).parent_path().string());
   });
-  m.def("check_model", [](const std::string& model) {
-    syssim::ModelConfig config = syssim::model_from_json(parse(model, "model"), "model");
-    syssim::validate(config, "model");
-    return syssim::to_json(config).dump();
-  });
-  m.def("check_hardware", [](const std::string& hardware) {
-    syssim::HardwareConfig config = syssim::hardware_from_json(parse(hardware, "hardware"), "hardware");
-    syssim::validate(config, "hardware");
-    return syssim::to_json(config).dump();
-  });
+  m.def("check_model", [](const std::string& model) { return syssim::to_json(checked_model(model)).dump(); });
+  m.def("check_hardware", [](const std::string& hardware) { return syssim::to_json(checked_hardware(hardware)).dump(); });
   m.def("simulate", [](const std::string& model, const std::string& hardware, const std::string& hardware_dir,
                        const std::string& parallelism, const std::string& training, bool memory_only) {
     return released([&] { return simulate(model, hardware, hardware_dir, parallelism, training, memory_only); });

@@ -144,14 +144,14 @@ class TrainingConfig(_Fields):
         super().__init__({**fields, **more})
 
 
-def _model_json(model):
+def _model_of(model):
     if isinstance(model, HFModel):
         model = model.resolve()
     elif isinstance(model, (str, os.PathLike)):
         model = load_model_yaml(model)
     if not isinstance(model, ModelConfig):
         raise ValueError(f"model: expected a path, a preset name, a ModelConfig or an HFModel, got {model!r}")
-    return json.dumps(model.to_dict())
+    return model
 
 
 def _hardware_of(hardware):
@@ -165,7 +165,7 @@ def _hardware_of(hardware):
 def _job(model, hardware, parallelism, training):
     """The arguments of the native simulate and sweep."""
     hardware = _hardware_of(hardware)
-    return (_model_json(model), json.dumps(hardware.to_dict()), hardware._folder,
+    return (json.dumps(_model_of(model).to_dict()), json.dumps(hardware.to_dict()), hardware._folder,
             json.dumps((parallelism or ParallelismConfig()).to_dict()), json.dumps((training or TrainingConfig()).to_dict()))
 
 
@@ -280,7 +280,7 @@ class Sweep:
 
 def sweep(*, model, hardware, parallelism=None, training=None, over, workdir=None, threads=0):
     """Every combination of `over` ({"parallelism.tp": [1, 2, 4], ...}) on the job."""
-    model = ModelConfig._checked(_model_json(model))
+    model = _model_of(model)
     hardware = _hardware_of(hardware)
     parallelism, training = parallelism or ParallelismConfig(), training or TrainingConfig()
     axes = [(path, [_axis_value(v) for v in values]) for path, values in over.items()]
