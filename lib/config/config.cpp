@@ -272,7 +272,9 @@ ModelConfig load_model(const std::string& argument, std::optional<int64_t> seq_l
   std::error_code error;
   const bool config_file = given.extension() == ".json" && fs::is_regular_file(given, error);
   const bool config_folder = fs::is_regular_file(given / "config.json", error);
-  const bool id = !fs::exists(given, error) && !given.has_extension() &&
+  // An id may hold dots (meta-llama/Llama-3.1-8B); a model YAML path that is missing may not.
+  const std::string extension = given.extension().string();
+  const bool id = !fs::exists(given, error) && extension != ".yaml" && extension != ".yml" && extension != ".json" &&
                   std::count(argument.begin(), argument.end(), '/') == 1 && argument.front() != '/';
   if (!config_file && !config_folder && !id) return load_model_yaml(argument);
   if (!seq_length)

@@ -90,3 +90,12 @@ expected_summary() { syssim run "$MODELS/llama3-8b.yaml" "${JOB[@]}" | summary; 
   assert_failure 1
   assert_output "syssim: error: Qwen/Qwen3-8B: a Hugging Face model needs --seq-length (its config.json holds no training sequence length)"
 }
+
+@test "an id with dots in its name (meta-llama/Llama-3.1-8B) is an id, not a missing file" {
+  cd "$BATS_TEST_TMPDIR"
+  printf 'name: Llama-3.1-8B\nhuggingface: meta-llama/Llama-3.1-8B\noverrides:\n  seq_length: 8192\n' > llama.yaml
+  flags=(--tp 2 --sp --dp 4 --global-batch 64 --format json)
+  run syssim run meta-llama/Llama-3.1-8B --seq-length 8192 "${flags[@]}"
+  assert_success
+  assert_equal "$output" "$(syssim run llama.yaml "${flags[@]}")"
+}
