@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
   std::vector<CLI::App*> commands = {app.add_subcommand("run", "Simulate one training step and print the report"),
                                      app.add_subcommand("memory", "Print the per-GPU memory only")};
   for (CLI::App* command : commands) {
-    command->add_option("model", model, "Model YAML or preset (default: llama3-8b)");
+    command->add_option("model", model, "Model YAML or preset, or a Hugging Face id or config.json with --seq-length (default: llama3-8b)");
     command->add_option("--hardware", hardware, "Hardware YAML or preset (default: h100-sxm-80gb)");
     command->add_option("--format", request.format, "Report format")->check(CLI::IsMember({"text", "json"}));
     command->add_option("-o,--output", output, "Output file, written atomically (default: standard output)");

@@ -19,7 +19,7 @@ struct SweepFlags {
 };
 
 inline void add_sweep_flags(CLI::App& sweep, SweepRequest& request, SweepFlags& flags) {
-  sweep.add_option("model", request.model_path, "Model YAML or preset");
+  sweep.add_option("model", request.model_path, "Model YAML or preset, or a Hugging Face id or config.json with --seq-length");
   sweep.add_option("--hardware", request.hardware_path, "Hardware YAML or preset");
   add_layout_flags(sweep, request.options);
   sweep.get_option("--gpus")->excludes("--dp");  // with --gpus, each point's dp is derived (or swept)
