@@ -1,22 +1,99 @@
 #include "common/cache.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <string_view>
 #include <thread>
-
-#include "common/error.hpp"
-#include "common/io.hpp"
 
 namespace syssim {
 namespace {
 
+// An entry is a header line, then the key, then the value:
+//   syssim-cache 2 <key bytes> <value bytes> <checksum of key and value, 16 hex digits>\n
+// Anything else (another layout, a size that disagrees with the file, a damaged byte) is a
+// miss: entries are only ever a saving, and a damaged one must not reach a reader that
+// trusts it (XGBoost's binary loader crashes on flipped bytes).
+constexpr std::string_view kEntryMagic = "syssim-cache 2 ";
+constexpr size_t kMaxHeaderBytes = 96;
+// Larger entries are not the cache's: the biggest trace is a few MB.
+constexpr uint64_t kMaxEntryBytes = uint64_t{1} << 30;
+
 std::string entry_path(const std::string& dir, const std::string& kind, const std::string& key) {
   return dir + "/" + kind + "/" + content_hash(key);
+}
+
+// A 64-bit checksum read eight bytes at a time: fast enough for multi-MB trace entries, and
+// any flipped bit changes it.
+uint64_t checksum(std::string_view key, std::string_view value) {
+  uint64_t hash = 0x9E3779B97F4A7C15ULL ^ (key.size() * 0xFF51AFD7ED558CCDULL);
+  auto mix = [&hash](uint64_t word) {
+    hash = (hash ^ word) * 0xC4CEB9FE1A85EC53ULL;
+    hash ^= hash >> 29;
+  };
+  for (std::string_view part : {key, value}) {
+    size_t i = 0;
+    for (; i + 8 <= part.size(); i += 8) {
+      uint64_t word;
+      std::memcpy(&word, part.data() + i, 8);
+      mix(word);
+    }
+    uint64_t tail = 0;
+    std::memcpy(&tail, part.data() + i, part.size() - i);
+    mix(tail ^ (uint64_t{part.size() - i} << 59));
+  }
+  return hash;
+}
+
+std::string header(std::string_view key, std::string_view value) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(checksum(key, value)));
+  return std::string(kEntryMagic) + std::to_string(key.size()) + " " + std::to_string(value.size()) + " " + hex + "\n";
+}
+
+// A file descriptor closed on every path out.
+struct Fd {
+  int fd;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// The whole regular file at `path`, or nothing: a FIFO, a device or a folder in the cache is
+// never opened for reading (a FIFO would block), and nothing larger than an entry is read.
+std::optional<std::string> read_entry_file(const std::string& path) {
+  Fd file{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)};
+  if (file.fd < 0) return std::nullopt;
+  struct stat status {};
+  if (::fstat(file.fd, &status) != 0 || !S_ISREG(status.st_mode) || status.st_size < 0 ||
+      static_cast<uint64_t>(status.st_size) > kMaxEntryBytes)
+    return std::nullopt;
+  std::string bytes(static_cast<size_t>(status.st_size), '\0');
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t got = ::read(file.fd, bytes.data() + done, bytes.size() - done);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return std::nullopt;  // shrank while being read: a miss
+    done += static_cast<size_t>(got);
+  }
+  return bytes;
+}
+
+// A decimal field of the header and the space or newline after it; nothing else parses.
+bool read_size(std::string_view& text, char end, uint64_t& size) {
+  auto [next, error] = std::from_chars(text.data(), text.data() + text.size(), size);
+  if (error != std::errc() || next == text.data() || next == text.data() + text.size() || *next != end) return false;
+  text.remove_prefix(static_cast<size_t>(next - text.data()) + 1);
+  return true;
 }
 
 }  // namespace
@@ -42,22 +119,26 @@ std::string content_hash(const std::string& text) {
   return hex;
 }
 
-// An entry is the key's length, a newline, the key, then the value.
+std::optional<std::string> decode_cache_entry(std::string_view bytes, std::string_view key) {
+  const size_t header_end = bytes.substr(0, kMaxHeaderBytes).find('\n');
+  if (header_end == std::string_view::npos || bytes.substr(0, kEntryMagic.size()) != kEntryMagic) return std::nullopt;
+  std::string_view fields = bytes.substr(kEntryMagic.size(), header_end + 1 - kEntryMagic.size());
+  uint64_t key_size = 0, value_size = 0;
+  if (!read_size(fields, ' ', key_size) || !read_size(fields, ' ', value_size)) return std::nullopt;
+  const size_t body = header_end + 1;
+  if (key_size != key.size() || value_size > kMaxEntryBytes || bytes.size() - body != key_size + value_size)
+    return std::nullopt;
+  const std::string_view stored_key = bytes.substr(body, key_size), value = bytes.substr(body + key_size);
+  if (stored_key != key || std::string_view(header(stored_key, value)) != bytes.substr(0, body)) return std::nullopt;
+  return std::string(value);
+}
+
 std::optional<std::string> cache_get(const std::string& kind, const std::string& key) {
   std::string dir = cache_dir();
   if (dir.empty()) return std::nullopt;
-  const std::string path = entry_path(dir, kind, key);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  size_t key_size = 0;
-  if (!(in >> key_size) || in.get() != '\n') return std::nullopt;
-  std::string stored_key(key_size, '\0');
-  if (!in.read(stored_key.data(), static_cast<std::streamsize>(key_size)) || stored_key != key) return std::nullopt;
-  try {
-    return read_rest(in, path);
-  } catch (const DataError&) {
-    return std::nullopt;  // unreadable: a miss
-  }
+  std::optional<std::string> bytes = read_entry_file(entry_path(dir, kind, key));
+  if (!bytes) return std::nullopt;
+  return decode_cache_entry(*bytes, key);
 }
 
 void cache_put(const std::string& kind, const std::string& key, const std::string& value) {
@@ -72,7 +153,7 @@ void cache_put(const std::string& kind, const std::string& key, const std::strin
                      std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id()));
   {
     std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    out << key.size() << '\n' << key << value;
+    out << header(key, value) << key << value;
     if (!out.flush()) {
       std::remove(temp.c_str());
       return;

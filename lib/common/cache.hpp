@@ -4,6 +4,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace syssim {
 
@@ -15,8 +16,13 @@ std::string cache_dir();
 std::string content_hash(const std::string& text);
 
 // The value stored under `kind` (a subfolder: "trace", "point") and `key`, if any. Keys and
-// values are versioned by the caller (put kSyssimVersion in the key).
+// values are versioned by the caller (put kSyssimVersion in the key). An entry that is not a
+// regular file, or whose sizes or checksum disagree with its bytes, is a miss.
 std::optional<std::string> cache_get(const std::string& kind, const std::string& key);
+
+// The value of an entry's bytes (the file as cache_put writes it) for `key`, or nothing when
+// the bytes are not a whole, undamaged entry of that key. cache_get's reading of a file's bytes.
+std::optional<std::string> decode_cache_entry(std::string_view bytes, std::string_view key);
 
 // Stores the value atomically; a cache that cannot be written is skipped silently, because
 // caching only saves time.

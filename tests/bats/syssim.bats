@@ -83,10 +83,11 @@ pipe_report() {
   assert_output "$fresh"
   local entry
   entry="$(ls "$SYSSIM_CACHE_DIR"/trace/*)"
-  # The right key over a value that is JSON but no trace.
-  local header
+  # The right header and key over another value: its size and checksum disagree.
+  local header magic version key_size rest
   header="$(head -1 "$entry")"
-  head -c $(( ${#header} + 1 + header )) "$entry" > "$entry.damaged"
+  read -r magic version key_size rest <<< "$header"
+  head -c $(( ${#header} + 1 + key_size )) "$entry" > "$entry.damaged"
   printf '{"axes": 1}' >> "$entry.damaged"
   mv "$entry.damaged" "$entry"
   run syssim run "$MODELS/llama3-8b.yaml" --hardware "$H100" --tp 4 --dp 2 --global-batch 8

@@ -1,11 +1,14 @@
 // The on-disk cache (lib/common/cache): where it lives, what a hit needs, and the hash.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string>
 
 #include "common/cache.hpp"
 
@@ -20,6 +23,14 @@ class CacheTest : public ::testing::Test {
     ::setenv("SYSSIM_CACHE_DIR", dir_.c_str(), 1);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string entry(const std::string& key) const { return (dir_ / "trace" / content_hash(key)).string(); }
+  static std::string read(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  static void write(const std::string& path, const std::string& text) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+  }
   std::filesystem::path dir_;
 };
 
@@ -47,9 +58,45 @@ TEST_F(CacheTest, AnEntryOfAnotherKeyUnderTheSameNameIsAMiss) {
 }
 
 TEST_F(CacheTest, ATruncatedEntryIsAMiss) {
-  std::filesystem::create_directories(dir_ / "trace");
-  std::ofstream(dir_ / "trace" / content_hash("model A")) << "7\nmode";
+  cache_put("trace", "model A", "trace of A");
+  std::filesystem::resize_file(entry("model A"), std::filesystem::file_size(entry("model A")) - 1);
   EXPECT_FALSE(cache_get("trace", "model A").has_value());
+}
+
+// Every single flipped byte, in the header, the key or the value, makes the entry a miss.
+TEST_F(CacheTest, AnyFlippedByteIsAMiss) {
+  cache_put("trace", "model A", "trace of A, long enough to span a few 8-byte words");
+  const std::string good = read(entry("model A"));
+  for (size_t i = 0; i < good.size(); ++i) {
+    std::string bad = good;
+    bad[i] = static_cast<char>(bad[i] ^ 0x10);
+    write(entry("model A"), bad);
+    EXPECT_FALSE(cache_get("trace", "model A").has_value()) << "byte " << i;
+  }
+  write(entry("model A"), good);
+  EXPECT_TRUE(cache_get("trace", "model A").has_value());
+}
+
+// Headers whose sizes are huge, negative or not numbers are misses, not allocations.
+TEST_F(CacheTest, ImpossibleSizesAreMisses) {
+  std::filesystem::create_directories(dir_ / "trace");
+  for (const std::string text :
+       {"syssim-cache 2 7 18446744073709551615 0000000000000000\nmodel Ax", "syssim-cache 2 -7 1 0000000000000000\nmodel Ax",
+        "syssim-cache 2 99999999999999999999999 1 0000000000000000\nmodel Ax", "syssim-cache 2 07 1 x\nmodel Ax",
+        "18446744073709551615\nmodel A", "7\nmodel Avalue of the first layout"}) {
+    write(entry("model A"), text);
+    EXPECT_FALSE(cache_get("trace", "model A").has_value()) << text;
+  }
+}
+
+// A FIFO or a folder where an entry belongs is a miss at once (opening a FIFO to read would
+// wait for a writer forever).
+TEST_F(CacheTest, AnEntryThatIsNoRegularFileIsAMiss) {
+  std::filesystem::create_directories(dir_ / "trace");
+  ASSERT_EQ(::mkfifo(entry("model A").c_str(), 0600), 0);
+  EXPECT_FALSE(cache_get("trace", "model A").has_value());
+  std::filesystem::create_directories(entry("model B"));
+  EXPECT_FALSE(cache_get("trace", "model B").has_value());
 }
 
 TEST_F(CacheTest, OffDisablesIt) {
