@@ -111,8 +111,9 @@ int main(int argc, char** argv) {
       sweep_request.plot = !sweep_flags.plot.empty();
       sweep_request.command_line.assign(argv, argv + argc);
       syssim::SweepOutput result = syssim::sweep_command(sweep_request, syssim::tool::terminal_progress());
-      syssim::write_output(sweep_flags.output, result.text);
-      if (sweep_request.plot) syssim::write_output(sweep_flags.plot, result.plot_svg);
+      std::vector<std::pair<std::string, std::string>> outputs = {{sweep_flags.output, result.text}};
+      if (sweep_request.plot) outputs.emplace_back(sweep_flags.plot, result.plot_svg);
+      syssim::write_outputs(outputs);
       return;
     }
     if (collective->parsed()) {
@@ -142,8 +143,9 @@ int main(int argc, char** argv) {
     request.memory_only = command == commands[1];
     request.timeline = !request.memory_only && !timeline.empty();
     syssim::RunOutput run = syssim::run(request);
-    if (request.timeline) syssim::write_output(timeline, run.chrome_trace);
-    syssim::write_output(output, run.report);
+    std::vector<std::pair<std::string, std::string>> outputs = {{output, run.report}};
+    if (request.timeline) outputs.emplace_back(timeline, run.chrome_trace);
+    syssim::write_outputs(outputs);
     if (fail_on_oom && run.out_of_memory) throw syssim::OutOfMemory(*run.out_of_memory);
   });
 }

@@ -2,6 +2,7 @@
 // and writes the bundle (docs/calibration.md).
 #include <xgboost/c_api.h>
 
+#include <fcntl.h>  // AT_FDCWD
 #include <unistd.h>
 
 #include <algorithm>
@@ -325,9 +326,15 @@ void write_bundle(const std::string& output_dir, const std::map<std::string, std
     fs::remove_all(temp);
     fs::create_directories(temp);
     for (const auto& [name, bytes] : files) write_output((temp / name).string(), bytes);
-    if (exists) fs::rename(out, old);
-    fs::rename(temp, out);
-    if (exists) fs::remove_all(old);
+    if (!exists) {
+      fs::rename(temp, out);
+    } else if (::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, out.c_str(), RENAME_EXCHANGE) == 0) {
+      fs::remove_all(temp);  // the old bundle, swapped out in one step: out always held a bundle
+    } else {  // a file system without the exchange: out is briefly missing
+      fs::rename(out, old);
+      fs::rename(temp, out);
+      fs::remove_all(old);
+    }
   } catch (const fs::filesystem_error& e) {
     fs::remove_all(temp, error);
     throw DataError(output_dir + ": cannot write the bundle: " + e.what());

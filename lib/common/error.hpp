@@ -1,5 +1,7 @@
 // Errors raised by library code. The tools' single top-level catch maps them
-// to exit codes: DataError -> 1 (bad data), UsageError -> 2 (bad usage).
+// to exit codes: DataError -> 1 (bad data), UsageError -> 2 (bad usage), OutOfMemory -> 3 when
+// asked, anything else (InternalError, or an exception no reader turned into one of these) ->
+// 70, an internal error: a bug in syssim.
 #pragma once
 #include <stdexcept>
 #include <string>
@@ -23,6 +25,12 @@ class UsageError : public std::runtime_error {
 class OutOfMemory : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+// A broken invariant inside syssim: a bug, not bad input.
+class InternalError : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
 };
 
 }  // namespace syssim

@@ -48,6 +48,9 @@ Graph read_graph(const std::string& text, const std::string& source) {
     if (e.byte > text.size())
       throw DataError(source + ": truncated JSON: input ends after " + std::to_string(text.size()) + " bytes");
     throw DataError(source + ": not valid JSON at byte " + std::to_string(e.byte));
+  } catch (const json::out_of_range& e) {  // a number beyond double's range (1e400)
+    const std::string what = e.what();      // "[json.exception.out_of_range.406] number overflow parsing '1e400'"
+    throw DataError(source + ": not valid JSON: " + what.substr(what.find("] ") + 2));
   }
   if (!j.is_object() || !j.contains("format") || j["format"] != kFormat)
     throw DataError(source + ": /format: expected \"syssim-graph\", got " +

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -39,37 +40,94 @@ std::string read_rest(std::ifstream& in, const std::string& path) {
   return text.str();
 }
 
-void write_output(const std::string& path, const std::string& text) {
-  if (path.empty() || path == "-") {
-    std::cout << text;
-    std::cout.flush();
-    if (!std::cout) throw DataError("<stdout>: write failed");
-    return;
-  }
-  // Devices and pipes (-o /dev/null, a FIFO) are written in place: renaming over them
-  // would replace the device with a file.
+namespace {
+
+// The temporaries being written, for the signal handler: fixed buffers, as a handler may only
+// read memory that is never reallocated.
+constexpr size_t kMaxTemporaries = 8;
+constexpr size_t kMaxTemporaryPath = 4096;
+char g_temporaries[kMaxTemporaries][kMaxTemporaryPath];
+volatile std::sig_atomic_t g_temporary_count = 0;
+
+void on_fatal_signal(int signal) {
+  for (std::sig_atomic_t i = 0; i < g_temporary_count; ++i) ::unlink(g_temporaries[i]);
+  std::signal(signal, SIG_DFL);
+  std::raise(signal);
+}
+
+bool is_stdout(const std::string& path) { return path.empty() || path == "-"; }
+
+// Devices and pipes (-o /dev/null, a FIFO) are written in place: renaming over them would
+// replace the device with a file.
+bool written_in_place(const std::string& path) {
   std::filesystem::file_status status = std::filesystem::status(path);
-  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
-    std::ofstream out(path, std::ios::binary);
-    out << text;
-    if (!out.flush()) throw DataError(path + ": write failed");
-    return;
+  return std::filesystem::exists(status) && !std::filesystem::is_regular_file(status);
+}
+
+void write_in_place(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out.flush()) throw DataError(path + ": write failed");
+}
+
+// The temporaries of one write_outputs call, deleted unless renamed into place.
+class Temporaries {
+ public:
+  ~Temporaries() {
+    for (const std::string& temp : paths_) std::remove(temp.c_str());
+    g_temporary_count = 0;
   }
-  std::string temp = path + ".tmp." + std::to_string(::getpid());
-  {
+  std::string add(const std::string& path) {
+    std::string temp = path + ".tmp." + std::to_string(::getpid());
+    if (paths_.size() >= kMaxTemporaries || temp.size() >= kMaxTemporaryPath)
+      throw DataError(path + ": too many outputs or too long a path to write atomically");
+    std::snprintf(g_temporaries[paths_.size()], kMaxTemporaryPath, "%s", temp.c_str());
+    paths_.push_back(temp);
+    g_temporary_count = static_cast<std::sig_atomic_t>(paths_.size());
+    return temp;
+  }
+  const std::string& operator[](size_t i) const { return paths_[i]; }
+  void placed(size_t i) { paths_[i].clear(); }  // renamed: nothing left to delete
+
+ private:
+  std::vector<std::string> paths_;
+};
+
+}  // namespace
+
+void write_output(const std::string& path, const std::string& text) { write_outputs({{path, text}}); }
+
+void write_outputs(const std::vector<std::pair<std::string, std::string>>& outputs) {
+  Temporaries temporaries;
+  std::vector<std::pair<size_t, size_t>> to_rename;  // output, temporary
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const auto& [path, text] = outputs[o];
+    if (is_stdout(path) || written_in_place(path)) continue;
+    const std::string temp = temporaries.add(path);
+    to_rename.emplace_back(o, to_rename.size());
     std::ofstream out(temp, std::ios::binary | std::ios::trunc);
     if (!out) throw DataError(path + ": cannot write file");
     out << text;
     out.close();
-    if (!out) {
-      std::remove(temp.c_str());
-      throw DataError(path + ": write failed");
-    }
+    if (!out) throw DataError(path + ": write failed");
   }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    std::remove(temp.c_str());
-    throw DataError(path + ": cannot rename temporary file into place");
+  for (const auto& [o, t] : to_rename) {
+    if (std::rename(temporaries[t].c_str(), outputs[o].first.c_str()) != 0)
+      throw DataError(outputs[o].first + ": cannot rename temporary file into place");
+    temporaries.placed(t);
   }
+  for (const auto& [path, text] : outputs)
+    if (!is_stdout(path) && written_in_place(path)) write_in_place(path, text);
+  for (const auto& [path, text] : outputs) {
+    if (!is_stdout(path)) continue;
+    std::cout << text;
+    std::cout.flush();
+    if (!std::cout) throw DataError("<stdout>: write failed");
+  }
+}
+
+void remove_partial_outputs_on_signals() {
+  for (int signal : {SIGINT, SIGTERM, SIGHUP}) std::signal(signal, on_fatal_signal);
 }
 
 }  // namespace syssim

@@ -182,6 +182,13 @@ json memory_json(const Graph& g, const ShardSection& shard, const MemSection& me
           {"estimator", g.cost ? json(estimator_text(*g.cost)) : json()}};
 }
 
+// MFU or HFU as a percentage; above 100% with a word on why (long sequences: docs/metrics.md).
+std::string mfu_text(double fraction) {
+  if (fraction <= 1) return percent(fraction);
+  return percent(fraction) + " (above 100%: the FLOP count takes attention in full, the simulated kernels its causal half)";
+}
+
+
 std::string full_text(const Graph& g, const ShardSection& shard, const MemSection& mem, const SimSection& sim,
                       const Throughput& rate) {
   std::string top_ops = "[";
@@ -221,8 +228,8 @@ std::string full_text(const Graph& g, const ShardSection& shard, const MemSectio
   }
   for (Field field : std::vector<Field>{{"achieved_tflops", fixed(rate.achieved_tflops, 2)},
                                         {"tokens_per_s_per_gpu", fixed(rate.tokens_per_s_per_gpu, 1)},
-                                        {"mfu", percent(rate.mfu)},
-                                        {"hfu", percent(rate.hfu)},
+                                        {"mfu", mfu_text(rate.mfu)},
+                                        {"hfu", mfu_text(rate.hfu)},
                                         {"peak_memory_gb", gb(mem.peak_memory_gb)}})
     fields.push_back(field);
   for (const Field& field : parameter_fields(shard)) fields.push_back(field);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <new>
 
 #include "common/error.hpp"
 #include "common/heap.hpp"
@@ -10,6 +11,9 @@
 
 namespace syssim::tool {
 namespace {
+
+// sysexits.h's EX_SOFTWARE, "internal software error": scripts tell a bug from bad data (1).
+constexpr int kInternalErrorStatus = 70;
 
 void add_common_flags(CLI::App& app, Tool& tool, bool with_input) {
   if (with_input) app.add_option("-i,--input", tool.input, "Input graph file (default: standard input)");
@@ -51,6 +55,7 @@ void read_numbers_as_written(CLI::App& app) {
 
 int guarded_main(const std::string& name, CLI::App& app, int argc, char** argv, const std::function<void()>& body) {
   prepare_heap();
+  remove_partial_outputs_on_signals();
   read_numbers_as_written(app);
   try {
     app.parse(argc, argv);
@@ -84,9 +89,14 @@ int guarded_main(const std::string& name, CLI::App& app, int argc, char** argv, 
   } catch (const DataError& e) {
     std::cerr << name << ": error: " << e.what() << "\n";
     return 1;
-  } catch (const std::exception& e) {
-    std::cerr << name << ": error: " << e.what() << "\n";
+  } catch (const std::bad_alloc&) {
+    std::cerr << name << ": error: not enough memory on this machine\n";
     return 1;
+  } catch (const std::exception& e) {
+    // Every bad input is a DataError or UsageError naming its place; anything else is a bug.
+    std::cerr << name << ": internal error (a bug in syssim; please report it with the command): " << e.what()
+              << "\n";
+    return kInternalErrorStatus;
   }
 }
 
