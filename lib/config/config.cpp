@@ -53,6 +53,16 @@ void require_positive(T value, const std::string& key, const std::string& where)
     throw DataError(where + ": key '" + key + "' must be finite, got " + text.str());
 }
 
+// More decoder layers than any model has (the deepest published LLMs have a few hundred):
+// checked as soon as the key is read, before per-layer lists and the trace are sized by it.
+constexpr int64_t kMaxLayers = 10000;
+
+void require_layer_count(int64_t layers, const std::string& key, const std::string& where) {
+  if (layers > kMaxLayers)
+    throw DataError(where + ": key '" + key + "' is " + std::to_string(layers) + "; syssim takes at most " +
+                    std::to_string(kMaxLayers) + " layers");
+}
+
 // A latency or a floor: 0 (none) or more, and finite.
 void require_non_negative(double value, const std::string& key, const std::string& where) {
   std::ostringstream text;
@@ -179,6 +189,7 @@ void parse_moe_and_attention(const YAML::Node& node, const std::string& name, Mo
       if (node[key]) throw DataError(name + ": key '" + std::string(key) + "' needs multi_latent_attention: true");
   }
   m.mtp_num_layers = yaml_get<int64_t>(node, "mtp_num_layers", name, 0);
+  require_layer_count(m.mtp_num_layers, "mtp_num_layers", name);
   if (YAML::Node window = node["window_size"]; window && !window.IsNull()) {
     // Megatron's (left, right) tuple, or the left size alone; causal attention has no right part.
     if (window.IsSequence()) {
@@ -219,6 +230,7 @@ ModelConfig parse_model_yaml(const std::string& text, const std::string& name) {
   ModelConfig m;
   m.name = yaml_get<std::string>(node, "name", name, stem_of(name));
   m.num_layers = yaml_require<int64_t>(node, "num_layers", name);
+  require_layer_count(m.num_layers, "num_layers", name);
   m.hidden_size = yaml_require<int64_t>(node, "hidden_size", name);
   m.num_attention_heads = yaml_require<int64_t>(node, "num_attention_heads", name);
   m.num_query_groups = yaml_get<int64_t>(node, "num_query_groups", name, m.num_attention_heads);
@@ -292,6 +304,8 @@ ModelConfig load_model(const std::string& argument, std::optional<int64_t> seq_l
 
 void validate(const ModelConfig& m, const std::string& where) {
   require_positive(m.num_layers, "num_layers", where);
+  require_layer_count(m.num_layers, "num_layers", where);
+  require_layer_count(m.mtp_num_layers, "mtp_num_layers", where);
   require_positive(m.hidden_size, "hidden_size", where);
   require_positive(m.num_query_groups, "num_query_groups", where);
   require_positive(m.kv_channels, "kv_channels", where);

@@ -387,7 +387,8 @@ std::string collective_report(const CollectiveRequest& request, const HardwareCo
   bus_bandwidth_factor(request.collective, 2);  // rejects an unknown collective first
   if (request.format != "table" && request.format != "csv" && request.format != "json")
     throw UsageError("--format: expected table, csv or json, got '" + request.format + "'");
-  if (request.gpus < 2) throw UsageError("--gpus: expected at least 2, got " + std::to_string(request.gpus));
+  if (request.gpus < 2 || request.gpus > kMaxGpus)
+    throw UsageError("--gpus: expected 2 to " + std::to_string(kMaxGpus) + ", got " + std::to_string(request.gpus));
   if (request.gpus > hw.gpus_per_node && request.gpus % hw.gpus_per_node != 0)
     throw UsageError("--gpus: " + std::to_string(request.gpus) + " GPUs do not fill whole nodes of gpus_per_node=" +
                      std::to_string(hw.gpus_per_node) + " (hardware " + hw.name + ")");

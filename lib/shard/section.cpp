@@ -23,11 +23,6 @@ json schedule_to_json(const PipelineSchedule& schedule) {
   return ranks;
 }
 
-// The most passes of a micro-batch through a model chunk one pipeline rank runs in a step (vpp x
-// num_microbatches): a section beyond them, or beyond kMaxGpus, is refused before anything is
-// sized by them (docs/graph-format.md).
-constexpr int64_t kMaxChunkPasses = int64_t{1} << 20;
-
 // The sizes parallelism_from_json, which takes each parallel size from 1 to 2^20, leaves: their
 // product, the world size, and num_microbatches.
 void check_sizes(const ParallelismConfig& p, int64_t microbatches, const std::string& path) {

@@ -33,6 +33,11 @@ inline bool is_weight(const ShardBuffer& buffer) { return buffer.role == "param"
 // states, live all step long and counted per rank (syssim-mem, the report's memory track).
 inline bool is_transient(const ShardBuffer& buffer) { return !is_weight(buffer) && buffer.role != "grad"; }
 
+// The most passes of a micro-batch through a model chunk one pipeline rank runs in a step (vpp x
+// num_microbatches): a job or section beyond them, or beyond kMaxGpus, is refused before anything
+// is sized by them (docs/graph-format.md).
+inline constexpr int64_t kMaxChunkPasses = int64_t{1} << 20;
+
 struct ShardSection;
 
 // By buffer id: whether pipeline rank `rank` saves the buffer for its backward pass, that is a

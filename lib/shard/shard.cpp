@@ -25,6 +25,13 @@ void check_layout(const ModelConfig& model, const ShardOptions& options, int64_t
   for (auto [value, name] : {std::pair{p.tp, "tp"}, {p.dp, "dp"}, {p.cp, "cp"}, {p.pp, "pp"},
                              {t.micro_batch, "micro_batch"}, {seq, "seq_length"}})
     if (value < 1) throw UsageError(std::string(name) + "=" + str(value) + " must be at least 1");
+  for (auto [value, name] : {std::pair{p.tp, "tp"}, {p.dp, "dp"}, {p.cp, "cp"}, {p.pp, "pp"}})
+    if (value > kMaxGpus) throw UsageError(std::string(name) + "=" + str(value) + " exceeds the " + str(kMaxGpus) + " GPUs a job can have");
+  if (p.tp * p.cp > kMaxGpus / p.dp || p.tp * p.cp * p.dp > kMaxGpus / p.pp)
+    throw UsageError("tp*cp*dp*pp=" + str(p.tp) + "*" + str(p.cp) + "*" + str(p.dp) + "*" + str(p.pp) +
+                     " GPUs, more than the " + str(kMaxGpus) + " a job can have");
+  if (options.gpus && *options.gpus > kMaxGpus)
+    throw UsageError("gpus=" + str(*options.gpus) + " exceeds the " + str(kMaxGpus) + " GPUs a job can have");
   check_recompute(model, options);
   check_low_precision(options);
   check_expert_parallel(model, options);
@@ -271,6 +278,10 @@ void set_global_batch(const ModelConfig& model, int64_t global_batch, ShardSecti
   if (global_batch < 1) throw UsageError("global_batch=" + str(global_batch) + " must be at least 1");
   require_divides(shard.training.micro_batch * p.dp, "micro_batch*dp", global_batch, "global_batch");
   const int64_t microbatches = global_batch / (shard.training.micro_batch * p.dp);
+  if (microbatches > kMaxChunkPasses / p.vpp.value_or(1))
+    throw UsageError("global_batch=" + str(global_batch) + " makes " + str(microbatches) +
+                     " micro-batches per step; syssim takes at most " + str(kMaxChunkPasses / p.vpp.value_or(1)) +
+                     " (2^20 / vpp)");
   shard.schedule = make_schedule(shard.pipeline_schedule, p.pp, p.vpp.value_or(1), microbatches,
                                  shard.training.overlap_moe_expert_parallel_comm);
   shard.num_microbatches = microbatches;

@@ -53,6 +53,8 @@ std::vector<std::pair<int64_t, std::optional<int64_t>>> expert_splits(const Mode
 std::vector<ShardOptions> enumerate_layouts(const ModelConfig& model, const HardwareConfig& hardware,
                                             const ShardOptions& base) {
   if (!base.gpus) throw UsageError("--search needs --gpus N");
+  if (*base.gpus < 1 || *base.gpus > kMaxGpus)
+    throw UsageError("--gpus: expected 1 to " + std::to_string(kMaxGpus) + ", got " + std::to_string(*base.gpus));
   const int64_t gpus = *base.gpus;
   const int64_t seq = base.training.seq_length.value_or(model.seq_length);
   const int64_t global_batch = base.training.global_batch;

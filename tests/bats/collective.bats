@@ -81,6 +81,10 @@ busbw() { syssim collective --hardware "$H100" --format csv "$@" | awk -F, 'NR =
   run syssim collective --hardware "$H100" --op all_reduce --gpus 12 --bytes 1G
   assert_failure 2
   assert_output "syssim: error: --gpus: 12 GPUs do not fill whole nodes of gpus_per_node=8 (hardware h100-sxm-80gb)"
+  # More GPUs than a job has: refused before a rank list is sized by it (issue 23).
+  run syssim collective --hardware "$H100" --op all_reduce --gpus 2147483648 --bytes 1G
+  assert_failure 2
+  assert_output "syssim: error: --gpus: expected 2 to 1048576, got 2147483648"
 }
 
 @test "a forced algorithm that does not apply is bad data naming the key" {

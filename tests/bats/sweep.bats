@@ -34,6 +34,9 @@ sweep_tiny() {
   run sweep_tiny --search
   assert_failure 2
   assert_output "syssim: error: --search needs --gpus N"
+  run sweep_tiny --search --gpus 2147483648
+  assert_failure 2
+  assert_output "syssim: error: --gpus: expected 1 to 1048576, got 2147483648"
   run sweep_tiny --merge x.json
   assert_failure 2
   assert_output "syssim: error: --merge joins result files: give no model, --hardware or --over"

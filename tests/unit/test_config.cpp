@@ -592,6 +592,17 @@ TEST(Loader, HeadsThatDoNotDivideHiddenNeedKvChannels) {
   EXPECT_EQ(syssim::parse_model_yaml(text + "kv_channels: 16\n", "m.yaml").kv_channels, 16);
 }
 
+// A layer count no model has is refused when read: 10^9 layers used to be traced for minutes
+// (issue 23), and a per-layer list sized by it.
+TEST(Loader, LayerCountsAreBoundedWhenRead) {
+  std::string text = kValidModel;
+  text.replace(text.find("num_layers: 2"), 13, "num_layers: 1000000000");
+  EXPECT_EQ(error_of([&] { syssim::parse_model_yaml(text, "m.yaml"); }),
+            "m.yaml: key 'num_layers' is 1000000000; syssim takes at most 10000 layers");
+  EXPECT_EQ(error_of([&] { syssim::parse_model_yaml(std::string(kValidModel) + "mtp_num_layers: 20000\n", "m.yaml"); }),
+            "m.yaml: key 'mtp_num_layers' is 20000; syssim takes at most 10000 layers");
+}
+
 TEST(Loader, MissingRequiredKeyIsNamed) {
   std::string text = kValidModel;
   text.erase(text.find("num_layers: 2\n"), 14);

@@ -231,6 +231,27 @@ TEST(Shard, ImpossibleLayoutsAreErrorsThatNameTheValues) {
   EXPECT_THROW(shard_graph(g, gpus), DataError);
 }
 
+// Sizes no job has are refused before a schedule or rank is sized by them: 2^31 as a global
+// batch made half a billion micro-batch slots (issue 23).
+TEST(Shard, SizesBeyondAnyJobAreRefusedFirst) {
+  Graph g = small_graph();
+  auto error_of = [&](const ShardOptions& options) {
+    try {
+      shard_graph(g, options);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error_of(layout(1, false, 1, 1, int64_t{1} << 31)),
+            "global_batch=2147483648 makes 2147483648 micro-batches per step; syssim takes at most 1048576 (2^20 / vpp)");
+  EXPECT_EQ(error_of(layout(1, false, int64_t{1} << 31, 1, int64_t{1} << 31)),
+            "dp=2147483648 exceeds the 1048576 GPUs a job can have");
+  ShardOptions wide = layout(1, false, 1 << 20, 1, 1 << 20);
+  wide.parallelism.cp = 2;
+  EXPECT_EQ(error_of(wide), "tp*cp*dp*pp=1*2*1048576*1 GPUs, more than the 1048576 a job can have");
+}
+
 TEST(Shard, PaddedVocabularyFollowsMegatron) {
   ModelConfig m = small_model();
   m.vocab_size = 128256;
