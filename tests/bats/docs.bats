@@ -1,0 +1,20 @@
+#!/usr/bin/env bats
+# The documentation as a user of the repository reads it: every page that README.md, docs/ and
+# the code refer to exists, and nothing points outside the repository.
+
+load common
+
+@test "every docs/*.md page that README, docs and code name exists" {
+  cd "$ROOT"
+  local missing=()
+  for page in $(grep -rhoE 'docs/[A-Za-z0-9_-]+\.md' README.md docs lib tools tests/bats tests/unit configs examples .ci | sort -u); do
+    [ -f "$page" ] || missing+=("$page")
+  done
+  assert_equal "${missing[*]}" ""
+}
+
+@test "README and docs never point at ../shared, which users of the repository do not have" {
+  cd "$ROOT"
+  run grep -n '\.\./shared' README.md docs/*.md
+  assert_failure 1
+}
