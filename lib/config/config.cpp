@@ -763,8 +763,9 @@ std::vector<std::pair<std::string, int64_t>> ordered_dimensions(
       if (seen == name) throw DataError("parallelism.order \"" + p.order + "\": " + name + " appears twice");
     order.emplace_back(name, size->second);
   }
-  for (const auto& [name, size] : sizes) {
-    bool listed = std::any_of(order.begin(), order.end(), [&](const auto& dim) { return dim.first == name; });
+  for (const auto& dimension : sizes) {
+    const auto& [name, size] = dimension;
+    bool listed = std::any_of(order.begin(), order.end(), [&](const auto& dim) { return dim.first == dimension.first; });
     if (!listed && size > 1)
       throw DataError("parallelism.order \"" + p.order + "\": leaves out " + std::string(name) + "=" + std::to_string(size));
   }
