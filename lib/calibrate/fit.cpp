@@ -18,6 +18,7 @@
 #include "common/csv.hpp"
 #include "common/error.hpp"
 #include "common/io.hpp"
+#include "common/units.hpp"
 
 namespace syssim {
 
@@ -27,7 +28,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr double kUsPerMs = 1000;
 constexpr double kSkippedMs = -1;  // t_measured_ms of a shape that was unsupported or ran out of memory
 // The measurement overhead is a low percentile of the time beyond the roofline of the kernels
 // whose roofline is tiny: what remains of them is launch and synchronisation.

@@ -7,13 +7,11 @@
 #include "calibrate/detail.hpp"
 #include "common/error.hpp"
 #include "common/json_util.hpp"
+#include "common/units.hpp"
 
 namespace syssim {
 namespace {
 
-constexpr double kBytesPerGB = 1e9;
-constexpr double kFlopsPerTflop = 1e12;
-constexpr double kUsPerS = 1e6;
 constexpr double kStatisticBytes = 4;  // the norm's per-row reciprocal standard deviation is fp32
 
 DataError unknown_dtype(const std::string& dtype) {

@@ -6,12 +6,12 @@
 #include <string_view>
 #include <tuple>
 
+#include "common/units.hpp"
 #include "network/network.hpp"
 
 namespace syssim {
 namespace {
 
-constexpr double kFlopsPerTflop = 1e12;
 
 std::string op_path(const ShardOp& op) { return "/shard/ops/" + std::to_string(op.id); }
 

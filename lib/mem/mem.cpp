@@ -6,10 +6,11 @@
 #include <set>
 #include <vector>
 
+#include "common/units.hpp"
+
 namespace syssim {
 namespace {
 
-constexpr double kBytesPerGB = 1e9;
 // Megatron mixed precision, bytes per parameter: fp32 main gradients, fp32 master weights plus
 // Adam's two moments. The weights are counted from their buffers (16-bit, or fp8 parameters).
 constexpr double kMainGradBytes = 4;

@@ -11,12 +11,11 @@
 #include <sstream>
 
 #include "common/error.hpp"
+#include "common/units.hpp"
 
 namespace syssim {
 namespace {
 
-constexpr double kBytesPerGB = 1e9;
-constexpr double kUsPerS = 1e6;
 
 std::string describe(const GroupPlacement& group) {
   return "a group of " + std::to_string(group.size) + " ranks" +

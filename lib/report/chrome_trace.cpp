@@ -4,6 +4,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "common/units.hpp"
 #include "report/pictures.hpp"
 
 namespace syssim {
@@ -11,8 +12,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr double kUsPerMs = 1e3;
-constexpr double kBytesPerGB = 1e9;
 
 // Streams in the order their tracks are shown; a stream not listed follows them, by name.
 const std::vector<std::string> kStreamOrder = {"compute", "tp", "cp", "dp", "pp"};

@@ -6,6 +6,7 @@
 
 #include "common/error.hpp"
 #include "common/text.hpp"
+#include "common/units.hpp"
 #include "report/format.hpp"
 #include "report/pictures.hpp"
 
@@ -14,10 +15,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr double kBytesPerGB = 1e9;
-constexpr double kParamsPerBillion = 1e9;
-constexpr double kFlopsPerTflop = 1e12;
-constexpr double kMsPerS = 1e3;
 constexpr size_t kTextTopOps = 3;
 
 // The memory report's formats; the full report also draws the timeline (report/pictures.hpp).

@@ -9,15 +9,13 @@
 #include <string>
 
 #include "common/error.hpp"
+#include "common/units.hpp"
 #include "sim/sim.hpp"
-#include "sim/units.hpp"
 
 namespace syssim {
 namespace {
 
 constexpr double kUnreached = -std::numeric_limits<double>::infinity();
-using sim_units::kBytesPerUsPerGBps;
-using sim_units::kMsPerUs;
 
 // The least time an op instance can last: its cost time, or, with phases, each phase's
 // latency plus its bytes at the rate its flow gets alone (its cap, or its most loaded link's

@@ -12,14 +12,12 @@
 #include <tuple>
 #include <utility>
 
-#include "sim/units.hpp"
+#include "common/units.hpp"
 
 namespace syssim {
 namespace {
 
 constexpr size_t kTopOps = 10;
-using sim_units::kBytesPerUsPerGBps;
-using sim_units::kMsPerUs;
 // A flow with less than this share of its bytes left is done (floating-point drift of the
 // remaining-bytes bookkeeping).
 constexpr double kDoneFraction = 1e-9;

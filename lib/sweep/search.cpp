@@ -9,6 +9,7 @@
 
 #include "common/cache.hpp"
 #include "common/error.hpp"
+#include "common/units.hpp"
 #include "driver/driver.hpp"
 #include "mem/mem.hpp"
 #include "network/network.hpp"
@@ -213,7 +214,6 @@ nlohmann::json layer_compute(PointEvaluator& evaluate, const ModelConfig& short_
     const size_t layers = static_cast<size_t>(short_model.num_layers);
     std::vector<size_t> part_of(graph.shard->ops.size());
     std::vector<PassCompute> ms(layers + 2, PassCompute{});
-    constexpr double kUsPerMs = 1e3;
     for (const ShardOp& op : graph.shard->ops) {
       const size_t part = op.layer ? static_cast<size_t>(*op.layer) : op.module.starts_with("embedding") ? layers : layers + 1;
       part_of[op.id] = part;
@@ -357,7 +357,6 @@ double model_state_lower_bound_gb(double params_total, const ShardOptions& layou
   const double params = (params_total - expert_params) / (static_cast<double>(p.tp) * pp) + experts;
   const double weight_bytes_per_param = layout.training.fp8_param_gather ? kFp8Bytes : kHalfPrecisionBytes;
   TrainingStateBytes states = training_state_bytes(params, p, layout.training, experts);
-  constexpr double kBytesPerGB = 1e9;
   return (params * weight_bytes_per_param * states.weight_share + states.grad_bytes + states.optimizer_state_bytes) / kBytesPerGB;
 }
 

@@ -12,6 +12,7 @@
 #include "common/csv.hpp"
 #include "common/error.hpp"
 #include "common/text.hpp"
+#include "common/units.hpp"
 #include "config/presets.hpp"
 #include "driver/driver.hpp"
 #include "report/report.hpp"
@@ -37,7 +38,6 @@ constexpr int64_t kGpt2BpeVocab = 50257;  // GPT-2 BPE, which NeMo's GPT3 config
 constexpr int64_t kNemotronVocab = 256000;
 constexpr double kTera = 1e12;
 constexpr double kPercent = 100.0;
-constexpr double kMsPerS = 1000.0;
 
 // A row that cannot be simulated; the message is the reason shown for it.
 struct Unsupported {

@@ -1,0 +1,16 @@
+// Unit conversions, defined once for every stage. Gigabytes are decimal (1e9 bytes), as
+// datasheets and the reports give them.
+#pragma once
+
+namespace syssim {
+
+inline constexpr double kBytesPerGB = 1e9;
+inline constexpr double kParamsPerBillion = 1e9;
+inline constexpr double kFlopsPerTflop = 1e12;
+inline constexpr double kMsPerS = 1e3;
+inline constexpr double kUsPerMs = 1e3;
+inline constexpr double kUsPerS = 1e6;
+inline constexpr double kMsPerUs = 1e-3;
+inline constexpr double kBytesPerUsPerGBps = 1e3;  // 1 GB/s = 1e9 bytes / 1e6 us
+
+}  // namespace syssim
