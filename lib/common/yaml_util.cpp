@@ -62,6 +62,8 @@ void check_keys(const YAML::Node& node, const std::vector<std::string>& allowed,
   if (!node.IsMap()) throw DataError(where + ": expected a mapping, got " + scalar_text(node));
   std::vector<std::string> seen;
   for (const auto& entry : node) {
+    if (!entry.first.IsScalar())  // `? [a, b]: 1`: a key YAML allows and no config has
+      throw DataError(where + ": a key that is not a name, at line " + std::to_string(entry.first.Mark().line + 1));
     std::string key = entry.first.as<std::string>();
     if (std::find(seen.begin(), seen.end(), key) != seen.end())
       throw DataError(where + ": key '" + key + "' appears twice");

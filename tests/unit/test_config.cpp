@@ -567,6 +567,15 @@ TEST(Loader, UnknownModelKeyNamesFileKeyAndNearestKey) {
   EXPECT_NE(message.find("did you mean 'hidden_size'?"), std::string::npos) << message;
 }
 
+// A mapping key that is no name (a YAML complex key) is bad data, not yaml-cpp's exception:
+// found by fuzz_hardware_yaml (docs/fuzzing.md), which crashed on it.
+TEST(Loader, KeysThatAreNotNamesAreRefused) {
+  EXPECT_EQ(error_of([] { syssim::parse_hardware_yaml("? [a, b]\n: 1\n", "h.yaml"); }),
+            "h.yaml: a key that is not a name, at line 1");
+  EXPECT_EQ(error_of([] { syssim::parse_model_yaml(std::string(kValidModel) + "? {x: 1}\n: 2\n", "m.yaml"); }),
+            "m.yaml: a key that is not a name, at line 7");
+}
+
 TEST(Loader, UnknownHardwareKeysNameFileKeyAndNearestKey) {
   std::string path = write_temp("typo-hw.yaml", std::string(kValidHardware) + "kernel_launch: 4\n");
   std::string message = error_of([&] { syssim::load_hardware_yaml(path); });
