@@ -1,11 +1,13 @@
 // syssim-report: renders a simulated graph as a text or JSON report, or draws its timeline
 // as a Chrome trace or an SVG (docs/syssim-report.md).
 #include "report/report.hpp"
+#include "report_flags.hpp"
 #include "tool.hpp"
 
 int main(int argc, char** argv) {
   std::string input = "-";
   std::string format = "text";
+  syssim::ReportOptions options;
   return syssim::tool::run_command(
       {"syssim-report", "Render the report of a simulated graph as text or JSON, or draw its timeline"}, argc, argv,
       [&](CLI::App& app) {
@@ -14,6 +16,7 @@ int main(int argc, char** argv) {
                        "Report format: text, json, chrome-trace or svg (the last two need syssim-sim --timeline; "
                        "default: text)")
             ->check(CLI::IsMember({"text", "json", "chrome-trace", "svg"}));
+        syssim::tool::add_report_flags(app, options);
       },
-      [&](const syssim::tool::Tool&) { return syssim::render_report(syssim::read_graph_file(input), format); });
+      [&](const syssim::tool::Tool&) { return syssim::render_report(syssim::read_graph_file(input), format, options); });
 }

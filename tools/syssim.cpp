@@ -12,6 +12,7 @@
 #include "common/version.hpp"
 #include "driver/driver.hpp"
 #include "layout_flags.hpp"
+#include "report_flags.hpp"
 #include "network/network.hpp"
 #include "sweep_flags.hpp"
 #include "tool.hpp"
@@ -53,6 +54,7 @@ int main(int argc, char** argv) {
   bool fail_on_oom = false;
   for (CLI::App* command : commands)
     command->add_flag("--fail-on-oom", fail_on_oom, "Exit with status 3 when the job does not fit (after the report)");
+  syssim::tool::add_report_flags(*commands[0], request.report_options);
   std::string timeline;
   commands[0]->add_option("--timeline", timeline,
                           "Also write the simulated timeline as a Chrome trace (Perfetto, chrome://tracing) to FILE");

@@ -9,4 +9,10 @@ const json& require(const json& j, const std::string& key, const std::string& pa
   return *it;
 }
 
+const json& require_array(const json& j, const std::string& key, const std::string& path) {
+  const json& value = require(j, key, path);
+  if (!value.is_array()) throw DataError("graph: " + path + "/" + key + ": expected an array, got " + value.dump().substr(0, 60));
+  return value;
+}
+
 }  // namespace syssim

@@ -17,6 +17,9 @@ using json = nlohmann::json;
 // The value at j[key]; throws DataError naming path/key when it is missing.
 const json& require(const json& j, const std::string& key, const std::string& path);
 
+// The array at j[key]; throws DataError naming path/key when it is missing or not an array.
+const json& require_array(const json& j, const std::string& key, const std::string& path);
+
 // The value at j[key] as T; throws DataError naming the path and the value on a type mismatch,
 // and for an integer T on a value that is not a whole number in T's range (nlohmann's get
 // truncates a fraction and wraps an unsigned number past the signed range).

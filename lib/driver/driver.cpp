@@ -92,7 +92,7 @@ RunOutput run(const RunRequest& request) {
     output.report = render_memory_report(graph, request.format);
   } else {
     graph = simulate(model, hardware, request.options, SimOptions{request.timeline});
-    output.report = render_report(graph, request.format);
+    output.report = render_report(graph, request.format, request.report_options);
     if (request.timeline) output.chrome_trace = render_chrome_trace(graph);
   }
   if (const std::optional<OomInfo>& oom = graph.mem->oom) {

@@ -6,6 +6,7 @@
 
 #include "common/graph.hpp"
 #include "cost/cost.hpp"
+#include "report/report.hpp"
 #include "shard/shard.hpp"
 #include "sim/sim.hpp"
 
@@ -22,6 +23,7 @@ struct RunRequest {
   std::string format = "text";  // text | json
   bool memory_only = false;     // `syssim memory`: no discrete-event simulation
   bool timeline = false;        // also the simulated step as a Chrome trace
+  ReportOptions report_options;  // MFU convention, training time
 };
 
 // The trace of a model, traced once per process and architecture and kept for the process's

@@ -1,6 +1,8 @@
 #include "report/report.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -34,6 +36,38 @@ std::string gb(double value) { return fixed(value, 3); }
 std::string percent(double fraction) { return fixed(fraction * 100, 2) + "%"; }
 
 std::string timed_text(const TimedOp& op) { return "('" + op.name + "', " + ms(op.time_ms) + ")"; }
+
+// An op of the sim section ("<op id>_<op name>") as a person reads it: its module and role
+// (op_label); a name that names no op of the shard section is kept.
+TimedOp labelled(const TimedOp& op, const ShardSection& shard) {
+  const size_t underscore = op.name.find('_');
+  int64_t id = -1;
+  const auto [end, error] = std::from_chars(op.name.data(), op.name.data() + std::min(underscore, op.name.size()), id);
+  if (error != std::errc() || end != op.name.data() + underscore || id < 0 ||
+      id >= static_cast<int64_t>(shard.ops.size()) || op.name.substr(underscore + 1) != shard.ops[id].name.str())
+    return op;
+  return TimedOp{op_label(shard.ops[id]), op.time_ms};
+}
+
+// The collective groups of the sim section, the layout's order first (tp, cp, ep, etp, dp,
+// edp, pp, embedding), then any other alphabetically.
+std::vector<std::pair<std::string, GroupTime>> groups_in_report_order(const SimSection& sim) {
+  static const std::vector<std::string> kOrder = {"tp", "cp", "ep", "etp", "dp", "edp", "pp", "embedding"};
+  auto rank = [](const std::string& group) {
+    return static_cast<size_t>(std::find(kOrder.begin(), kOrder.end(), group) - kOrder.begin());
+  };
+  std::vector<std::pair<std::string, GroupTime>> groups(sim.collective_by_group_ms.begin(), sim.collective_by_group_ms.end());
+  std::stable_sort(groups.begin(), groups.end(), [&](const auto& a, const auto& b) { return rank(a.first) < rank(b.first); });
+  return groups;
+}
+
+// The first kTextTopOps of a list, as the text report writes lists of timed ops.
+std::string timed_list_text(const std::vector<TimedOp>& list, const ShardSection* shard) {
+  std::string text = "[";
+  for (size_t i = 0; i < std::min(kTextTopOps, list.size()); ++i)
+    text += (i ? ", " : "") + timed_text(shard ? labelled(list[i], *shard) : list[i]);
+  return text + "]";
+}
 
 std::string oom_text(const MemSection& mem) {
   if (!mem.oom) return "none";
@@ -180,28 +214,48 @@ json memory_json(const Graph& g, const ShardSection& shard, const MemSection& me
 }
 
 // MFU or HFU as a percentage; above 100% with a word on why (long sequences: docs/metrics.md).
-std::string mfu_text(double fraction) {
+std::string mfu_text(double fraction, MfuConvention convention) {
   if (fraction <= 1) return percent(fraction);
-  return percent(fraction) + " (above 100%: the FLOP count takes attention in full, the simulated kernels its causal half)";
+  if (convention == MfuConvention::kCausal) return percent(fraction) + " (above 100%: the model's FLOPs exceed the peak)";
+  return percent(fraction) +
+         " (above 100%: the FLOP count takes attention in full, the simulated kernels its causal half; "
+         "--mfu-convention causal counts half)";
 }
 
+// The time to train on a number of tokens at the simulated step, whole steps or not.
+struct Training {
+  double tokens = 0;
+  double days = 0;
+  double gpu_hours = 0;
+};
+
+Training training_of(double tokens, const ShardSection& shard, const SimSection& sim) {
+  constexpr double kSPerDay = 86400, kSPerHour = 3600;
+  const double tokens_per_step = static_cast<double>(shard.training.global_batch) * static_cast<double>(shard.seq_length);
+  const double seconds = tokens / tokens_per_step * sim.step_time_ms / kMsPerS;
+  return {tokens, seconds / kSPerDay, seconds * static_cast<double>(shard.parallelism.world_size()) / kSPerHour};
+}
+
+// What the MFU's FLOPs are, in words.
+std::string convention_text(MfuConvention convention) {
+  return convention == MfuConvention::kCausal ? "causal: attention scores and context over half the s x s matrix"
+                                              : "Megatron-LM's count: attention scores and context over the whole s x s matrix";
+}
 
 std::string full_text(const Graph& g, const ShardSection& shard, const MemSection& mem, const SimSection& sim,
-                      const Throughput& rate) {
-  std::string top_ops = "[";
-  for (size_t i = 0; i < std::min(kTextTopOps, sim.top_ops.size()); ++i)
-    top_ops += (i ? ", " : "") + timed_text(sim.top_ops[i]);
-  top_ops += "]";
+                      const Throughput& rate, MfuConvention convention, const std::optional<Training>& training) {
   std::vector<Field> bottleneck_fields = {
       {"dominant_op_type", sim.dominant_op_type},
-      {"top_ops_by_time", top_ops},
-      {"longest_collective", sim.longest_collective.name.empty() ? "none" : timed_text(sim.longest_collective)},
+      {"top_ops_by_time", timed_list_text(sim.top_ops, &shard)},
+      {"top_modules_by_time", timed_list_text(sim.top_modules, nullptr)},
+      {"longest_collective",
+       sim.longest_collective.name.empty() ? "none" : timed_text(labelled(sim.longest_collective, shard))},
       {"binding_pp_stage", std::to_string(sim.binding_pp_stage)},
       {"peak_module", mem.peak_module},
       {"oom", oom_text(mem)}};
   // After longest_collective, when collectives ran as flows over the links (docs/syssim-sim.md).
   if (const LinkLoad* busiest = busiest_link(sim))
-    bottleneck_fields.insert(bottleneck_fields.begin() + 3, Field{"busiest_link", link_text(*busiest)});
+    bottleneck_fields.insert(bottleneck_fields.begin() + 4, Field{"busiest_link", link_text(*busiest)});
   std::string bottlenecks = block("Bottlenecks", 2, bottleneck_fields);
   std::vector<std::string> blocks = {memory_block(mem)};
   for (const std::string& pipeline : pipeline_blocks(shard, mem, &sim)) blocks.push_back(pipeline);
@@ -212,21 +266,30 @@ std::string full_text(const Graph& g, const ShardSection& shard, const MemSectio
                                {"optimizer_ms", ms(sim.optimizer_ms), true},
                                {"collective_total_ms", ms(sim.collective_total_ms)},
                                {"collective_exposed", ms(sim.collective_exposed_ms)}};
-  // With context parallelism: attention's K/V exchange, and how much of it the compute does not hide.
-  auto cp = sim.collective_by_group_ms.find("cp");
-  if (cp != sim.collective_by_group_ms.end())
-    fields.push_back({"cp_attention_comm_ms", ms(cp->second.total_ms) + " (exposed " + ms(cp->second.exposed_ms) + ")", true});
-  // With expert parallelism: the token dispatcher's exchanges (all-to-all, or the allgather
-  // dispatcher's gathers), and the expert-TP gathers around the experts.
-  for (const auto& [group, name] : {std::pair{"ep", "ep_dispatch_comm_ms"}, std::pair{"etp", "etp_comm_ms"}}) {
-    auto times = sim.collective_by_group_ms.find(group);
-    if (times != sim.collective_by_group_ms.end())
-      fields.push_back({name, ms(times->second.total_ms) + " (exposed " + ms(times->second.exposed_ms) + ")", true});
+  // Each communication group's collectives, total and how much of it the compute does not
+  // hide. Context parallelism's is attention's K/V exchange; expert parallelism's, the token
+  // dispatcher's exchanges (all-to-all, or the allgather dispatcher's gathers).
+  for (const auto& [group, times] : groups_in_report_order(sim)) {
+    const std::string name = group == "cp" ? "cp_attention_comm_ms" : group == "ep" ? "ep_dispatch_comm_ms" : group + "_comm_ms";
+    fields.push_back({name, ms(times.total_ms) + " (exposed " + ms(times.exposed_ms) + ")", true});
   }
-  for (Field field : std::vector<Field>{{"achieved_tflops", fixed(rate.achieved_tflops, 2)},
-                                        {"tokens_per_s_per_gpu", fixed(rate.tokens_per_s_per_gpu, 1)},
-                                        {"mfu", mfu_text(rate.mfu)},
-                                        {"hfu", mfu_text(rate.hfu)},
+  std::vector<std::string> by_type;
+  for (const auto& [type, type_ms] : sim.by_op_type_ms) by_type.push_back(type + " " + ms(type_ms));
+  fields.push_back({"by_op_type_ms", join(by_type)});
+  char flops[32];
+  std::snprintf(flops, sizeof flops, "%.4e", rate.model_flops_per_step);
+  fields.push_back({"model_flops_per_step", std::string(flops) + " (" + convention_text(convention) + ")"});
+  fields.push_back({"achieved_tflops", fixed(rate.achieved_tflops, 2)});
+  fields.push_back({"tokens_per_s_per_gpu", fixed(rate.tokens_per_s_per_gpu, 1)});
+  if (training) {
+    char tokens[32];
+    std::snprintf(tokens, sizeof tokens, "%.4e", training->tokens);
+    fields.push_back({"train_tokens", tokens});
+    fields.push_back({"train_days", fixed(training->days, 4), true});
+    fields.push_back({"train_gpu_hours", fixed(training->gpu_hours, 1), true});
+  }
+  for (Field field : std::vector<Field>{{"mfu", mfu_text(rate.mfu, convention)},
+                                        {"hfu", mfu_text(rate.hfu, convention)},
                                         {"peak_memory_gb", gb(mem.peak_memory_gb)}})
     fields.push_back(field);
   for (const Field& field : parameter_fields(shard)) fields.push_back(field);
@@ -234,13 +297,16 @@ std::string full_text(const Graph& g, const ShardSection& shard, const MemSectio
 }
 
 json full_json(const Graph& g, const ShardSection& shard, const MemSection& mem, const SimSection& sim,
-               const Throughput& rate) {
+               const Throughput& rate, MfuConvention convention, const std::optional<Training>& training) {
   json report = memory_json(g, shard, mem);
   json top_ops = json::array();
   for (const TimedOp& op : sim.top_ops) top_ops.push_back({op.name, op.time_ms});
   json& bottlenecks = report["bottlenecks"];
   bottlenecks["dominant_op_type"] = sim.dominant_op_type;
   bottlenecks["top_ops_by_time"] = top_ops;
+  json top_modules = json::array();
+  for (const TimedOp& total : sim.top_modules) top_modules.push_back({total.name, total.time_ms});
+  bottlenecks["top_modules_by_time"] = top_modules;
   bottlenecks["longest_collective"] = {sim.longest_collective.name, sim.longest_collective.time_ms};
   bottlenecks["binding_pp_stage"] = sim.binding_pp_stage;
   const LinkLoad* busiest = busiest_link(sim);
@@ -260,7 +326,11 @@ json full_json(const Graph& g, const ShardSection& shard, const MemSection& mem,
                  {"per_pp_rank_step_time_ms", sim.per_pp_rank_step_time_ms},
                  {"bubble_fraction", sim.bubble_fraction},
                  {"collective_slowdown", sim.collective_slowdown},
-                 {"collective_by_group_ms", to_json(sim)["collective_by_group_ms"]}});
+                 {"collective_by_group_ms", to_json(sim)["collective_by_group_ms"]},
+                 {"mfu_convention", to_string(convention)},
+                 {"mfu_model_flops_per_step", rate.model_flops_per_step}});
+  if (training)
+    report.update({{"train_tokens", training->tokens}, {"train_days", training->days}, {"train_gpu_hours", training->gpu_hours}});
   return report;
 }
 
@@ -282,7 +352,15 @@ std::string fixed(double value, int decimals) {
   return text;
 }
 
-Throughput throughput(const Graph& g) {
+std::optional<MfuConvention> parse_mfu_convention(const std::string& name) {
+  if (name == "megatron") return MfuConvention::kMegatron;
+  if (name == "causal") return MfuConvention::kCausal;
+  return std::nullopt;
+}
+
+const char* to_string(MfuConvention convention) { return convention == MfuConvention::kCausal ? "causal" : "megatron"; }
+
+Throughput throughput(const Graph& g, MfuConvention convention) {
   const ShardSection& shard = need_section(g.shard, "shard", "syssim-shard");
   const CostSection& cost = need_section(g.cost, "cost", "syssim-cost");
   const SimSection& sim = need_section(g.sim, "sim", "syssim-sim");
@@ -291,27 +369,38 @@ Throughput throughput(const Graph& g) {
   double step_time_s = sim.step_time_ms / kMsPerS;
   double num_gpus = static_cast<double>(shard.parallelism.world_size());
   Throughput rate;
-  rate.achieved_tflops = shard.model_flops_per_step / (step_time_s * num_gpus) / kFlopsPerTflop;
+  rate.model_flops_per_step = shard.model_flops_per_step;
+  if (convention == MfuConvention::kCausal) {
+    if (!shard.model_attention_flops_per_step)
+      throw DataError("/shard/model_attention_flops_per_step: missing (a shard section older than format 1.7); "
+                      "rerun syssim-shard to count FLOPs by the causal convention");
+    rate.model_flops_per_step -= *shard.model_attention_flops_per_step / 2;
+  }
+  rate.achieved_tflops = rate.model_flops_per_step / (step_time_s * num_gpus) / kFlopsPerTflop;
   const double peak = tensor_core_peak_tflops(cost.hardware, shard.training.dtype);
   rate.mfu = rate.achieved_tflops / peak;
   // HFU adds the FLOPs the GPUs execute again to recompute activations (docs/metrics.md).
-  double hardware_flops = shard.model_flops_per_step + recomputed_flops_per_step(shard);
+  double hardware_flops = rate.model_flops_per_step + recomputed_flops_per_step(shard);
   rate.hfu = hardware_flops / (step_time_s * num_gpus) / kFlopsPerTflop / peak;
   const double tokens = static_cast<double>(shard.training.global_batch) * static_cast<double>(shard.seq_length);
   rate.tokens_per_s_per_gpu = tokens / (step_time_s * num_gpus);
   return rate;
 }
 
-std::string render_report(const Graph& g, const std::string& format) {
+std::string render_report(const Graph& g, const std::string& format, const ReportOptions& options) {
   check_format(format, kReportFormats);
+  if (options.train_tokens && !(*options.train_tokens > 0 && std::isfinite(*options.train_tokens)))
+    throw UsageError("train_tokens: expected a positive number of tokens, got " + std::to_string(*options.train_tokens));
   if (format == "chrome-trace") return render_chrome_trace(g);
   if (format == "svg") return render_schedule_svg(g);
   const ShardSection& shard = need_section(g.shard, "shard", "syssim-shard");
   const SimSection& sim = need_section(g.sim, "sim", "syssim-sim");
   const MemSection& mem = need_section(g.mem, "mem", "syssim-mem");
-  Throughput rate = throughput(g);
-  if (format == "text") return full_text(g, shard, mem, sim, rate);
-  return full_json(g, shard, mem, sim, rate).dump(2) + "\n";
+  const Throughput rate = throughput(g, options.mfu_convention);
+  const std::optional<Training> training = options.train_tokens ? std::optional(training_of(*options.train_tokens, shard, sim))
+                                                                 : std::nullopt;
+  if (format == "text") return full_text(g, shard, mem, sim, rate, options.mfu_convention, training);
+  return full_json(g, shard, mem, sim, rate, options.mfu_convention, training).dump(2) + "\n";
 }
 
 std::string render_memory_report(const Graph& g, const std::string& format) {

@@ -182,6 +182,28 @@ RankProgram rank_program(const ShardSection& shard, int64_t stage) {
   return program_of(rank_ops, stage, shard.schedule, shard.num_microbatches);
 }
 
+std::string op_label(const ShardOp& op, bool any_layer) {
+  std::string module(op.module.str());
+  if (any_layer) {
+    std::string pattern;
+    size_t begin = 0;
+    while (begin <= module.size()) {  // each dot-separated part; all digits: '*'
+      const size_t end = std::min(module.find('.', begin), module.size());
+      const std::string_view part = std::string_view(module).substr(begin, end - begin);
+      const bool number = !part.empty() && part.find_first_not_of("0123456789") == std::string_view::npos;
+      pattern += (begin ? "." : "") + (number ? std::string("*") : std::string(part));
+      begin = end + 1;
+    }
+    module = pattern;
+  }
+  const std::string_view name = op.name.str();
+  const size_t colons = name.find("::");
+  std::string label = module + " " + std::string(colons == std::string_view::npos ? name : name.substr(colons + 2));
+  if (op.kind == "collective") label += " " + std::string(op.group.str());
+  if (op.recompute) label += " (recompute)";
+  return label;
+}
+
 std::vector<RankProgram> rank_programs(const ShardSection& shard) {
   const int64_t ranks = std::max<int64_t>(shard.parallelism.pp, 0);
   std::vector<std::vector<const ShardOp*>> ops_of_rank(static_cast<size_t>(ranks));
@@ -232,6 +254,7 @@ json to_json(const ShardSection& s) {
           {"stage_params_local", s.stage_params_local},
           {"schedule", schedule_to_json(s.schedule)}};
   if (!s.stage_expert_params_local.empty()) section["stage_expert_params_local"] = s.stage_expert_params_local;
+  if (s.model_attention_flops_per_step) section["model_attention_flops_per_step"] = *s.model_attention_flops_per_step;
   return section;
 }
 
@@ -249,6 +272,9 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
   s.params_active = j.contains("params_active") ? require_as<double>(j, "params_active", path) : s.params_total;
   s.params_local = require_as<double>(j, "params_local", path);
   s.model_flops_per_step = require_as<double>(j, "model_flops_per_step", path);
+  // Format 1.7 added its attention part.
+  if (j.contains("model_attention_flops_per_step"))
+    s.model_attention_flops_per_step = require_as<double>(j, "model_attention_flops_per_step", path);
   const json& buffers = require(j, "buffers", path);
   for (size_t i = 0; i < buffers.size(); ++i) {
     std::string p = path + "/buffers/" + std::to_string(i);

@@ -45,6 +45,7 @@ struct ShardSection;
 std::vector<char> buffers_saved_for_backward(const ShardSection& shard, int64_t rank);
 
 
+
 struct ShardOp {
   int64_t id = 0;
   std::optional<int64_t> trace_op;  // the traced op this instantiates; none for inserted ops
@@ -73,6 +74,13 @@ struct ShardOp {
   double message_bytes = 0;  // the full (unsharded) buffer the collective operates on
 };
 
+// What a person reads for an op: its module and what the op does there
+// ("decoder.layers.19.mlp.linear_fc1 linear_wgrad"; a collective's kind and group,
+// "optimizer.data_parallel_grads.bucket_0 all_reduce dp"; " (recompute)" after a recomputed
+// forward op). With `any_layer`, numbered module parts read '*', so that the same op of every
+// layer has one label ("decoder.layers.*.mlp.linear_fc1 linear_wgrad").
+std::string op_label(const ShardOp& op, bool any_layer = false);
+
 struct ShardSection {
   ParallelismConfig parallelism;
   TrainingConfig training;
@@ -83,6 +91,9 @@ struct ShardSection {
   double params_active = 0;  // used per token: params_total but the experts a token is not routed to
   double params_local = 0;
   double model_flops_per_step = 0;  // Megatron-LM's count, all GPUs
+  // Its attention score and context part (the full s x s matrix); none in a section older than
+  // format 1.7.
+  std::optional<double> model_attention_flops_per_step;
   std::vector<ShardBuffer> buffers;
   std::vector<ShardOp> ops;
   // Pipeline parallelism (docs/parallelism.md).

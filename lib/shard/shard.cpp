@@ -167,6 +167,17 @@ double megatron_model_flops(const ModelConfig& m, int64_t global_batch, int64_t 
   return static_cast<double>(global_batch) * s * per_token;
 }
 
+double megatron_attention_score_flops(const ModelConfig& m, int64_t global_batch, int64_t seq) {
+  const double s = static_cast<double>(seq), a = static_cast<double>(m.num_attention_heads);
+  // Per token and layer, 3 passes x 2 FLOPs per multiply-add x (scores + context): 12 a d s,
+  // or with MLA 6 a (qk_nope + qk_rope + v) s, the terms of megatron_model_flops.
+  const double per_token_layer =
+      m.multi_latent_attention
+          ? 6 * a * static_cast<double>(m.qk_head_dim + m.qk_pos_emb_head_dim + m.v_head_dim) * s
+          : 12 * a * static_cast<double>(m.kv_channels) * s;
+  return static_cast<double>(global_batch) * s * static_cast<double>(m.num_layers + m.mtp_num_layers) * per_token_layer;
+}
+
 double dtype_size(const std::string& dtype) {
   if (dtype == "bf16" || dtype == "fp16") return 2;
   if (dtype == "fp32") return 4;
@@ -287,6 +298,7 @@ void set_global_batch(const ModelConfig& model, int64_t global_batch, ShardSecti
   shard.num_microbatches = microbatches;
   shard.training.global_batch = global_batch;
   shard.model_flops_per_step = megatron_model_flops(model, global_batch, shard.seq_length, p.tp);
+  shard.model_attention_flops_per_step = megatron_attention_score_flops(model, global_batch, shard.seq_length);
 }
 
 void shard_graph(Graph& graph, const ShardOptions& options) {

@@ -82,5 +82,9 @@ int64_t padded_vocab_size(const ModelConfig& model, int64_t tp);
 
 // Megatron-LM's num_floating_point_operations for one step (all GPUs): docs/metrics.md.
 double megatron_model_flops(const ModelConfig& model, int64_t global_batch, int64_t seq_length, int64_t tp);
+// The part of megatron_model_flops that is attention's score and context GEMMs (QK^T and the
+// weighted sum of V), which that count takes over the whole s x s matrix: the causal MFU
+// convention counts half of it (docs/metrics.md).
+double megatron_attention_score_flops(const ModelConfig& model, int64_t global_batch, int64_t seq_length);
 
 }  // namespace syssim

@@ -10,6 +10,13 @@ TimedOp timed_from(const json& j, const std::string& path) {
   return TimedOp{require_as<std::string>(j, "name", path), require_as<double>(j, "time_ms", path)};
 }
 
+std::vector<TimedOp> timed_list(const json& j, const std::string& key, const std::string& path) {
+  const json& list = require_array(j, key, path);
+  std::vector<TimedOp> timed;
+  for (size_t i = 0; i < list.size(); ++i) timed.push_back(timed_from(list[i], path + "/" + key + "/" + std::to_string(i)));
+  return timed;
+}
+
 LinkLoad link_load_from(const json& j, const std::string& path) {
   return LinkLoad{require_as<std::string>(j, "name", path),  require_as<int64_t>(j, "level", path),
                   require_as<double>(j, "bandwidth_GBps", path), require_as<double>(j, "busy_ms", path),
@@ -48,8 +55,11 @@ json to_json(const LinkLoad& l) {
 }
 
 json to_json(const SimSection& s) {
-  json top = json::array();
-  for (const auto& t : s.top_ops) top.push_back(timed(t));
+  auto timed_array = [](const std::vector<TimedOp>& list) {
+    json array = json::array();
+    for (const TimedOp& t : list) array.push_back(timed(t));
+    return array;
+  };
   json links = json::array();
   for (const auto& l : s.links) links.push_back(to_json(l));
   json groups = json::object();
@@ -65,7 +75,8 @@ json to_json(const SimSection& s) {
                   {"collective_by_group_ms", groups},
                   {"bubble_fraction", s.bubble_fraction},
                   {"per_pp_rank_step_time_ms", s.per_pp_rank_step_time_ms},
-                  {"top_ops", top},
+                  {"top_ops", timed_array(s.top_ops)},
+                  {"top_modules", timed_array(s.top_modules)},
                   {"dominant_op_type", s.dominant_op_type},
                   {"longest_collective", timed(s.longest_collective)},
                   {"binding_pp_stage", s.binding_pp_stage},
@@ -99,15 +110,16 @@ SimSection sim_from_json(const json& j, const std::string& path) {
   }
   s.bubble_fraction = require_as<double>(j, "bubble_fraction", path);
   s.per_pp_rank_step_time_ms = require_as<std::vector<double>>(j, "per_pp_rank_step_time_ms", path);
-  const json& top = require(j, "top_ops", path);
-  for (size_t i = 0; i < top.size(); ++i) s.top_ops.push_back(timed_from(top[i], path + "/top_ops/" + std::to_string(i)));
+  s.top_ops = timed_list(j, "top_ops", path);
+  // Format 1.7 added the module totals.
+  if (j.contains("top_modules")) s.top_modules = timed_list(j, "top_modules", path);
   s.dominant_op_type = require_as<std::string>(j, "dominant_op_type", path);
   s.longest_collective = timed_from(require(j, "longest_collective", path), path + "/longest_collective");
   s.binding_pp_stage = require_as<int64_t>(j, "binding_pp_stage", path);
   s.hardware_flops_per_rank = require_as<double>(j, "hardware_flops_per_rank", path);
   // Format 1.2 graphs simulated no flows: no links, collectives as long as alone.
   if (!j.contains("links")) return s;
-  const json& links = require(j, "links", path);
+  const json& links = require_array(j, "links", path);
   for (size_t i = 0; i < links.size(); ++i) s.links.push_back(link_load_from(links[i], path + "/links/" + std::to_string(i)));
   s.busiest_link = require_as<std::string>(j, "busiest_link", path);
   s.collective_slowdown = require_as<double>(j, "collective_slowdown", path);

@@ -9,7 +9,7 @@
 namespace syssim {
 
 struct TimedOp {
-  std::string name;  // "<op id>_<op name>", unique
+  std::string name;  // an op: "<op id>_<op name>", unique; a module total: its op_label
   double time_ms = 0;  // summed over all micro-batches
 };
 
@@ -51,6 +51,8 @@ struct SimSection {
   std::map<std::string, GroupTime> collective_by_group_ms;  // tp, cp, dp, pp, embedding
   std::vector<double> per_pp_rank_step_time_ms;
   std::vector<TimedOp> top_ops;  // longest first
+  // The same op of every layer together, named by op_label(op, true): longest first.
+  std::vector<TimedOp> top_modules;
   std::string dominant_op_type;
   TimedOp longest_collective;
   int64_t binding_pp_stage = 0;

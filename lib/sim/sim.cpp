@@ -1608,6 +1608,13 @@ SimSection sim_section(const ShardSection& shard, const CostSection& cost, const
                    [&](int64_t a, int64_t b) { return totals.duration_us[a] > totals.duration_us[b]; });
   for (size_t i = 0; i < std::min(kTopOps, ran.size()); ++i)
     sim.top_ops.push_back(timed(shard.ops[ran[i]], totals.duration_us[ran[i]]));
+  // By module and role, every layer's op together: where a person would change something.
+  std::map<std::string, double> by_label_us;
+  for (int64_t id : ran) by_label_us[op_label(shard.ops[id], true)] += totals.duration_us[id];
+  std::vector<std::pair<std::string, double>> labels(by_label_us.begin(), by_label_us.end());
+  std::stable_sort(labels.begin(), labels.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  for (size_t i = 0; i < std::min(kTopOps, labels.size()); ++i)
+    sim.top_modules.push_back(TimedOp{labels[i].first, labels[i].second * kMsPerUs});
   auto longest = std::find_if(ran.begin(), ran.end(), [&](int64_t id) { return shard.ops[id].kind == "collective"; });
   if (longest != ran.end()) sim.longest_collective = timed(shard.ops[*longest], totals.duration_us[*longest]);
 

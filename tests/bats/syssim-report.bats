@@ -14,25 +14,41 @@ API_KEYS=(step_time_ms forward_ms backward_ms optimizer_ms collective_total_ms c
 # The text report rebuilt by hand from the JSON report: the layout of docs/syssim-report.md
 # (ms with 4 decimals, TFLOP/s with 2, MFU/HFU in percent with 2, GB with 3).
 text_from_json() {
-  local json="$1" step fwd bwd opt coll exposed tflops tokens mfu hfu peak total active param grad optst act temp
-  local dominant top longest stage module oom busiest
-  IFS=$'\t' read -r step fwd bwd opt coll exposed tflops tokens mfu hfu peak total active param grad optst act temp dominant longest stage module oom \
+  local json="$1" graph="$2" step fwd bwd opt coll exposed tflops tokens mfu hfu peak total active param grad optst act temp
+  local dominant top modules longest stage module oom busiest groups by_type
+  IFS=$'\t' read -r step fwd bwd opt coll exposed tflops tokens mfu hfu peak total active param grad optst act temp dominant stage module oom \
     < <(jq -r '[.step_time_ms, .forward_ms, .backward_ms, .optimizer_ms, .collective_total_ms, .collective_exposed_ms,
                .achieved_tflops, .tokens_per_s_per_gpu, .mfu * 100, .hfu * 100, .peak_memory_gb, .params_total / 1e9, .params_active / 1e9,
                .param_bytes / 1e9, .grad_bytes / 1e9,
                .optimizer_state_bytes / 1e9, .activation_bytes / 1e9, .temporary_bytes / 1e9,
-               .bottlenecks.dominant_op_type, (.bottlenecks.longest_collective | if .[0] == "" then "none" else "\(.[0]) \(.[1])" end),
+               .bottlenecks.dominant_op_type,
                .bottlenecks.binding_pp_stage, .bottlenecks.peak_module,
                (.bottlenecks.oom | if . == null then "none" else "\(.capacity_gb) \(.required_gb) \(.excess_gb)" end)] | @tsv' <<< "$json")
-  top=$(jq -r '.bottlenecks.top_ops_by_time[:3][] | "\(.[0])\t\(.[1])"' <<< "$json" |
-    while IFS=$'\t' read -r name ms; do printf "('%s', %.4f), " "$name" "$ms"; done)
+  # An op "<id>_<name>" as the text names it: the shard op's module, its name after "::", a
+  # collective's group, " (recompute)" for a recomputed op.
+  local op_text='def op_text($ops): (.[0] | capture("^(?<id>[0-9]+)_") | .id | tonumber) as $id | $ops[$id] |
+    "\(.module) \(.name | sub("^.*::"; ""))\(if .kind == "collective" then " " + .group else "" end)\(if .recompute then " (recompute)" else "" end)";'
+  timed() { while IFS=$'\t' read -r name ms; do printf "('%s', %.4f), " "$name" "$ms"; done; }
+  top=$(jq -r --slurpfile g "$graph" "$op_text"' .bottlenecks.top_ops_by_time[:3][] | "\(op_text($g[0].shard.ops))\t\(.[1])"' <<< "$json" | timed)
   top="[${top%, }]"
-  if [ "$longest" != none ]; then longest=$(printf "('%s', %.4f)" ${longest}); fi
+  modules=$(jq -r '.bottlenecks.top_modules_by_time[:3][] | "\(.[0])\t\(.[1])"' <<< "$json" | timed)
+  modules="[${modules%, }]"
+  longest=$(jq -r --slurpfile g "$graph" "$op_text"' .bottlenecks.longest_collective | if .[0] == "" then "none" else "\(op_text($g[0].shard.ops))\t\(.[1])" end' <<< "$json")
+  if [ "$longest" != none ]; then longest=$(timed <<< "$longest"); longest="${longest%, }"; fi
   if [ "$oom" != none ]; then oom=$(printf "capacity %.3f GB, required %.3f GB, excess %.3f GB" ${oom}); fi
   busiest=$(jq -r '.bottlenecks.busiest_link // empty | "\(.name)\t\(.level)\t\(.bandwidth_GBps)\t\(.utilization * 100)\t\(.busy_ms)"' <<< "$json" |
     while IFS=$'\t' read -r name level bw util busy; do
-      printf '    busiest_link       = %s (level %d, %.1f GB/s per GPU): %.2f%% utilized, busy %.4f ms\n' "$name" "$level" "$bw" "$util" "$busy"
+      printf '    busiest_link        = %s (level %d, %.1f GB/s per GPU): %.2f%% utilized, busy %.4f ms\n' "$name" "$level" "$bw" "$util" "$busy"
     done)
+  # Each group's line, in the layout's order: tp, cp, ep, etp, dp, edp, pp, embedding.
+  groups=$(jq -r '.collective_by_group_ms | to_entries[] | "\(.key)\t\(.value.total_ms)\t\(.value.exposed_ms)"' <<< "$json" |
+    while IFS=$'\t' read -r group total exposed; do
+      rank=$(( $(echo "tp cp ep etp dp edp pp embedding" | tr ' ' '\n' | grep -nx "$group" | cut -d: -f1) ))
+      name="${group}_comm_ms"; [ "$group" = cp ] && name=cp_attention_comm_ms; [ "$group" = ep ] && name=ep_dispatch_comm_ms
+      printf '%d\t    %-18s = %.4f (exposed %.4f)\n' "$rank" "$name" "$total" "$exposed"
+    done | sort -n -s -k1,1 | cut -f2-)
+  by_type=$(jq -r '.by_op_type_ms | to_entries[] | "\(.key)\t\(.value)"' <<< "$json" |
+    while IFS=$'\t' read -r type ms; do printf '%s %.4f, ' "$type" "$ms"; done)
   printf 'SimulationReport(\n'
   printf '  step_time_ms         = %.4f\n' "$step"
   printf '    forward_ms         = %.4f\n' "$fwd"
@@ -40,6 +56,10 @@ text_from_json() {
   printf '    optimizer_ms       = %.4f\n' "$opt"
   printf '  collective_total_ms  = %.4f\n' "$coll"
   printf '  collective_exposed   = %.4f\n' "$exposed"
+  if [ -n "$groups" ]; then printf '%s\n' "$groups"; fi
+  printf '  by_op_type_ms        = %s\n' "${by_type%, }"
+  printf "  model_flops_per_step = %.4e (Megatron-LM's count: attention scores and context over the whole s x s matrix)\n" \
+    "$(jq -r .mfu_model_flops_per_step <<< "$json")"
   printf '  achieved_tflops      = %.2f\n' "$tflops"
   printf '  tokens_per_s_per_gpu = %.1f\n' "$tokens"
   printf '  mfu                  = %.2f%%\n' "$mfu"
@@ -57,13 +77,14 @@ text_from_json() {
   printf '    oom                = %s\n' "$oom"
   printf '  )\n'
   printf '  Bottlenecks(\n'
-  printf '    dominant_op_type   = %s\n' "$dominant"
-  printf '    top_ops_by_time    = %s\n' "$top"
-  printf '    longest_collective = %s\n' "$longest"
+  printf '    dominant_op_type    = %s\n' "$dominant"
+  printf '    top_ops_by_time     = %s\n' "$top"
+  printf '    top_modules_by_time = %s\n' "$modules"
+  printf '    longest_collective  = %s\n' "$longest"
   if [ -n "$busiest" ]; then printf '%s\n' "$busiest"; fi
-  printf '    binding_pp_stage   = %s\n' "$stage"
-  printf '    peak_module        = %s\n' "$module"
-  printf '    oom                = %s\n' "$oom"
+  printf '    binding_pp_stage    = %s\n' "$stage"
+  printf '    peak_module         = %s\n' "$module"
+  printf '    oom                 = %s\n' "$oom"
   printf '  )\n'
   printf ')\n'
 }
@@ -81,7 +102,7 @@ text_from_json() {
 @test "syssim-report --version prints the graph format version" {
   run syssim-report --version
   assert_success
-  assert_output --regexp "^syssim-report [0-9.]+ \(graph format 1\.6\)$"
+  assert_output --regexp "^syssim-report [0-9.]+ \(graph format 1\.7\)$"
 }
 
 @test "an unknown flag is bad usage (exit 2, one line)" {
@@ -140,18 +161,18 @@ text_from_json() {
   data_parallel = sharding optim
   estimator     = calibrated gemm from ../calibration/h100-sxm-80gb, the rest the roofline over the hardware's efficiencies
 )"
-  assert_equal "$(sed '1,/^)$/d' <<< "$output")" "$(text_from_json "$(syssim-report -i "$graph" --format json)")"
+  assert_equal "$(sed '1,/^)$/d' <<< "$output")" "$(text_from_json "$(syssim-report -i "$graph" --format json)" "$graph")"
   assert_line --index 9 "SimulationReport("
-  assert_line "    oom                = none"
+  assert_line "    oom                 = none"
 }
 
 @test "text: out of memory and no collective on one GPU" {
   graph=$(stage_of llama3-8b mem "${ONE[@]}")
   run syssim-report -i "$graph"
   assert_success
-  assert_equal "$(sed '1,/^)$/d' <<< "$output")" "$(text_from_json "$(syssim-report -i "$graph" --format json)")"
-  assert_line "    longest_collective = none"
-  assert_line --regexp "^    oom                = capacity 85\.900 GB, required 1[0-9][0-9]\.[0-9]{3} GB, excess [0-9]+\.[0-9]{3} GB$"
+  assert_equal "$(sed '1,/^)$/d' <<< "$output")" "$(text_from_json "$(syssim-report -i "$graph" --format json)" "$graph")"
+  assert_line "    longest_collective  = none"
+  assert_line --regexp "^    oom                 = capacity 85\.900 GB, required 1[0-9][0-9]\.[0-9]{3} GB, excess [0-9]+\.[0-9]{3} GB$"
 }
 
 @test "json: the api.md keys, the sim and mem sections' values" {
@@ -168,7 +189,7 @@ text_from_json() {
     .model_flops_per_step == $g[0].shard.model_flops_per_step,
     .parallelism == $g[0].shard.parallelism, .training == $g[0].shard.training, .hardware == $g[0].cost.hardware,
     .model == $g[0].model, (.bottlenecks | keys), (.bottlenecks.top_ops_by_time | length)]' "$BATS_TEST_TMPDIR/r.json"
-  assert_output '[true,true,true,true,true,true,true,["binding_pp_stage","busiest_link","dominant_op_type","longest_collective","oom","peak_module","top_ops_by_time"],10]'
+  assert_output '[true,true,true,true,true,true,true,["binding_pp_stage","busiest_link","dominant_op_type","longest_collective","oom","peak_module","top_modules_by_time","top_ops_by_time"],10]'
 }
 
 @test "json: achieved TFLOP/s = model FLOPs / (step time x GPUs); mfu = achieved / 989; hfu = mfu" {

@@ -115,3 +115,21 @@ pipe_report() {
   run syssim run llama3-8b --hardware h100-sxm-80gb --tp 8 --sp --global-batch 8 --seq-length 2048 --fail-on-oom
   assert_success
 }
+
+@test "--mfu-convention causal counts half of attention's score FLOPs; --train-tokens gives days and GPU-hours" {
+  # The default job: Llama-3-8B, 128 sequences of 8,192 tokens. Attention's score and context
+  # GEMMs in Megatron-LM's count: 12 x 32 heads x 128 x 8192^2 x 32 layers x 128 sequences =
+  # 13,510,798,882,111,488 FLOPs per step; the causal convention drops half of them.
+  run syssim run --format json --mfu-convention causal --train-tokens 15e12
+  assert_success
+  jq -e '.mfu_convention == "causal"' <<< "$output"
+  jq -e '.mfu_model_flops_per_step == .model_flops_per_step - 6755399441055744' <<< "$output"
+  # 15e12 tokens at 128 x 8,192 tokens per step: 14,305,114.7 steps of step_time_ms each, on 8 GPUs.
+  jq -e '(.train_days - 15e12 / (128 * 8192) * .step_time_ms / 1000 / 86400 | fabs) < 1e-9' <<< "$output"
+  jq -e '(.train_gpu_hours - .train_days * 24 * 8 | fabs) < 1e-6' <<< "$output"
+  run syssim run --train-tokens 15e12
+  assert_line --regexp '^  train_tokens         = 1\.5000e\+13$'
+  assert_line --regexp '^    train_days         = [0-9]+\.[0-9]{4}$'
+  run syssim run --mfu-convention full
+  assert_failure 2
+}

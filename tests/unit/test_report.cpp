@@ -33,7 +33,9 @@ Graph simulated_graph() {
   sim.collective_exposed_ms = 30;
   sim.by_op_type_ms = {{"gemm", 400}, {"collective", 40}, {"math", 70}};
   sim.per_pp_rank_step_time_ms = {500};
+  sim.collective_by_group_ms = {{"dp", {10, 10}}, {"tp", {30, 20}}};
   sim.top_ops = {{"12_syssim::linear", 4.28666}, {"7_attn", 3.5}, {"3_x", 1.25}, {"4_y", 1.0}};
+  sim.top_modules = {{"decoder.layers.*.mlp.linear_fc1 linear", 12.5}};
   sim.dominant_op_type = "gemm";
   sim.longest_collective = {"20_all_reduce", 40};
   sim.hardware_flops_per_rank = 1e14;
@@ -86,6 +88,10 @@ const std::string kGoldenText = kGoldenJob + R"(SimulationReport(
     optimizer_ms       = 20.0000
   collective_total_ms  = 40.0000
   collective_exposed   = 30.0000
+    tp_comm_ms         = 30.0000 (exposed 20.0000)
+    dp_comm_ms         = 10.0000 (exposed 10.0000)
+  by_op_type_ms        = collective 40.0000, gemm 400.0000, math 70.0000
+  model_flops_per_step = 8.0000e+14 (Megatron-LM's count: attention scores and context over the whole s x s matrix)
   achieved_tflops      = 200.00
   tokens_per_s_per_gpu = 131072.0
   mfu                  = 20.00%
@@ -94,12 +100,13 @@ const std::string kGoldenText = kGoldenJob + R"(SimulationReport(
   params_total_b       = 8.000
   params_active_b      = 2.000
 )" + kGoldenMemory + R"(  Bottlenecks(
-    dominant_op_type   = gemm
-    top_ops_by_time    = [('12_syssim::linear', 4.2867), ('7_attn', 3.5000), ('3_x', 1.2500)]
-    longest_collective = ('20_all_reduce', 40.0000)
-    binding_pp_stage   = 0
-    peak_module        = decoder.layers.0.mlp
-    oom                = capacity 70.000 GB, required 78.750 GB, excess 8.750 GB
+    dominant_op_type    = gemm
+    top_ops_by_time     = [('12_syssim::linear', 4.2867), ('7_attn', 3.5000), ('3_x', 1.2500)]
+    top_modules_by_time = [('decoder.layers.*.mlp.linear_fc1 linear', 12.5000)]
+    longest_collective  = ('20_all_reduce', 40.0000)
+    binding_pp_stage    = 0
+    peak_module         = decoder.layers.0.mlp
+    oom                 = capacity 70.000 GB, required 78.750 GB, excess 8.750 GB
   )
 )
 )";
@@ -111,8 +118,8 @@ TEST(Report, TextWithoutOomOrCollectives) {
   g.mem->oom.reset();
   g.sim->longest_collective = {};
   std::string text = render_report(g, "text");
-  EXPECT_NE(text.find("    longest_collective = none\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("    oom                = none\n  )\n)\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("    longest_collective  = none\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("    oom                 = none\n  )\n)\n"), std::string::npos) << text;
 }
 
 TEST(Report, TheBusiestLinkFollowsTheLongestCollective) {
@@ -122,9 +129,9 @@ TEST(Report, TheBusiestLinkFollowsTheLongestCollective) {
   g.sim->busiest_link = "nvlink";
   g.sim->collective_slowdown = 1.5;
   std::string text = render_report(g, "text");
-  EXPECT_NE(text.find("    longest_collective = ('20_all_reduce', 40.0000)\n"
-                      "    busiest_link       = nvlink (level 0, 370.0 GB/s per GPU): 62.10% utilized, busy 1234.5000 ms\n"
-                      "    binding_pp_stage   = 0\n"),
+  EXPECT_NE(text.find("    longest_collective  = ('20_all_reduce', 40.0000)\n"
+                      "    busiest_link        = nvlink (level 0, 370.0 GB/s per GPU): 62.10% utilized, busy 1234.5000 ms\n"
+                      "    binding_pp_stage    = 0\n"),
             std::string::npos)
       << text;
   nlohmann::json j = nlohmann::json::parse(render_report(g, "json"));
@@ -134,6 +141,80 @@ TEST(Report, TheBusiestLinkFollowsTheLongestCollective) {
   // Without one (no links): no line, null in JSON.
   EXPECT_EQ(render_report(simulated_graph(), "text").find("busiest_link"), std::string::npos);
   EXPECT_TRUE(nlohmann::json::parse(render_report(simulated_graph(), "json"))["bottlenecks"]["busiest_link"].is_null());
+}
+
+// Ops the shard section has are named by module and role in the text: a layer's GEMM, a
+// collective with its group, a recomputed op; a name that is no op of the section is kept.
+TEST(Report, TextNamesOpsByModuleAndRole) {
+  Graph g = simulated_graph();
+  g.shard->ops.resize(3);
+  auto op = [&](int64_t id, const char* name, const char* kind, const char* module) -> ShardOp& {
+    ShardOp& o = g.shard->ops[id];
+    o.id = id, o.name = name, o.kind = kind, o.module = module;
+    return o;
+  };
+  op(0, "syssim::linear_wgrad", "gemm", "decoder.layers.17.mlp.linear_fc2");
+  op(1, "collective::all_gather", "collective", "decoder.layers.3.self_attention.linear_qkv").group = "tp";
+  op(2, "syssim::flash_attn", "attention", "decoder.layers.3.self_attention.core_attention").recompute = true;
+  g.sim->top_ops = {{"0_syssim::linear_wgrad", 5}, {"2_syssim::flash_attn", 4}, {"1_other", 3}};
+  g.sim->longest_collective = {"1_collective::all_gather", 2};
+  const std::string text = render_report(g, "text");
+  EXPECT_NE(text.find("top_ops_by_time     = [('decoder.layers.17.mlp.linear_fc2 linear_wgrad', 5.0000), "
+                      "('decoder.layers.3.self_attention.core_attention flash_attn (recompute)', 4.0000), "
+                      "('1_other', 3.0000)]"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("longest_collective  = ('decoder.layers.3.self_attention.linear_qkv all_gather tp', 2.0000)"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(op_label(g.shard->ops[0], true), "decoder.layers.*.mlp.linear_fc2 linear_wgrad");
+}
+
+// The causal convention counts half of attention's score and context FLOPs: 8e14 - 2e14 / 2 =
+// 7e14 per 0.5 s step on 8 GPUs is 175 TFLOP/s per GPU, 17.5% of the 1000 TFLOP/s peak.
+TEST(Report, CausalConventionCountsHalfTheAttentionScores) {
+  Graph g = simulated_graph();
+  g.shard->model_attention_flops_per_step = 2e14;
+  const Throughput causal = throughput(g, MfuConvention::kCausal);
+  EXPECT_DOUBLE_EQ(causal.model_flops_per_step, 7e14);
+  EXPECT_DOUBLE_EQ(causal.achieved_tflops, 175);
+  EXPECT_DOUBLE_EQ(causal.mfu, 0.175);
+  EXPECT_DOUBLE_EQ(throughput(g).mfu, 0.2);  // Megatron-LM's count, the default
+  ReportOptions options;
+  options.mfu_convention = MfuConvention::kCausal;
+  const nlohmann::json j = nlohmann::json::parse(render_report(g, "json", options));
+  EXPECT_EQ(j["mfu_convention"], "causal");
+  EXPECT_DOUBLE_EQ(j["mfu"].get<double>(), 0.175);
+  EXPECT_DOUBLE_EQ(j["model_flops_per_step"].get<double>(), 8e14);  // the shard section's count, as the API names it
+  EXPECT_NE(render_report(g, "text", options).find("  model_flops_per_step = 7.0000e+14 (causal: "), std::string::npos);
+  // A shard section older than format 1.7 does not know the attention part.
+  g.shard->model_attention_flops_per_step.reset();
+  try {
+    throughput(g, MfuConvention::kCausal);
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_STREQ(e.what(), "/shard/model_attention_flops_per_step: missing (a shard section older than format 1.7); "
+                           "rerun syssim-shard to count FLOPs by the causal convention");
+  }
+}
+
+// 1e12 tokens at 128 x 4,096 tokens per 0.5 s step: 1,907,348.6 steps, 953,674.3 s = 11.0379
+// days, x 8 GPUs = 2,119.3 GPU-hours.
+TEST(Report, TrainTokensGiveDaysAndGpuHours) {
+  ReportOptions options;
+  options.train_tokens = 1e12;
+  const std::string text = render_report(simulated_graph(), "text", options);
+  EXPECT_NE(text.find("  train_tokens         = 1.0000e+12\n"
+                      "    train_days         = 11.0379\n"
+                      "    train_gpu_hours    = 2119.3\n"),
+            std::string::npos)
+      << text;
+  const nlohmann::json j = nlohmann::json::parse(render_report(simulated_graph(), "json", options));
+  EXPECT_NEAR(j["train_days"].get<double>(), 11.037897180627894, 1e-12);
+  EXPECT_NEAR(j["train_gpu_hours"].get<double>(), 2119.2762586805557, 1e-9);
+  EXPECT_FALSE(nlohmann::json::parse(render_report(simulated_graph(), "json")).contains("train_days"));
+  options.train_tokens = -1;
+  EXPECT_THROW(render_report(simulated_graph(), "text", options), UsageError);
 }
 
 TEST(Report, JsonHasTheApiFields) {
@@ -156,6 +237,8 @@ TEST(Report, JsonHasTheApiFields) {
   EXPECT_EQ(b["top_ops_by_time"].size(), 4u);
   EXPECT_EQ(b["top_ops_by_time"][0], nlohmann::json::array({"12_syssim::linear", 4.28666}));
   EXPECT_EQ(b["longest_collective"], nlohmann::json::array({"20_all_reduce", 40.0}));
+  EXPECT_EQ(b["top_modules_by_time"],
+            nlohmann::json::array({nlohmann::json::array({"decoder.layers.*.mlp.linear_fc1 linear", 12.5})}));
   EXPECT_EQ(b["binding_pp_stage"], 0);
   EXPECT_EQ(b["peak_module"], "decoder.layers.0.mlp");
   EXPECT_DOUBLE_EQ(b["oom"]["excess_gb"].get<double>(), 8.75);

@@ -252,6 +252,20 @@ TEST(Shard, SizesBeyondAnyJobAreRefusedFirst) {
   EXPECT_EQ(error_of(wide), "tp*cp*dp*pp=1*2*1048576*1 GPUs, more than the 1048576 a job can have");
 }
 
+// Attention's score and context GEMMs in Megatron-LM's count: 3 passes x 2 FLOPs x 2 GEMMs of
+// s x s x (heads x head dim) per sequence and layer: 12 x 32 x 128 x 8192^2 x 32 layers for one
+// Llama-3-8B sequence of 8,192 tokens = 105,553,116,266,496.
+TEST(Shard, AttentionScoreFlopsAreTheQuadraticTerm) {
+  ModelConfig m;
+  m.num_layers = 32;
+  m.hidden_size = 4096;
+  m.num_attention_heads = 32;
+  m.num_query_groups = 8;
+  m.kv_channels = 128;
+  EXPECT_DOUBLE_EQ(megatron_attention_score_flops(m, 1, 8192), 105553116266496.0);
+  EXPECT_DOUBLE_EQ(megatron_attention_score_flops(m, 4, 8192), 4 * 105553116266496.0);
+}
+
 TEST(Shard, PaddedVocabularyFollowsMegatron) {
   ModelConfig m = small_model();
   m.vocab_size = 128256;
