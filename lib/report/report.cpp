@@ -172,7 +172,8 @@ std::string job_block(const Graph& g, const ShardSection& shard) {
   std::vector<Field> fields = {{"model", model}};
   if (g.cost)
     fields.push_back({"hardware", g.cost->hardware.name + ", " + std::to_string(shard.parallelism.world_size()) +
-                                      " GPUs, " + std::to_string(g.cost->hardware.gpus_per_node) + " per node"});
+                                      (shard.parallelism.world_size() == 1 ? " GPU, " : " GPUs, ") +
+                                      std::to_string(g.cost->hardware.gpus_per_node) + " per node"});
   fields.push_back({"layout", layout_text(shard.parallelism, t)});
   const std::optional<std::string> recipe = low_precision_recipe(t);
   fields.push_back({"precision", t.dtype + (recipe ? " (" + *recipe + " scaling)" : std::string())});

@@ -122,6 +122,12 @@ TEST(Report, TextWithoutOomOrCollectives) {
   EXPECT_NE(text.find("    oom                 = none\n  )\n)\n"), std::string::npos) << text;
 }
 
+TEST(Report, OneGpuIsSingular) {
+  Graph g = simulated_graph();
+  g.shard->parallelism.tp = g.shard->parallelism.dp = 1;
+  EXPECT_NE(render_report(g, "text").find("  hardware      = test-gpu, 1 GPU, 8 per node\n"), std::string::npos);
+}
+
 TEST(Report, TheBusiestLinkFollowsTheLongestCollective) {
   // Two links named nvlink (levels 0 and 2): the line shows the more utilized one.
   Graph g = simulated_graph();
