@@ -53,10 +53,6 @@ void require_positive(T value, const std::string& key, const std::string& where)
     throw DataError(where + ": key '" + key + "' must be finite, got " + text.str());
 }
 
-// More decoder layers than any model has (the deepest published LLMs have a few hundred):
-// checked as soon as the key is read, before per-layer lists and the trace are sized by it.
-constexpr int64_t kMaxLayers = 10000;
-
 void require_layer_count(int64_t layers, const std::string& key, const std::string& where) {
   if (layers > kMaxLayers)
     throw DataError(where + ": key '" + key + "' is " + std::to_string(layers) + "; syssim takes at most " +

@@ -246,6 +246,10 @@ ModelConfig model_from_json(const nlohmann::json& j, const std::string& path);
 nlohmann::json to_json(const HardwareConfig& hardware);
 HardwareConfig hardware_from_json(const nlohmann::json& j, const std::string& path);
 nlohmann::json to_json(const ParallelismConfig& parallelism);
+// More decoder layers than any model has (the deepest published LLMs have a few hundred): the
+// readers refuse more as soon as the key is read, before per-layer lists and the trace are
+// sized by it.
+inline constexpr int64_t kMaxLayers = 10000;
 // The most GPUs a job has, and so the largest parallel size: the readers refuse more before
 // anything is sized by them.
 inline constexpr int64_t kMaxGpus = int64_t{1} << 20;

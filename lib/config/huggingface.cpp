@@ -12,6 +12,7 @@
 #include "common/io.hpp"
 #include "common/text.hpp"
 #include "common/yaml_util.hpp"
+#include "config/config.hpp"
 
 namespace syssim {
 namespace {
@@ -145,6 +146,13 @@ class ConfigReader {
     if (value < least) fail(key, "must be at least " + std::to_string(least) + ", got " + std::to_string(value));
     return value;
   }
+  // A layer count, from 1 to kMaxLayers.
+  int64_t layers(const std::string& key) const {
+    int64_t value = count(key);
+    if (value > kMaxLayers)
+      fail(key, "is " + std::to_string(value) + "; syssim takes at most " + std::to_string(kMaxLayers) + " layers");
+    return value;
+  }
   double number(const std::string& key) const { return typed(key, &json::is_number, "a number").get<double>(); }
   bool boolean(const std::string& key, bool fallback) const {
     return is_null(key) ? fallback : typed(key, &json::is_boolean, "true or false").get<bool>();
@@ -212,7 +220,7 @@ void map_gpt2(const ConfigReader& r, YAML::Node& m) {
   const std::vector<std::string> gelus = {"gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast"};
   if (std::find(gelus.begin(), gelus.end(), activation) == gelus.end())
     r.fail("activation_function", "is '" + activation + "': syssim's plain MLP has gelu or squared_relu");
-  m["num_layers"] = r.integer("n_layer");
+  m["num_layers"] = r.layers("n_layer");
   m["hidden_size"] = hidden;
   m["num_attention_heads"] = r.integer("n_head");
   m["ffn_hidden_size"] = r.is_null("n_inner") ? 4 * hidden : r.integer("n_inner");
@@ -240,7 +248,7 @@ void map_decoder(const Architecture& arch, const ConfigReader& r, YAML::Node& m)
   const std::vector<std::string> gates = {"silu", "swish", "gelu", "gelu_new", "gelu_pytorch_tanh"};
   if (std::find(gates.begin(), gates.end(), activation) == gates.end())
     r.fail(act_key, "is '" + activation + "': syssim's gated MLP is SwiGLU (silu), or GeGLU priced as SwiGLU");
-  m["num_layers"] = r.integer("num_hidden_layers");
+  m["num_layers"] = r.layers("num_hidden_layers");
   m["hidden_size"] = r.integer("hidden_size");
   m["num_attention_heads"] = r.integer("num_attention_heads");
   m["ffn_hidden_size"] = r.integer("intermediate_size");

@@ -603,6 +603,11 @@ TEST_F(HfEnvironment, BadMixtureOfExpertsValuesNameTheFileAndKey) {
   write_changed(config, "deepseek-ai/DeepSeek-V3", "scoring_func", "softplus");
   EXPECT_EQ(error_of([&] { load_hf(dir, "b", "{seq_length: 4096}"); }),
             yaml + ": huggingface: b: " + config + ": key 'scoring_func' is 'softplus': expected sigmoid or softmax");
+  // A layer count no model has, refused before per-layer lists are sized by it (found by
+  // fuzz_huggingface_config: 1,201,088 layers of GPT-OSS ran past its 10 s limit).
+  write_changed(config, "openai/gpt-oss-120b", "num_hidden_layers", 1201088);
+  EXPECT_EQ(error_of([&] { load_hf(dir, "b", "{seq_length: 4096}"); }),
+            yaml + ": huggingface: b: " + config + ": key 'num_hidden_layers' is 1201088; syssim takes at most 10000 layers");
   write_changed(config, "Qwen/Qwen3-30B-A3B", "decoder_sparse_step", 0);
   EXPECT_EQ(error_of([&] { load_hf(dir, "b", "{seq_length: 4096}"); }),
             yaml + ": huggingface: b: " + config + ": key 'decoder_sparse_step' must be at least 1, got 0");
