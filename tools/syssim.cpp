@@ -8,8 +8,9 @@
 #include "calibrate/calibrate.hpp"
 #include "common/error.hpp"
 #include "common/io.hpp"
-#include "config/presets.hpp"
 #include "common/version.hpp"
+#include "config/presets.hpp"
+#include "default_job.hpp"
 #include "driver/driver.hpp"
 #include "layout_flags.hpp"
 #include "report_flags.hpp"
@@ -17,23 +18,6 @@
 #include "sweep_flags.hpp"
 #include "tool.hpp"
 #include "validate/validate.hpp"
-
-namespace {
-
-// Flags of the default job that the user did not set take the default job's values.
-void apply_default_job(const CLI::App& command, syssim::ShardOptions& options) {
-  const syssim::ShardOptions job = syssim::default_job_options();
-  auto unset = [&](const char* flag) { return command.count(flag) == 0; };
-  if (unset("--tp")) options.parallelism.tp = job.parallelism.tp;
-  if (unset("--sp") && unset("--tp")) options.parallelism.sp = job.parallelism.sp;
-  if (unset("--dp")) options.parallelism.dp = job.parallelism.dp;
-  if (unset("--micro-batch")) options.training.micro_batch = job.training.micro_batch;
-  if (unset("--global-batch")) options.training.global_batch = job.training.global_batch;
-  if (unset("--distributed-optimizer") && unset("--data-parallel-sharding-strategy"))
-    options.training.distributed_optimizer = job.training.distributed_optimizer;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app("syssim: predict step time, MFU and memory of LLM training (docs/syssim.md)", "syssim");
@@ -141,7 +125,7 @@ int main(int argc, char** argv) {
     CLI::App* command = commands[0]->parsed() ? commands[0] : commands[1];
     if (!model.empty()) request.model_path = model;
     if (!hardware.empty()) request.hardware_path = hardware;
-    if (model.empty() && hardware.empty()) apply_default_job(*command, request.options);
+    if (model.empty() && hardware.empty()) syssim::tool::apply_default_job(*command, request.options);
     request.memory_only = command == commands[1];
     request.timeline = !request.memory_only && !timeline.empty();
     syssim::RunOutput run = syssim::run(request);

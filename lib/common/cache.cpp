@@ -119,18 +119,24 @@ std::string content_hash(const std::string& text) {
   return hex;
 }
 
-std::optional<std::string> decode_cache_entry(std::string_view bytes, std::string_view key) {
+std::optional<CacheEntry> split_cache_entry(std::string_view bytes) {
   const size_t header_end = bytes.substr(0, kMaxHeaderBytes).find('\n');
   if (header_end == std::string_view::npos || bytes.substr(0, kEntryMagic.size()) != kEntryMagic) return std::nullopt;
   std::string_view fields = bytes.substr(kEntryMagic.size(), header_end + 1 - kEntryMagic.size());
   uint64_t key_size = 0, value_size = 0;
   if (!read_size(fields, ' ', key_size) || !read_size(fields, ' ', value_size)) return std::nullopt;
   const size_t body = header_end + 1;
-  if (key_size != key.size() || value_size > kMaxEntryBytes || bytes.size() - body != key_size + value_size)
+  if (key_size > kMaxEntryBytes || value_size > kMaxEntryBytes || bytes.size() - body != key_size + value_size)
     return std::nullopt;
-  const std::string_view stored_key = bytes.substr(body, key_size), value = bytes.substr(body + key_size);
-  if (stored_key != key || std::string_view(header(stored_key, value)) != bytes.substr(0, body)) return std::nullopt;
-  return std::string(value);
+  CacheEntry entry{bytes.substr(body, key_size), bytes.substr(body + key_size), false};
+  entry.intact = std::string_view(header(entry.key, entry.value)) == bytes.substr(0, body);
+  return entry;
+}
+
+std::optional<std::string> decode_cache_entry(std::string_view bytes, std::string_view key) {
+  std::optional<CacheEntry> entry = split_cache_entry(bytes);
+  if (!entry || !entry->intact || entry->key != key) return std::nullopt;
+  return std::string(entry->value);
 }
 
 std::optional<std::string> cache_get(const std::string& kind, const std::string& key) {

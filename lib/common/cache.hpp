@@ -20,6 +20,15 @@ std::string content_hash(const std::string& text);
 // regular file, or whose sizes or checksum disagree with its bytes, is a miss.
 std::optional<std::string> cache_get(const std::string& kind, const std::string& key);
 
+// An entry's bytes taken apart by its header's sizes: its key and value, and whether its
+// checksum matches them. Nothing when the header or the sizes do not fit the bytes.
+struct CacheEntry {
+  std::string_view key;
+  std::string_view value;
+  bool intact;
+};
+std::optional<CacheEntry> split_cache_entry(std::string_view bytes);
+
 // The value of an entry's bytes (the file as cache_put writes it) for `key`, or nothing when
 // the bytes are not a whole, undamaged entry of that key. cache_get's reading of a file's bytes.
 std::optional<std::string> decode_cache_entry(std::string_view bytes, std::string_view key);

@@ -50,7 +50,8 @@ char g_temporaries[kMaxTemporaries][kMaxTemporaryPath];
 volatile std::sig_atomic_t g_temporary_count = 0;
 
 void on_fatal_signal(int signal) {
-  for (std::sig_atomic_t i = 0; i < g_temporary_count; ++i) ::unlink(g_temporaries[i]);
+  for (std::sig_atomic_t i = 0; i < g_temporary_count; ++i)
+    if (g_temporaries[i][0] != '\0') ::unlink(g_temporaries[i]);
   std::signal(signal, SIG_DFL);
   std::raise(signal);
 }
@@ -74,8 +75,9 @@ void write_in_place(const std::string& path, const std::string& text) {
 class Temporaries {
  public:
   ~Temporaries() {
-    for (const std::string& temp : paths_) std::remove(temp.c_str());
     g_temporary_count = 0;
+    for (const std::string& temp : paths_)
+      if (!temp.empty()) std::remove(temp.c_str());
   }
   std::string add(const std::string& path) {
     std::string temp = path + ".tmp." + std::to_string(::getpid());
@@ -87,7 +89,11 @@ class Temporaries {
     return temp;
   }
   const std::string& operator[](size_t i) const { return paths_[i]; }
-  void placed(size_t i) { paths_[i].clear(); }  // renamed: nothing left to delete
+  // Renamed: nothing left to delete, here or by the signal handler.
+  void placed(size_t i) {
+    paths_[i].clear();
+    g_temporaries[i][0] = '\0';
+  }
 
  private:
   std::vector<std::string> paths_;
@@ -98,11 +104,19 @@ class Temporaries {
 void write_output(const std::string& path, const std::string& text) { write_outputs({{path, text}}); }
 
 void write_outputs(const std::vector<std::pair<std::string, std::string>>& outputs) {
+  // Where each output goes, decided once: before anything is renamed, so that a file renamed
+  // into place is not then taken for one written in place.
+  enum class Destination { standard_output, in_place, renamed };
+  std::vector<Destination> destinations;
+  for (const auto& [path, text] : outputs)
+    destinations.push_back(is_stdout(path)          ? Destination::standard_output
+                           : written_in_place(path) ? Destination::in_place
+                                                    : Destination::renamed);
   Temporaries temporaries;
   std::vector<std::pair<size_t, size_t>> to_rename;  // output, temporary
   for (size_t o = 0; o < outputs.size(); ++o) {
+    if (destinations[o] != Destination::renamed) continue;
     const auto& [path, text] = outputs[o];
-    if (is_stdout(path) || written_in_place(path)) continue;
     const std::string temp = temporaries.add(path);
     to_rename.emplace_back(o, to_rename.size());
     std::ofstream out(temp, std::ios::binary | std::ios::trunc);
@@ -116,11 +130,11 @@ void write_outputs(const std::vector<std::pair<std::string, std::string>>& outpu
       throw DataError(outputs[o].first + ": cannot rename temporary file into place");
     temporaries.placed(t);
   }
-  for (const auto& [path, text] : outputs)
-    if (!is_stdout(path) && written_in_place(path)) write_in_place(path, text);
-  for (const auto& [path, text] : outputs) {
-    if (!is_stdout(path)) continue;
-    std::cout << text;
+  for (size_t o = 0; o < outputs.size(); ++o)
+    if (destinations[o] == Destination::in_place) write_in_place(outputs[o].first, outputs[o].second);
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    if (destinations[o] != Destination::standard_output) continue;
+    std::cout << outputs[o].second;
     std::cout.flush();
     if (!std::cout) throw DataError("<stdout>: write failed");
   }

@@ -782,6 +782,12 @@ std::vector<std::pair<std::string, int64_t>> expert_rank_order(const Parallelism
   return ordered_dimensions(p, {{{"cp", 1}, {"dp", expert_dp}, {"ep", p.ep}, {"pp", p.pp}, {"tp", p.expert_tp()}}});
 }
 
+std::string ParallelismConfig::world_size_excess() const {
+  if (tp * cp <= kMaxGpus / dp && tp * cp * dp <= kMaxGpus / pp) return "";
+  return "tp*cp*dp*pp=" + std::to_string(tp) + "*" + std::to_string(cp) + "*" + std::to_string(dp) + "*" +
+         std::to_string(pp) + " GPUs, more than the " + std::to_string(kMaxGpus) + " a job can have";
+}
+
 nlohmann::json to_json(const ParallelismConfig& p) {
   return {{"tp", p.tp}, {"dp", p.dp}, {"sp", p.sp}, {"cp", p.cp}, {"pp", p.pp},
           {"vpp", nullable_to_json(p.vpp)}, {"order", p.order}, {"ep", p.ep}, {"etp", nullable_to_json(p.etp)},

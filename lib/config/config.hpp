@@ -134,6 +134,9 @@ struct ParallelismConfig {
   int64_t ep = 1;
   std::optional<int64_t> etp;
   int64_t world_size() const { return tp * dp * cp * pp; }
+  // Why tp*cp*dp*pp is more GPUs than a job can have (kMaxGpus), checked without overflow
+  // for sizes up to kMaxGpus each; empty when it is not.
+  std::string world_size_excess() const;
   int64_t expert_tp() const { return etp.value_or(tp); }
   // The expert-data-parallel size: the ranks of a stage holding the same experts.
   int64_t expert_dp() const { return tp * cp * dp / (ep * expert_tp()); }

@@ -26,10 +26,8 @@ json schedule_to_json(const PipelineSchedule& schedule) {
 // The sizes parallelism_from_json, which takes each parallel size from 1 to 2^20, leaves: their
 // product, the world size, and num_microbatches.
 void check_sizes(const ParallelismConfig& p, int64_t microbatches, const std::string& path) {
-  if (p.tp * p.cp > kMaxGpus / p.dp || p.tp * p.cp * p.dp > kMaxGpus / p.pp)
-    throw DataError("graph: " + path + "/parallelism: tp*cp*dp*pp=" + std::to_string(p.tp) + "*" +
-                    std::to_string(p.cp) + "*" + std::to_string(p.dp) + "*" + std::to_string(p.pp) +
-                    " GPUs, more than the " + std::to_string(kMaxGpus) + " a job can have");
+  if (std::string excess = p.world_size_excess(); !excess.empty())
+    throw DataError("graph: " + path + "/parallelism: " + excess);
   const int64_t most = kMaxChunkPasses / p.vpp.value_or(1);
   if (microbatches < 1 || microbatches > most)
     throw DataError("graph: " + path + "/num_microbatches: expected 1 to " + std::to_string(most) + ", got " +

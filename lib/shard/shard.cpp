@@ -27,9 +27,7 @@ void check_layout(const ModelConfig& model, const ShardOptions& options, int64_t
     if (value < 1) throw UsageError(std::string(name) + "=" + str(value) + " must be at least 1");
   for (auto [value, name] : {std::pair{p.tp, "tp"}, {p.dp, "dp"}, {p.cp, "cp"}, {p.pp, "pp"}})
     if (value > kMaxGpus) throw UsageError(std::string(name) + "=" + str(value) + " exceeds the " + str(kMaxGpus) + " GPUs a job can have");
-  if (p.tp * p.cp > kMaxGpus / p.dp || p.tp * p.cp * p.dp > kMaxGpus / p.pp)
-    throw UsageError("tp*cp*dp*pp=" + str(p.tp) + "*" + str(p.cp) + "*" + str(p.dp) + "*" + str(p.pp) +
-                     " GPUs, more than the " + str(kMaxGpus) + " a job can have");
+  if (std::string excess = p.world_size_excess(); !excess.empty()) throw UsageError(excess);
   if (options.gpus && *options.gpus > kMaxGpus)
     throw UsageError("gpus=" + str(*options.gpus) + " exceeds the " + str(kMaxGpus) + " GPUs a job can have");
   check_recompute(model, options);

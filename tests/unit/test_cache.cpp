@@ -77,6 +77,26 @@ TEST_F(CacheTest, AnyFlippedByteIsAMiss) {
   EXPECT_TRUE(cache_get("trace", "model A").has_value());
 }
 
+// The header's sizes take an entry apart (key "model A" is 7 bytes, value "xyz" 3); a flipped
+// value byte leaves the parts where they were but the entry no longer intact.
+TEST_F(CacheTest, SplitsAnEntryByItsSizesAndChecksIt) {
+  cache_put("trace", "model A", "xyz");
+  const std::string good = read(entry("model A"));
+  ASSERT_EQ(good.substr(0, 19), "syssim-cache 2 7 3 ");
+  std::optional<CacheEntry> parts = split_cache_entry(good);
+  ASSERT_TRUE(parts.has_value());
+  EXPECT_EQ(parts->key, "model A");
+  EXPECT_EQ(parts->value, "xyz");
+  EXPECT_TRUE(parts->intact);
+  std::string bad = good;
+  bad.back() = 'Z';
+  parts = split_cache_entry(bad);
+  ASSERT_TRUE(parts.has_value());
+  EXPECT_EQ(parts->value, "xyZ");
+  EXPECT_FALSE(parts->intact);
+  EXPECT_FALSE(split_cache_entry(good.substr(0, good.size() - 1)).has_value());
+}
+
 // Headers whose sizes are huge, negative or not numbers are misses, not allocations.
 TEST_F(CacheTest, ImpossibleSizesAreMisses) {
   std::filesystem::create_directories(dir_ / "trace");
