@@ -60,6 +60,17 @@ setup() {
   assert_success
 }
 
+# Plumbing: the same library linked into another project's program gives the same bytes.
+@test "another CMake project finds the installed library and runs the default job with it" {
+  [ -f "$PREFIX/lib/cmake/syssim/syssimConfig.cmake" ] && [ -f "$PREFIX/include/syssim/driver/driver.hpp" ]
+  [ ! -e "$PREFIX/include/syssim/trace/model.hpp" ]  # the LibTorch stage is the module's
+  cmake -S "$ROOT/tests/data/consumer" -B consumer -DCMAKE_PREFIX_PATH="$PREFIX" >/dev/null
+  cmake --build consumer >/dev/null
+  run consumer/default_job
+  assert_success
+  [ "$output" = "$(syssim run --format json)" ]
+}
+
 @test "the installed Python module simulates from the moved prefix" {
   [ -f "$PREFIX/lib/python3/dist-packages/syssim/__init__.py" ]
   run env PYTHONPATH="$PREFIX/lib/python3/dist-packages" python3 -c "
