@@ -76,6 +76,61 @@ def test_sweep_gives_the_rows_of_syssim_sweep():
     assert list(frame["parallelism.tp"]) == [1, 1, 2, 2, 4, 4]
 
 
+def tool(name, *args, stdin=None):
+    return subprocess.run([os.path.join(BINARY_DIR, "bin", name), *args], check=True, capture_output=True, text=True,
+                          input=stdin).stdout
+
+
+def without_provenance(graph_text):
+    graph = json.loads(graph_text)
+    del graph["provenance"]
+    return graph
+
+
+# Plumbing: each stage is its tool's library call, so the graphs and reports of the pipe of
+# tools come out of the Python stages too (the provenance names the caller).
+@pytest.mark.parametrize("model,hardware,parallelism,training", JOBS[::2])
+def test_the_stages_give_the_graphs_and_report_of_the_pipe(model, hardware, parallelism, training):
+    from syssim import stages
+    flags = cli_flags(parallelism, training)
+    graph = stages.trace(model)
+    piped = tool("syssim-trace", model)
+    assert without_provenance(graph.to_json()) == without_provenance(piped)
+    for stage, name, args in [
+            (lambda g: stages.shard(g, syssim.ParallelismConfig(**parallelism), syssim.TrainingConfig(**training)),
+             "syssim-shard", flags),
+            (lambda g: stages.cost(g, hardware), "syssim-cost", ["--hardware", hardware]),
+            (stages.simulate, "syssim-sim", []),
+            (stages.memory, "syssim-mem", [])]:
+        graph, piped = stage(graph), tool(name, *args, stdin=piped)
+        assert without_provenance(graph.to_json()) == without_provenance(piped), name
+    assert graph.to_dict()["provenance"][-1]["tool"] == "syssim.stages.memory"
+    assert stages.report(graph) == tool("syssim-report", "--format", "json", stdin=piped)
+    assert stages.report(graph, "text", mfu_convention="causal", train_tokens=1e12) == tool(
+        "syssim-report", "--mfu-convention", "causal", "--train-tokens", "1e12", stdin=piped)
+
+
+def test_a_stage_swapped_for_python_code():
+    """A user's own stage between two of syssim's: every op of the cost section 10% slower makes
+    the step 10% slower where nothing else changes (one GPU: no communication)."""
+    from syssim import stages
+    graph = stages.cost(stages.shard(stages.trace("llama3-8b")), "h100-sxm-80gb")
+    fields = graph.to_dict()
+    for op in fields["cost"]["ops"]:
+        op["time_us"] *= 1.1
+    slower = json.loads(stages.report(stages.memory(stages.simulate(stages.Graph.from_dict(fields)))))
+    base = json.loads(stages.report(stages.memory(stages.simulate(graph))))
+    assert slower["step_time_ms"] == pytest.approx(1.1 * base["step_time_ms"], rel=1e-9)
+
+
+def test_a_stage_refuses_a_graph_without_the_section_it_needs():
+    from syssim import stages
+    with pytest.raises(ValueError, match="run syssim-shard first"):
+        stages.simulate(stages.trace("llama3-8b"))
+    with pytest.raises(ValueError, match="mfu_convention"):
+        stages.report(stages.Graph("{}"), mfu_convention="palm")
+
+
 def test_world_size_is_the_product_of_the_sizes():
     assert syssim.ParallelismConfig(tp=2, dp=4, cp=2, pp=3).world_size == 48
 
@@ -143,6 +198,7 @@ def test_simulate_releases_the_interpreter():
     assert len(ticks) > 5
 
 
-def test_the_example_runs_top_to_bottom(capsys):
-    runpy.run_path(os.path.join(SOURCE_DIR, "examples", "python_quickstart.py"), run_name="__main__")
+@pytest.mark.parametrize("example", ["python_quickstart.py", "python_stages.py"])
+def test_the_example_runs_top_to_bottom(example, capsys):
+    runpy.run_path(os.path.join(SOURCE_DIR, "examples", example), run_name="__main__")
     assert "step_time_ms" in capsys.readouterr().out

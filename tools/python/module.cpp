@@ -12,9 +12,14 @@
 #include "common/error.hpp"
 #include "common/install.hpp"
 #include "config/config.hpp"
+#include "common/version.hpp"
 #include "config/presets.hpp"
+#include "cost/cost.hpp"
 #include "driver/driver.hpp"
+#include "mem/mem.hpp"
 #include "report/report.hpp"
+#include "shard/shard.hpp"
+#include "sim/sim.hpp"
 #include "sweep/sweep.hpp"
 
 namespace py = pybind11;
@@ -92,6 +97,64 @@ std::string sweep(const std::string& model, const std::string& hardware, const s
   return rows.dump();
 }
 
+// One stage on a graph in the graph format, as its tool runs it: the graph read and checked,
+// the stage applied, a provenance entry naming the Python function and its arguments, the
+// graph written (docs/python.md, "Stages").
+template <typename Stage>
+std::string apply_stage(const std::string& graph_text, const std::string& function,
+                        const std::vector<std::string>& args, Stage stage) {
+  syssim::Graph graph = syssim::read_graph(graph_text, function + " input");
+  stage(graph);
+  graph.provenance.push_back(syssim::Provenance{function, syssim::kSyssimVersion, args});
+  return syssim::write_graph(graph);
+}
+
+std::string trace_stage(const std::string& model) {
+  syssim::Graph graph;
+  graph.model = checked_model(model);
+  graph.trace = syssim::trace_of(*graph.model);
+  graph.provenance.push_back(syssim::Provenance{"syssim.stages.trace", syssim::kSyssimVersion, {}});
+  return syssim::write_graph(graph);
+}
+
+std::string shard_stage(const std::string& graph, const std::string& parallelism, const std::string& training) {
+  const syssim::ShardOptions options =
+      syssim::shard_options_from_json(parse(parallelism, "parallelism"), parse(training, "training"));
+  return apply_stage(graph, "syssim.stages.shard", {parallelism, training},
+                     [&](syssim::Graph& g) { syssim::shard_graph(g, options); });
+}
+
+std::string cost_stage(const std::string& graph, const std::string& hardware, const std::string& hardware_dir,
+                       const std::string& estimator) {
+  syssim::HardwareConfig hw = checked_hardware(hardware);
+  hw.calibrated_model_dir = syssim::resolve_calibrated_model(hw.calibrated_model, hardware_dir);
+  syssim::CostOptions options;
+  options.estimator = estimator;
+  return apply_stage(graph, "syssim.stages.cost", {hw.name, estimator},
+                     [&](syssim::Graph& g) { syssim::cost_graph(g, hw, options); });
+}
+
+std::string simulate_stage(const std::string& graph, bool timeline, bool every_microbatch) {
+  syssim::SimOptions options;
+  options.record_timeline = timeline;
+  options.extrapolate_microbatches = !every_microbatch;
+  return apply_stage(graph, "syssim.stages.simulate",
+                     {timeline ? "timeline" : "", every_microbatch ? "every_microbatch" : ""},
+                     [&](syssim::Graph& g) { syssim::simulate_graph(g, options); });
+}
+
+std::string report_stage(const std::string& graph, const std::string& format, const std::string& mfu_convention,
+                         std::optional<double> train_tokens) {
+  syssim::ReportOptions options;
+  const auto convention = syssim::parse_mfu_convention(mfu_convention);
+  if (!convention) throw syssim::UsageError("mfu_convention: expected megatron or causal, got '" + mfu_convention + "'");
+  options.mfu_convention = *convention;
+  if (train_tokens && !(*train_tokens > 0))
+    throw syssim::UsageError("train_tokens: expected a positive number, got " + std::to_string(*train_tokens));
+  options.train_tokens = train_tokens;
+  return syssim::render_report(syssim::read_graph(graph, "syssim.stages.report input"), format, options);
+}
+
 // Calls `f` with the GIL released: the library takes seconds and uses its own threads.
 template <typename F>
 auto released(F f) {
@@ -131,6 +194,27 @@ PYBIND11_MODULE(_syssim, m) {
   m.def("simulate", [](const std::string& model, const std::string& hardware, const std::string& hardware_dir,
                        const std::string& parallelism, const std::string& training, bool memory_only) {
     return released([&] { return simulate(model, hardware, hardware_dir, parallelism, training, memory_only); });
+  });
+  // The stages on graph-format text (syssim/stages.py).
+  m.def("trace_stage", [](const std::string& model) { return released([&] { return trace_stage(model); }); });
+  m.def("shard_stage", [](const std::string& graph, const std::string& parallelism, const std::string& training) {
+    return released([&] { return shard_stage(graph, parallelism, training); });
+  });
+  m.def("cost_stage", [](const std::string& graph, const std::string& hardware, const std::string& hardware_dir,
+                         const std::string& estimator) {
+    return released([&] { return cost_stage(graph, hardware, hardware_dir, estimator); });
+  });
+  m.def("simulate_stage", [](const std::string& graph, bool timeline, bool every_microbatch) {
+    return released([&] { return simulate_stage(graph, timeline, every_microbatch); });
+  });
+  m.def("memory_stage", [](const std::string& graph) {
+    return released([&] {
+      return apply_stage(graph, "syssim.stages.memory", {}, [](syssim::Graph& g) { syssim::account_memory(g); });
+    });
+  });
+  m.def("report_stage", [](const std::string& graph, const std::string& format, const std::string& mfu_convention,
+                           std::optional<double> train_tokens) {
+    return released([&] { return report_stage(graph, format, mfu_convention, train_tokens); });
   });
   m.def("sweep", [](const std::string& model, const std::string& hardware, const std::string& hardware_dir,
                     const std::string& parallelism, const std::string& training,

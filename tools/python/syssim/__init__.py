@@ -287,3 +287,6 @@ def sweep(*, model, hardware, parallelism=None, training=None, over, workdir=Non
     text = _syssim.sweep(*_job(model, hardware, parallelism, training), axes, threads)
     job = (model, hardware, parallelism.to_dict(), training.to_dict())
     return Sweep([SweepRow(row, job) for row in json.loads(text)])
+
+
+from . import stages  # noqa: E402  (the stages one by one: syssim.stages)

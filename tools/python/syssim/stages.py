@@ -1,0 +1,88 @@
+"""The stages one by one, on a graph in the graph format (docs/python.md, "Stages").
+
+Each function runs the library code of its tool (syssim-trace, syssim-shard, syssim-cost,
+syssim-sim, syssim-mem, syssim-report) and returns a new Graph; a stage written in Python
+reads and writes graphs the same way (Graph.to_dict, Graph.from_dict), so any one of them can
+be swapped for a user's own.
+"""
+
+import json
+
+from . import _syssim, _hardware_of, _model_of, ParallelismConfig, TrainingConfig
+
+__all__ = ["Graph", "trace", "shard", "cost", "simulate", "memory", "report"]
+
+
+class Graph:
+    """One training step's graph in the graph format (docs/graph-format.md): the text the tools
+    pass on stdout, checked by the library whenever a stage reads it."""
+
+    def __init__(self, text):
+        self._text = text
+
+    @classmethod
+    def read(cls, path):
+        """The graph in a file a tool wrote (syssim-trace -o, ...)."""
+        with open(path) as graph:
+            return cls(graph.read())
+
+    @classmethod
+    def from_dict(cls, fields):
+        return cls(json.dumps(fields))
+
+    def to_dict(self):
+        return json.loads(self._text)
+
+    def to_json(self, path=None):
+        """The graph's text, as the tools write it; also written to path."""
+        if path is not None:
+            with open(path, "w") as out:
+                out.write(self._text)
+        return self._text
+
+    def sections(self):
+        """The sections the graph holds, in the order of the stages."""
+        fields = self.to_dict()
+        return [name for name in ("model", "trace", "shard", "cost", "sim", "mem") if fields.get(name) is not None]
+
+    def __repr__(self):
+        return f"Graph(sections={self.sections()!r})"
+
+
+def _text_of(graph):
+    if not isinstance(graph, Graph):
+        raise ValueError(f"graph: expected a syssim.stages.Graph, got {graph!r}")
+    return graph._text
+
+
+def trace(model):
+    """syssim-trace: the traced step of a model (a path, preset name, ModelConfig or HFModel)."""
+    return Graph(_syssim.trace_stage(json.dumps(_model_of(model).to_dict())))
+
+
+def shard(graph, parallelism=None, training=None):
+    """syssim-shard: the traced graph under a layout and training settings."""
+    parallelism, training = parallelism or ParallelismConfig(), training or TrainingConfig()
+    return Graph(_syssim.shard_stage(_text_of(graph), json.dumps(parallelism.to_dict()),
+                                     json.dumps(training.to_dict())))
+
+
+def cost(graph, hardware, estimator="auto"):
+    """syssim-cost: a time for every op on the hardware (auto, roofline or calibrated)."""
+    hardware = _hardware_of(hardware)
+    return Graph(_syssim.cost_stage(_text_of(graph), json.dumps(hardware.to_dict()), hardware._folder, estimator))
+
+
+def simulate(graph, timeline=False, every_microbatch=False):
+    """syssim-sim: the discrete-event simulation of the costed step."""
+    return Graph(_syssim.simulate_stage(_text_of(graph), timeline, every_microbatch))
+
+
+def memory(graph):
+    """syssim-mem: the per-GPU memory of the sharded step."""
+    return Graph(_syssim.memory_stage(_text_of(graph)))
+
+
+def report(graph, format="json", mfu_convention="megatron", train_tokens=None):
+    """syssim-report: the report's text (format json, text, chrome-trace or svg)."""
+    return _syssim.report_stage(_text_of(graph), format, mfu_convention, train_tokens)
