@@ -93,7 +93,7 @@ RunOutput run(const RunRequest& request) {
   } else {
     graph = simulate(model, hardware, request.options, SimOptions{request.timeline});
     output.report = render_report(graph, request.format, request.report_options);
-    if (request.timeline) output.chrome_trace = render_chrome_trace(graph);
+    if (request.timeline) output.chrome_trace = render_chrome_trace(graph, request.report_options.timeline_window);
   }
   if (const std::optional<OomInfo>& oom = graph.mem->oom) {
     const std::vector<double>& stages = graph.mem->pp_stage_memory_gb;

@@ -72,8 +72,8 @@ json op_event(const TimelineEntry& e, const ShardOp& op, int64_t tid) {
 
 }  // namespace
 
-std::string render_chrome_trace(const Graph& g) {
-  const std::vector<TimelineEntry>& timeline = need_timeline(g);
+std::string render_chrome_trace(const Graph& g, const TimelineWindow& window) {
+  const std::vector<TimelineEntry> timeline = timeline_in_window(g, window);
   const ShardSection& shard = *g.shard;
   const std::map<std::string, int64_t> tids = stream_tids(timeline);
 
@@ -91,22 +91,38 @@ std::string render_chrome_trace(const Graph& g) {
       }
   }
   for (const TimelineEntry& e : timeline) events.push_back(op_event(e, shard.ops[e.op], tids.at(e.stream)));
+  // The memory samples over the time the events span; with a window, from the last change
+  // before it, which holds at its start.
+  double from_ms = 0, to_ms = g.sim->step_time_ms;
+  if (!window.whole()) {
+    from_ms = to_ms = timeline.empty() ? 0 : timeline.front().start_ms;
+    for (const TimelineEntry& e : timeline) {
+      from_ms = std::min(from_ms, e.start_ms);
+      to_ms = std::max(to_ms, e.end_ms);
+    }
+  }
   std::vector<std::vector<MemorySample>> memory = live_buffers(g);
   for (size_t rank = 0; rank < memory.size(); ++rank)
-    for (const MemorySample& sample : memory[rank])
+    for (size_t i = 0; i < memory[rank].size(); ++i) {
+      const MemorySample& sample = memory[rank][i];
+      const bool next_after_start = i + 1 == memory[rank].size() || memory[rank][i + 1].time_ms > from_ms;
+      if (!window.whole() && (!next_after_start || sample.time_ms > to_ms)) continue;
       events.push_back({{"name", "live buffers (GB)"},
                         {"ph", "C"},
                         {"pid", rank},
                         {"ts", sample.time_ms * kUsPerMs},
                         {"args", {{"activations", sample.activation_bytes / kBytesPerGB},
                                   {"other", sample.other_bytes / kBytesPerGB}}}});
+    }
+  json other = {{"generator", "syssim-report --format chrome-trace"},
+                {"pipeline_schedule", shard.pipeline_schedule},
+                {"num_microbatches", shard.num_microbatches},
+                {"step_time_ms", g.sim->step_time_ms}};
+  if (window.microbatches) other["microbatch_window"] = {window.microbatches->first, window.microbatches->second};
+  if (window.time_ms) other["time_window_ms"] = {window.time_ms->first, window.time_ms->second};
   json trace = {{"traceEvents", std::move(events)},
                 {"displayTimeUnit", "ms"},
-                {"otherData",
-                 {{"generator", "syssim-report --format chrome-trace"},
-                  {"pipeline_schedule", shard.pipeline_schedule},
-                  {"num_microbatches", shard.num_microbatches},
-                  {"step_time_ms", g.sim->step_time_ms}}}};
+                {"otherData", std::move(other)}};
   return trace.dump() + "\n";
 }
 

@@ -392,8 +392,8 @@ std::string render_report(const Graph& g, const std::string& format, const Repor
   check_format(format, kReportFormats);
   if (options.train_tokens && !(*options.train_tokens > 0 && std::isfinite(*options.train_tokens)))
     throw UsageError("train_tokens: expected a positive number of tokens, got " + std::to_string(*options.train_tokens));
-  if (format == "chrome-trace") return render_chrome_trace(g);
-  if (format == "svg") return render_schedule_svg(g);
+  if (format == "chrome-trace") return render_chrome_trace(g, options.timeline_window);
+  if (format == "svg") return render_schedule_svg(g, options.timeline_window);
   const ShardSection& shard = need_section(g.shard, "shard", "syssim-shard");
   const SimSection& sim = need_section(g.sim, "sim", "syssim-sim");
   const MemSection& mem = need_section(g.mem, "mem", "syssim-mem");

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/graph.hpp"
+#include "report/pictures.hpp"
 
 namespace syssim {
 
@@ -18,6 +19,7 @@ const char* to_string(MfuConvention convention);
 struct ReportOptions {
   MfuConvention mfu_convention = MfuConvention::kMegatron;
   std::optional<double> train_tokens;  // the time and GPU-hours to train on this many tokens
+  TimelineWindow timeline_window;      // what the pictures (chrome-trace, svg) draw
 };
 
 // Throughput of the simulated step, per GPU.

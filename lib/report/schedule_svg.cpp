@@ -153,14 +153,22 @@ std::string title_of(const Graph& g, const ShardSection& shard, double span_ms) 
 
 }  // namespace
 
-std::string render_schedule_svg(const Graph& g) {
-  const std::vector<TimelineEntry>& timeline = need_timeline(g);
+std::string render_schedule_svg(const Graph& g, const TimelineWindow& window) {
+  const std::vector<TimelineEntry> timeline = timeline_in_window(g, window);
   const ShardSection& shard = *g.shard;
-  double span_ms = 0;
-  for (const TimelineEntry& e : timeline) span_ms = std::max(span_ms, e.end_ms);
-  if (span_ms <= 0) throw DataError("graph: /sim/timeline: the step takes no time; there is nothing to draw");
+  // The time axis: the whole step from 0, or what the window's instances span.
+  double from_ms = 0, to_ms = 0;
+  if (!window.whole() && !timeline.empty()) from_ms = to_ms = timeline.front().start_ms;
+  for (const TimelineEntry& e : timeline) {
+    if (!window.whole()) from_ms = std::min(from_ms, e.start_ms);
+    to_ms = std::max(to_ms, e.end_ms);
+  }
+  const double span_ms = to_ms - from_ms;
+  if (span_ms <= 0)
+    throw DataError(window.whole() ? "graph: /sim/timeline: the step takes no time; there is nothing to draw"
+                                   : "graph: /sim/timeline: no op instance lies in the window; there is nothing to draw");
   const double plot_width = kWidth - kLeft - kRight;
-  auto x_of = [&](double ms) { return kLeft + ms / span_ms * plot_width; };
+  auto x_of = [&](double ms) { return kLeft + (ms - from_ms) / span_ms * plot_width; };
   std::vector<RankRows> rows = rows_of(shard, timeline, span_ms / plot_width);
   const int64_t vpp = shard.parallelism.vpp.value_or(1);
 
@@ -168,14 +176,17 @@ std::string render_schedule_svg(const Graph& g) {
   for (const RankRows& row : rows)
     height += kRowHeight + static_cast<double>(row.lanes.size()) * (kLaneHeight + kLaneGap) + kRankGap;
   SvgWriter svg(kWidth, height);
-  svg.text(kLeft, 24, title_of(g, shard, span_ms), 14);
+  std::string title = title_of(g, shard, window.whole() ? span_ms : g.sim->step_time_ms);
+  if (!window.whole()) title += " · shown " + fixed(from_ms, 2) + "-" + fixed(to_ms, 2) + " ms";
+  svg.text(kLeft, 24, title, 14);
 
   // Grid lines first, so the boxes cover them.
   const double spacing = tick_spacing(span_ms);
   const int decimals = std::max(0, -static_cast<int>(std::floor(std::log10(spacing))));
   const double rows_bottom = height - kAxisHeight - kLegendHeight;
   std::vector<double> ticks;
-  for (int64_t i = 0; i * spacing <= span_ms * (1 + 1e-9); ++i) ticks.push_back(static_cast<double>(i) * spacing);
+  for (auto i = static_cast<int64_t>(std::ceil(from_ms / spacing - 1e-9)); i * spacing <= to_ms + span_ms * 1e-9; ++i)
+    ticks.push_back(static_cast<double>(i) * spacing);
   for (double tick : ticks) svg.line(x_of(tick), kTop - 6, x_of(tick), rows_bottom, kGridColor, 0.5);
 
   std::set<std::string> passes_drawn, groups_drawn;

@@ -1,7 +1,9 @@
 // The sim section's timeline as the pictures read it: checked, and the live transient buffers
 // of each pipeline rank over time.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <tuple>
 #include <unordered_map>
@@ -43,6 +45,61 @@ const std::vector<TimelineEntry>& need_timeline(const Graph& g) {
       throw DataError(path + ": micro-batch " + std::to_string(e.microbatch) + " does not exist");
   }
   return timeline;
+}
+
+namespace {
+
+// "A:B" as two numbers of `parse`, A <= B, else UsageError naming the flag and the text.
+template <typename T, typename Parse>
+std::pair<T, T> parse_window(const std::string& text, const std::string& flag, const std::string& expected,
+                             Parse parse) {
+  const size_t colon = text.find(':');
+  std::optional<T> first, last;
+  if (colon != std::string::npos) {
+    first = parse(text.substr(0, colon));
+    last = parse(text.substr(colon + 1));
+  }
+  if (!first || !last || *first > *last)
+    throw UsageError(flag + ": expected " + expected + ", got '" + text + "'");
+  return {*first, *last};
+}
+
+}  // namespace
+
+std::pair<int64_t, int64_t> parse_microbatch_window(const std::string& text, const std::string& flag) {
+  return parse_window<int64_t>(text, flag, "FIRST:LAST, micro-batch indices from 0 with FIRST <= LAST",
+                               [](const std::string& part) -> std::optional<int64_t> {
+                                 int64_t value = 0;
+                                 auto [end, error] = std::from_chars(part.data(), part.data() + part.size(), value);
+                                 if (error != std::errc() || end != part.data() + part.size() || value < 0)
+                                   return std::nullopt;
+                                 return value;
+                               });
+}
+
+std::pair<double, double> parse_time_window(const std::string& text, const std::string& flag) {
+  return parse_window<double>(text, flag, "START:END in ms with 0 <= START <= END",
+                              [](const std::string& part) -> std::optional<double> {
+                                char* end = nullptr;
+                                const double value = std::strtod(part.c_str(), &end);
+                                if (part.empty() || end != part.c_str() + part.size() || !std::isfinite(value) ||
+                                    value < 0)
+                                  return std::nullopt;
+                                return value;
+                              });
+}
+
+std::vector<TimelineEntry> timeline_in_window(const Graph& g, const TimelineWindow& window) {
+  const std::vector<TimelineEntry>& timeline = need_timeline(g);
+  std::vector<TimelineEntry> kept;
+  for (const TimelineEntry& e : timeline) {
+    if (window.microbatches && e.microbatch >= 0 &&
+        (e.microbatch < window.microbatches->first || e.microbatch > window.microbatches->second))
+      continue;
+    if (window.time_ms && (e.end_ms < window.time_ms->first || e.start_ms > window.time_ms->second)) continue;
+    kept.push_back(e);
+  }
+  return kept;
 }
 
 std::vector<std::vector<MemorySample>> live_buffers(const Graph& g) {

@@ -151,3 +151,29 @@ assert_schedule_svg() {
   assert_schedule_svg "$BATS_TEST_TMPDIR/interleaved.svg" 4 $((4 * 8 * 2)) $((4 * 8 * 2))
   assert_equal "$(grep -c 'forward, micro-batch [0-9]*, chunk 1:' "$BATS_TEST_TMPDIR/interleaved.svg")" 32
 }
+
+@test "timeline windows: micro-batches 1:1 keep one micro-batch's forward GEMMs; a time window keeps what overlaps it" {
+  graph=$(timeline_of llama3-8b "${ONE_RANK[@]}")
+  syssim-report -i "$graph" --format chrome-trace --timeline-microbatches 1:1 -o "$BATS_TEST_TMPDIR/mb1.json"
+  jq -e --argjson n "$LLAMA3_8B_FORWARD_GEMMS" \
+    '[.traceEvents[] | select(.ph == "X" and .cat == "gemm" and .args.pass == "forward")] | length == $n' "$BATS_TEST_TMPDIR/mb1.json"
+  jq -e '[.traceEvents[] | select(.ph == "X") | .args.microbatch] | unique - [-1] == [1]' "$BATS_TEST_TMPDIR/mb1.json"
+  jq -e '.otherData.microbatch_window == [1, 1]' "$BATS_TEST_TMPDIR/mb1.json"
+  # The middle tenth of the step: every event kept overlaps it, and none of the whole trace
+  # that overlaps it is left out.
+  step_ms=$(jq '.sim.step_time_ms' "$graph")
+  from=$(jq -n "$step_ms * 0.45"); to=$(jq -n "$step_ms * 0.55")
+  syssim-report -i "$graph" --format chrome-trace --timeline-window "$from:$to" -o "$BATS_TEST_TMPDIR/mid.json"
+  overlapping='[.traceEvents[] | select(.ph == "X" and .ts + .dur >= ($from * 1000) and .ts <= ($to * 1000))] | length'
+  kept=$(jq '[.traceEvents[] | select(.ph == "X")] | length' "$BATS_TEST_TMPDIR/mid.json")
+  [ "$kept" -gt 0 ]
+  [ "$(jq --argjson from "$from" --argjson to "$to" "$overlapping" "$BATS_TEST_TMPDIR/mid.json")" -eq "$kept" ]
+  [ "$(jq --argjson from "$from" --argjson to "$to" "$overlapping" "$(trace_of_job "$graph")")" -eq "$kept" ]
+  # syssim run --timeline takes the same flags; the report is unchanged by them.
+  run syssim run llama3-8b "${ONE_RANK[@]}" --timeline "$BATS_TEST_TMPDIR/run.json" --timeline-microbatches 2:2
+  assert_success
+  jq -e '[.traceEvents[] | select(.ph == "X") | .args.microbatch] | unique - [-1] == [2]' "$BATS_TEST_TMPDIR/run.json"
+  run syssim-report -i "$graph" --format svg --timeline-microbatches 3:1
+  assert_failure 2
+  assert_output "syssim-report: error: --timeline-microbatches: expected FIRST:LAST, micro-batch indices from 0 with FIRST <= LAST, got '3:1'"
+}

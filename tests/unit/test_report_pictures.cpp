@@ -187,6 +187,57 @@ TEST(ChromeTrace, TracksAreInTimeOrderAndSumToTheBusyTime) {
   }
 }
 
+// one_rank's micro-batch 1: f1 34-44, ar1 44-48, b1 48-68 us.
+TEST(TimelineWindow, KeepsTheMicroBatchesAsked) {
+  TimelineWindow window;
+  window.microbatches = {1, 1};
+  std::vector<TimelineEntry> kept = timeline_in_window(one_rank(), window);
+  ASSERT_EQ(kept.size(), 3u);
+  for (const TimelineEntry& e : kept) EXPECT_EQ(e.microbatch, 1);
+  EXPECT_NEAR(kept.front().start_ms, 0.034, 1e-12);
+}
+
+// The window 40-46 us overlaps f1 (34-44) and ar1 (44-48) only; the memory samples in effect
+// over 34-48 us are LiveBuffers' samples at 34 and 44 us.
+TEST(TimelineWindow, KeepsTheInstancesOverlappingATimeWindowAndTheirMemory) {
+  TimelineWindow window;
+  window.time_ms = {0.040, 0.046};
+  json trace = json::parse(render_chrome_trace(one_rank(), window));
+  std::vector<std::string> names;
+  std::vector<double> counter_times;
+  for (const json& e : trace["traceEvents"]) {
+    if (e["ph"] == "X") names.push_back(e["name"].get<std::string>() + "@" + e["ts"].dump());
+    if (e["ph"] == "C") counter_times.push_back(e["ts"].get<double>());
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"f@34.0", "ar@44.0"}));
+  ASSERT_EQ(counter_times.size(), 2u);
+  EXPECT_NEAR(counter_times[0], 34, 1e-9);
+  EXPECT_NEAR(counter_times[1], 44, 1e-9);
+  EXPECT_EQ(trace["otherData"]["time_window_ms"], json({0.040, 0.046}));
+}
+
+// GPipe's micro-batch 1: rank 0 F 10-20 and B 70-90 us, rank 1 F 20-30 and B 50-70 us; the
+// axis spans 10-90 us.
+TEST(TimelineWindow, TheScheduleShowsTheWindowOnly) {
+  TimelineWindow window;
+  window.microbatches = {1, 1};
+  std::string svg = render_schedule_svg(two_rank_gpipe(), window);
+  EXPECT_EQ(count(svg, ", micro-batch 1: "), 4u);
+  EXPECT_EQ(count(svg, ", micro-batch 0: "), 0u);
+  EXPECT_NE(svg.find("step 0.09 ms · "), std::string::npos);
+  EXPECT_NE(svg.find(" · shown 0.01-0.09 ms"), std::string::npos);
+  window.time_ms = {1, 2};  // after the step: nothing to draw
+  EXPECT_THROW(render_schedule_svg(two_rank_gpipe(), window), DataError);
+}
+
+TEST(TimelineWindow, ParsesItsFlags) {
+  EXPECT_EQ(parse_microbatch_window("2:5", "--w"), (std::pair<int64_t, int64_t>{2, 5}));
+  EXPECT_EQ(parse_time_window("0.5:12", "--w"), (std::pair<double, double>{0.5, 12}));
+  for (const char* bad : {"5:2", "2", "-1:3", "a:b", "1:", ":2", "1:2:3"})
+    EXPECT_THROW(parse_microbatch_window(bad, "--w"), UsageError) << bad;
+  for (const char* bad : {"3:1", "nan:1", "0:inf", "-1:2", "1"}) EXPECT_THROW(parse_time_window(bad, "--w"), UsageError) << bad;
+}
+
 TEST(ScheduleSvg, DrawsEveryPassOfEveryRank) {
   std::string svg = render_schedule_svg(two_rank_gpipe());
   EXPECT_EQ(svg.rfind("<?xml", 0), 0u);

@@ -17,6 +17,16 @@ inline void add_report_flags(CLI::App& app, ReportOptions& options) {
          "--train-tokens", [&options](double tokens) { options.train_tokens = tokens; },
          "Also report the days and GPU-hours to train on this many tokens at the simulated step")
       ->check(kPositive);
+  app.add_option_function<std::string>(
+      "--timeline-microbatches",
+      [&options](const std::string& text) {
+        options.timeline_window.microbatches = parse_microbatch_window(text, "--timeline-microbatches");
+      },
+      "Timelines (chrome-trace, svg, --timeline) draw only micro-batches FIRST:LAST (from 0) and the step's own ops");
+  app.add_option_function<std::string>(
+      "--timeline-window",
+      [&options](const std::string& text) { options.timeline_window.time_ms = parse_time_window(text, "--timeline-window"); },
+      "Timelines draw only the op instances that overlap START:END ms");
 }
 
 }  // namespace syssim::tool

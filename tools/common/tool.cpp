@@ -65,6 +65,9 @@ int guarded_main(const std::string& name, CLI::App& app, int argc, char** argv, 
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const UsageError& e) {  // a flag's value refused by the library's parser
+    std::cerr << name << ": error: " << e.what() << "\n";
+    return 2;
   } catch (const CLI::ParseError& e) {
     // An unknown word is named first, even when CLI11 stopped at a missing required option;
     // CLI11 lists leftovers last first, so name the first one the user typed.
