@@ -81,7 +81,8 @@ std::pair<std::string, std::string> simulate(const std::string& model, const std
 // The rows of `syssim sweep --format json` over the cartesian product of `over`.
 std::string sweep(const std::string& model, const std::string& hardware, const std::string& hardware_dir,
                   const std::string& parallelism, const std::string& training,
-                  const std::vector<std::pair<std::string, std::vector<std::string>>>& over, int64_t threads) {
+                  const std::vector<std::pair<std::string, std::vector<std::string>>>& over, int64_t threads,
+                  bool use_cache) {
   Job job = job_of(model, hardware, hardware_dir, parallelism, training);
   std::vector<syssim::SweepAxis> axes;
   for (const auto& [path, values] : over) {
@@ -91,6 +92,7 @@ std::string sweep(const std::string& model, const std::string& hardware, const s
   }
   syssim::SweepSettings settings;
   settings.threads = threads;
+  settings.use_cache = use_cache;
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   for (const syssim::SweepRow& row : syssim::run_sweep(job.model, job.hardware, job.options, axes, settings))
     rows.push_back(syssim::to_json(row));
@@ -218,7 +220,8 @@ PYBIND11_MODULE(_syssim, m) {
   });
   m.def("sweep", [](const std::string& model, const std::string& hardware, const std::string& hardware_dir,
                     const std::string& parallelism, const std::string& training,
-                    const std::vector<std::pair<std::string, std::vector<std::string>>>& over, int64_t threads) {
-    return released([&] { return sweep(model, hardware, hardware_dir, parallelism, training, over, threads); });
+                    const std::vector<std::pair<std::string, std::vector<std::string>>>& over, int64_t threads,
+                    bool use_cache) {
+    return released([&] { return sweep(model, hardware, hardware_dir, parallelism, training, over, threads, use_cache); });
   });
 }

@@ -278,13 +278,14 @@ class Sweep:
         return pandas.DataFrame([{**row.inputs, "status": row.status, **row.metrics} for row in self.rows])
 
 
-def sweep(*, model, hardware, parallelism=None, training=None, over, workdir=None, threads=0):
-    """Every combination of `over` ({"parallelism.tp": [1, 2, 4], ...}) on the job."""
+def sweep(*, model, hardware, parallelism=None, training=None, over, workdir=None, threads=0, use_cache=True):
+    """Every combination of `over` ({"parallelism.tp": [1, 2, 4], ...}) on the job; use_cache=False
+    simulates every point, as `syssim sweep --no-cache`."""
     model = _model_of(model)
     hardware = _hardware_of(hardware)
     parallelism, training = parallelism or ParallelismConfig(), training or TrainingConfig()
     axes = [(path, [_axis_value(v) for v in values]) for path, values in over.items()]
-    text = _syssim.sweep(*_job(model, hardware, parallelism, training), axes, threads)
+    text = _syssim.sweep(*_job(model, hardware, parallelism, training), axes, threads, use_cache)
     job = (model, hardware, parallelism.to_dict(), training.to_dict())
     return Sweep([SweepRow(row, job) for row in json.loads(text)])
 
