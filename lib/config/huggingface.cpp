@@ -559,13 +559,15 @@ YAML::Node huggingface_model_node(const YAML::Node& model, const std::vector<std
   int64_t seq_length = yaml_require<int64_t>(overrides, "seq_length", where + ": overrides");
 
   std::string path = find_huggingface_config(id, fs::path(where).parent_path().string(), context);
+  // The file found, unless the id was its path already.
+  const std::string config_where = path == id ? context : context + ": " + path;
   json config;
   try {
     config = json::parse(read_input(path));
   } catch (const json::exception& e) {
-    throw DataError(context + ": " + path + ": invalid JSON: " + e.what());
+    throw DataError(config_where + ": invalid JSON: " + e.what());
   }
-  YAML::Node fields = map_huggingface_config(config, seq_length, context + ": " + path);
+  YAML::Node fields = map_huggingface_config(config, seq_length, config_where);
   if (model["name"]) fields["name"] = model["name"];
   if (overrides["swiglu"] || overrides["activation"]) {  // the overrides say which MLP, alone
     fields.remove("swiglu");
