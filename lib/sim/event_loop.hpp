@@ -1,0 +1,742 @@
+// The event loop of the simulator (docs/syssim-sim.md): op instances started on their stream
+// queues as their deps finish, network phases as flows over the rank's links, replayed slots
+// and the jump over steady-state micro-batches; it reports each instance to an observer.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "common/units.hpp"
+#include "sim/flows.hpp"
+#include "sim/plan.hpp"
+
+namespace syssim::sim_detail {
+
+// A flow with less than this share of its bytes left is done (floating-point drift of the
+// remaining-bytes bookkeeping).
+constexpr double kDoneFraction = 1e-9;
+// Times equal up to rounding, relative to the time they are read at (EventLoop::repeats).
+constexpr double kSettled = 1e-9;
+
+// An op instance as it ran: the entry of its rank's slot `slot` on `queue`.
+struct RanInstance {
+  uint32_t queue = 0;
+  int64_t rank = 0;
+  uint32_t slot = 0;
+  int32_t microbatch = -1;
+  const Entry* entry = nullptr;
+  uint32_t entry_index = 0;  // among its kind's entries
+  double start_us = 0, finish_us = 0, duration_us = 0;
+};
+
+// The event loop reports each instance to its observer as it runs (a type parameter: these
+// calls are per instance):
+//   started(queue, entry, now_us): the instance of `entry` starts on `queue` now;
+//   ran(instance): it finishes now;
+//   replayed(rank, slot, kind, replay, now_us): rank slot `slot` (of kind `kind`) is replayed
+//     from `replay` from now on: its local instances run at now plus the replay's times.
+
+// What every replay of one kind of slot does on its rank's local queues when it starts at
+// time 0 on idle queues with its deps from outside done (docs/syssim-sim.md, "Replayed
+// slots"): times relative to its start, by entry. Worked out at the kind's first replay.
+struct KindReplay {
+  bool prepared = false;   // the fields up to `queues`
+  bool simulated = false;  // the rest
+  bool replayable = false;
+  uint32_t first_local = kNone;  // its first entry on a local queue
+  std::vector<char> local;            // by entry: on a local queue
+  std::vector<char> ends_queue_use;   // by entry: its queue's last local entry of the kind
+  std::vector<char> waited_outside;   // by entry: an instance outside the replayed part may wait for it
+  std::vector<uint32_t> queues;       // the local queues it uses
+  std::vector<double> start_us, finish_us, duration_us;
+  std::vector<LinkState> links;  // traffic of one replay on the rank's links
+};
+
+// The observer of a slot simulated alone: each instance's times, by entry.
+struct AloneTimes {
+  static constexpr bool kMayJump = false;  // a slot alone has no micro-batches to jump over
+  struct Snapshot {};
+  explicit AloneTimes(size_t entries) : start_us(entries), finish_us(entries), duration_us(entries) {}
+  void started(uint32_t, const Entry&, double) {}
+  void ran(const RanInstance& i) {
+    start_us[i.entry_index] = i.start_us, finish_us[i.entry_index] = i.finish_us, duration_us[i.entry_index] = i.duration_us;
+  }
+  void replayed(int64_t, uint32_t, uint32_t, const KindReplay&, double) {}  // it replays nothing
+  std::vector<double> start_us, finish_us, duration_us;
+};
+
+// The event loop: an instance starts when it heads its stream queue, the stream is idle and
+// its deps have finished. An instance without phases then lasts its standalone time; one with
+// phases runs each phase's latency, then its flow over the rank's links, sharing them with the
+// rank's other flows (docs/syssim-sim.md, "Network flows"). Events are ordered by time, then
+// by the order they were made.
+//
+// Given a Lookout, the loop also looks for a steady state (docs/syssim-sim.md, "Extrapolated
+// micro-batches"): each time rank 0 starts the marker slot (its first micro-batch slot's
+// kind) of a micro-batch, it compares its whole state with the ones it had there up to
+// `longest_period` micro-batches before. Where one is the same up to a shift in time and in
+// the ranks' slots, and the schedule ahead repeats likewise, it moves its state on by as many
+// whole periods as the schedule allows, adds as many periods' growth to the totals, and
+// simulates the rest.
+struct Lookout {
+  int32_t until = 0;           // the last micro-batch whose marker is compared; 0: none
+  int32_t longest_period = 0;  // micro-batches
+};
+
+template <typename Observer>
+class EventLoop {
+ public:
+  EventLoop(const Plan& plan, Observer& observer, bool replay_slots, Lookout lookout = {})
+      // Slots of the combined schedule overlap each other: none runs as it did alone.
+      : plan_(plan), observer_(observer), replay_slots_(replay_slots && !plan.combined), lookout_(lookout),
+        queues_(plan.queues.size()), flows_(plan.queues.size()), replays_(replay_slots_ ? plan.kinds.size() : 0) {
+    if (!plan.cost->links.empty()) {
+      RankNetwork network;
+      for (const Link& link : plan.cost->links) network.links.push_back(LinkState{link.bandwidth_GBps * kBytesPerUsPerGBps});
+      networks_.assign(plan.slots.size(), network);
+    }
+    if constexpr (Observer::kMayJump)
+      if (lookout.until > 0 && lookout.longest_period > 0 && plan.slots.front().size() > 2 &&
+          !plan.kinds[plan.slots.front()[1].kind].entries.empty())
+        prepare_jumps();
+  }
+
+  int64_t replayed() const { return replayed_; }
+  // Micro-batches of each rank jumped over, not simulated.
+  int64_t skipped() const { return skipped_; }
+  const std::vector<RankNetwork>& networks() const { return networks_; }
+
+  void run() {
+    for (uint32_t q = 0; q < queues_.size(); ++q) settle(q);
+    for (uint32_t q = 0; q < queues_.size(); ++q) try_start(q, 0.0);
+    if (marker_ >= 0) at_marker(0.0);
+    while (!events_.empty()) {
+      std::pop_heap(events_.begin(), events_.end(), Later{});
+      const Event event = events_.back();
+      events_.pop_back();
+      switch (event.kind) {
+        case Kind::kFinish: finish(event.queue, event.time_us); break;
+        case Kind::kLatencyEnd: start_flow(event.queue, event.time_us); break;
+        case Kind::kFlowEnd:
+          if (flows_[event.queue].version == event.tag) end_flow(event.queue, event.time_us);
+          break;
+        case Kind::kReplayedFinish: finish_replayed(event.queue, event.tag, event.time_us); break;
+      }
+      if (marker_ >= 0) at_marker(event.time_us);
+    }
+    for (uint32_t q = 0; q < queues_.size(); ++q)
+      if (!done(q)) {
+        throw DataError(op_path(queues_[q].head->op) + ": never starts on stream \"" +
+                        plan_.queues[q].stream + "\" of pipeline rank " + std::to_string(plan_.queues[q].rank) +
+                        ": its deps wait, directly or through stream order, for ops issued after it");
+      }
+  }
+
+ private:
+  enum class Kind : uint8_t { kFinish, kLatencyEnd, kFlowEnd, kReplayedFinish };
+  struct Event {  // 32 bytes: the heap moves them on every push and pop
+    double time_us;
+    uint64_t sequence;
+    uint32_t queue;
+    uint32_t tag;  // kFlowEnd: the flow's version when it was made; kReplayedFinish: the entry
+    Kind kind;
+  };
+  struct Later {
+    bool operator()(const Event& a, const Event& b) const {
+      return std::tie(a.time_us, a.sequence) > std::tie(b.time_us, b.sequence);
+    }
+  };
+  // A queue's cursor: its next instance is the slot's entry (*on_queue)[pos], kept at hand as
+  // `head` (null when the queue has run all its instances).
+  struct QueueState {
+    uint32_t slot = 0;
+    uint32_t pos = 0;
+    const Entry* head = nullptr;
+    uint32_t head_index = 0;  // its index among its kind's entries
+    const std::vector<uint32_t>* on_queue = nullptr;  // the slot's entries on the queue
+    uint32_t kind = 0;        // of the slot
+    int32_t microbatch = -1;  // of the slot
+    uint64_t finished = 0;  // its first `finished` instances in issue order have finished
+    bool busy = false;
+    bool flowing = false;  // the running instance has phases
+    double start_us = 0;   // of the running instance, or of the replay the queue runs
+  };
+  // The loop's state at a marker, between two events.
+  struct Snapshot {
+    int32_t microbatch = -1;  // the marker's; -1: none taken
+    double now_us = 0;
+    std::vector<QueueState> queues;
+    std::vector<Flow> flows;
+    std::vector<RankNetwork> networks;
+    std::vector<Event> events;  // those still to act
+    bool events_ordered = false;  // in the order they will be taken
+    typename Observer::Snapshot observed;
+  };
+
+  void push(double time_us, uint32_t queue, Kind kind, uint32_t tag = 0) {
+    push_event(Event{time_us, sequence_++, queue, tag, kind});
+  }
+  void push_event(const Event& event) {
+    events_.push_back(event);
+    std::push_heap(events_.begin(), events_.end(), Later{});
+  }
+
+  bool done(uint32_t queue) const { return queues_[queue].head == nullptr; }
+
+  // Moves the cursor on by one instance.
+  void step(uint32_t queue) {
+    QueueState& state = queues_[queue];
+    if (++state.pos < state.on_queue->size()) {
+      const uint32_t e = (*state.on_queue)[state.pos];
+      state.head += static_cast<std::ptrdiff_t>(e) - static_cast<std::ptrdiff_t>(state.head_index);
+      state.head_index = e;
+      return;
+    }
+    settle(queue);
+  }
+
+  // Moves the cursor past the slots with no instance on the queue, and takes its next entry.
+  void settle(uint32_t queue) {
+    QueueState& state = queues_[queue];
+    const int64_t rank = plan_.queues[queue].rank;
+    const std::vector<Plan::Slot>& slots = plan_.slots[rank];
+    for (; state.slot < slots.size(); ++state.slot, state.pos = 0) {
+      const Plan::Kind& kind = plan_.kinds[slots[state.slot].kind];
+      const std::vector<uint32_t>& on_queue = kind.on_queue[queue - plan_.first_queue[rank]];
+      if (state.pos < on_queue.size()) {
+        state.on_queue = &on_queue;
+        state.kind = slots[state.slot].kind;
+        state.microbatch = slots[state.slot].microbatch;
+        state.head_index = on_queue[state.pos];
+        state.head = &kind.entries[state.head_index];
+        return;
+      }
+    }
+    state.head = nullptr;
+  }
+
+  // Whether the instance `dep` names, for an instance of rank slot `slot` and micro-batch
+  // `microbatch` (-1: the last micro-batch's), has finished.
+  bool finished(const Dep& dep, uint32_t slot, int32_t microbatch) const {
+    return queues_[dep.queue].finished > plan_.place_of(dep, slot, microbatch);
+  }
+
+  // In the combined 1F1B schedule (docs/syssim-sim.md, "The combined 1F1B schedule"): a
+  // stream runs one side at a time, and a slot starts once the other side has finished the
+  // slots two and more before it, so that each forward pairs with the backward after it.
+  bool combined_allows(uint32_t queue) const {
+    const Plan::Queue& q = plan_.queues[queue];
+    if (q.twin != kNone && queues_[q.twin].busy) return false;
+    const QueueState& state = queues_[queue];
+    if (plan_.kinds[state.kind].once || state.slot < 2) return true;
+    for (uint32_t o = plan_.first_queue[q.rank]; o < plan_.first_queue[q.rank + 1]; ++o)
+      if (plan_.queues[o].backward_side != q.backward_side &&
+          queues_[o].finished < plan_.queues[o].before[state.slot - 1])
+        return false;
+    return true;
+  }
+
+  void try_start(uint32_t queue, double now_us) {
+    QueueState& state = queues_[queue];
+    if (state.busy || done(queue)) return;
+    if (plan_.combined && !combined_allows(queue)) return;
+    const Entry& entry = *state.head;
+    for (uint32_t d = entry.deps_begin; d < entry.deps_end; ++d)
+      if (!finished(plan_.deps[d], state.slot, state.microbatch)) return;
+    if constexpr (Observer::kMayJump)
+      if (queue == marker_queue_ && state.kind == marker_kind_ && state.pos == 0) marker_ = state.microbatch;
+    const int64_t rank = plan_.queues[queue].rank;
+    if (replay_slots_ && !plan_.kinds[state.kind].once && state.head_index == prepared(state.kind).first_local &&
+        replay(rank, state.slot, now_us))
+      return;
+    state.busy = true;
+    state.start_us = now_us;
+    observer_.started(queue, entry, now_us);
+    state.flowing = entry.phases != nullptr;
+    if (!state.flowing) {
+      push(now_us + entry.time_us, queue, Kind::kFinish);
+      return;
+    }
+    Flow& flow = flows_[queue];
+    flow.rank = rank;
+    flow.phases = entry.phases;
+    flow.phase = 0;
+    begin_phase(queue, now_us);
+  }
+
+  void finish(uint32_t queue, double now_us) {
+    QueueState& state = queues_[queue];
+    const Entry& entry = *state.head;
+    // Without phases it lasts its cost exactly: now is start + time_us.
+    const double duration_us = state.flowing ? now_us - state.start_us : entry.time_us;
+    observer_.ran(RanInstance{queue, plan_.queues[queue].rank, state.slot, state.microbatch, &entry, state.head_index,
+                              state.start_us, now_us, duration_us});
+    state.busy = false;
+    ++state.finished;
+    step(queue);
+    try_start(queue, now_us);
+    for (uint32_t d = entry.dependents_begin; d < entry.dependents_end; ++d) try_start(plan_.dependent_queues[d], now_us);
+    // The twin is free now, and the other side's slots may have come in reach.
+    if (plan_.combined) {
+      const int64_t rank = plan_.queues[queue].rank;
+      for (uint32_t q = plan_.first_queue[rank]; q < plan_.first_queue[rank + 1]; ++q) try_start(q, now_us);
+    }
+  }
+
+  // The kind's entries that a replay covers and how they wait, worked out once.
+  KindReplay& prepared(uint32_t k) {
+    KindReplay& r = replays_[k];
+    if (r.prepared) return r;
+    r.prepared = true;
+    const Plan::Kind& kind = plan_.kinds[k];
+    const size_t entries = kind.entries.size();
+    r.local.assign(entries, 0);
+    r.ends_queue_use.assign(entries, 0);
+    r.waited_outside.assign(entries, 0);
+    for (uint32_t e = 0; e < entries; ++e) {
+      const Entry& entry = kind.entries[e];
+      if (!plan_.local_queue[entry.queue]) {
+        // A non-local instance of the slot waiting for a local one waits from outside the replay.
+        for (uint32_t d = entry.deps_begin; d < entry.deps_end; ++d) {
+          const Dep& dep = plan_.deps[d];
+          if (dep.kind == kSameSlot && plan_.local_queue[dep.queue])
+            r.waited_outside[plan_.entry_in(k, dep.queue, dep.at)] = 1;
+        }
+        continue;
+      }
+      r.local[e] = 1;
+      if (r.first_local == kNone) r.first_local = e;
+      r.waited_outside[e] |= plan_.waited_across_slots[entry.op];
+      if (std::find(r.queues.begin(), r.queues.end(), entry.queue) == r.queues.end()) r.queues.push_back(entry.queue);
+    }
+    for (uint32_t queue : r.queues) {
+      r.ends_queue_use[kind.on_queue[queue - plan_.first_queue[plan_.queues[queue].rank]].back()] = 1;
+    }
+    return r;
+  }
+
+  // Replays rank slot `s`, whose first local instance can start now, from its kind's
+  // simulation when that is exact: its deps from outside are all done, and every local queue
+  // it uses is idle with the slot's instances next. Its local instances then run as they did
+  // alone, shifted to now, since no other flow shares their links (docs/syssim-sim.md).
+  bool replay(int64_t rank, uint32_t s, double now_us) {
+    const Plan::Slot& slot = plan_.slots[rank][s];
+    const Plan::Kind& kind = plan_.kinds[slot.kind];
+    KindReplay& r = replays_[slot.kind];
+    if (!r.simulated) simulate_alone(slot, r);
+    if (!r.replayable) return false;
+    for (uint32_t e = 0; e < kind.entries.size(); ++e) {
+      if (!r.local[e]) continue;
+      const Entry& entry = kind.entries[e];
+      for (uint32_t d = entry.deps_begin; d < entry.deps_end; ++d) {
+        const Dep& dep = plan_.deps[d];
+        if (dep.kind == kSameSlot && plan_.local_queue[dep.queue]) continue;  // inside the replay
+        if (!finished(dep, s, slot.microbatch)) return false;
+      }
+    }
+    for (uint32_t queue : r.queues) {
+      const QueueState& state = queues_[queue];
+      if (state.busy || state.slot != s || state.pos != 0) return false;
+    }
+    observer_.replayed(rank, s, slot.kind, r, now_us);
+    for (uint32_t e = 0; e < kind.entries.size(); ++e) {
+      if (!r.local[e]) continue;
+      ++replayed_;
+      if (r.ends_queue_use[e] || r.waited_outside[e])
+        push(now_us + r.finish_us[e], kind.entries[e].queue, Kind::kReplayedFinish, e);
+    }
+    for (uint32_t queue : r.queues) queues_[queue].busy = true, queues_[queue].start_us = now_us;
+    if (!networks_.empty()) {
+      RankNetwork& network = networks_[rank];
+      for (size_t l = 0; l < network.links.size(); ++l) {
+        network.links[l].bytes += r.links[l].bytes;
+        network.links[l].busy_us += r.links[l].busy_us;
+        network.links[l].max_flows = std::max(network.links[l].max_flows, r.links[l].max_flows);
+      }
+    }
+    return true;
+  }
+
+  // A replayed instance finishes: its queue has finished up to it, and is free again when it
+  // is the slot's last there; the queues waiting for it are tried.
+  void finish_replayed(uint32_t queue, uint32_t e, double now_us) {
+    QueueState& state = queues_[queue];
+    const uint32_t kind_index = state.kind;
+    const Entry& entry = plan_.kinds[kind_index].entries[e];
+    state.finished = std::max(state.finished, plan_.queues[queue].before[state.slot] + entry.queue_pos + 1);
+    const bool frees_queue = replays_[kind_index].ends_queue_use[e];
+    if (frees_queue) {
+      state.busy = false;
+      state.pos = static_cast<uint32_t>(state.on_queue->size());  // the cursor is still at the slot
+      settle(queue);
+      try_start(queue, now_us);
+    }
+    for (uint32_t d = entry.dependents_begin; d < entry.dependents_end; ++d) try_start(plan_.dependent_queues[d], now_us);
+  }
+
+  // Simulates `slot`'s local instances alone: on idle queues from time 0, deps from outside
+  // taken as done, the rank's links otherwise idle. A kind whose part cannot complete alone
+  // (an inside instance waits for an outside one in between) is never replayed.
+  void simulate_alone(const Plan::Slot& slot, KindReplay& r) {
+    r.simulated = true;
+    const Plan::Kind& kind = plan_.kinds[slot.kind];
+    Plan alone;
+    alone.cost = plan_.cost;
+    alone.first_queue = {0, static_cast<uint32_t>(r.queues.size())};
+    alone.slots = {{Plan::Slot{0, slot.microbatch}}};
+    auto alone_queue = [&](uint32_t queue) {
+      return static_cast<uint32_t>(std::find(r.queues.begin(), r.queues.end(), queue) - r.queues.begin());
+    };
+    Plan::Kind& part = alone.kinds.emplace_back();
+    part.on_queue.resize(r.queues.size());
+    std::vector<uint32_t> entry_of;  // by entry of `part`: the kind's
+    for (uint32_t e = 0; e < kind.entries.size(); ++e) {
+      if (!r.local[e]) continue;
+      const Entry& entry = kind.entries[e];
+      Entry copy = entry;
+      copy.queue = alone_queue(entry.queue);
+      copy.deps_begin = static_cast<uint32_t>(alone.deps.size());
+      for (uint32_t d = entry.deps_begin; d < entry.deps_end; ++d) {
+        const Dep& dep = plan_.deps[d];
+        if (dep.kind == kSameSlot && plan_.local_queue[dep.queue])
+          alone.deps.push_back(Dep{alone_queue(dep.queue), dep.at, kSameSlot});
+      }
+      copy.deps_end = static_cast<uint32_t>(alone.deps.size());
+      part.on_queue[copy.queue].push_back(static_cast<uint32_t>(part.entries.size()));
+      part.entries.push_back(copy);
+      entry_of.push_back(e);
+    }
+    for (uint32_t q = 0; q < r.queues.size(); ++q)
+      alone.queues.push_back(Plan::Queue{0, plan_.queues[r.queues[q]].stream, {0, part.on_queue[q].size()}});
+    link_dependents(alone);  // its deps are all inside the slot: no homes, and it replays nothing
+
+    AloneTimes times(part.entries.size());
+    EventLoop<AloneTimes> loop(alone, times, false);
+    try {
+      loop.run();
+    } catch (const DataError&) {
+      return;
+    }
+    r.start_us.assign(kind.entries.size(), 0);
+    r.finish_us.assign(kind.entries.size(), 0);
+    r.duration_us.assign(kind.entries.size(), 0);
+    for (size_t a = 0; a < entry_of.size(); ++a) {
+      r.start_us[entry_of[a]] = times.start_us[a];
+      r.finish_us[entry_of[a]] = times.finish_us[a];
+      r.duration_us[entry_of[a]] = times.duration_us[a];
+    }
+    if (!loop.networks().empty()) r.links = loop.networks().front().links;
+    r.replayable = !entry_of.empty();
+  }
+
+  // The phase's latency first, through an event even when it is 0, so that a chain of empty
+  // phases and instances does not recurse.
+  void begin_phase(uint32_t queue, double now_us) {
+    const Flow& flow = flows_[queue];
+    push(now_us + (*flow.phases)[flow.phase].latency_us, queue, Kind::kLatencyEnd);
+  }
+
+  void next_phase(uint32_t queue, double now_us) {
+    Flow& flow = flows_[queue];
+    if (++flow.phase < flow.phases->size()) {
+      begin_phase(queue, now_us);
+    } else {
+      finish(queue, now_us);
+    }
+  }
+
+  void start_flow(uint32_t queue, double now_us) {
+    Flow& flow = flows_[queue];
+    const Phase& phase = (*flow.phases)[flow.phase];
+    if (phase.bytes <= 0) return next_phase(queue, now_us);
+    RankNetwork& network = networks_[flow.rank];
+    advance(network, now_us);
+    flow.remaining_bytes = phase.bytes;
+    flow.cap = phase.bandwidth_GBps * kBytesPerUsPerGBps;
+    flow.rate = 0;
+    network.active.push_back(queue);
+    for (size_t k = 0; k < phase.links.size(); ++k) {
+      LinkState& link = network.links[phase.links[k]];
+      link.max_flows = std::max(link.max_flows, ++link.flows);
+      link.bytes += phase.loads[k] * phase.bytes;
+    }
+    share(network, now_us);
+  }
+
+  void end_flow(uint32_t queue, double now_us) {
+    Flow& flow = flows_[queue];
+    RankNetwork& network = networks_[flow.rank];
+    advance(network, now_us);
+    flow.remaining_bytes = 0;
+    network.active.erase(std::find(network.active.begin(), network.active.end(), queue));
+    for (int64_t l : (*flow.phases)[flow.phase].links) --network.links[l].flows;
+    share(network, now_us);
+    next_phase(queue, now_us);
+  }
+
+  // Moves the network's flows and busy times on to now_us at their current rates.
+  void advance(RankNetwork& network, double now_us) {
+    double elapsed_us = now_us - network.updated_us;
+    network.updated_us = now_us;
+    if (elapsed_us <= 0) return;
+    for (size_t f : network.active) {
+      Flow& flow = flows_[f];
+      flow.remaining_bytes = std::max(0.0, flow.remaining_bytes - flow.rate * elapsed_us);
+    }
+    for (LinkState& link : network.links)
+      if (link.flows > 0) link.busy_us += elapsed_us;
+  }
+
+  // New max-min rates for the network's flows; a flow whose rate changes gets a new finish event.
+  void share(RankNetwork& network, double now_us) {
+    fill_rates(network, flows_);
+    for (size_t f : network.active) {
+      Flow& flow = flows_[f];
+      if (flow.next_rate == flow.rate) continue;
+      flow.rate = flow.next_rate;
+      ++flow.version;
+      const double bytes = (*flow.phases)[flow.phase].bytes;
+      double finish_us = flow.remaining_bytes <= kDoneFraction * bytes ? now_us : now_us + flow.remaining_bytes / flow.rate;
+      push(finish_us, static_cast<uint32_t>(f), Kind::kFlowEnd, flow.version);  // a flow's index is its queue's
+    }
+  }
+
+  // The marker (rank 0's queue of its first micro-batch slot's first op, and that slot's kind)
+  // and each slot's micro-batch bounds.
+  void prepare_jumps() {
+    marker_kind_ = plan_.slots.front()[1].kind;
+    marker_queue_ = plan_.kinds[marker_kind_].entries.front().queue;
+    jumping_ = true;
+    snapshots_.resize(static_cast<size_t>(std::min(lookout_.until, lookout_.longest_period)) + 1);
+    for (const std::vector<Plan::Slot>& slots : plan_.slots) {
+      std::vector<int32_t>& least = least_from_.emplace_back(slots.size() + 1, std::numeric_limits<int32_t>::max());
+      std::vector<int32_t>& greatest = greatest_to_.emplace_back(slots.size(), -1);
+      for (size_t s = slots.size(); s-- > 0;)
+        least[s] = slots[s].microbatch < 0 ? least[s + 1] : std::min(least[s + 1], slots[s].microbatch);
+      for (size_t s = 0; s < slots.size(); ++s)
+        greatest[s] = std::max(s > 0 ? greatest[s - 1] : -1, slots[s].microbatch);
+    }
+  }
+
+  // A marker slot started in the event just taken (or before the first): the state now is
+  // compared with those of the markers of the micro-batches before, the nearest first; on the
+  // first that it repeats, the loop jumps where the schedule lets it, once.
+  void at_marker(double now_us) {
+    if constexpr (Observer::kMayJump) {
+      const int32_t microbatch = std::exchange(marker_, -1);
+      if (!jumping_) return;
+      if (microbatch > lookout_.until) {
+        jumping_ = false;
+        snapshots_ = {};
+        return;
+      }
+      Snapshot& now = snapshots_[static_cast<size_t>(microbatch) % snapshots_.size()];
+      take(now, microbatch, now_us);
+      std::vector<int64_t> slot_shift;
+      for (int32_t period = 1; period <= std::min(lookout_.longest_period, microbatch); ++period) {
+        Snapshot& before = snapshots_[static_cast<size_t>(microbatch - period) % snapshots_.size()];
+        if (before.microbatch != microbatch - period || !repeats(before, now, period, slot_shift)) continue;
+        if (const int64_t periods = periods_ahead(before, now, period, slot_shift); periods > 0) {
+          jump(before, now, period, periods, slot_shift);
+          jumping_ = false;
+          snapshots_ = {};
+        }
+        return;
+      }
+    }
+  }
+
+  void take(Snapshot& snapshot, int32_t microbatch, double now_us) {
+    snapshot.microbatch = microbatch;
+    snapshot.now_us = now_us;
+    snapshot.queues = queues_;
+    snapshot.flows = flows_;
+    snapshot.networks = networks_;
+    snapshot.events.clear();
+    for (const Event& event : events_)
+      if (event.kind != Kind::kFlowEnd || flows_[event.queue].version == event.tag) snapshot.events.push_back(event);
+    snapshot.events_ordered = false;
+    observer_.snapshot(snapshot.observed);
+  }
+
+  // The snapshot's events in the order they will be taken; sorted only for the comparisons
+  // that get that far.
+  static const std::vector<Event>& ordered_events(Snapshot& snapshot) {
+    if (!snapshot.events_ordered)
+      std::sort(snapshot.events.begin(), snapshot.events.end(),
+                [](const Event& a, const Event& b) { return Later{}(b, a); });
+    snapshot.events_ordered = true;
+    return snapshot.events;
+  }
+
+  // Whether the loop is in the same state at `b` as at `a`, `period` micro-batches earlier, up
+  // to rounding: every queue at the same place of the same kind of slot `period` micro-batches
+  // on (one shift of slots per rank, into slot_shift) or at the same step_start or step slot,
+  // with as many of its instances finished past that place, as busy since as long; the same
+  // flows on the same links with the same bytes left at the same rates; the same events to
+  // come, as long from now; and the observer's state the same.
+  bool repeats(Snapshot& a, Snapshot& b, int32_t period, std::vector<int64_t>& slot_shift) const {
+    const double tolerance_us = kSettled * b.now_us;
+    auto same_time = [&](double at_a, double at_b) {
+      return std::abs((at_b - b.now_us) - (at_a - a.now_us)) <= tolerance_us;
+    };
+    slot_shift.assign(plan_.slots.size(), -1);
+    for (uint32_t q = 0; q < queues_.size(); ++q) {
+      const QueueState &x = a.queues[q], &y = b.queues[q];
+      if (x.head == nullptr || y.head == nullptr) {
+        if (x.head != y.head) return false;
+        continue;
+      }
+      if (x.pos != y.pos || x.busy != y.busy || x.flowing != y.flowing) return false;
+      const std::vector<uint64_t>& before = plan_.queues[q].before;
+      if (x.finished - before[x.slot] != y.finished - before[y.slot]) return false;
+      if (plan_.kinds[x.kind].once || plan_.kinds[y.kind].once) {
+        if (x.slot != y.slot) return false;
+      } else {
+        if (x.kind != y.kind || y.microbatch != x.microbatch + period || y.slot <= x.slot) return false;
+        int64_t& shift = slot_shift[plan_.queues[q].rank];
+        if (shift < 0) shift = y.slot - x.slot;
+        if (shift != y.slot - x.slot) return false;
+      }
+      if (x.busy && !same_time(x.start_us, y.start_us)) return false;
+      if (x.flowing) {
+        const Flow &f = a.flows[q], &g = b.flows[q];
+        if (f.phase != g.phase) return false;
+      }
+    }
+    // Every rank in its micro-batches.
+    if (std::find(slot_shift.begin(), slot_shift.end(), -1) != slot_shift.end()) return false;
+    for (size_t r = 0; r < b.networks.size(); ++r) {
+      const RankNetwork &x = a.networks[r], &y = b.networks[r];
+      if (x.active != y.active || (!x.active.empty() && !same_time(x.updated_us, y.updated_us))) return false;
+      for (size_t l = 0; l < x.links.size(); ++l)
+        if (x.links[l].flows != y.links[l].flows) return false;
+      for (size_t f : x.active) {
+        const Flow &u = a.flows[f], &v = b.flows[f];
+        const double bytes = (*u.phases)[u.phase].bytes;
+        if (std::abs(u.remaining_bytes - v.remaining_bytes) > kSettled * bytes ||
+            std::abs(u.rate - v.rate) > kSettled * u.rate)
+          return false;
+      }
+    }
+    if (a.events.size() != b.events.size()) return false;
+    const std::vector<Event>& a_events = ordered_events(a);
+    const std::vector<Event>& b_events = ordered_events(b);
+    for (size_t e = 0; e < a_events.size(); ++e) {
+      const Event &x = a_events[e], &y = b_events[e];
+      if (x.kind != y.kind || x.queue != y.queue || (x.kind == Kind::kReplayedFinish && x.tag != y.tag) ||
+          !same_time(x.time_us, y.time_us))
+        return false;
+    }
+    return observer_.repeats(a.observed, a.now_us, b.observed, b.now_us, tolerance_us);
+  }
+
+  // How many periods the loop can jump from `b`. The instances that run from `a` to `b` and
+  // their deps (of their own micro-batch) belong to micro-batches from `least` (the least any
+  // queue has left at `a`) to `greatest` (the greatest any queue has reached at `b`). In every
+  // period jumped over and in the one after it, each of them must run `period` micro-batches
+  // later in the same kind of slot, the rank's slot shift later; or, where it had finished on
+  // its rank before every queue of the rank reached `a`, so must its counterpart by `b`.
+  int64_t periods_ahead(const Snapshot& a, const Snapshot& b, int32_t period,
+                        const std::vector<int64_t>& slot_shift) const {
+    int64_t least = std::numeric_limits<int64_t>::max(), greatest = -1;
+    std::vector<uint32_t> reached(plan_.slots.size(), kNone);  // by rank: the least slot of its queues at `a`
+    for (uint32_t q = 0; q < queues_.size(); ++q) {
+      const QueueState &x = a.queues[q], &y = b.queues[q];
+      if (x.head == nullptr || plan_.kinds[x.kind].once) continue;
+      const int64_t rank = plan_.queues[q].rank;
+      least = std::min<int64_t>(least, least_from_[rank][x.slot]);
+      greatest = std::max<int64_t>(greatest, greatest_to_[rank][y.slot]);
+      reached[rank] = std::min(reached[rank], x.slot);
+    }
+    int64_t end = least;  // micro-batches [least, end) repeat `period` later
+    for (; end + period < plan_.microbatches; ++end) {
+      bool repeated = true;
+      for (size_t rank = 0; rank < plan_.slots.size() && repeated; ++rank)
+        for (uint32_t k = plan_.slots[rank].front().kind + 1; k < plan_.slots[rank].back().kind && repeated; ++k) {
+          const std::vector<uint32_t>& slot_of = plan_.kinds[k].slot_of;
+          const uint32_t x = slot_of[end], y = slot_of[end + period];
+          if (x == kNone || y == kNone)
+            repeated = x == y;
+          else
+            repeated = x < reached[rank] ? y < reached[rank] + slot_shift[rank] : y == x + slot_shift[rank];
+        }
+      if (!repeated) break;
+    }
+    return end > greatest ? (end - 1 - greatest) / period + 1 : 0;
+  }
+
+  // Moves the loop's state at `b` (now) on by `periods` periods of (b - a): each queue in its
+  // micro-batches that many slot shifts on, every time that many periods later, and the
+  // totals grown by as many times the growth from a to b.
+  void jump(const Snapshot& a, const Snapshot& b, int32_t period, int64_t periods,
+            const std::vector<int64_t>& slot_shift) {
+    const double shift_us = static_cast<double>(periods) * (b.now_us - a.now_us);
+    const auto times = static_cast<double>(periods);
+    for (uint32_t q = 0; q < queues_.size(); ++q) {
+      QueueState& state = queues_[q];
+      if (state.head == nullptr || plan_.kinds[state.kind].once) continue;
+      const std::vector<uint64_t>& before = plan_.queues[q].before;
+      const auto slot = static_cast<uint32_t>(state.slot + periods * slot_shift[plan_.queues[q].rank]);
+      state.finished += before[slot] - before[state.slot];
+      const Plan::Slot& target = plan_.slots[plan_.queues[q].rank][slot];
+      const Plan::Kind& kind = plan_.kinds[target.kind];
+      state.slot = slot;
+      state.kind = target.kind;
+      state.microbatch = target.microbatch;
+      state.on_queue = &kind.on_queue[q - plan_.first_queue[plan_.queues[q].rank]];
+      state.head_index = (*state.on_queue)[state.pos];
+      state.head = &kind.entries[state.head_index];
+      if (state.busy) state.start_us += shift_us;
+    }
+    for (size_t r = 0; r < networks_.size(); ++r) {
+      RankNetwork& network = networks_[r];
+      network.updated_us += shift_us;
+      for (size_t l = 0; l < network.links.size(); ++l) {
+        const LinkState &x = a.networks[r].links[l], &y = b.networks[r].links[l];
+        network.links[l].busy_us += times * (y.busy_us - x.busy_us);
+        network.links[l].bytes += times * (y.bytes - x.bytes);
+      }
+    }
+    // The heap rebuilt, since rounding can make times equal that were not (then they go by
+    // sequence); by pushing, as make_heap here would keep the loop's pop from being inlined.
+    std::vector<Event> events;
+    events.swap(events_);
+    for (Event& event : events) {
+      event.time_us += shift_us;
+      push_event(event);
+    }
+    observer_.jump(a.observed, b.observed, periods, shift_us);
+    skipped_ += periods * period;
+  }
+
+  const Plan& plan_;
+  Observer& observer_;
+  const bool replay_slots_;
+  const Lookout lookout_;
+  std::vector<QueueState> queues_;
+  std::vector<Flow> flows_;  // by queue
+  std::vector<KindReplay> replays_;  // by kind
+  std::vector<RankNetwork> networks_;  // by pipeline rank; empty when the cost has no links
+  int64_t replayed_ = 0;
+  std::vector<Event> events_;  // a heap (Later)
+  uint64_t sequence_ = 0;
+
+  // Steady-state jumps (docs/syssim-sim.md, "Extrapolated micro-batches").
+  uint32_t marker_queue_ = kNone, marker_kind_ = kNone;
+  int32_t marker_ = -1;  // a marker slot of this micro-batch starts in the current event
+  bool jumping_ = false;  // still looking for a steady state
+  std::vector<Snapshot> snapshots_;  // by marker micro-batch, modulo their number
+  // By rank and slot: the least micro-batch of the slot and the slots after it, the greatest
+  // of the slot and the slots before it (-1 for the step_start and step slots).
+  std::vector<std::vector<int32_t>> least_from_, greatest_to_;
+  int64_t skipped_ = 0;
+};
+
+}  // namespace syssim::sim_detail

@@ -1,0 +1,262 @@
+#include "sim/plan.hpp"
+
+#include <algorithm>
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/topological_sort.hpp>
+#include <iterator>
+#include <map>
+#include <utility>
+
+namespace syssim::sim_detail {
+namespace {
+
+
+// By queue: whether it is local, no link its flows use carrying another queue's flows of the
+// same rank.
+std::vector<char> local_queues(const Plan& plan) {
+  const size_t links = plan.cost->links.size();
+  std::vector<std::vector<char>> links_of(plan.queues.size(), std::vector<char>(links, 0));
+  for (const Plan::Kind& kind : plan.kinds)
+    for (const Entry& entry : kind.entries)
+      if (entry.phases)
+        for (const Phase& phase : *entry.phases)
+          for (int64_t l : phase.links) links_of[entry.queue][l] = 1;
+  std::vector<char> local(plan.queues.size(), 1);
+  for (size_t a = 0; a < plan.queues.size(); ++a)
+    for (size_t b = 0; b < plan.queues.size(); ++b)
+      if (a != b && plan.queues[a].rank == plan.queues[b].rank)
+        for (size_t l = 0; l < links; ++l)
+          if (links_of[a][l] && links_of[b][l]) local[a] = 0;
+  return local;
+}
+
+}  // namespace
+
+std::string op_path(int64_t id) { return "/shard/ops/" + std::to_string(id); }
+
+void check_ops(const ShardSection& shard) {
+  const int64_t ranks = static_cast<int64_t>(shard.schedule.size());
+  if (ranks != shard.parallelism.pp)
+    throw DataError("/shard/schedule: " + std::to_string(ranks) + " slot lists for pp=" +
+                    std::to_string(shard.parallelism.pp) + " pipeline ranks");
+  bool deps_before = true;  // every dep an earlier op: no cycle, without sorting
+  for (const ShardOp& op : shard.ops) {
+    if (op.stage < 0 || op.stage >= ranks)
+      throw DataError(op_path(op.id) + "/stage: pipeline rank " + std::to_string(op.stage) + " does not exist (pp=" +
+                      std::to_string(ranks) + ")");
+    for (int64_t dep : op.deps) {
+      if (dep < 0 || dep >= static_cast<int64_t>(shard.ops.size()))
+        throw DataError(op_path(op.id) + "/deps: op " + std::to_string(dep) + " does not exist");
+      const Symbol dep_scope = shard.ops[dep].scope;
+      if (op.scope == "microbatch" && dep_scope == "step")
+        throw DataError(op_path(op.id) + "/deps: microbatch op depends on step op " + std::to_string(dep));
+      if (op.scope == "step_start" && dep_scope != "step_start")
+        throw DataError(op_path(op.id) + "/deps: step_start op depends on " + dep_scope + " op " + std::to_string(dep));
+      deps_before = deps_before && dep < op.id;
+    }
+  }
+  if (deps_before) return;
+  using DependencyGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
+  DependencyGraph graph(shard.ops.size());
+  for (const ShardOp& op : shard.ops)
+    for (int64_t dep : op.deps) boost::add_edge(dep, op.id, graph);
+  std::vector<DependencyGraph::vertex_descriptor> order;
+  try {
+    boost::topological_sort(graph, std::back_inserter(order));
+  } catch (const boost::not_a_dag&) {
+    throw DataError("/shard/ops: the deps form a cycle; ops must form a directed acyclic graph");
+  }
+}
+
+void link_dependents(Plan& plan) {
+  std::vector<uint32_t> first_entry(plan.kinds.size() + 1, 0);  // global entry index of each kind's first
+  for (size_t k = 0; k < plan.kinds.size(); ++k)
+    first_entry[k + 1] = first_entry[k] + static_cast<uint32_t>(plan.kinds[k].entries.size());
+  auto global = [&](uint32_t queue, uint32_t kind, uint32_t queue_pos) {
+    return first_entry[kind] + plan.entry_in(kind, queue, queue_pos);
+  };
+  // (target, waiting queue) pairs, in the order of the waiting entries; then laid out by target.
+  std::vector<std::pair<uint32_t, uint32_t>> waits;
+  waits.reserve(plan.deps.size());
+  for (uint32_t k = 0; k < plan.kinds.size(); ++k)
+    for (const Entry& entry : plan.kinds[k].entries)
+      for (uint32_t d = entry.deps_begin; d < entry.deps_end; ++d) {
+        const Dep& dep = plan.deps[d];
+        if (dep.kind != kSeveral) {
+          waits.emplace_back(global(dep.queue, dep.kind == kSameSlot ? k : dep.kind, dep.at), entry.queue);
+          continue;
+        }
+        for (uint32_t h = plan.homes_begin[dep.at]; h < plan.homes_begin[dep.at + 1]; ++h)
+          waits.emplace_back(global(dep.queue, plan.homes[h].kind, plan.homes[h].queue_pos), entry.queue);
+      }
+  std::vector<uint32_t> begin(first_entry.back() + 1, 0);
+  for (const auto& wait : waits) ++begin[wait.first + 1];
+  for (size_t e = 0; e + 1 < begin.size(); ++e) begin[e + 1] += begin[e];
+  std::vector<uint32_t> queues(waits.size()), filled(begin.begin(), begin.end() - 1);
+  for (const auto& [target, queue] : waits) queues[filled[target]++] = queue;
+  plan.dependent_queues.clear();
+  plan.dependent_queues.reserve(waits.size());
+  for (uint32_t k = 0; k < plan.kinds.size(); ++k)
+    for (uint32_t e = 0; e < plan.kinds[k].entries.size(); ++e) {
+      Entry& entry = plan.kinds[k].entries[e];
+      const uint32_t g = first_entry[k] + e;
+      entry.dependents_begin = static_cast<uint32_t>(plan.dependent_queues.size());
+      for (uint32_t w = begin[g]; w < begin[g + 1]; ++w)
+        if (std::find(plan.dependent_queues.begin() + entry.dependents_begin, plan.dependent_queues.end(), queues[w]) ==
+            plan.dependent_queues.end())
+          plan.dependent_queues.push_back(queues[w]);
+      entry.dependents_end = static_cast<uint32_t>(plan.dependent_queues.size());
+    }
+}
+
+Plan make_plan(const ShardSection& shard, const CostSection& cost, const std::vector<RankProgram>& programs,
+               int64_t microbatches) {
+  const size_t ops = shard.ops.size();
+  if (ops >= kNone) throw DataError("/shard/ops: " + std::to_string(ops) + " ops; the simulator takes fewer than 2^32");
+  Plan plan;
+  plan.cost = &cost;
+  plan.microbatches = microbatches;
+  plan.combined = shard.training.overlap_moe_expert_parallel_comm;
+  std::vector<uint32_t> queue_of(ops, kNone);
+  plan.waited_across_slots.assign(ops, 0);
+  std::vector<uint32_t> entry_in_kind(ops, kNone);  // scratch: an op's entry in the kind being laid out
+  for (int64_t rank = 0; rank < static_cast<int64_t>(programs.size()); ++rank) {
+    const RankProgram& program = programs[rank];
+    const auto base = static_cast<uint32_t>(plan.kinds.size());
+    std::vector<const std::vector<int64_t>*> lists{&program.step_start_ops};
+    for (const std::vector<int64_t>& list : program.kind_ops) lists.push_back(&list);
+    lists.push_back(&program.step_ops);
+    std::vector<Plan::Slot>& slots = plan.slots.emplace_back();
+    slots.push_back({base, -1});
+    for (const RankProgram::Slot& slot : program.slots)
+      slots.push_back({static_cast<uint32_t>(base + 1 + slot.kind), static_cast<int32_t>(slot.microbatch)});
+    slots.push_back({static_cast<uint32_t>(base + lists.size() - 1), -1});
+
+    // The rank's queues, in issue order: one per stream, two in the combined schedule.
+    const auto first_queue = static_cast<uint32_t>(plan.queues.size());
+    plan.first_queue.push_back(first_queue);
+    std::vector<char> seen(lists.size(), 0);
+    for (const Plan::Slot& slot : slots) {
+      const uint32_t list = slot.kind - base;
+      if (seen[list]) continue;
+      seen[list] = 1;
+      const bool backward_side =
+          plan.combined && list > 0 && list + 1 < lists.size() && program.backward_kind[list - 1];
+      for (int64_t op : *lists[list]) {
+        if (queue_of[op] != kNone) continue;
+        const Symbol stream = shard.ops[op].stream;
+        uint32_t q = first_queue;
+        while (q < plan.queues.size() &&
+               (plan.queues[q].stream != stream || plan.queues[q].backward_side != backward_side))
+          ++q;
+        if (q == plan.queues.size()) plan.queues.push_back(Plan::Queue{rank, stream, {}, backward_side});
+        queue_of[op] = q;
+      }
+    }
+    for (uint32_t a = first_queue; a < plan.queues.size(); ++a)
+      for (uint32_t b = first_queue; b < plan.queues.size(); ++b)
+        if (plan.queues[a].stream == plan.queues[b].stream && plan.queues[a].backward_side != plan.queues[b].backward_side)
+          plan.queues[a].twin = b;
+    const size_t rank_queues = plan.queues.size() - first_queue;
+
+    // Each kind's entries, deps and slots.
+    for (size_t l = 0; l < lists.size(); ++l) {
+      Plan::Kind& kind = plan.kinds.emplace_back();
+      kind.once = l == 0 || l + 1 == lists.size();
+      kind.on_queue.resize(rank_queues);
+      const std::vector<int64_t>& list = *lists[l];
+      kind.entries.reserve(list.size());
+      for (size_t p = 0; p < list.size(); ++p) {
+        const auto op = static_cast<uint32_t>(list[p]);
+        const uint32_t queue = queue_of[op];
+        std::vector<uint32_t>& on_queue = kind.on_queue[queue - first_queue];
+        Entry& entry = kind.entries.emplace_back(Entry{op, queue, static_cast<uint32_t>(on_queue.size())});
+        entry.time_us = cost.ops[op].time_us;
+        entry.flops = shard.ops[op].flops;
+        if (!cost.ops[op].phases.empty()) entry.phases = &cost.ops[op].phases;
+        on_queue.push_back(static_cast<uint32_t>(p));
+        entry_in_kind[op] = static_cast<uint32_t>(p);
+      }
+      for (size_t p = 0; p < kind.entries.size(); ++p) {
+        Entry& entry = kind.entries[p];
+        entry.deps_begin = static_cast<uint32_t>(plan.deps.size());
+        for (int64_t dep : shard.ops[entry.op].deps) {
+          const uint32_t in_kind = entry_in_kind[dep];
+          if (in_kind == kNone) {
+            plan.deps.push_back(Dep{kNone, static_cast<uint32_t>(dep), kSeveral});  // resolved below
+            plan.waited_across_slots[dep] = 1;
+            continue;
+          }
+          const Entry& target = kind.entries[in_kind];
+          if (target.queue == entry.queue && in_kind < p) continue;  // stream order keeps it
+          plan.deps.push_back(Dep{target.queue, target.queue_pos, kSameSlot});
+        }
+        entry.deps_end = static_cast<uint32_t>(plan.deps.size());
+      }
+      for (int64_t op : list) entry_in_kind[op] = kNone;
+      kind.slot_of.assign(kind.once ? 1 : static_cast<size_t>(microbatches), kNone);
+    }
+    for (uint32_t s = 0; s < slots.size(); ++s) {
+      Plan::Kind& kind = plan.kinds[slots[s].kind];
+      kind.slot_of[kind.once ? 0 : static_cast<size_t>(slots[s].microbatch)] = s;  // rank_programs checked the range
+    }
+    for (uint32_t q = first_queue; q < plan.queues.size(); ++q) {
+      std::vector<uint64_t>& before = plan.queues[q].before;
+      before.assign(slots.size() + 1, 0);
+      for (size_t s = 0; s < slots.size(); ++s)
+        before[s + 1] = before[s] + plan.kinds[slots[s].kind].on_queue[q - first_queue].size();
+    }
+  }
+  plan.first_queue.push_back(static_cast<uint32_t>(plan.queues.size()));
+
+  plan.homes_begin.assign(ops + 1, 0);
+  for (const Plan::Kind& kind : plan.kinds)
+    for (const Entry& entry : kind.entries) ++plan.homes_begin[entry.op + 1];
+  for (size_t op = 0; op < ops; ++op) plan.homes_begin[op + 1] += plan.homes_begin[op];
+  plan.homes.resize(plan.homes_begin.back());
+  std::vector<uint32_t> filled(plan.homes_begin.begin(), plan.homes_begin.end() - 1);
+  for (uint32_t k = 0; k < plan.kinds.size(); ++k)
+    for (const Entry& entry : plan.kinds[k].entries) plan.homes[filled[entry.op]++] = Plan::Home{k, entry.queue_pos};
+  // A dep across slots on an op that one kind lists names its place there; one that stream
+  // order keeps (on the waiting instance's queue, issued before it in every micro-batch) is
+  // dropped, as within a slot.
+  std::map<std::pair<uint32_t, uint32_t>, bool> issued_before;  // by (dep's kind, waiting kind)
+  auto always_before = [&](uint32_t dep_kind, uint32_t kind) {
+    auto [it, added] = issued_before.emplace(std::make_pair(dep_kind, kind), true);
+    if (!added) return it->second;
+    const Plan::Kind& waiting = plan.kinds[kind];
+    for (size_t m = waiting.once ? microbatches - 1 : 0; m < static_cast<size_t>(microbatches); ++m) {
+      const uint32_t slot = waiting.once ? waiting.slot_of[0] : waiting.slot_of[m];
+      if (slot == kNone) continue;
+      const uint32_t dep_slot = plan.slot_running(dep_kind, static_cast<int32_t>(m));
+      if (dep_slot == kNone || dep_slot >= slot) return it->second = false;
+    }
+    return it->second;
+  };
+  std::vector<Dep> deps;
+  for (uint32_t k = 0; k < plan.kinds.size(); ++k)
+    for (Entry& entry : plan.kinds[k].entries) {
+      const auto begin = static_cast<uint32_t>(deps.size());
+      for (uint32_t d = entry.deps_begin; d < entry.deps_end; ++d) {
+        Dep dep = plan.deps[d];
+        if (dep.kind == kSeveral) {
+          const uint32_t op = dep.at;
+          dep.queue = queue_of[op];
+          if (plan.homes_begin[op + 1] - plan.homes_begin[op] == 1) {
+            const Plan::Home& home = plan.homes[plan.homes_begin[op]];
+            dep = Dep{dep.queue, home.queue_pos, home.kind};
+            if (dep.queue == entry.queue && always_before(dep.kind, k)) continue;
+          }
+        }
+        deps.push_back(dep);
+      }
+      entry.deps_begin = begin;
+      entry.deps_end = static_cast<uint32_t>(deps.size());
+    }
+  plan.deps = std::move(deps);
+  link_dependents(plan);
+  plan.local_queue = local_queues(plan);
+  return plan;
+}
+
+}  // namespace syssim::sim_detail
