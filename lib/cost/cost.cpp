@@ -15,13 +15,23 @@ namespace {
 
 std::string op_path(const ShardOp& op) { return "/shard/ops/" + std::to_string(op.id); }
 
-// The estimator family of a compute op (lib/calibrate/calibrate.hpp).
+// The estimator family of a compute op (lib/calibrate/calibrate.hpp): GEMMs and attention by
+// kind; the other kernels by the op they are, named exactly (the norms, the reductions and
+// Transformer Engine's casts; every other op is elementwise).
 std::string family_of(const ShardOp& op) {
-  if (op.kind == "gemm" || op.kind == "attention") return op.kind;
-  if (op.kind != "math" && op.kind != "memory" && op.kind != "optimizer")
-    throw DataError(op_path(op) + "/kind: unknown op kind \"" + op.kind + "\"");
-  if (op.name.str().find("norm") != std::string::npos) return "norm";
-  if (op.name == "aten::sum" || op.name == "syssim::cross_entropy" || op.name == "te::amax") return "reduction";
+  switch (op.kind) {
+    case OpKind::gemm: return "gemm";
+    case OpKind::attention: return "attention";
+    case OpKind::collective: throw InternalError(op_path(op) + ": a collective has no kernel family");
+    case OpKind::math:
+    case OpKind::memory:
+    case OpKind::optimizer: break;
+  }
+  for (std::string_view norm : {"syssim::rms_norm", "syssim::rms_norm_backward", "syssim::layer_norm",
+                                 "syssim::layer_norm_backward", "optimizer::grad_norm"})
+    if (op.name == norm) return "norm";
+  for (std::string_view reduction : {"aten::sum", "syssim::cross_entropy", "te::amax"})
+    if (op.name == reduction) return "reduction";
   if (op.name == "te::quantize" || op.name == "te::transpose") return "quantize";
   return "elementwise";
 }
@@ -81,7 +91,7 @@ struct KernelKey {
   uintptr_t kind, name, dtype;
   const KernelShape* shape;
   explicit KernelKey(const ShardOp& op)
-      : flops(op.flops), bytes(op.bytes), backward(op.phase == "bwd"), kind(op.kind.identity()),
+      : flops(op.flops), bytes(op.bytes), backward(op.phase == "bwd"), kind(static_cast<uintptr_t>(op.kind)),
         name(op.name.identity()), dtype(op.dtype.identity()), shape(&op.shape) {}
   bool operator<(const KernelKey& o) const {
     return std::tie(flops, bytes, backward, kind, name, dtype, *shape) <
@@ -130,7 +140,7 @@ void CostEstimator::cost_graph(Graph& g) const {
   std::vector<std::pair<size_t, size_t>> repeats;  // (op, the first op of its kernel)
   for (size_t i = 0; i < shard.ops.size(); ++i) {
     const ShardOp& op = shard.ops[i];
-    if (op.kind == "collective") {
+    if (op.kind == OpKind::collective) {
       // Every layer's collectives repeat: each distinct one is placed and timed once.
       CollectiveKey key{op.collective.identity(), op.group.identity(), op.phase.identity(), op.group_size, op.stage,
                         op.chunk, op.message_bytes};

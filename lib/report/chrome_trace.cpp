@@ -56,9 +56,9 @@ json op_event(const TimelineEntry& e, const ShardOp& op, int64_t tid) {
                {"module", op.module},
                {"flops", op.flops},
                {"bytes", op.bytes}};
-  json event = {{"name", op.name}, {"cat", op.kind}, {"ph", "X"},  {"ts", e.start_ms * kUsPerMs},
+  json event = {{"name", op.name}, {"cat", to_string(op.kind)}, {"ph", "X"},  {"ts", e.start_ms * kUsPerMs},
                 {"dur", (e.end_ms - e.start_ms) * kUsPerMs}, {"pid", e.rank}, {"tid", tid}};
-  if (op.kind == "collective") {
+  if (op.kind == OpKind::collective) {
     args.update({{"collective", op.collective},
                  {"group", op.group},
                  {"group_size", op.group_size},

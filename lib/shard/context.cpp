@@ -164,7 +164,7 @@ class ContextParallelRewriter {
   // dK += dK_step, dV += dV_step (Transformer Engine's dk.add_, dv.add_): one addition per
   // element, two blocks read and one written.
   static ShardOp accumulate(const ShardOp& attention, const Block& grads) {
-    ShardOp add = compute_op_for(attention, "context_parallel::dkv_add", "math", attention.dtype);
+    ShardOp add = compute_op_for(attention, "context_parallel::dkv_add", OpKind::math, attention.dtype);
     add.flops = grads.elements;
     add.bytes = 3 * grads.bytes;
     return add;

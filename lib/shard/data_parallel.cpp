@@ -116,7 +116,7 @@ std::optional<int64_t> bucket_size(const ShardContext& context) {
   return std::max(kMinBucketParams, kBucketParamsPerDataParallelRank * context.options.parallelism.dp);
 }
 
-ShardOp step_op(const std::string& name, const std::string& kind, const std::string& module) {
+ShardOp step_op(const std::string& name, OpKind kind, const std::string& module) {
   ShardOp op;
   op.name = name;
   op.kind = kind;
@@ -176,7 +176,7 @@ std::vector<int64_t> end_of_backward(const std::vector<ShardOp>& ops) {
 void add_grad_norm_and_clip(const ShardContext& context, OpRewriter& rewriter, const std::vector<int64_t>& grads,
                             double norm_params, bool distributed) {
   int64_t norm = rewriter.emitter().add_buffer(kFp32Bytes, "activation");
-  ShardOp squared_norm = step_op("optimizer::grad_norm", "math", "optimizer.clip_grad");
+  ShardOp squared_norm = step_op("optimizer::grad_norm", OpKind::math, "optimizer.clip_grad");
   squared_norm.flops = norm_params * kNormFlopsPerParam;
   squared_norm.bytes = norm_params * kFp32Bytes + kFp32Bytes;
   squared_norm.reads = grads;
@@ -195,7 +195,7 @@ void add_grad_norm_and_clip(const ShardContext& context, OpRewriter& rewriter, c
     c.reads = c.writes = {norm};
     rewriter.add(c);
   }
-  ShardOp clip = step_op("optimizer::clip_grad", "math", "optimizer.clip_grad");
+  ShardOp clip = step_op("optimizer::clip_grad", OpKind::math, "optimizer.clip_grad");
   clip.flops = norm_params * kClipFlopsPerParam;
   clip.bytes = norm_params * 2 * kFp32Bytes + kFp32Bytes;
   clip.reads = grads;
@@ -271,7 +271,7 @@ void add_step_ops(const ShardContext& context, ShardSection& shard) {
                                           : shard.params_local / data_parallel;
   if (t.clip_grad > 0) add_grad_norm_and_clip(context, rewriter, grads, shard_params, distributed);
 
-  ShardOp adam = step_op("optimizer::adam", "optimizer", "optimizer");
+  ShardOp adam = step_op("optimizer::adam", OpKind::optimizer, "optimizer");
   adam.flops = shard_params * kAdamFlopsPerParam;
   adam.bytes = shard_params * kAdamBytesPerParam;
   adam.reads = grads;
@@ -284,7 +284,7 @@ void add_step_ops(const ShardContext& context, ShardSection& shard) {
             optimizer_step.push_back(rewriter.add(param_gather(context, group, i, "step"), {optimizer_step[0]}));
   // Megatron-LM zeroes the fp32 gradient buffer at the start of each step (zero_grad_buffer):
   // in a run of steps, once this step's optimizer step and synchronous gathers are done.
-  ShardOp zero = step_op("ddp::zero_grad_buffer", "memory", "grad_buffer");
+  ShardOp zero = step_op("ddp::zero_grad_buffer", OpKind::memory, "grad_buffer");
   zero.bytes = (t.shards_gradients() ? shard_params : shard.params_local) * kFp32Bytes;
   zero.writes = grads;
   rewriter.add(zero, optimizer_step);

@@ -130,7 +130,7 @@ class ExpertExchange {
   // Megatron's sort of the received tokens by local expert (and back): one pass over them.
   int64_t sort_chunks(int64_t from, const ShardOp& reader) {
     const int64_t to = rewriter_.emitter().add_buffer(bytes(from), "activation");
-    ShardOp sort = compute_op_for(reader, "moe::sort_chunks", "memory", reader.dtype);
+    ShardOp sort = compute_op_for(reader, "moe::sort_chunks", OpKind::memory, reader.dtype);
     sort.module = dispatcher_;
     sort.bytes = 2 * bytes(from);
     sort.reads = {from};

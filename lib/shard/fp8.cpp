@@ -90,13 +90,13 @@ Usage weight_usage(GemmRole role) { return role == GemmRole::kDgrad ? Usage::kCo
 using ScalingGroup = std::tuple<int64_t, int64_t, bool>;  // stage, chunk, backward
 
 bool is_tp_gather(const ShardOp& op) {
-  return op.kind == "collective" && op.collective == "all_gather" && op.group == "tp" && op.scope == "microbatch" &&
+  return op.kind == OpKind::collective && op.collective == "all_gather" && op.group == "tp" && op.scope == "microbatch" &&
          op.reads.size() == 1 && op.writes.size() == 1;
 }
 
 // The distributed optimizer's all-gather of updated weights.
 bool is_param_gather(const ShardOp& op, const ShardSection& shard) {
-  return op.kind == "collective" && op.collective == "all_gather" && !op.writes.empty() &&
+  return op.kind == OpKind::collective && op.collective == "all_gather" && !op.writes.empty() &&
          std::all_of(op.writes.begin(), op.writes.end(), [&](int64_t b) { return shard.buffers[b].role == "param"; });
 }
 
@@ -135,7 +135,7 @@ class LowPrecision {
   // --- the plan: what the linears read ----------------------------------------------------
 
   std::optional<GemmRole> role_of(const ShardOp& op) const {
-    if (op.kind != "gemm" || op.scope != "microbatch" || !op.layer || !op.trace_op) return std::nullopt;
+    if (op.kind != OpKind::gemm || op.scope != "microbatch" || !op.layer || !op.trace_op) return std::nullopt;
     const TraceOp& traced = context_.trace.ops[*op.trace_op];
     const bool linear = traced.tp_role == "column" || traced.tp_role == "row" || traced.tp_role == "expert_column" ||
                         traced.tp_role == "expert_row";
@@ -216,7 +216,7 @@ class LowPrecision {
 
   // An op inserted for `consumer`: same layer, module, pass and pipeline place, on the
   // compute stream.
-  ShardOp inserted(const ShardOp& consumer, const std::string& name, const std::string& kind) const {
+  ShardOp inserted(const ShardOp& consumer, const std::string& name, OpKind kind) const {
     return compute_op_for(consumer, name, kind, high_precision_);
   }
 
@@ -240,7 +240,7 @@ class LowPrecision {
   // that are gathered ... require amax synchronization before quantization").
   int64_t amax_pass(const std::vector<int64_t>& sources, const ShardOp& consumer, bool gathered) {
     int64_t amax = rewriter_.emitter().add_buffer(kFp32Bytes, "activation");
-    ShardOp op = inserted(consumer, "te::amax", "math");
+    ShardOp op = inserted(consumer, "te::amax", OpKind::math);
     op.reads = sources;
     op.writes = {amax};
     for (int64_t b : sources) op.flops += elements_of(b);
@@ -257,7 +257,7 @@ class LowPrecision {
   // Quantizes `sources` (one tensor of TE's) before `consumer` in every usage their readers
   // need, in one cast; `gathered` when the copies are all-gathered next.
   void quantize(const std::vector<int64_t>& sources, const ShardOp& consumer, bool gathered) {
-    ShardOp cast = inserted(consumer, "te::quantize", "memory");
+    ShardOp cast = inserted(consumer, "te::quantize", OpKind::memory);
     cast.reads = sources;
     if (recipe_.amax_pass) cast.reads.push_back(amax_pass(sources, consumer, gathered));
     for (int64_t source : sources) {
@@ -354,7 +354,7 @@ class LowPrecision {
       consumer.scope = "step_start";
       consumer.pass = "step";
       consumer.recompute = false;
-      ShardOp cast = inserted(consumer, param_gather_ ? "te::transpose" : "te::quantize", "memory");
+      ShardOp cast = inserted(consumer, param_gather_ ? "te::transpose" : "te::quantize", OpKind::memory);
       cast.reads = weights;
       if (recipe_.amax_pass && !param_gather_) cast.reads.push_back(amax_pass(weights, consumer, false));
       for (int64_t w : weights) {
@@ -389,7 +389,7 @@ class LowPrecision {
     std::vector<int64_t> amaxes = amaxes_of_group_[group];
     const auto& p = context_.options.parallelism;
     const int64_t ranks = p.tp * p.dp * p.cp;
-    ShardOp update = inserted(last, "te::amax_and_scale_update", "math");
+    ShardOp update = inserted(last, "te::amax_and_scale_update", OpKind::math);
     update.dtype = "fp32";
     if (ranks > 1) {
       int64_t reduced = rewriter_.emitter().add_buffer(tensors * kFp32Bytes, "comm");

@@ -166,8 +166,8 @@ KernelShape rows_shape(const TensorRef& ref, const AxisValues& axes, const std::
 }  // namespace
 
 KernelShape kernel_shape(const TraceOp& op, const AxisValues& axes, double flops, const std::string& where) {
-  if (op.kind == "gemm") return gemm_shape(op, axes, flops, where);
-  if (op.kind == "attention") return attention_shape(op, axes, where);
+  if (op.kind == OpKind::gemm) return gemm_shape(op, axes, flops, where);
+  if (op.kind == OpKind::attention) return attention_shape(op, axes, where);
   // Reductions sweep their input; every other kernel its output.
   const bool reduction = op.name == "aten::sum" || op.name == "syssim::cross_entropy";
   const auto& refs = reduction || op.outputs.empty() ? op.inputs : op.outputs;

@@ -134,7 +134,7 @@ bool has_axis(const Dims& dims, const std::string& axis);
 // recomputation.
 void place_with(const ShardOp& anchor, ShardOp& op);
 // A compute-stream op inserted for `anchor`: in its phase, scope and place (place_with).
-ShardOp compute_op_for(const ShardOp& anchor, Symbol name, Symbol kind, Symbol dtype);
+ShardOp compute_op_for(const ShardOp& anchor, Symbol name, OpKind kind, Symbol dtype);
 
 // A collective op of `group` (tp, cp or dp) moving `message_bytes`, not yet emitted.
 ShardOp make_collective(const ShardContext& context, const std::string& collective, const std::string& group,

@@ -244,7 +244,7 @@ RankAnalysis analyze(const std::vector<ShardOp>& ops, const ShardSection& shard,
   std::vector<char> read_later(buffers, 0), read_later_outside_weight_pass(buffers, 0);
   for (auto op = ops.rbegin(); op != ops.rend(); ++op) {
     if (op->scope != "microbatch") continue;
-    if (op->pass == "backward" && op->kind == "collective") {
+    if (op->pass == "backward" && op->kind == OpKind::collective) {
       bool read = false, only_by_weight_ops = true;
       for (int64_t b : op->writes)
         read = read || read_later[b], only_by_weight_ops = only_by_weight_ops && !read_later_outside_weight_pass[b];
@@ -281,7 +281,7 @@ class PipelineRewriter {
           place(op);
         continue;
       }
-      if (!optimizer_reached && op.scope == "step" && op.kind != "collective") {
+      if (!optimizer_reached && op.scope == "step" && op.kind != OpKind::collective) {
         optimizer_reached = true;
         reduce_shared_weight_grads();
       }
@@ -456,7 +456,7 @@ class PipelineRewriter {
                                    [&](int64_t b) { return shard_.buffers[b].role == "grad"; });
     bool writes_other = std::any_of(op.writes.begin(), op.writes.end(),
                                     [&](int64_t b) { return !is_model_state(shard_.buffers[b]); });
-    return op.kind != "collective" && reads_grads && writes_other;
+    return op.kind != OpKind::collective && reads_grads && writes_other;
   }
 
   void reduce_over_pipeline(int64_t b, const std::map<int64_t, int64_t>& copies) {

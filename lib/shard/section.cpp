@@ -197,7 +197,7 @@ std::string op_label(const ShardOp& op, bool any_layer) {
   const std::string_view name = op.name.str();
   const size_t colons = name.find("::");
   std::string label = module + " " + std::string(colons == std::string_view::npos ? name : name.substr(colons + 2));
-  if (op.kind == "collective") label += " " + std::string(op.group.str());
+  if (op.kind == OpKind::collective) label += " " + std::string(op.group.str());
   if (op.recompute) label += " (recompute)";
   return label;
 }
@@ -220,13 +220,13 @@ json to_json(const ShardSection& s) {
                        {"producer", nullable_to_json(b.producer)}});
   json ops = json::array();
   for (const auto& op : s.ops) {
-    json o = {{"id", op.id}, {"trace_op", nullable_to_json(op.trace_op)}, {"name", op.name}, {"kind", op.kind},
+    json o = {{"id", op.id}, {"trace_op", nullable_to_json(op.trace_op)}, {"name", op.name}, {"kind", to_string(op.kind)},
               {"phase", op.phase}, {"layer", nullable_to_json(op.layer)}, {"module", op.module}, {"scope", op.scope},
               {"pass", op.pass}, {"stage", op.stage}, {"chunk", op.chunk}, {"recompute", op.recompute},
               {"stream", op.stream}, {"dtype", op.dtype}, {"deps", op.deps}, {"flops", op.flops},
               {"bytes", op.bytes}, {"reads", op.reads}, {"writes", op.writes}};
     if (!op.shape.empty()) o["shape"] = op.shape;
-    if (op.kind == "collective") {
+    if (op.kind == OpKind::collective) {
       o["collective"] = op.collective;
       o["group"] = op.group;
       o["group_size"] = op.group_size;
@@ -296,7 +296,12 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
     if (op.id != static_cast<int64_t>(i)) throw DataError("graph: " + p + "/id: expected " + std::to_string(i));
     op.trace_op = read_nullable<int64_t>(o, "trace_op", p);
     op.name = require_as<std::string>(o, "name", p);
-    op.kind = require_as<std::string>(o, "kind", p);
+    const std::string kind = require_as<std::string>(o, "kind", p);
+    const std::optional<OpKind> parsed_kind = parse_op_kind(kind);
+    if (!parsed_kind)
+      throw DataError("graph: " + p + "/kind: expected gemm, attention, math, memory, collective or optimizer, got \"" +
+                      kind + "\"");
+    op.kind = *parsed_kind;
     op.phase = require_as<std::string>(o, "phase", p);
     op.layer = read_nullable<int64_t>(o, "layer", p);
     op.module = require_as<std::string>(o, "module", p);
@@ -323,7 +328,7 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
     op.writes = require_as<std::vector<int64_t>>(o, "writes", p);
     check_buffers(op.reads, p + "/reads");
     check_buffers(op.writes, p + "/writes");
-    if (op.kind == "collective") {
+    if (op.kind == OpKind::collective) {
       op.collective = require_as<std::string>(o, "collective", p);
       op.group = require_as<std::string>(o, "group", p);
       op.group_size = require_as<int64_t>(o, "group_size", p);

@@ -10,6 +10,7 @@
 
 #include "common/expr.hpp"
 #include "common/kernel_shape.hpp"
+#include "common/op_kind.hpp"
 #include "common/symbol.hpp"
 #include "config/config.hpp"
 #include "shard/schedule.hpp"
@@ -50,7 +51,7 @@ struct ShardOp {
   int64_t id = 0;
   std::optional<int64_t> trace_op;  // the traced op this instantiates; none for inserted ops
   Symbol name;
-  Symbol kind;    // gemm | attention | math | memory | collective | optimizer
+  OpKind kind = OpKind::math;
   Symbol phase;   // fwd | bwd | optimizer
   std::optional<int64_t> layer;
   Symbol module;

@@ -205,7 +205,7 @@ void place_with(const ShardOp& anchor, ShardOp& op) {
   op.recompute = anchor.recompute;
 }
 
-ShardOp compute_op_for(const ShardOp& anchor, Symbol name, Symbol kind, Symbol dtype) {
+ShardOp compute_op_for(const ShardOp& anchor, Symbol name, OpKind kind, Symbol dtype) {
   ShardOp op;
   op.name = name;
   op.kind = kind;
@@ -222,7 +222,7 @@ ShardOp make_collective(const ShardContext& context, const std::string& collecti
   const auto& p = context.options.parallelism;
   ShardOp c;
   c.name = "collective::" + collective;
-  c.kind = "collective";
+  c.kind = OpKind::collective;
   c.phase = phase;
   c.pass = scope == "step" ? "step" : phase == "fwd" ? "forward" : "backward";
   c.scope = scope;

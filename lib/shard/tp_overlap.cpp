@@ -21,12 +21,12 @@ namespace {
 constexpr int64_t kPipelineSplits = 4;
 
 bool tp_microbatch_collective(const ShardOp& op, const std::string& collective) {
-  return op.kind == "collective" && op.collective == collective && op.group == "tp" && op.scope == "microbatch";
+  return op.kind == OpKind::collective && op.collective == collective && op.group == "tp" && op.scope == "microbatch";
 }
 
 // A GEMM of a transformer layer (TE's linears; the output layer is Megatron's own
 // ColumnParallelLinear, without userbuffers).
-bool layer_gemm(const ShardOp& op) { return op.kind == "gemm" && op.scope == "microbatch" && op.layer.has_value(); }
+bool layer_gemm(const ShardOp& op) { return op.kind == OpKind::gemm && op.scope == "microbatch" && op.layer.has_value(); }
 
 // A forward GEMM, recomputed or not (TE's fprop overlaps).
 bool fprop(const ShardOp& op) { return op.pass == "forward" || op.recompute; }
@@ -61,7 +61,7 @@ class Planner {
   void plan_ring_exchange(const ShardOp& gather) {
     int64_t gathered = gather.writes[0];
     auto reader = std::find_if(ops_.begin() + gather.id + 1, ops_.end(), [&](const ShardOp& op) {
-      return std::count(op.reads.begin(), op.reads.end(), gathered) > 0 && op.kind == "gemm";
+      return std::count(op.reads.begin(), op.reads.end(), gathered) > 0 && op.kind == OpKind::gemm;
     });
     if (reader == ops_.end() || !layer_gemm(*reader) || reader->pass == "weight" || plan_.chunks_of_op.count(reader->id))
       return;

@@ -32,8 +32,8 @@ SimSection sim_section(const ShardSection& shard, const CostSection& cost, const
   for (const ShardOp& op : shard.ops) {
     if (!totals.ran[op.id]) continue;
     double ms = totals.duration_us[op.id] * kMsPerUs;
-    sim.by_op_type_ms[op.kind] += ms;
-    if (op.kind == "collective") {
+    sim.by_op_type_ms[to_string(op.kind)] += ms;
+    if (op.kind == OpKind::collective) {
       sim.collective_total_ms += ms;
       sim.collective_by_group_ms[op.group].total_ms += ms;
       collective_standalone_ms += totals.standalone_us[op.id] * kMsPerUs;
@@ -67,7 +67,7 @@ SimSection sim_section(const ShardSection& shard, const CostSection& cost, const
   std::stable_sort(labels.begin(), labels.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   for (size_t i = 0; i < std::min(kTopOps, labels.size()); ++i)
     sim.top_modules.push_back(TimedOp{labels[i].first, labels[i].second * kMsPerUs});
-  auto longest = std::find_if(ran.begin(), ran.end(), [&](int64_t id) { return shard.ops[id].kind == "collective"; });
+  auto longest = std::find_if(ran.begin(), ran.end(), [&](int64_t id) { return shard.ops[id].kind == OpKind::collective; });
   if (longest != ran.end()) sim.longest_collective = timed(shard.ops[*longest], totals.duration_us[*longest]);
 
   double busiest = 0;

@@ -241,7 +241,7 @@ class StepRecorder {
       queues_[q] = QueueInfo{&coverage_[rank], q - plan.first_queue[rank], plan.queues[q].stream == "compute"};
     }
     for (const ShardOp& op : shard.ops)  // check_ops refused stages the schedule does not have
-      if (op.kind == "collective") group_of_[op.id] = coverage_[op.stage].group_index(op.group);
+      if (op.kind == OpKind::collective) group_of_[op.id] = coverage_[op.stage].group_index(op.group);
     totals_.finish_us.assign(plan.slots.size(), 0.0);
     op_sums_.resize(shard.ops.size());
     ran_.assign(shard.ops.size(), 0);

@@ -324,7 +324,7 @@ double sharded_communication_lower_bound_ms(const ModelConfig& model, const Hard
   auto stream_bound = [&](const char* group, int64_t ranks, double params) {
     if (ranks == 1 || params <= 0) return;
     ShardOp collective;
-    collective.kind = "collective";
+    collective.kind = OpKind::collective;
     collective.group = group;
     collective.group_size = ranks;
     collective.collective = "reduce_scatter";

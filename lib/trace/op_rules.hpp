@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "common/op_kind.hpp"
 #include "trace/section.hpp"
 
 namespace syssim::trace_detail {
@@ -24,7 +25,7 @@ enum class FlopsRule {
 };
 
 struct OpRule {
-  std::string kind;  // gemm | attention | math | memory
+  OpKind kind = OpKind::math;  // gemm | attention | math | memory
   FlopsRule flops = FlopsRule::kNone;
   double per_element = 1;
 };

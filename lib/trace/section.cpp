@@ -52,7 +52,7 @@ std::vector<TensorRef> refs_from_json(const json& j, const std::string& key, con
 
 // "SYSSIM-TRACE", then the binary form's version.
 constexpr char kBinaryMagic[] = "SYSSIM-TRACE";
-constexpr uint32_t kBinaryVersion = 1;
+constexpr uint32_t kBinaryVersion = 2;  // 2: the op kind as a number
 
 // Writes numbers in host byte order and each distinct string once, in a table before the
 // rest, so that a trace's repeated names, dtypes and axis expressions cost an index each.
@@ -227,7 +227,7 @@ json to_json(const TraceSection& t) {
     json inputs = json::array(), outputs = json::array();
     for (const auto& r : op.inputs) inputs.push_back(ref_to_json(r));
     for (const auto& r : op.outputs) outputs.push_back(ref_to_json(r));
-    ops.push_back({{"id", op.id}, {"name", op.name}, {"kind", op.kind}, {"phase", op.phase},
+    ops.push_back({{"id", op.id}, {"name", op.name}, {"kind", to_string(op.kind)}, {"phase", op.phase},
                    {"layer", nullable_to_json(op.layer)}, {"module", op.module}, {"tp_role", op.tp_role},
                    {"inputs", inputs}, {"outputs", outputs}, {"deps", op.deps}, {"fwd_op", nullable_to_json(op.fwd_op)},
                    {"flops", op.flops.to_string()}, {"bytes", op.bytes.to_string()}});
@@ -259,7 +259,11 @@ TraceSection trace_from_json(const json& j, const std::string& path) {
     op.id = require_as<int64_t>(o, "id", p);
     if (op.id != static_cast<int64_t>(i)) throw DataError("graph: " + p + "/id: expected " + std::to_string(i));
     op.name = require_as<std::string>(o, "name", p);
-    op.kind = require_as<std::string>(o, "kind", p);
+    const std::string kind = require_as<std::string>(o, "kind", p);
+    const std::optional<OpKind> parsed_kind = parse_op_kind(kind);
+    if (!parsed_kind || !is_traced_kind(*parsed_kind))
+      throw DataError("graph: " + p + "/kind: expected gemm, attention, math or memory, got \"" + kind + "\"");
+    op.kind = *parsed_kind;
     op.phase = require_as<std::string>(o, "phase", p);
     op.layer = read_nullable<int64_t>(o, "layer", p);
     op.module = require_as<std::string>(o, "module", p);
@@ -294,7 +298,8 @@ std::string trace_to_binary(const TraceSection& t) {
   }
   out.number(static_cast<uint32_t>(t.ops.size()));
   for (const TraceOp& op : t.ops) {
-    for (const Symbol* text : {&op.name, &op.kind, &op.phase, &op.module, &op.tp_role}) out.text(*text);
+    for (const Symbol* text : {&op.name, &op.phase, &op.module, &op.tp_role}) out.text(*text);
+    out.number(static_cast<uint32_t>(op.kind));
     out.optional(op.layer);
     refs_to_binary(op.inputs, out);
     refs_to_binary(op.outputs, out);
@@ -328,7 +333,10 @@ TraceSection trace_from_binary(const std::string& bytes, const std::string& sour
     const std::string where = "/trace/ops/" + std::to_string(i);
     TraceOp& op = t.ops[i];
     op.id = static_cast<int64_t>(i);
-    for (Symbol* text : {&op.name, &op.kind, &op.phase, &op.module, &op.tp_role}) *text = in.text();
+    for (Symbol* text : {&op.name, &op.phase, &op.module, &op.tp_role}) *text = in.text();
+    const auto kind = in.number<uint32_t>();
+    if (kind > static_cast<uint32_t>(OpKind::memory)) in.fail(where + "/kind: " + std::to_string(kind) + " is not a traced kind");
+    op.kind = static_cast<OpKind>(kind);
     op.layer = in.optional();
     op.inputs = refs_from_binary(in, t, where + "/inputs");
     op.outputs = refs_from_binary(in, t, where + "/outputs");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/expr.hpp"
+#include "common/op_kind.hpp"
 #include "common/symbol.hpp"
 #include "config/config.hpp"
 
@@ -31,7 +32,7 @@ struct TraceTensor {
 struct TraceOp {
   int64_t id = 0;
   Symbol name;     // "syssim::linear", "aten::add", ...
-  Symbol kind;     // gemm | attention | math | memory
+  OpKind kind = OpKind::math;  // gemm | attention | math | memory (is_traced_kind)
   Symbol phase;    // fwd | bwd
   std::optional<int64_t> layer;
   Symbol module;   // e.g. "decoder.layers.3.mlp.linear_fc1"

@@ -24,7 +24,8 @@ struct ConcreteOperand {
 };
 
 struct ConcreteOp {
-  std::string name, kind, phase, module, tp_role;
+  std::string name, phase, module, tp_role;
+  OpKind kind = OpKind::math;
   std::optional<int64_t> layer, fwd_op;
   std::vector<ConcreteOperand> inputs, outputs;
   std::vector<int64_t> deps;

@@ -46,7 +46,7 @@ inline Graph graph_of(const std::vector<TestOp>& ops, int64_t num_microbatches =
     ShardOp op;
     op.id = static_cast<int64_t>(i);
     op.name = ops[i].name;
-    op.kind = ops[i].kind;
+    op.kind = parse_op_kind(ops[i].kind).value();
     op.phase = ops[i].phase;
     op.stream = ops[i].stream;
     op.scope = ops[i].scope;
@@ -56,7 +56,7 @@ inline Graph graph_of(const std::vector<TestOp>& ops, int64_t num_microbatches =
     op.stage = ops[i].stage;
     op.reads = ops[i].reads;
     op.writes = ops[i].writes;
-    if (op.kind == "collective") op.group = ops[i].group;
+    if (op.kind == OpKind::collective) op.group = ops[i].group;
     g.shard->ops.push_back(op);
     g.cost->ops.push_back(OpCost{op.id, ops[i].time_us, "compute", {}});
   }

@@ -117,7 +117,7 @@ TEST(ContextParallel, RingForwardSendsCpMinusOneKeyValueBlocksOverlappedWithComp
   auto steps = ops_named(s, "syssim::flash_attn");
   ASSERT_EQ(exchanges.size(), 3u);
   for (const ShardOp* e : exchanges) {
-    EXPECT_EQ(e->kind, "collective");
+    EXPECT_EQ(e->kind, OpKind::collective);
     EXPECT_EQ(e->group, "cp");
     EXPECT_EQ(e->stream, "cp");
     EXPECT_EQ(e->group_size, cp);

@@ -316,9 +316,9 @@ TEST(DataParallel, SettingsMegatronRefusesAreUsageErrors) {
 std::map<std::string, double> totals(const ShardSection& s) {
   std::map<std::string, double> sums;
   for (const ShardOp& op : s.ops) {
-    if (op.kind == "collective" && op.group == "tp" && op.scope == "microbatch")
+    if (op.kind == OpKind::collective && op.group == "tp" && op.scope == "microbatch")
       sums[op.phase + ":" + op.collective] += op.message_bytes;
-    if (op.kind == "gemm") sums[op.phase + ":gemm"] += op.flops;
+    if (op.kind == OpKind::gemm) sums[op.phase + ":gemm"] += op.flops;
   }
   return sums;
 }

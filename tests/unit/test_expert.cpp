@@ -58,7 +58,7 @@ std::vector<const ShardOp*> named(const ShardSection& shard, const std::string& 
   return forward_ops(shard, [&](const ShardOp& op) { return op.name == name; });
 }
 std::vector<const ShardOp*> collectives(const ShardSection& shard, const std::string& group) {
-  return forward_ops(shard, [&](const ShardOp& op) { return op.kind == "collective" && op.group == group; });
+  return forward_ops(shard, [&](const ShardOp& op) { return op.kind == OpKind::collective && op.group == group; });
 }
 
 TEST(Experts, RoutedFlopsAndGemmShapesOfARank) {
@@ -196,7 +196,7 @@ TEST(Experts, ExpertGradientsAreReducedOverTheExpertDataParallelGroup) {
   auto reduced = [&](const std::string& group) {
     double bytes = 0;
     for (const ShardOp& op : shard.ops)
-      if (op.kind == "collective" && op.group == group && op.collective == "reduce_scatter" && op.scope == "step")
+      if (op.kind == OpKind::collective && op.group == group && op.collective == "reduce_scatter" && op.scope == "step")
         bytes += op.message_bytes;
     return bytes;
   };

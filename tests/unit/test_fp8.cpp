@@ -79,7 +79,7 @@ size_t count(const ShardSection& shard, const std::string& name, const std::stri
 
 size_t tp_collectives(const ShardSection& shard, const std::string& collective) {
   size_t n = 0;
-  for (const ShardOp& op : shard.ops) n += op.kind == "collective" && op.group == "tp" && op.collective == collective;
+  for (const ShardOp& op : shard.ops) n += op.kind == OpKind::collective && op.group == "tp" && op.collective == collective;
   return n;
 }
 
@@ -182,7 +182,7 @@ TEST(Gemms, RunInFp8OnQuantizedOperands) {
   ShardSection shard = sharded(layout("fp8", "delayed"));
   size_t gemm = 0;
   for (const ShardOp& op : shard.ops) {
-    if (op.kind == "gemm") {
+    if (op.kind == OpKind::gemm) {
       ASSERT_LT(gemm, operand_elements.size());
       EXPECT_EQ(op.dtype, "fp8") << op.name;
       EXPECT_DOUBLE_EQ(op.bytes, gemm_bytes - operand_elements[gemm] + 2 * kScale) << op.name;
@@ -193,7 +193,7 @@ TEST(Gemms, RunInFp8OnQuantizedOperands) {
   }
   EXPECT_EQ(gemm, operand_elements.size());
   size_t fp4_gemms = 0;
-  for (const ShardOp& op : sharded(layout("fp4", "nvfp4")).ops) fp4_gemms += op.kind == "gemm" && op.dtype == "fp4";
+  for (const ShardOp& op : sharded(layout("fp4", "nvfp4")).ops) fp4_gemms += op.kind == OpKind::gemm && op.dtype == "fp4";
   EXPECT_EQ(fp4_gemms, operand_elements.size());
 }
 
@@ -215,7 +215,7 @@ TEST(SequenceParallel, QuantizedCopiesAreAllGathered) {
   EXPECT_EQ(tp_collectives(shard, "all_gather"), 4u);
   const double piece = s / 2 * b * h;
   for (const ShardOp& op : shard.ops)
-    if (op.kind == "collective" && op.collective == "all_gather") {
+    if (op.kind == OpKind::collective && op.collective == "all_gather") {
       EXPECT_DOUBLE_EQ(op.message_bytes, 2 * (piece + kScale));
       EXPECT_EQ(shard.buffers[op.reads[0]].bytes, piece + kScale);
     }
@@ -224,7 +224,7 @@ TEST(SequenceParallel, QuantizedCopiesAreAllGathered) {
   ShardSection current = sharded(layout("fp8", "current", 2));
   size_t amax_reductions = 0;
   for (const ShardOp& op : current.ops)
-    amax_reductions += op.kind == "collective" && op.collective == "all_reduce" && op.message_bytes == 4;
+    amax_reductions += op.kind == OpKind::collective && op.collective == "all_reduce" && op.message_bytes == 4;
   EXPECT_EQ(amax_reductions, 2u);
 }
 
@@ -234,7 +234,7 @@ TEST(DelayedScaling, AmaxesAreReducedOverTheStageRanksAfterEachPass) {
   ShardSection shard = sharded(layout("fp8", "delayed", 2, 2));
   std::vector<double> messages;
   for (const ShardOp& op : shard.ops)
-    if (op.kind == "collective" && op.stream == "amax") {
+    if (op.kind == OpKind::collective && op.stream == "amax") {
       EXPECT_EQ(op.group_size, 4);
       EXPECT_EQ(op.collective, "all_reduce");
       messages.push_back(op.message_bytes);
@@ -262,7 +262,7 @@ TEST(Fp8Parameters, WeightsAreFp8AndGatheredInFp8) {
   // The distributed optimizer's all-gather (one bucket) moves the two fp8 weights.
   std::vector<double> gathers;
   for (const ShardOp& op : shard.ops)
-    if (op.kind == "collective" && op.collective == "all_gather" && op.group == "dp") gathers.push_back(op.message_bytes);
+    if (op.kind == OpKind::collective && op.collective == "all_gather" && op.group == "dp") gathers.push_back(op.message_bytes);
   EXPECT_EQ(gathers, std::vector<double>{2 * (f * h + kScale)});
 }
 
@@ -273,7 +273,7 @@ TEST(Fp8Parameters, OnlyThemAreGatheredInFp8) {
   auto dp_gathers = [](const ShardSection& shard) {
     std::vector<double> messages;
     for (const ShardOp& op : shard.ops)
-      if (op.kind == "collective" && op.collective == "all_gather" && op.group == "dp")
+      if (op.kind == OpKind::collective && op.collective == "all_gather" && op.group == "dp")
         messages.push_back(op.message_bytes);
     return messages;
   };

@@ -178,7 +178,7 @@ ShardSection small_pipeline() {
   s.num_microbatches = 2;
   ShardOp op;
   op.name = "aten::add";
-  op.kind = "math";
+  op.kind = OpKind::math;
   op.phase = "fwd";
   op.scope = "microbatch";
   op.pass = "forward";
@@ -222,6 +222,10 @@ TEST(ShardSection, RefusesChunksRanksAndSizesNoJobHas) {
   // A rank runs at most 2^20 passes of a micro-batch through a chunk per step: 2^19 with 2 chunks.
   EXPECT_EQ(error_of("/num_microbatches", 1 << 20),
             "graph: /shard/num_microbatches: expected 1 to 524288, got 1048576");
+  // An op's kind is one of the six, parsed once here.
+  EXPECT_EQ(error_of("/ops/0/kind", "conv"),
+            "graph: /shard/ops/0/kind: expected gemm, attention, math, memory, collective or optimizer, got \"conv\"");
+  EXPECT_EQ(error_of("/ops/0/kind", "gemm"), "no error");
 }
 
 // The trace cache's binary form: the same section back, and a damaged entry refused (the

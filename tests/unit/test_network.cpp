@@ -197,7 +197,7 @@ TEST(Oversubscription, AllToAllAcrossLeavesIsUplinkBound) {
 
 ShardOp collective_op(const std::string& collective, const std::string& group, int64_t size, int64_t stage = 0) {
   ShardOp op;
-  op.kind = "collective";
+  op.kind = OpKind::collective;
   op.collective = collective;
   op.group = group;
   op.group_size = size;

@@ -153,7 +153,7 @@ TEST(Recompute, FullRecomputeRerunsEachLayerWithItsCollectives) {
       EXPECT_EQ(op.phase, "bwd");
       EXPECT_EQ(op.pass, "backward");
       ++recomputed[*op.layer];
-      if (op.kind == "collective") ++recomputed_collectives[*op.layer];
+      if (op.kind == OpKind::collective) ++recomputed_collectives[*op.layer];
     }
   }
   for (int64_t layer : {0, 1}) {

@@ -143,7 +143,7 @@ Graph pipeline_graph(const Pipeline& p, const std::string& schedule) {
     ShardOp op;
     op.id = static_cast<int64_t>(s.ops.size());
     op.name = name;
-    op.kind = "gemm";
+    op.kind = OpKind::gemm;
     op.phase = phase;
     op.pass = pass;
     op.module = name;

@@ -51,7 +51,7 @@ ShardOptions layout(int64_t tp, bool sp, int64_t dp = 1, int64_t micro_batch = 1
 std::vector<const ShardOp*> collectives(const ShardSection& s) {
   std::vector<const ShardOp*> out;
   for (const auto& op : s.ops)
-    if (op.kind == "collective") out.push_back(&op);
+    if (op.kind == OpKind::collective) out.push_back(&op);
   return out;
 }
 
@@ -129,7 +129,7 @@ TEST(Shard, KernelShapesAreTheGemmsOfOneRank) {
   // fc2's wgrad: grad^T [1024, 2048 tokens] x z [2048 tokens, 2048] -> [1024, 2048].
   EXPECT_EQ(shape_of("syssim::linear_wgrad", "weight"), (KernelShape{{"m", 1024}, {"n", 2048}, {"k", 2048}}));
   for (const auto& op : g.shard->ops)
-    if (op.kind == "collective") {
+    if (op.kind == OpKind::collective) {
       EXPECT_TRUE(op.shape.empty()) << op.name;
     }
 }
@@ -167,8 +167,8 @@ TEST(Shard, DataParallelAddsGradientReductionAndAdam) {
   EXPECT_EQ(c[0]->scope, "step");
   EXPECT_DOUBLE_EQ(c[0]->message_bytes, 2.0 * 1024 * 4096 * 4);  // fp32 gradients
   const ShardOp& adam =
-      *std::find_if(g.shard->ops.begin(), g.shard->ops.end(), [](const ShardOp& op) { return op.kind == "optimizer"; });
-  EXPECT_EQ(adam.kind, "optimizer");
+      *std::find_if(g.shard->ops.begin(), g.shard->ops.end(), [](const ShardOp& op) { return op.kind == OpKind::optimizer; });
+  EXPECT_EQ(adam.kind, OpKind::optimizer);
   EXPECT_DOUBLE_EQ(adam.bytes, 2.0 * 1024 * 4096 * 30);
 }
 

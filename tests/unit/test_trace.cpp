@@ -131,7 +131,7 @@ TEST_F(LlamaTrace, RmsNormKeepsItsFp32ReciprocalStandardDeviation) {
 
 TEST_F(LlamaTrace, Fc1IsAColumnParallelGemmOverTheFusedGateAndUp) {
   const TraceOp& fc1 = find_op(*trace_, "decoder.layers.0.mlp.linear_fc1", "syssim::linear", "fwd");
-  EXPECT_EQ(fc1.kind, "gemm");
+  EXPECT_EQ(fc1.kind, OpKind::gemm);
   EXPECT_EQ(fc1.tp_role, "column");
   EXPECT_EQ(fc1.layer, 0);
   ASSERT_EQ(fc1.inputs.size(), 2u);

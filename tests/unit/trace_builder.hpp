@@ -63,7 +63,7 @@ struct TraceBuilder {
     TraceOp o;
     o.id = static_cast<int64_t>(trace.ops.size());
     o.name = name;
-    o.kind = kind;
+    o.kind = parse_op_kind(kind).value();
     o.phase = phase;
     o.layer = 0;
     o.module = module;
