@@ -16,6 +16,7 @@
 #include "config/presets.hpp"
 #include "driver/driver.hpp"
 #include "report/report.hpp"
+#include "validate/spellings.hpp"
 
 namespace syssim {
 namespace {
@@ -93,13 +94,10 @@ std::optional<bool> flag_cell(const MeasuredRow& row, const std::string& column)
   return true;
 }
 
-// The `gpu` cells of ../shared/validation/README.md and the presets that describe them.
-const std::map<std::string, std::string> kPresetOfGpu = {{"H100-80GB", "h100-sxm-80gb"},
-                                                         {"A100-80GB", "a100-sxm-80gb"},
-                                                         {"GB200", "gb200-nvl72"},
-                                                         {"B200", "b200"},
-                                                         {"GB300", "gb300-nvl72"},
-                                                         {"H100-96GB-HBM2e-500W", "h100-sxm-96gb-500w"}};
+// The `gpu` cells of the measured table's README, which name their presets exactly; any other
+// spelling (spellings.hpp) is listed among the row's assumptions.
+const std::vector<std::string> kTableGpus = {"H100-80GB", "A100-80GB", "GB200", "B200", "GB300",
+                                             "H100-96GB-HBM2e-500W"};
 
 // The YAML of a preset name of hardware_dir, or a YAML path as given.
 std::string preset_path(const std::string& chosen, const std::string& hardware_dir) {
@@ -111,12 +109,18 @@ std::string preset_path(const std::string& chosen, const std::string& hardware_d
 // The row's `hardware` cell, else what --hardware-map says for its gpu, else the built-in
 // preset of the gpu: a preset name of hardware_dir or a YAML path.
 std::string hardware_preset(const MeasuredRow& row, const std::string& hardware_dir,
-                            const std::map<std::string, std::string>& hardware_map) {
+                            const std::map<std::string, std::string>& hardware_map,
+                            std::vector<std::string>& assumptions) {
   std::string gpu = cell(row, "gpu");
   std::string chosen = cell(row, "hardware");
   if (chosen.empty() && hardware_map.count(gpu)) chosen = hardware_map.at(gpu);
-  if (chosen.empty() && kPresetOfGpu.count(gpu)) chosen = kPresetOfGpu.at(gpu);
-  if (chosen.empty()) throw Unsupported{"no hardware preset for gpu '" + gpu + "'"};
+  if (chosen.empty()) {
+    std::optional<std::string> preset = preset_of_gpu(gpu);
+    if (!preset) throw Unsupported{"no hardware preset for gpu '" + gpu + "'"};
+    chosen = *preset;
+    if (std::find(kTableGpus.begin(), kTableGpus.end(), gpu) == kTableGpus.end())
+      assumptions.push_back("hardware=" + chosen);
+  }
   return preset_path(chosen, hardware_dir);
 }
 
@@ -279,18 +283,14 @@ TrainingConfig training(const MeasuredRow& row, int64_t dp, int64_t data_paralle
   if (!micro_batch) assumptions.push_back("micro_batch=1");
   t.global_batch = required_int(row, "global_batch");
   t.seq_length = required_int(row, "seq_length");
-  std::string dtype = cell(row, "dtype");
-  if (dtype == "bf16" || dtype == "fp16" || dtype == "fp8" || dtype == "fp8-cs" || dtype == "fp8-mx") {
-    t.dtype = dtype.substr(0, dtype.find('-'));
-  } else if (starts_with(dtype, "fp16/bf16")) {
-    t.dtype = "bf16";
-    assumptions.push_back("dtype=bf16");
-  } else if (starts_with(dtype, "bf16 (amp_bf16")) {
-    t.dtype = "bf16";  // Composer's automatic mixed precision in bf16
-    assumptions.push_back("dtype=bf16");
-  } else {
-    throw Unsupported{"dtype '" + dtype + "' not recognised"};
-  }
+  const std::string dtype = cell(row, "dtype");
+  const std::optional<Precision> precision = precision_of(dtype);
+  if (!precision)
+    throw Unsupported{"dtype '" + dtype +
+                      "' not recognised (bf16, fp16, fp8, fp8-cs / current scaling, fp8-ds / delayed scaling, "
+                      "fp8-mx / mxfp8, nvfp4)"};
+  t.dtype = precision->dtype;
+  if (precision->mixed_16bit || (t.dtype == "bf16" && dtype != "bf16")) assumptions.push_back("dtype=bf16");
   std::string recompute = cell(row, "recompute");
   std::string method = recompute.substr(0, recompute.find(' '));
   if (method.empty()) method = "none";
@@ -318,11 +318,12 @@ TrainingConfig training(const MeasuredRow& row, int64_t dp, int64_t data_paralle
   // Megatron-Bridge's per-tensor recipes keep fp8 parameters (fp8_param_gather True; Megatron-
   // Bridge's bf16_with_fp8_current_scaling_mixed), which syssim simulates with the distributed
   // optimizer; its MXFP8 recipe's fp8 parameters are not simulated (bf16 parameters instead).
-  if (t.dtype == "fp8") {
+  if (t.dtype == "fp8" || t.dtype == "fp4") {
     const bool megatron_bridge = cell(row, "source_id") == "MB_PERF";
-    t.fp8_recipe = dtype == "fp8-mx" ? "mxfp8" : dtype == "fp8-cs" || megatron_bridge ? "current" : "delayed";
-    t.fp8_param_gather = *t.fp8_recipe != "mxfp8" && t.distributed_optimizer;
-    if (dtype == "fp8") assumptions.push_back("fp8_recipe=" + *t.fp8_recipe);
+    t.fp8_recipe = precision->recipe.value_or(megatron_bridge ? "current" : "delayed");
+    t.fp8_param_gather = (*t.fp8_recipe == "current" || *t.fp8_recipe == "delayed") && t.distributed_optimizer;
+    if (!precision->recipe || (dtype != "fp8-cs" && dtype != "fp8-mx"))
+      assumptions.push_back("fp8_recipe=" + *t.fp8_recipe);
     assumptions.push_back(t.fp8_param_gather ? "fp8_param_gather=1" : "fp8_param_gather=0");
   }
   // Megatron recipes overlap the gradient reduction, and the parameter all-gather with the
@@ -588,7 +589,7 @@ RowPlan plan_row(const MeasuredRow& row, const std::string& hardware_dir,
                  const std::map<std::string, std::string>& hardware_map) {
   RowPlan plan;
   try {
-    plan.hardware_path = hardware_preset(row, hardware_dir, hardware_map);
+    plan.hardware_path = hardware_preset(row, hardware_dir, hardware_map, plan.assumptions);
     plan.options = layout(row, plan.assumptions);
     plan.model = architecture(row, plan.assumptions);
     expert_settings(row, plan.model, plan.options, plan.assumptions);

@@ -100,7 +100,7 @@ small_data() {
 }
 
 @test "the Blackwell bundles are reproduced byte for byte from the committed B200 data" {
-  for hardware in b200 gb200-nvl72 gb300-nvl72; do
+  for hardware in b200 b300 gb200-nvl72 gb300-nvl72; do
     syssim calibrate --data "$B200_DATA" --dtype bf16 --overhead-us 0 --hardware "$HARDWARE/$hardware.yaml" \
       -o "$BATS_TEST_TMPDIR/$hardware" >/dev/null
     diff -r "$ROOT/configs/calibration/$hardware" "$BATS_TEST_TMPDIR/$hardware"

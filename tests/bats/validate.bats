@@ -45,7 +45,7 @@ CSV
     if (d > 0.005 + 0.00005 / $8 * 100) { print "line " $1 ": error " $10 ", expected " expected; exit 1 } }'
   # The gpu and dtype cells as written, and an MFU between 0 and 1 for the simulated rows.
   assert_line --regexp "^2,A,Llama-tiny,H100-80GB,bf16,2,tp2\+sp pp1 dp1 mbs1 gbs8,0\.5000,[0-9.]+,[-0-9.]+,0\.[0-9]{4},"
-  assert_line "5,B,GPT-tiny,A100-80GB,int8,4,,,,,,,,,,,dtype 'int8' not recognised"
+  assert_line "5,B,GPT-tiny,A100-80GB,int8,4,,,,,,,,,,,\"dtype 'int8' not recognised (bf16, fp16, fp8, fp8-cs / current scaling, fp8-ds / delayed scaling, fp8-mx / mxfp8, nvfp4)\""
 }
 
 @test "validate --format json lists the assumptions taken for empty cells" {

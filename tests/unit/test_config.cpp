@@ -36,7 +36,7 @@ const std::vector<std::string> kModels = [] {
 const std::vector<std::string> kHardware = {"a100-sxm-80gb", "h100-sxm-80gb", "h200-sxm",
                                             "gh200",         "b200",          "mi300x",  "gb200-nvl72",
                                             "h100-100gbe",   "gb300-nvl72",   "a100-sxm-40gb", "h100-sxm-96gb-500w",
-                                            "h100-nvl",      "h800-sxm"};
+                                            "h100-nvl",      "h800-sxm",      "b300"};
 
 std::string model_path(const std::string& name) { return kRoot + "/configs/models/" + name + ".yaml"; }
 std::string hardware_path(const std::string& name) { return kRoot + "/configs/hardware/" + name + ".yaml"; }
@@ -205,8 +205,9 @@ TEST(Presets, EveryHardwarePresetLoadsAndIsNamedAfterItsFile) {
     EXPECT_GT(hw.peak_tflops_mm, 5 * hw.peak_tflops_math);
     // Dense FP8 is twice dense BF16 on every part that has it (vendor figures are rounded).
     if (hw.peak_tflops_mm_fp8) expect_near_rel(*hw.peak_tflops_mm_fp8, 2 * hw.peak_tflops_mm, 0.001, "fp8");
-    // Dense FP4 is four times dense BF16, six on Blackwell Ultra (GB300: 15 against 2.5 PFLOPS).
-    const double fp4_ratio = name == "gb300-nvl72" ? 6 : 4;
+    // Dense FP4 is four times dense BF16, six on Blackwell Ultra (GB300: 15 against 2.5 PFLOPS;
+    // HGX B300: 108 against 18 PFLOPS for 8 GPUs).
+    const double fp4_ratio = name == "gb300-nvl72" || name == "b300" ? 6 : 4;
     if (hw.peak_tflops_mm_fp4) expect_near_rel(*hw.peak_tflops_mm_fp4, fp4_ratio * hw.peak_tflops_mm, 0.001, "fp4");
   }
 }

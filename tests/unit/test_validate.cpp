@@ -9,6 +9,7 @@
 #include "driver/driver.hpp"
 #include "sim/sim.hpp"
 #include "trace_builder.hpp"
+#include "validate/spellings.hpp"
 #include "validate/validate.hpp"
 
 namespace syssim {
@@ -209,6 +210,57 @@ TEST(ValidateRow, GpuCellsMapToPresetsAndHardwareMapOverridesThem) {
   EXPECT_EQ(plan_row(row, kPresets, {{"TPU-v5p", "my/tpu.yaml"}}).hardware_path, "my/tpu.yaml");
 }
 
+// The spellings users write (docs/validation.md, "Spellings"), each to a preset or a recipe.
+TEST(ValidateSpellings, GpuNamesInAnyCaseAndWithOrWithoutTheirMemory) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"H100", "h100-sxm-80gb"},       {"h100 sxm5 80GB", "h100-sxm-80gb"}, {"NVIDIA H100-80GB", "h100-sxm-80gb"},
+      {"A100", "a100-sxm-80gb"},       {"A100-40GB", "a100-sxm-40gb"},      {"a100_sxm4_40gb", "a100-sxm-40gb"},
+      {"H200", "h200-sxm"},            {"H800", "h800-sxm"},                {"GH200", "gh200"},
+      {"B200", "b200"},                {"B300", "b300"},                    {"GB200 NVL72", "gb200-nvl72"},
+      {"gb300", "gb300-nvl72"},        {"H100 NVL", "h100-nvl"},            {"AMD MI300X", "mi300x"}};
+  for (const auto& [gpu, preset] : cases) EXPECT_EQ(preset_of_gpu(gpu).value_or("none"), preset) << gpu;
+  for (const char* unknown : {"TPU-v5p", "H100-40GB", "B100", ""}) EXPECT_FALSE(preset_of_gpu(unknown)) << unknown;
+}
+
+TEST(ValidateSpellings, PrecisionsAndTheirRecipes) {
+  auto recipe_of = [](const std::string& dtype) {
+    std::optional<Precision> p = precision_of(dtype);
+    return p ? p->dtype + "/" + p->recipe.value_or("-") : std::string("none");
+  };
+  EXPECT_EQ(recipe_of("bf16"), "bf16/-");
+  EXPECT_EQ(recipe_of("BF16-mixed"), "bf16/-");
+  EXPECT_EQ(recipe_of("fp16"), "fp16/-");
+  EXPECT_EQ(recipe_of("fp16/bf16 mixed (16-bit)"), "bf16/-");
+  EXPECT_EQ(recipe_of("bf16 (amp_bf16, DEFAULT)"), "bf16/-");
+  EXPECT_EQ(recipe_of("fp8"), "fp8/-");
+  EXPECT_EQ(recipe_of("fp8-cs"), "fp8/current");
+  EXPECT_EQ(recipe_of("FP8 current scaling"), "fp8/current");
+  EXPECT_EQ(recipe_of("fp8 delayed scaling"), "fp8/delayed");
+  EXPECT_EQ(recipe_of("fp8-mx"), "fp8/mxfp8");
+  EXPECT_EQ(recipe_of("MXFP8"), "fp8/mxfp8");
+  EXPECT_EQ(recipe_of("nvfp4"), "fp4/nvfp4");
+  EXPECT_EQ(recipe_of("int8"), "none");
+}
+
+// A row spelled another way is simulated as the table's spelling would be, and says what it took.
+TEST(ValidateRow, SpelledGpusAndPrecisionsAreListedAmongTheAssumptions) {
+  MeasuredRow row = llama_row();
+  row["gpu"] = "h100 sxm";
+  row["dtype"] = "MXFP8";
+  RowPlan plan = plan_row(row, kPresets);
+  ASSERT_EQ(plan.skip_reason, "");
+  EXPECT_EQ(plan.hardware_path, "/presets/h100-sxm-80gb.yaml");
+  EXPECT_EQ(plan.options.training.dtype, "fp8");
+  EXPECT_EQ(plan.options.training.fp8_recipe, "mxfp8");
+  for (const char* assumption : {"hardware=h100-sxm-80gb", "fp8_recipe=mxfp8", "fp8_param_gather=0"})
+    EXPECT_NE(std::find(plan.assumptions.begin(), plan.assumptions.end(), assumption), plan.assumptions.end())
+        << assumption;
+  row["dtype"] = "int8";
+  EXPECT_EQ(plan_row(row, kPresets).skip_reason,
+            "dtype 'int8' not recognised (bf16, fp16, fp8, fp8-cs / current scaling, fp8-ds / delayed scaling, "
+            "fp8-mx / mxfp8, nvfp4)");
+}
+
 TEST(ValidateRow, HardwareMapAssignmentsNeedAGpuAndAPreset) {
   EXPECT_EQ(parse_hardware_map({"GB200=b200", "H100-80GB=h100.yaml", "GB200=gb200-nvl72"}),
             (std::map<std::string, std::string>{{"GB200", "gb200-nvl72"}, {"H100-80GB", "h100.yaml"}}));
@@ -377,7 +429,8 @@ TEST(ValidateRow, SkipReasonsSayWhatIsMissing) {
     row[column] = value;
     return plan_row(row, kPresets).skip_reason;
   };
-  EXPECT_EQ(reason("dtype", "int8"), "dtype 'int8' not recognised");
+  EXPECT_EQ(reason("dtype", "int8"), "dtype 'int8' not recognised (bf16, fp16, fp8, fp8-cs / current scaling, fp8-ds / delayed scaling, "
+            "fp8-mx / mxfp8, nvfp4)");
   EXPECT_EQ(reason("model", "Grok-1"), "column 'layers' is 80 but model grok-1 has 64");
   EXPECT_EQ(reason("model", "Unknown-2"),
             "no architecture known for model 'Unknown-2' (give a model_config column: a preset, a model YAML or a "
@@ -466,7 +519,8 @@ TEST(ValidateRun, SimulatesExpressedRowsAndExplainsTheRest) {
   EXPECT_FALSE(simulated.predicted_oom);
   EXPECT_FALSE(result.rows[1].expressed());  // the library's own one-line refusal
   EXPECT_NE(result.rows[1].skip_reason.find("tp=3"), std::string::npos) << result.rows[1].skip_reason;
-  EXPECT_EQ(result.rows[2].skip_reason, "dtype 'int8' not recognised");
+  EXPECT_EQ(result.rows[2].skip_reason, "dtype 'int8' not recognised (bf16, fp16, fp8, fp8-cs / current scaling, fp8-ds / delayed scaling, "
+            "fp8-mx / mxfp8, nvfp4)");
   EXPECT_EQ(result.rows[2].line, 4);
 }
 
