@@ -66,7 +66,7 @@ void check_step_options(const TrainingConfig& t) {
 std::vector<LocalGrad> grads_in_backward_order(const ShardContext& context, const std::vector<ShardOp>& ops) {
   std::vector<int64_t> last_writer(context.trace.tensors.size(), -1);  // traced buffers only: the grads
   for (const ShardOp& op : ops)
-    if (op.scope == "microbatch")
+    if (op.scope == OpScope::microbatch)
       for (int64_t b : op.writes)
         if (b < static_cast<int64_t>(last_writer.size())) last_writer[b] = op.id;
   std::map<uintptr_t, int64_t> weight_named;  // by the name's identity
@@ -123,14 +123,14 @@ ShardOp step_op(const std::string& name, OpKind kind, const std::string& module)
   op.phase = "optimizer";
   op.pass = "step";
   op.module = module;
-  op.scope = "step";
+  op.scope = OpScope::step;
   op.stream = "compute";
   op.dtype = "fp32";
   return op;
 }
 
 ShardOp step_collective(const ShardContext& context, const std::string& collective, const std::string& group,
-                        double message_bytes, const std::string& module, const std::string& scope = "step") {
+                        double message_bytes, const std::string& module, OpScope scope = OpScope::step) {
   ShardOp c = make_collective(context, collective, group, message_bytes, "optimizer", scope);
   c.pass = "step";
   c.module = module;
@@ -149,7 +149,7 @@ struct BucketGroup {
 };
 
 // The distributed optimizer's all-gather of one bucket's updated 16-bit weights.
-ShardOp param_gather(const ShardContext& context, const BucketGroup& group, size_t index, const std::string& scope) {
+ShardOp param_gather(const ShardContext& context, const BucketGroup& group, size_t index, OpScope scope) {
   const Bucket& bucket = group.buckets[index];
   ShardOp c = step_collective(context, "all_gather", group.group,
                               bucket.params * dtype_size(context.options.training.dtype),
@@ -163,7 +163,7 @@ ShardOp param_gather(const ShardContext& context, const BucketGroup& group, size
 std::vector<int64_t> end_of_backward(const std::vector<ShardOp>& ops) {
   std::map<std::string, int64_t> last;
   for (const ShardOp& op : ops)
-    if (op.scope == "microbatch") last[op.stream] = op.id;
+    if (op.scope == OpScope::microbatch) last[op.stream] = op.id;
   std::vector<int64_t> ids;
   for (const auto& [stream, id] : last) ids.push_back(id);
   std::sort(ids.begin(), ids.end());
@@ -228,7 +228,7 @@ void add_step_ops(const ShardContext& context, ShardSection& shard) {
   if (gathers_after_step && t.overlap_param_gather)
     for (const BucketGroup& group : bucket_groups)
       if (group.ranks > 1)
-        for (size_t i = group.buckets.size(); i-- > 0;) rewriter.add(param_gather(context, group, i, "step_start"));
+        for (size_t i = group.buckets.size(); i-- > 0;) rewriter.add(param_gather(context, group, i, OpScope::step_start));
   rewriter.keep_all();
 
   std::vector<int64_t> grads, replicated_grads;
@@ -281,7 +281,7 @@ void add_step_ops(const ShardContext& context, ShardSection& shard) {
       if (group.ranks > 1)
         for (size_t i = 0; i < group.buckets.size(); ++i)
           if (!group.buckets[i].grads.empty())
-            optimizer_step.push_back(rewriter.add(param_gather(context, group, i, "step"), {optimizer_step[0]}));
+            optimizer_step.push_back(rewriter.add(param_gather(context, group, i, OpScope::step), {optimizer_step[0]}));
   // Megatron-LM zeroes the fp32 gradient buffer at the start of each step (zero_grad_buffer):
   // in a run of steps, once this step's optimizer step and synchronous gathers are done.
   ShardOp zero = step_op("ddp::zero_grad_buffer", OpKind::memory, "grad_buffer");

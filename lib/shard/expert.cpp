@@ -72,7 +72,7 @@ class ExpertExchange {
   void run() {
     const auto& ops = rewriter_.old_ops();
     for (const ShardOp& old : ops) {
-      if (old.scope != "microbatch") {
+      if (old.scope != OpScope::microbatch) {
         rewriter_.keep(old.id);
         continue;
       }

@@ -90,7 +90,7 @@ Usage weight_usage(GemmRole role) { return role == GemmRole::kDgrad ? Usage::kCo
 using ScalingGroup = std::tuple<int64_t, int64_t, bool>;  // stage, chunk, backward
 
 bool is_tp_gather(const ShardOp& op) {
-  return op.kind == OpKind::collective && op.collective == "all_gather" && op.group == "tp" && op.scope == "microbatch" &&
+  return op.kind == OpKind::collective && op.collective == "all_gather" && op.group == "tp" && op.scope == OpScope::microbatch &&
          op.reads.size() == 1 && op.writes.size() == 1;
 }
 
@@ -116,7 +116,7 @@ class LowPrecision {
   void run() {
     bool weights_done = false;
     for (const ShardOp& op : rewriter_.old_ops()) {
-      if (!weights_done && op.scope != "step_start") {
+      if (!weights_done && op.scope != OpScope::step_start) {
         quantize_weights();
         weights_done = true;
       }
@@ -135,7 +135,7 @@ class LowPrecision {
   // --- the plan: what the linears read ----------------------------------------------------
 
   std::optional<GemmRole> role_of(const ShardOp& op) const {
-    if (op.kind != OpKind::gemm || op.scope != "microbatch" || !op.layer || !op.trace_op) return std::nullopt;
+    if (op.kind != OpKind::gemm || op.scope != OpScope::microbatch || !op.layer || !op.trace_op) return std::nullopt;
     const TraceOp& traced = context_.trace.ops[*op.trace_op];
     const bool linear = traced.tp_role == "column" || traced.tp_role == "row" || traced.tp_role == "expert_column" ||
                         traced.tp_role == "expert_row";
@@ -351,7 +351,7 @@ class LowPrecision {
     for (int64_t linear : linear_order_) {
       const std::vector<int64_t>& weights = weights_of_linear_.at(linear);
       ShardOp consumer = first_forward_.at(linear);
-      consumer.scope = "step_start";
+      consumer.scope = OpScope::step_start;
       consumer.pass = "step";
       consumer.recompute = false;
       ShardOp cast = inserted(consumer, param_gather_ ? "te::transpose" : "te::quantize", OpKind::memory);

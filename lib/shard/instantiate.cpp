@@ -67,7 +67,7 @@ class Instantiator {
   }
 
   ShardOp collective(const std::string& kind, double message_bytes, const TraceOp& origin, const std::string& pass) {
-    ShardOp c = make_collective(context_, kind, "tp", message_bytes, origin.phase, "microbatch");
+    ShardOp c = make_collective(context_, kind, "tp", message_bytes, origin.phase, OpScope::microbatch);
     c.layer = origin.layer;
     c.module = origin.module;
     c.pass = pass;
@@ -130,7 +130,7 @@ class Instantiator {
     s.pass = pass_of(op);
     s.layer = op.layer;
     s.module = op.module;
-    s.scope = "microbatch";
+    s.scope = OpScope::microbatch;
     s.stream = "compute";
     s.dtype = context_.options.training.dtype;
     s.flops = op.flops.evaluate(axes, where + "/flops");

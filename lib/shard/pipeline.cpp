@@ -197,7 +197,7 @@ RankAnalysis analyze(const std::vector<ShardOp>& ops, const ShardSection& shard,
   for (const ShardBuffer& b : shard.buffers)
     if (b.role == "param") weight_named.emplace(b.param.identity(), b.id);
   for (const ShardOp& op : ops) {
-    if (op.scope == "microbatch") {
+    if (op.scope == OpScope::microbatch) {
       int64_t v = a.virtual_stage[op.id] = stages.virtual_stage(op);
       for (int64_t b : op.reads) {
         a.reader_ranks[b].insert(stages.rank(v));
@@ -210,7 +210,7 @@ RankAnalysis analyze(const std::vector<ShardOp>& ops, const ShardSection& shard,
   // several ranks hold is run by each of them on its own partials.
   std::vector<int64_t> last_writer(buffers, -1);
   for (const ShardOp& op : ops) {
-    if (op.scope == "microbatch") {
+    if (op.scope == OpScope::microbatch) {
       int64_t v = a.virtual_stage[op.id], rank = stages.rank(v);
       bool shared_weight_grad = false;
       for (int64_t b : op.writes) {
@@ -243,7 +243,7 @@ RankAnalysis analyze(const std::vector<ShardOp>& ops, const ShardSection& shard,
   for (const ShardOp& op : ops) a.pass.push_back(op.pass);
   std::vector<char> read_later(buffers, 0), read_later_outside_weight_pass(buffers, 0);
   for (auto op = ops.rbegin(); op != ops.rend(); ++op) {
-    if (op->scope != "microbatch") continue;
+    if (op->scope != OpScope::microbatch) continue;
     if (op->pass == "backward" && op->kind == OpKind::collective) {
       bool read = false, only_by_weight_ops = true;
       for (int64_t b : op->writes)
@@ -274,14 +274,14 @@ class PipelineRewriter {
     const auto& ops = rewriter_.old_ops();
     bool optimizer_reached = false;
     for (const ShardOp& op : ops) {
-      if (op.scope == "microbatch") {
+      if (op.scope == OpScope::microbatch) {
         if (analysis_.partial_sums.count(op.id))
           split_partial_sum(op);
         else
           place(op);
         continue;
       }
-      if (!optimizer_reached && op.scope == "step" && op.kind != OpKind::collective) {
+      if (!optimizer_reached && op.scope == OpScope::step && op.kind != OpKind::collective) {
         optimizer_reached = true;
         reduce_shared_weight_grads();
       }
@@ -348,7 +348,7 @@ class PipelineRewriter {
     // Receives from the previous virtual stage in the forward direction, from the next in
     // the backward one (docs/parallelism.md); runs in the slot of the op that needs it.
     ShardOp recv = make_collective(context_, "send_recv", "pp", shard_.buffers[b].bytes, v == w + 1 ? "fwd" : "bwd",
-                                   "microbatch");
+                                   OpScope::microbatch);
     recv.group_size = 2;
     recv.layer = reader.layer;
     recv.module = reader.module;
@@ -487,7 +487,7 @@ class PipelineRewriter {
       ready.insert(ready.end(), w.begin(), w.end());
     }
     for (int64_t rank : ranks) {
-      ShardOp c = make_collective(context_, "all_reduce", group, message_bytes, "optimizer", "step");
+      ShardOp c = make_collective(context_, "all_reduce", group, message_bytes, "optimizer", OpScope::step);
       c.pass = "step";
       c.module = module;
       c.group_size = static_cast<int64_t>(ranks.size());
@@ -508,16 +508,16 @@ class PipelineRewriter {
   // it, is what zero-bubble schedules change: the weight op may run later).
   void finish(int64_t id) {
     ShardOp& op = shard_.ops[id];
-    const bool before_weight_ops = op.scope == "microbatch" && (op.pass != "weight" || op.recompute);
+    const bool before_weight_ops = op.scope == OpScope::microbatch && (op.pass != "weight" || op.recompute);
     std::vector<int64_t> deps;
     for (int64_t d : op.deps) {
       const ShardOp& dep = shard_.ops[d];
       if (dep.stage == op.stage) {
-        if (!before_weight_ops || dep.scope != "microbatch" || dep.pass != "weight") deps.push_back(d);
+        if (!before_weight_ops || dep.scope != OpScope::microbatch || dep.pass != "weight") deps.push_back(d);
       } else if (copies_of_.count(d)) {
         auto it = step_copy_.find({copies_of_.at(d), op.stage});
         if (it != step_copy_.end() && it->second != id) deps.push_back(it->second);
-      } else if (op.scope == "microbatch") {
+      } else if (op.scope == OpScope::microbatch) {
         auto it = received_.find({d, op.stage});
         if (it != received_.end()) deps.insert(deps.end(), it->second.begin(), it->second.end());
       } else {
@@ -533,7 +533,7 @@ class PipelineRewriter {
     const ShardOp& op = shard_.ops[id];
     writer_.resize(shard_.buffers.size(), -1);  // buffers added since
     for (int64_t b : op.writes) writer_[b] = id;
-    if (op.scope != "microbatch") return;
+    if (op.scope != OpScope::microbatch) return;
     if (int64_t* last = last_of_stream(op.stage, op.stream))
       *last = id;
     else
@@ -590,7 +590,7 @@ void plan_pipeline(const ModelConfig& model, const ShardOptions& options, ShardS
 void assign_pipeline_stages(ShardSection& shard) {
   StageMap stages(shard);
   for (ShardOp& op : shard.ops) {
-    if (op.scope != "microbatch") continue;
+    if (op.scope != OpScope::microbatch) continue;
     int64_t v = stages.virtual_stage(op);
     op.stage = stages.rank(v);
     op.chunk = stages.chunk(v);

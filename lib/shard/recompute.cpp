@@ -51,7 +51,7 @@ bool has_component(std::string_view module, std::string_view component) {
   return false;
 }
 
-bool is_layer_forward_op(const ShardOp& op) { return op.phase == "fwd" && op.scope == "microbatch" && op.layer; }
+bool is_layer_forward_op(const ShardOp& op) { return op.phase == "fwd" && op.scope == OpScope::microbatch && op.layer; }
 
 // A set of forward ops run again together (one checkpointed function).
 struct Region {
@@ -118,7 +118,7 @@ class Recomputer {
     regions_ = std::move(regions);
     find_dropped_buffers();
     for (const ShardOp& op : rewriter_.old_ops()) {
-      if (op.phase == "bwd" && op.scope == "microbatch")
+      if (op.phase == "bwd" && op.scope == OpScope::microbatch)
         for (size_t r : regions_needed_by(op))
           if (!regions_[r].recomputed) recompute(r);
       // A region's ops are read again when the backward recomputes them: copied; the rest moved.

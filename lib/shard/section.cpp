@@ -124,9 +124,9 @@ RankProgram program_of(const std::vector<const ShardOp*>& rank_ops, int64_t stag
   std::vector<std::vector<int64_t>> ops_of(static_cast<size_t>(chunks) * passes.size());
   for (const ShardOp* rank_op : rank_ops) {
     const ShardOp& op = *rank_op;
-    if (op.scope == "step_start") program.step_start_ops.push_back(op.id);
-    if (op.scope == "step") program.step_ops.push_back(op.id);
-    if (op.scope != "microbatch") continue;
+    if (op.scope == OpScope::step_start) program.step_start_ops.push_back(op.id);
+    if (op.scope == OpScope::step) program.step_ops.push_back(op.id);
+    if (op.scope != OpScope::microbatch) continue;
     size_t pass = pass_index(slot_pass_of(op));
     if (pass == passes.size())
       throw DataError("/shard/ops/" + std::to_string(op.id) + "/pass: a microbatch op needs forward, backward or "
@@ -221,7 +221,7 @@ json to_json(const ShardSection& s) {
   json ops = json::array();
   for (const auto& op : s.ops) {
     json o = {{"id", op.id}, {"trace_op", nullable_to_json(op.trace_op)}, {"name", op.name}, {"kind", to_string(op.kind)},
-              {"phase", op.phase}, {"layer", nullable_to_json(op.layer)}, {"module", op.module}, {"scope", op.scope},
+              {"phase", op.phase}, {"layer", nullable_to_json(op.layer)}, {"module", op.module}, {"scope", to_string(op.scope)},
               {"pass", op.pass}, {"stage", op.stage}, {"chunk", op.chunk}, {"recompute", op.recompute},
               {"stream", op.stream}, {"dtype", op.dtype}, {"deps", op.deps}, {"flops", op.flops},
               {"bytes", op.bytes}, {"reads", op.reads}, {"writes", op.writes}};
@@ -305,9 +305,11 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
     op.phase = require_as<std::string>(o, "phase", p);
     op.layer = read_nullable<int64_t>(o, "layer", p);
     op.module = require_as<std::string>(o, "module", p);
-    op.scope = require_as<std::string>(o, "scope", p);
-    if (op.scope != "microbatch" && op.scope != "step" && op.scope != "step_start")
-      throw DataError("graph: " + p + "/scope: expected microbatch, step or step_start, got \"" + op.scope + "\"");
+    const std::string scope = require_as<std::string>(o, "scope", p);
+    const std::optional<OpScope> parsed_scope = parse_enum<OpScope>(scope);
+    if (!parsed_scope)
+      throw DataError("graph: " + p + "/scope: expected microbatch, step or step_start, got \"" + scope + "\"");
+    op.scope = *parsed_scope;
     op.pass = require_as<std::string>(o, "pass", p);
     op.stage = require_as<int64_t>(o, "stage", p);
     if (op.stage < 0 || op.stage >= s.parallelism.pp)

@@ -10,7 +10,7 @@
 
 #include "common/expr.hpp"
 #include "common/kernel_shape.hpp"
-#include "common/op_kind.hpp"
+#include "common/op_kinds.hpp"
 #include "common/symbol.hpp"
 #include "config/config.hpp"
 #include "shard/schedule.hpp"
@@ -55,7 +55,7 @@ struct ShardOp {
   Symbol phase;   // fwd | bwd | optimizer
   std::optional<int64_t> layer;
   Symbol module;
-  Symbol scope;   // microbatch (once per micro-batch) | step (once, after them) | step_start (once, before them)
+  OpScope scope = OpScope::microbatch;
   Symbol pass;    // forward | backward | weight (weight gradients only) | step
   int64_t stage = 0;   // pipeline rank that runs it
   int64_t chunk = 0;   // virtual pipeline chunk of that rank

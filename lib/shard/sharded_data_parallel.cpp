@@ -79,7 +79,7 @@ class ShardedDataParallel {
   void find_units() {
     const std::vector<ShardOp>& ops = rewriter_.old_ops();
     for (const ShardOp& op : ops) {
-      if (op.scope != "microbatch") continue;
+      if (op.scope != OpScope::microbatch) continue;
       op_unit_[op.id] = unit_of(op);
       bool uses = false;
       for (int64_t b : op.reads) uses |= is_weight(shard_.buffers[b]);
@@ -199,7 +199,7 @@ class ShardedDataParallel {
       if (gathers != gathers_before_.end())
         for (const UnitKey& key : gathers->second) emit_gathers(key, old[id]);
       ShardOp op = rewriter_.take(static_cast<int64_t>(id));
-      if (op.scope == "microbatch") attach_unit_buffers(op);
+      if (op.scope == OpScope::microbatch) attach_unit_buffers(op);
       const ShardOp anchor = op;
       rewriter_.keep(static_cast<int64_t>(id), std::move(op));
       auto reduces = reduces_after.find(static_cast<int64_t>(id));
@@ -250,7 +250,7 @@ class ShardedDataParallel {
       auto gathered = gathered_.find({key, part});
       if (gathered == gathered_.end()) continue;
       ShardOp c = make_collective(context_, "all_gather", group(part).name, shard_.buffers[gathered->second].bytes,
-                                  std::get<2>(key) ? "bwd" : "fwd", "microbatch");
+                                  std::get<2>(key) ? "bwd" : "fwd", OpScope::microbatch);
       place_with(issuer, c);
       c.recompute = false;
       c.pass = std::get<2>(key) ? "backward" : "forward";
@@ -270,7 +270,7 @@ class ShardedDataParallel {
       if (unreduced == unreduced_.end()) continue;
       const ShardedPart& p = units_.at(key).part[part];
       ShardOp c = make_collective(context_, "reduce_scatter", group(part).name,
-                                  p.grad_params * kReduceBytesPerParam, "bwd", "microbatch");
+                                  p.grad_params * kReduceBytesPerParam, "bwd", OpScope::microbatch);
       place_with(last_writer, c);
       c.recompute = false;
       // After the weight-gradient ops (which zero-bubble schedules run apart from backward).

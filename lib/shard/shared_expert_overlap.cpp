@@ -67,7 +67,7 @@ class SharedExpertOverlap {
   void find_all_to_alls() {
     for (const ShardOp& op : ops()) {
       const std::string_view layer = layer_of_all_to_all(op);
-      if (layer.empty() || op.scope != "microbatch") continue;
+      if (layer.empty() || op.scope != OpScope::microbatch) continue;
       auto [it, first] = all_to_alls_.try_emplace(LayerPass{std::string(layer), op.phase}, op.id, op.id);
       if (!first) it->second.second = op.id;
     }
@@ -80,7 +80,7 @@ class SharedExpertOverlap {
     anchor_of_.assign(ops().size(), -1);
     for (const ShardOp& op : ops()) {
       const std::string_view layer = layer_of_shared_op(op);
-      if (layer.empty() || op.scope != "microbatch" || op.recompute) continue;
+      if (layer.empty() || op.scope != OpScope::microbatch || op.recompute) continue;
       auto it = all_to_alls_.find(LayerPass{std::string(layer), op.phase});
       if (it != all_to_alls_.end()) anchor_of_[op.id] = beside_last_all_to_all(op) ? it->second.second : it->second.first;
     }

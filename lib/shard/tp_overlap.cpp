@@ -21,12 +21,12 @@ namespace {
 constexpr int64_t kPipelineSplits = 4;
 
 bool tp_microbatch_collective(const ShardOp& op, const std::string& collective) {
-  return op.kind == OpKind::collective && op.collective == collective && op.group == "tp" && op.scope == "microbatch";
+  return op.kind == OpKind::collective && op.collective == collective && op.group == "tp" && op.scope == OpScope::microbatch;
 }
 
 // A GEMM of a transformer layer (TE's linears; the output layer is Megatron's own
 // ColumnParallelLinear, without userbuffers).
-bool layer_gemm(const ShardOp& op) { return op.kind == OpKind::gemm && op.scope == "microbatch" && op.layer.has_value(); }
+bool layer_gemm(const ShardOp& op) { return op.kind == OpKind::gemm && op.scope == OpScope::microbatch && op.layer.has_value(); }
 
 // A forward GEMM, recomputed or not (TE's fprop overlaps).
 bool fprop(const ShardOp& op) { return op.pass == "forward" || op.recompute; }

@@ -86,7 +86,7 @@ ListPaths list_paths(const ShardSection& shard, const std::vector<int64_t>& ops,
       auto inside = position_of.find(dep);
       if (inside != position_of.end()) {
         preds[p].push_back(inside->second);
-      } else if ((own_rank_inputs || shard.ops[dep].stage != rank) && shard.ops[dep].scope == "microbatch") {
+      } else if ((own_rank_inputs || shard.ops[dep].stage != rank) && shard.ops[dep].scope == OpScope::microbatch) {
         auto known = std::find(paths.inputs.begin(), paths.inputs.end(), dep);
         after_input[p].push_back(static_cast<size_t>(known - paths.inputs.begin()));
         if (known == paths.inputs.end()) paths.inputs.push_back(dep);

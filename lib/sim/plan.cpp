@@ -47,11 +47,11 @@ void check_ops(const ShardSection& shard) {
     for (int64_t dep : op.deps) {
       if (dep < 0 || dep >= static_cast<int64_t>(shard.ops.size()))
         throw DataError(op_path(op.id) + "/deps: op " + std::to_string(dep) + " does not exist");
-      const Symbol dep_scope = shard.ops[dep].scope;
-      if (op.scope == "microbatch" && dep_scope == "step")
+      const OpScope dep_scope = shard.ops[dep].scope;
+      if (op.scope == OpScope::microbatch && dep_scope == OpScope::step)
         throw DataError(op_path(op.id) + "/deps: microbatch op depends on step op " + std::to_string(dep));
-      if (op.scope == "step_start" && dep_scope != "step_start")
-        throw DataError(op_path(op.id) + "/deps: step_start op depends on " + dep_scope + " op " + std::to_string(dep));
+      if (op.scope == OpScope::step_start && dep_scope != OpScope::step_start)
+        throw DataError(op_path(op.id) + "/deps: step_start op depends on " + to_string(dep_scope) + " op " + std::to_string(dep));
       deps_before = deps_before && dep < op.id;
     }
   }

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "common/op_kind.hpp"
+#include "common/op_kinds.hpp"
 #include "trace/section.hpp"
 
 namespace syssim::trace_detail {

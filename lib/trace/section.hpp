@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "common/expr.hpp"
-#include "common/op_kind.hpp"
+#include "common/op_kinds.hpp"
 #include "common/symbol.hpp"
 #include "config/config.hpp"
 

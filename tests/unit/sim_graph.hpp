@@ -49,8 +49,8 @@ inline Graph graph_of(const std::vector<TestOp>& ops, int64_t num_microbatches =
     op.kind = parse_op_kind(ops[i].kind).value();
     op.phase = ops[i].phase;
     op.stream = ops[i].stream;
-    op.scope = ops[i].scope;
-    op.pass = op.scope != "microbatch" ? "step" : op.phase == "fwd" ? "forward" : "backward";
+    op.scope = parse_enum<OpScope>(ops[i].scope).value();
+    op.pass = op.scope != OpScope::microbatch ? "step" : op.phase == "fwd" ? "forward" : "backward";
     op.deps = ops[i].deps;
     op.flops = ops[i].flops;
     op.stage = ops[i].stage;

@@ -250,7 +250,7 @@ TEST(DataParallel, GradNormReadsEveryLocalGradientOnceAndClippingRewritesThem) {
   EXPECT_DOUBLE_EQ(norm.flops, kParams * 2);
   EXPECT_DOUBLE_EQ(clip.bytes, kParams * 8 + 4);  // read and written, and the norm read
   EXPECT_DOUBLE_EQ(clip.flops, kParams);
-  EXPECT_EQ(norm.scope, "step");
+  EXPECT_EQ(norm.scope, OpScope::step);
   EXPECT_EQ(norm.stream, "compute");
   // After the DP reduction, before Adam; tp 1 without the distributed optimizer: no all-reduce.
   EXPECT_GT(norm.id, ops_of(s, "data_parallel_grads").back()->id);
@@ -279,7 +279,7 @@ TEST(DataParallel, TheGradientBufferIsZeroedOncePerStepAfterTheOptimizer) {
   ShardSection s = shard_of(layout(1, false, 2));
   const ShardOp& zero = s.ops.back();
   EXPECT_EQ(zero.name, "ddp::zero_grad_buffer");
-  EXPECT_EQ(zero.scope, "step");
+  EXPECT_EQ(zero.scope, OpScope::step);
   EXPECT_DOUBLE_EQ(zero.bytes, kParams * 4);  // the whole fp32 buffer written
   EXPECT_TRUE(depends_on(zero, op_named(s, "optimizer::adam").id));
 }
@@ -316,7 +316,7 @@ TEST(DataParallel, SettingsMegatronRefusesAreUsageErrors) {
 std::map<std::string, double> totals(const ShardSection& s) {
   std::map<std::string, double> sums;
   for (const ShardOp& op : s.ops) {
-    if (op.kind == OpKind::collective && op.group == "tp" && op.scope == "microbatch")
+    if (op.kind == OpKind::collective && op.group == "tp" && op.scope == OpScope::microbatch)
       sums[op.phase + ":" + op.collective] += op.message_bytes;
     if (op.kind == OpKind::gemm) sums[op.phase + ":gemm"] += op.flops;
   }
@@ -333,7 +333,7 @@ std::vector<const ShardOp*> instances(const ShardSection& s, int64_t trace_op) {
 std::vector<const ShardOp*> collectives(const ShardSection& s, const std::string& phase, const std::string& kind) {
   std::vector<const ShardOp*> out;
   for (const ShardOp& op : s.ops)
-    if (op.phase == phase && op.collective == kind && op.scope == "microbatch") out.push_back(&op);
+    if (op.phase == phase && op.collective == kind && op.scope == OpScope::microbatch) out.push_back(&op);
   return out;
 }
 

@@ -196,7 +196,7 @@ TEST(Experts, ExpertGradientsAreReducedOverTheExpertDataParallelGroup) {
   auto reduced = [&](const std::string& group) {
     double bytes = 0;
     for (const ShardOp& op : shard.ops)
-      if (op.kind == OpKind::collective && op.group == group && op.collective == "reduce_scatter" && op.scope == "step")
+      if (op.kind == OpKind::collective && op.group == group && op.collective == "reduce_scatter" && op.scope == OpScope::step)
         bytes += op.message_bytes;
     return bytes;
   };
@@ -308,7 +308,7 @@ TEST(Experts, SharedExpertOverlapHidesTheSharedExpertsBehindTheAllToAlls) {
   double shared_us = 0, shortest_all_to_all_us = 1e30;
   std::optional<double> group_us;
   for (const ShardOp& op : shard.ops) {
-    if (op.scope != "microbatch") continue;
+    if (op.scope != OpScope::microbatch) continue;
     const double us = overlapped.cost->ops[op.id].time_us;
     if (op.collective == "all_to_all") {
       shortest_all_to_all_us = std::min(shortest_all_to_all_us, us);

@@ -66,14 +66,14 @@ ShardSection sharded(const ShardOptions& options) {
 }
 
 std::vector<const ShardOp*> named(const ShardSection& shard, const std::string& name,
-                                  const std::string& scope = "microbatch") {
+                                  OpScope scope = OpScope::microbatch) {
   std::vector<const ShardOp*> ops;
   for (const ShardOp& op : shard.ops)
     if (op.name == name && op.scope == scope) ops.push_back(&op);
   return ops;
 }
 
-size_t count(const ShardSection& shard, const std::string& name, const std::string& scope = "microbatch") {
+size_t count(const ShardSection& shard, const std::string& name, OpScope scope = OpScope::microbatch) {
   return named(shard, name, scope).size();
 }
 
@@ -87,7 +87,7 @@ size_t tp_collectives(const ShardSection& shard, const std::string& collective) 
 double saved_for_backward(const ShardSection& shard) {
   std::set<int64_t> written, read;
   for (const ShardOp& op : shard.ops) {
-    if (op.phase == "fwd" && op.scope == "microbatch") written.insert(op.writes.begin(), op.writes.end());
+    if (op.phase == "fwd" && op.scope == OpScope::microbatch) written.insert(op.writes.begin(), op.writes.end());
     if (op.phase == "bwd") read.insert(op.reads.begin(), op.reads.end());
   }
   double bytes = 0;
@@ -108,9 +108,9 @@ TEST(Recipes, CastAndScalingOpsOfOneLayer) {
     SCOPED_TRACE(e.recipe);
     ShardSection shard = sharded(layout(e.dtype, e.recipe));
     EXPECT_EQ(count(shard, "te::quantize"), 4u);
-    EXPECT_EQ(count(shard, "te::quantize", "step_start"), 2u);
+    EXPECT_EQ(count(shard, "te::quantize", OpScope::step_start), 2u);
     EXPECT_EQ(count(shard, "te::amax"), e.amax_passes);
-    EXPECT_EQ(count(shard, "te::amax", "step_start"), e.amax_passes / 2);
+    EXPECT_EQ(count(shard, "te::amax", OpScope::step_start), e.amax_passes / 2);
     EXPECT_EQ(count(shard, "te::amax_and_scale_update"), e.scale_updates);
     EXPECT_EQ(shard.training.fp8_recipe, e.recipe);
   }
@@ -149,7 +149,7 @@ TEST(Casts, WeightsAreQuantizedOncePerStepBeforeTheFirstMicroBatch) {
   ShardOptions options = layout("fp8", "delayed", 1, 4);
   options.training.global_batch = 16;  // 4 micro-batches per rank
   ShardSection shard = sharded(options);
-  std::vector<const ShardOp*> casts = named(shard, "te::quantize", "step_start");
+  std::vector<const ShardOp*> casts = named(shard, "te::quantize", OpScope::step_start);
   ASSERT_EQ(casts.size(), 2u);
   // Each reads the bf16 weight (2fh) and writes its rowwise and columnwise copies (fh + 4 each).
   EXPECT_DOUBLE_EQ(casts[0]->bytes, 2 * f * h + 2 * (f * h + kScale));
@@ -255,8 +255,8 @@ TEST(Fp8Parameters, WeightsAreFp8AndGatheredInFp8) {
   ShardSection shard = sharded(options);
   // The weights hold fp8 (f*h + 4 bytes); only their transposes are made per step.
   EXPECT_DOUBLE_EQ(shard.buffers[2].bytes, f * h + kScale);
-  EXPECT_EQ(count(shard, "te::quantize", "step_start"), 0u);
-  std::vector<const ShardOp*> transposes = named(shard, "te::transpose", "step_start");
+  EXPECT_EQ(count(shard, "te::quantize", OpScope::step_start), 0u);
+  std::vector<const ShardOp*> transposes = named(shard, "te::transpose", OpScope::step_start);
   ASSERT_EQ(transposes.size(), 2u);
   EXPECT_DOUBLE_EQ(transposes[0]->bytes, 2 * (f * h + kScale));
   // The distributed optimizer's all-gather (one bucket) moves the two fp8 weights.
@@ -284,7 +284,7 @@ TEST(Fp8Parameters, OnlyThemAreGatheredInFp8) {
   options.training.overlap_param_gather = true;
   ShardSection shard = sharded(options);
   EXPECT_EQ(dp_gathers(shard), std::vector<double>{2 * (f * h + kScale)});
-  EXPECT_EQ(named(shard, "collective::all_gather", "step_start").size(), 1u);
+  EXPECT_EQ(named(shard, "collective::all_gather", OpScope::step_start).size(), 1u);
 }
 
 TEST(Errors, SettingsMegatronRefuses) {

@@ -180,7 +180,7 @@ ShardSection small_pipeline() {
   op.name = "aten::add";
   op.kind = OpKind::math;
   op.phase = "fwd";
-  op.scope = "microbatch";
+  op.scope = OpScope::microbatch;
   op.pass = "forward";
   op.stage = 1;
   op.chunk = 1;

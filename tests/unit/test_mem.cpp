@@ -11,13 +11,13 @@ namespace {
 ShardBuffer buffer(int64_t id, double bytes, const std::string& role) { return ShardBuffer{id, bytes, role, "", {}}; }
 
 ShardOp op(int64_t id, const std::string& module, const std::string& phase, std::vector<int64_t> reads,
-           std::vector<int64_t> writes, const std::string& scope = "microbatch") {
+           std::vector<int64_t> writes, OpScope scope = OpScope::microbatch) {
   ShardOp o;
   o.id = id;
   o.module = module;
   o.phase = phase;
   o.scope = scope;
-  o.pass = scope != "microbatch" ? "step" : phase == "fwd" ? "forward" : "backward";
+  o.pass = scope != OpScope::microbatch ? "step" : phase == "fwd" ? "forward" : "backward";
   o.reads = std::move(reads);
   o.writes = std::move(writes);
   return o;
@@ -90,7 +90,7 @@ TEST(Activations, StepOpTemporariesCount) {
   // buffers are freed by then, so the peak is the workspace alone.
   ShardSection shard = one_layer();
   shard.buffers.push_back(buffer(8, 5000, "activation"));
-  shard.ops.push_back(op(4, "optimizer", "optimizer", {7}, {8}, "step"));
+  shard.ops.push_back(op(4, "optimizer", "optimizer", {7}, {8}, OpScope::step));
   MemSection mem = account(shard);
   EXPECT_DOUBLE_EQ(mem.activation_bytes, 0);
   EXPECT_DOUBLE_EQ(mem.temporary_bytes, 5000);
@@ -203,7 +203,7 @@ TEST(ModelStates, EachPipelineRankCountsTheParametersItHolds) {
 ShardSection with_fp8_weight_copies(ShardSection s) {
   s.buffers.push_back(ShardBuffer{8, 1e6 + 4, "quantized_weight", "weight", {}});
   s.buffers.push_back(ShardBuffer{9, 1e6 + 4, "quantized_weight", "weight", {}});
-  s.ops.push_back(op(4, "cast", "fwd", {0}, {8, 9}, "step_start"));
+  s.ops.push_back(op(4, "cast", "fwd", {0}, {8, 9}, OpScope::step_start));
   s.ops[1].reads.push_back(8);
   s.ops[3].reads.push_back(9);
   return s;

@@ -147,7 +147,7 @@ Graph pipeline_graph(const Pipeline& p, const std::string& schedule) {
     op.phase = phase;
     op.pass = pass;
     op.module = name;
-    op.scope = "microbatch";
+    op.scope = OpScope::microbatch;
     op.stream = "compute";
     op.stage = v % p.pp;
     op.chunk = v / p.pp;

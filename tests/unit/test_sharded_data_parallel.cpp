@@ -106,7 +106,7 @@ std::vector<const ShardOp*> fsdp_collectives(const ShardSection& shard, const st
 std::vector<const ShardOp*> step_collectives(const ShardSection& shard, const std::string& collective) {
   return ops_where(shard, [&](const ShardOp& op) {
     const std::string module = op.module.str();
-    return op.scope != "microbatch" && op.collective == collective &&
+    return op.scope != OpScope::microbatch && op.collective == collective &&
            (module.find("data_parallel_grads") != std::string::npos ||
             module.find("distributed_optimizer_params") != std::string::npos);
   });
@@ -237,7 +237,7 @@ TEST(ShardedDataParallel, AUnitIsReducedRightAfterItsLastGradientIsWritten) {
     // Every backward op of the layer writing a gradient runs before it and is waited for.
     int64_t last_writer = -1;
     for (const ShardOp& op : shard.ops)
-      if (op.layer == layer && op.scope == "microbatch" && !is_fsdp(op) && writes_role(shard, op, "grad")) {
+      if (op.layer == layer && op.scope == OpScope::microbatch && !is_fsdp(op) && writes_role(shard, op, "grad")) {
         EXPECT_LT(op.id, scatter[0]->id) << op.name;
         EXPECT_TRUE(depends_transitively(shard, scatter[0]->id, op.id)) << op.name;
         last_writer = op.id;
@@ -326,7 +326,7 @@ TEST(ShardedDataParallel, ALayersOpsWaitForItsGather) {
       EXPECT_DOUBLE_EQ(forward->message_bytes, kWeightBytes * layer_params(1));
       int64_t forward_ops = 0, weight_readers = 0;
       for (const ShardOp& op : shard.ops) {
-        if (op.layer != layer || op.scope != "microbatch" || is_fsdp(op)) continue;
+        if (op.layer != layer || op.scope != OpScope::microbatch || is_fsdp(op)) continue;
         if (op.pass == "forward") {
           // Every forward op of the layer: the weights' readers directly, the rest through them.
           EXPECT_TRUE(depends_transitively(shard, op.id, forward->id)) << recompute << ": " << op.name;

@@ -1,0 +1,48 @@
+// The closed sets an op's fields take (docs/graph-format.md): parsed once where a section is
+// read, enums everywhere after.
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace syssim {
+
+// What an op computes, and so how the cost stage prices it.
+enum class OpKind : uint8_t { gemm, attention, math, memory, collective, optimizer };
+// How often a step runs an op: once per micro-batch, once after them, once before them.
+enum class OpScope : uint8_t { microbatch, step, step_start };
+
+// Each enum's names, in the order of its values, as the graph format writes them.
+template <typename Enum>
+struct EnumNames;
+template <>
+struct EnumNames<OpKind> {
+  static constexpr std::array<const char*, 6> kNames = {"gemm", "attention", "math", "memory", "collective", "optimizer"};
+};
+template <>
+struct EnumNames<OpScope> {
+  static constexpr std::array<const char*, 3> kNames = {"microbatch", "step", "step_start"};
+};
+
+template <typename Enum, typename = decltype(EnumNames<Enum>::kNames)>
+const char* to_string(Enum value) {
+  return EnumNames<Enum>::kNames[static_cast<size_t>(value)];
+}
+
+// The value named `name`, or nullopt for another name.
+template <typename Enum>
+std::optional<Enum> parse_enum(std::string_view name) {
+  const auto& names = EnumNames<Enum>::kNames;
+  for (size_t i = 0; i < names.size(); ++i)
+    if (name == names[i]) return static_cast<Enum>(i);
+  return std::nullopt;
+}
+
+inline std::optional<OpKind> parse_op_kind(std::string_view name) { return parse_enum<OpKind>(name); }
+
+// The kinds a traced op has: the others are inserted by the shard stage.
+inline bool is_traced_kind(OpKind kind) { return kind <= OpKind::memory; }
+
+}  // namespace syssim
