@@ -13,6 +13,8 @@ namespace syssim {
 enum class OpKind : uint8_t { gemm, attention, math, memory, collective, optimizer };
 // How often a step runs an op: once per micro-batch, once after them, once before them.
 enum class OpScope : uint8_t { microbatch, step, step_start };
+// Which part of the step an op belongs to (a traced op: fwd or bwd).
+enum class OpPhase : uint8_t { fwd, bwd, optimizer };
 
 // Each enum's names, in the order of its values, as the graph format writes them.
 template <typename Enum>
@@ -24,6 +26,10 @@ struct EnumNames<OpKind> {
 template <>
 struct EnumNames<OpScope> {
   static constexpr std::array<const char*, 3> kNames = {"microbatch", "step", "step_start"};
+};
+template <>
+struct EnumNames<OpPhase> {
+  static constexpr std::array<const char*, 3> kNames = {"fwd", "bwd", "optimizer"};
 };
 
 template <typename Enum, typename = decltype(EnumNames<Enum>::kNames)>

@@ -37,7 +37,7 @@ std::string family_of(const ShardOp& op) {
 }
 
 Kernel kernel_of(const ShardOp& op) {
-  return Kernel{family_of(op), op.dtype, op.phase == "bwd", op.shape, op.flops, op.bytes};
+  return Kernel{family_of(op), op.dtype, op.phase == OpPhase::bwd, op.shape, op.flops, op.bytes};
 }
 
 // The kernels an op's time is the sum of, each with how many times it runs: the op itself, or
@@ -91,7 +91,7 @@ struct KernelKey {
   uintptr_t kind, name, dtype;
   const KernelShape* shape;
   explicit KernelKey(const ShardOp& op)
-      : flops(op.flops), bytes(op.bytes), backward(op.phase == "bwd"), kind(static_cast<uintptr_t>(op.kind)),
+      : flops(op.flops), bytes(op.bytes), backward(op.phase == OpPhase::bwd), kind(static_cast<uintptr_t>(op.kind)),
         name(op.name.identity()), dtype(op.dtype.identity()), shape(&op.shape) {}
   bool operator<(const KernelKey& o) const {
     return std::tie(flops, bytes, backward, kind, name, dtype, *shape) <
@@ -142,7 +142,7 @@ void CostEstimator::cost_graph(Graph& g) const {
     const ShardOp& op = shard.ops[i];
     if (op.kind == OpKind::collective) {
       // Every layer's collectives repeat: each distinct one is placed and timed once.
-      CollectiveKey key{op.collective.identity(), op.group.identity(), op.phase.identity(), op.group_size, op.stage,
+      CollectiveKey key{op.collective.identity(), op.group.identity(), static_cast<uintptr_t>(op.phase), op.group_size, op.stage,
                         op.chunk, op.message_bytes};
       auto known = collective_times.find(key);
       if (known == collective_times.end())

@@ -203,9 +203,9 @@ std::vector<int64_t> pipeline_stages(const ShardOp& op, const ParallelismConfig&
     return stages;
   }
   int64_t virtual_stage = op.chunk * p.pp + op.stage;
-  int64_t peer = op.phase == "fwd" ? virtual_stage - 1 : virtual_stage + 1;
+  int64_t peer = op.phase == OpPhase::fwd ? virtual_stage - 1 : virtual_stage + 1;
   if (peer < 0 || peer >= p.pp * p.vpp.value_or(1))
-    throw DataError(op_path(op) + ": a " + op.phase + " send_recv of virtual stage " + std::to_string(virtual_stage) +
+    throw DataError(op_path(op) + ": a " + std::string(to_string(op.phase)) + " send_recv of virtual stage " + std::to_string(virtual_stage) +
                     " has no neighbour to receive from");
   return {op.stage, peer % p.pp};
 }

@@ -120,7 +120,7 @@ ShardOp step_op(const std::string& name, OpKind kind, const std::string& module)
   ShardOp op;
   op.name = name;
   op.kind = kind;
-  op.phase = "optimizer";
+  op.phase = OpPhase::optimizer;
   op.pass = "step";
   op.module = module;
   op.scope = OpScope::step;
@@ -131,7 +131,7 @@ ShardOp step_op(const std::string& name, OpKind kind, const std::string& module)
 
 ShardOp step_collective(const ShardContext& context, const std::string& collective, const std::string& group,
                         double message_bytes, const std::string& module, OpScope scope = OpScope::step) {
-  ShardOp c = make_collective(context, collective, group, message_bytes, "optimizer", scope);
+  ShardOp c = make_collective(context, collective, group, message_bytes, OpPhase::optimizer, scope);
   c.pass = "step";
   c.module = module;
   return c;

@@ -140,7 +140,7 @@ class LowPrecision {
     const bool linear = traced.tp_role == "column" || traced.tp_role == "row" || traced.tp_role == "expert_column" ||
                         traced.tp_role == "expert_row";
     if (!linear) return std::nullopt;
-    if (traced.phase == "fwd") return GemmRole::kForward;
+    if (traced.phase == OpPhase::fwd) return GemmRole::kForward;
     bool reads_weight = std::any_of(op.reads.begin(), op.reads.end(), [&](int64_t b) { return is_weight(b); });
     return reads_weight ? GemmRole::kDgrad : GemmRole::kWgrad;
   }
@@ -148,7 +148,7 @@ class LowPrecision {
   // The linear a GEMM belongs to: its forward traced op.
   int64_t linear_of(const ShardOp& op) const {
     const TraceOp& traced = context_.trace.ops[*op.trace_op];
-    return traced.phase == "fwd" ? traced.id : traced.fwd_op.value_or(traced.id);
+    return traced.phase == OpPhase::fwd ? traced.id : traced.fwd_op.value_or(traced.id);
   }
 
   // A weight matrix, or the experts' stack of them; a bias stays in 16 bits.
@@ -272,7 +272,7 @@ class LowPrecision {
     if (recipe_.delayed) {
       int64_t amax = rewriter_.emitter().add_buffer(kFp32Bytes, "activation");
       cast.writes.push_back(amax);
-      if (!consumer.recompute) amaxes_of_group_[{consumer.stage, consumer.chunk, consumer.phase == "bwd"}].push_back(amax);
+      if (!consumer.recompute) amaxes_of_group_[{consumer.stage, consumer.chunk, consumer.phase == OpPhase::bwd}].push_back(amax);
     }
     cast.bytes = bytes_of(cast.reads) + bytes_of(cast.writes);
     rewriter_.add(cast);

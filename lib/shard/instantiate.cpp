@@ -61,7 +61,7 @@ class Instantiator {
   // any of its backward ops reads (Megatron launches these all-gathers first).
   void collect_backward_gathers() {
     for (const auto& op : trace_.ops)
-      if (op.phase == "bwd" && op.fwd_op && kParallelLinearRoles.count(op.tp_role))
+      if (op.phase == OpPhase::bwd && op.fwd_op && kParallelLinearRoles.count(op.tp_role))
         for (const auto& r : op.inputs)
           if (replicated_activation(r)) backward_gather_sources_[*op.fwd_op].insert(r.tensor);
   }
@@ -78,7 +78,7 @@ class Instantiator {
   int64_t gather(int64_t buffer, const TraceOp& origin, const std::vector<int64_t>& launch_after) {
     double full = shard_.buffers[buffer].bytes * context_.tp();
     int64_t gathered = emitter_.add_buffer(full, "comm");
-    ShardOp c = collective("all_gather", full, origin, origin.phase == "fwd" ? "forward" : "backward");
+    ShardOp c = collective("all_gather", full, origin, origin.phase == OpPhase::fwd ? "forward" : "backward");
     c.reads = {buffer};
     c.writes = {gathered};
     emitter_.emit(c, launch_after);
@@ -109,7 +109,7 @@ class Instantiator {
   // Forward ops, backward ops, and backward ops that only produce weight gradients (the
   // "W" pass that zero-bubble schedules defer).
   std::string pass_of(const TraceOp& op) const {
-    if (op.phase == "fwd") return "forward";
+    if (op.phase == OpPhase::fwd) return "forward";
     for (const auto& r : op.outputs)
       if (trace_.tensors[r.tensor].role != "grad") return "backward";
     return op.outputs.empty() ? "backward" : "weight";
@@ -143,10 +143,10 @@ class Instantiator {
     // A backward op outside the linear's autograd node (the sum of a gradient's parts, which
     // takes the role of the node the engine ran last) is no part of the linear.
     bool parallel_linear = context_.tp() > 1 && kParallelLinearRoles.count(op.tp_role) > 0 &&
-                           (op.phase == "fwd" || op.fwd_op.has_value());
+                           (op.phase == OpPhase::fwd || op.fwd_op.has_value());
     std::vector<int64_t> extra_deps;
     if (parallel_linear && context_.sequence_parallel()) {
-      if (op.phase == "fwd") {
+      if (op.phase == OpPhase::fwd) {
         for (size_t i = 0; i < op.inputs.size(); ++i)
           if (replicated_activation(op.inputs[i])) s.reads[i] = gather(s.reads[i], op, {});
       } else if (op.fwd_op) {
@@ -158,7 +158,7 @@ class Instantiator {
           if (gathered.count(b)) b = gathered[b];
       }
     }
-    if (context_.tp() > 1 && op.tp_role == "vocab_loss" && op.phase == "fwd") {
+    if (context_.tp() > 1 && op.tp_role == "vocab_loss" && op.phase == OpPhase::fwd) {
       double tokens = context_.full_axes.at("s") * context_.full_axes.at("b");
       std::vector<int64_t> previous = emitter_.writers_of(s.reads);
       for (int i = 0; i < kCrossEntropyAllReduces; ++i)

@@ -138,6 +138,6 @@ ShardOp compute_op_for(const ShardOp& anchor, Symbol name, OpKind kind, Symbol d
 
 // A collective op of `group` (tp, cp or dp) moving `message_bytes`, not yet emitted.
 ShardOp make_collective(const ShardContext& context, const std::string& collective, const std::string& group,
-                        double message_bytes, const std::string& phase, OpScope scope);
+                        double message_bytes, OpPhase phase, OpScope scope);
 
 }  // namespace syssim

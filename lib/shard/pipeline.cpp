@@ -347,7 +347,7 @@ class PipelineRewriter {
     int64_t copy = rewriter_.emitter().add_buffer(shard_.buffers[b].bytes, "comm");
     // Receives from the previous virtual stage in the forward direction, from the next in
     // the backward one (docs/parallelism.md); runs in the slot of the op that needs it.
-    ShardOp recv = make_collective(context_, "send_recv", "pp", shard_.buffers[b].bytes, v == w + 1 ? "fwd" : "bwd",
+    ShardOp recv = make_collective(context_, "send_recv", "pp", shard_.buffers[b].bytes, v == w + 1 ? OpPhase::fwd : OpPhase::bwd,
                                    OpScope::microbatch);
     recv.group_size = 2;
     recv.layer = reader.layer;
@@ -487,7 +487,7 @@ class PipelineRewriter {
       ready.insert(ready.end(), w.begin(), w.end());
     }
     for (int64_t rank : ranks) {
-      ShardOp c = make_collective(context_, "all_reduce", group, message_bytes, "optimizer", OpScope::step);
+      ShardOp c = make_collective(context_, "all_reduce", group, message_bytes, OpPhase::optimizer, OpScope::step);
       c.pass = "step";
       c.module = module;
       c.group_size = static_cast<int64_t>(ranks.size());

@@ -51,7 +51,7 @@ bool has_component(std::string_view module, std::string_view component) {
   return false;
 }
 
-bool is_layer_forward_op(const ShardOp& op) { return op.phase == "fwd" && op.scope == OpScope::microbatch && op.layer; }
+bool is_layer_forward_op(const ShardOp& op) { return op.phase == OpPhase::fwd && op.scope == OpScope::microbatch && op.layer; }
 
 // A set of forward ops run again together (one checkpointed function).
 struct Region {
@@ -118,7 +118,7 @@ class Recomputer {
     regions_ = std::move(regions);
     find_dropped_buffers();
     for (const ShardOp& op : rewriter_.old_ops()) {
-      if (op.phase == "bwd" && op.scope == OpScope::microbatch)
+      if (op.phase == OpPhase::bwd && op.scope == OpScope::microbatch)
         for (size_t r : regions_needed_by(op))
           if (!regions_[r].recomputed) recompute(r);
       // A region's ops are read again when the backward recomputes them: copied; the rest moved.
@@ -148,7 +148,7 @@ class Recomputer {
     dropped_by_.resize(shard_.buffers.size());
     std::vector<std::set<int64_t>> read_outside(regions_.size());
     for (const ShardOp& op : ops)
-      if (op.phase == "fwd")
+      if (op.phase == OpPhase::fwd)
         for (int64_t b : op.reads)
           if (producer[b] >= 0 && region_of_op[producer[b]] >= 0 && region_of_op[producer[b]] != region_of_op[op.id])
             read_outside[region_of_op[producer[b]]].insert(b);
@@ -201,7 +201,7 @@ class Recomputer {
     for (int64_t id : region.ops) {
       ShardOp copy = ops[id];
       copy.recompute = true;
-      copy.phase = "bwd";
+      copy.phase = OpPhase::bwd;
       copy.pass = "backward";
       for (int64_t& b : copy.reads) b = fresh.count(b) ? fresh[b] : current(b);
       for (int64_t& b : copy.writes) {

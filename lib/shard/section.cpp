@@ -73,9 +73,9 @@ std::vector<char> buffers_saved_for_backward(const ShardSection& shard, int64_t 
   std::vector<char> written_in_forward(shard.buffers.size(), 0), read_in_backward(shard.buffers.size(), 0);
   for (const ShardOp& op : shard.ops) {
     if (op.stage != rank) continue;
-    if (op.phase == "fwd")
+    if (op.phase == OpPhase::fwd)
       for (int64_t b : op.writes) written_in_forward[b] = 1;
-    if (op.phase == "bwd")
+    if (op.phase == OpPhase::bwd)
       for (int64_t b : op.reads) read_in_backward[b] = 1;
   }
   std::vector<char> saved(shard.buffers.size());
@@ -221,7 +221,7 @@ json to_json(const ShardSection& s) {
   json ops = json::array();
   for (const auto& op : s.ops) {
     json o = {{"id", op.id}, {"trace_op", nullable_to_json(op.trace_op)}, {"name", op.name}, {"kind", to_string(op.kind)},
-              {"phase", op.phase}, {"layer", nullable_to_json(op.layer)}, {"module", op.module}, {"scope", to_string(op.scope)},
+              {"phase", to_string(op.phase)}, {"layer", nullable_to_json(op.layer)}, {"module", op.module}, {"scope", to_string(op.scope)},
               {"pass", op.pass}, {"stage", op.stage}, {"chunk", op.chunk}, {"recompute", op.recompute},
               {"stream", op.stream}, {"dtype", op.dtype}, {"deps", op.deps}, {"flops", op.flops},
               {"bytes", op.bytes}, {"reads", op.reads}, {"writes", op.writes}};
@@ -302,7 +302,11 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
       throw DataError("graph: " + p + "/kind: expected gemm, attention, math, memory, collective or optimizer, got \"" +
                       kind + "\"");
     op.kind = *parsed_kind;
-    op.phase = require_as<std::string>(o, "phase", p);
+    const std::string phase = require_as<std::string>(o, "phase", p);
+    const std::optional<OpPhase> parsed_phase = parse_enum<OpPhase>(phase);
+    if (!parsed_phase)
+      throw DataError("graph: " + p + "/phase: expected fwd, bwd or optimizer, got \"" + phase + "\"");
+    op.phase = *parsed_phase;
     op.layer = read_nullable<int64_t>(o, "layer", p);
     op.module = require_as<std::string>(o, "module", p);
     const std::string scope = require_as<std::string>(o, "scope", p);

@@ -52,7 +52,7 @@ struct ShardOp {
   std::optional<int64_t> trace_op;  // the traced op this instantiates; none for inserted ops
   Symbol name;
   OpKind kind = OpKind::math;
-  Symbol phase;   // fwd | bwd | optimizer
+  OpPhase phase = OpPhase::fwd;
   std::optional<int64_t> layer;
   Symbol module;
   OpScope scope = OpScope::microbatch;

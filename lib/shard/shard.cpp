@@ -218,13 +218,13 @@ ShardOp compute_op_for(const ShardOp& anchor, Symbol name, OpKind kind, Symbol d
 }
 
 ShardOp make_collective(const ShardContext& context, const std::string& collective, const std::string& group,
-                        double message_bytes, const std::string& phase, OpScope scope) {
+                        double message_bytes, OpPhase phase, OpScope scope) {
   const auto& p = context.options.parallelism;
   ShardOp c;
   c.name = "collective::" + collective;
   c.kind = OpKind::collective;
   c.phase = phase;
-  c.pass = scope == OpScope::step ? "step" : phase == "fwd" ? "forward" : "backward";
+  c.pass = scope == OpScope::step ? "step" : phase == OpPhase::fwd ? "forward" : "backward";
   c.scope = scope;
   c.stream = group;
   c.dtype = high_precision_dtype(context.options.training);

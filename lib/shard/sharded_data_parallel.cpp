@@ -250,7 +250,7 @@ class ShardedDataParallel {
       auto gathered = gathered_.find({key, part});
       if (gathered == gathered_.end()) continue;
       ShardOp c = make_collective(context_, "all_gather", group(part).name, shard_.buffers[gathered->second].bytes,
-                                  std::get<2>(key) ? "bwd" : "fwd", OpScope::microbatch);
+                                  std::get<2>(key) ? OpPhase::bwd : OpPhase::fwd, OpScope::microbatch);
       place_with(issuer, c);
       c.recompute = false;
       c.pass = std::get<2>(key) ? "backward" : "forward";
@@ -270,7 +270,7 @@ class ShardedDataParallel {
       if (unreduced == unreduced_.end()) continue;
       const ShardedPart& p = units_.at(key).part[part];
       ShardOp c = make_collective(context_, "reduce_scatter", group(part).name,
-                                  p.grad_params * kReduceBytesPerParam, "bwd", OpScope::microbatch);
+                                  p.grad_params * kReduceBytesPerParam, OpPhase::bwd, OpScope::microbatch);
       place_with(last_writer, c);
       c.recompute = false;
       // After the weight-gradient ops (which zero-bubble schedules run apart from backward).

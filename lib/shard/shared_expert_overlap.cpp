@@ -39,7 +39,7 @@ std::string_view layer_of_all_to_all(const ShardOp& op) {
 // gradients' return in the backward) rather than the first.
 bool beside_last_all_to_all(const ShardOp& op) {
   const bool fc2 = op.module.str().find(".shared_experts.linear_fc2") != std::string::npos;
-  return fc2 == (op.phase == "fwd");
+  return fc2 == (op.phase == OpPhase::fwd);
 }
 
 bool shares_a_buffer(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
@@ -60,7 +60,7 @@ class SharedExpertOverlap {
   }
 
  private:
-  using LayerPass = std::pair<std::string, Symbol>;  // MoE layer, phase
+  using LayerPass = std::pair<std::string, OpPhase>;  // MoE layer, phase
 
   const std::vector<ShardOp>& ops() const { return rewriter_.old_ops(); }
 

@@ -37,14 +37,8 @@ SimSection sim_section(const ShardSection& shard, const CostSection& cost, const
       sim.collective_total_ms += ms;
       sim.collective_by_group_ms[op.group].total_ms += ms;
       collective_standalone_ms += totals.standalone_us[op.id] * kMsPerUs;
-    } else if (op.phase == "fwd") {
-      sim.forward_ms += ms;
-    } else if (op.phase == "bwd") {
-      sim.backward_ms += ms;
-    } else if (op.phase == "optimizer") {
-      sim.optimizer_ms += ms;
     } else {
-      throw DataError(op_path(op.id) + "/phase: expected fwd, bwd or optimizer, got \"" + op.phase + "\"");
+      (op.phase == OpPhase::fwd ? sim.forward_ms : op.phase == OpPhase::bwd ? sim.backward_ms : sim.optimizer_ms) += ms;
     }
   }
   if (collective_standalone_ms > 0) sim.collective_slowdown = sim.collective_total_ms / collective_standalone_ms;

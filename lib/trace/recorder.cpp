@@ -104,7 +104,7 @@ struct Recorder::State {
   ConcreteOp make_op(const at::RecordFunction& fn, const std::string& name) {
     ConcreteOp op;
     op.name = name;
-    op.phase = backward ? "bwd" : "fwd";
+    op.phase = backward ? OpPhase::bwd : OpPhase::fwd;
     for (const c10::IValue& value : fn.inputs())
       for_each_tensor(value, [&](const at::Tensor& t) { op.inputs.push_back(operand(t)); });
     for (const ConcreteOperand& input : op.inputs)

@@ -52,7 +52,7 @@ std::vector<TensorRef> refs_from_json(const json& j, const std::string& key, con
 
 // "SYSSIM-TRACE", then the binary form's version.
 constexpr char kBinaryMagic[] = "SYSSIM-TRACE";
-constexpr uint32_t kBinaryVersion = 2;  // 2: the op kind as a number
+constexpr uint32_t kBinaryVersion = 3;  // 3: the op kind and phase as numbers
 
 // Writes numbers in host byte order and each distinct string once, in a table before the
 // rest, so that a trace's repeated names, dtypes and axis expressions cost an index each.
@@ -227,7 +227,7 @@ json to_json(const TraceSection& t) {
     json inputs = json::array(), outputs = json::array();
     for (const auto& r : op.inputs) inputs.push_back(ref_to_json(r));
     for (const auto& r : op.outputs) outputs.push_back(ref_to_json(r));
-    ops.push_back({{"id", op.id}, {"name", op.name}, {"kind", to_string(op.kind)}, {"phase", op.phase},
+    ops.push_back({{"id", op.id}, {"name", op.name}, {"kind", to_string(op.kind)}, {"phase", to_string(op.phase)},
                    {"layer", nullable_to_json(op.layer)}, {"module", op.module}, {"tp_role", op.tp_role},
                    {"inputs", inputs}, {"outputs", outputs}, {"deps", op.deps}, {"fwd_op", nullable_to_json(op.fwd_op)},
                    {"flops", op.flops.to_string()}, {"bytes", op.bytes.to_string()}});
@@ -264,7 +264,11 @@ TraceSection trace_from_json(const json& j, const std::string& path) {
     if (!parsed_kind || !is_traced_kind(*parsed_kind))
       throw DataError("graph: " + p + "/kind: expected gemm, attention, math or memory, got \"" + kind + "\"");
     op.kind = *parsed_kind;
-    op.phase = require_as<std::string>(o, "phase", p);
+    const std::string phase = require_as<std::string>(o, "phase", p);
+    const std::optional<OpPhase> parsed_phase = parse_enum<OpPhase>(phase);
+    if (!parsed_phase || *parsed_phase == OpPhase::optimizer)
+      throw DataError("graph: " + p + "/phase: expected fwd or bwd, got \"" + phase + "\"");
+    op.phase = *parsed_phase;
     op.layer = read_nullable<int64_t>(o, "layer", p);
     op.module = require_as<std::string>(o, "module", p);
     op.tp_role = require_as<std::string>(o, "tp_role", p);
@@ -298,8 +302,9 @@ std::string trace_to_binary(const TraceSection& t) {
   }
   out.number(static_cast<uint32_t>(t.ops.size()));
   for (const TraceOp& op : t.ops) {
-    for (const Symbol* text : {&op.name, &op.phase, &op.module, &op.tp_role}) out.text(*text);
+    for (const Symbol* text : {&op.name, &op.module, &op.tp_role}) out.text(*text);
     out.number(static_cast<uint32_t>(op.kind));
+    out.number(static_cast<uint32_t>(op.phase));
     out.optional(op.layer);
     refs_to_binary(op.inputs, out);
     refs_to_binary(op.outputs, out);
@@ -333,10 +338,13 @@ TraceSection trace_from_binary(const std::string& bytes, const std::string& sour
     const std::string where = "/trace/ops/" + std::to_string(i);
     TraceOp& op = t.ops[i];
     op.id = static_cast<int64_t>(i);
-    for (Symbol* text : {&op.name, &op.phase, &op.module, &op.tp_role}) *text = in.text();
+    for (Symbol* text : {&op.name, &op.module, &op.tp_role}) *text = in.text();
     const auto kind = in.number<uint32_t>();
     if (kind > static_cast<uint32_t>(OpKind::memory)) in.fail(where + "/kind: " + std::to_string(kind) + " is not a traced kind");
     op.kind = static_cast<OpKind>(kind);
+    const auto phase = in.number<uint32_t>();
+    if (phase > static_cast<uint32_t>(OpPhase::bwd)) in.fail(where + "/phase: " + std::to_string(phase) + " is not fwd or bwd");
+    op.phase = static_cast<OpPhase>(phase);
     op.layer = in.optional();
     op.inputs = refs_from_binary(in, t, where + "/inputs");
     op.outputs = refs_from_binary(in, t, where + "/outputs");

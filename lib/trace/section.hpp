@@ -33,7 +33,7 @@ struct TraceOp {
   int64_t id = 0;
   Symbol name;     // "syssim::linear", "aten::add", ...
   OpKind kind = OpKind::math;  // gemm | attention | math | memory (is_traced_kind)
-  Symbol phase;    // fwd | bwd
+  OpPhase phase = OpPhase::fwd;  // fwd | bwd
   std::optional<int64_t> layer;
   Symbol module;   // e.g. "decoder.layers.3.mlp.linear_fc1"
   Symbol tp_role;  // none | column | row | vocab_embedding | vocab_output | vocab_loss

@@ -24,7 +24,8 @@ struct ConcreteOperand {
 };
 
 struct ConcreteOp {
-  std::string name, phase, module, tp_role;
+  std::string name, module, tp_role;
+  OpPhase phase = OpPhase::fwd;
   OpKind kind = OpKind::math;
   std::optional<int64_t> layer, fwd_op;
   std::vector<ConcreteOperand> inputs, outputs;

@@ -47,10 +47,10 @@ inline Graph graph_of(const std::vector<TestOp>& ops, int64_t num_microbatches =
     op.id = static_cast<int64_t>(i);
     op.name = ops[i].name;
     op.kind = parse_op_kind(ops[i].kind).value();
-    op.phase = ops[i].phase;
+    op.phase = parse_enum<OpPhase>(ops[i].phase).value();
     op.stream = ops[i].stream;
     op.scope = parse_enum<OpScope>(ops[i].scope).value();
-    op.pass = op.scope != OpScope::microbatch ? "step" : op.phase == "fwd" ? "forward" : "backward";
+    op.pass = op.scope != OpScope::microbatch ? "step" : op.phase == OpPhase::fwd ? "forward" : "backward";
     op.deps = ops[i].deps;
     op.flops = ops[i].flops;
     op.stage = ops[i].stage;

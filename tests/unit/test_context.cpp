@@ -65,7 +65,7 @@ ShardSection shard_with(const ShardOptions& options) {
 std::vector<const ShardOp*> ops_named(const ShardSection& s, const std::string& name, const std::string& phase = "") {
   std::vector<const ShardOp*> out;
   for (const auto& op : s.ops)
-    if ((op.name == name || op.collective == name) && (phase.empty() || op.phase == phase)) out.push_back(&op);
+    if ((op.name == name || op.collective == name) && (phase.empty() || to_string(op.phase) == phase)) out.push_back(&op);
   return out;
 }
 

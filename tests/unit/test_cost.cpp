@@ -186,15 +186,15 @@ TEST(Collectives, PipelineSendRecvUsesTheLinkBetweenTheTwoStages) {
   p.pp = 4;
   ShardOp recv = collective_op("send_recv", "pp", 2, 1e6);
   recv.stage = 1;
-  recv.phase = "fwd";
+  recv.phase = OpPhase::fwd;
   EXPECT_NEAR(cost_of_one(recv, p).time_us, 1e6 / 450e9 * 1e6 + 2, 1e-9);
-  recv.phase = "bwd";
+  recv.phase = OpPhase::bwd;
   EXPECT_NEAR(cost_of_one(recv, p).time_us, 1e6 / 50e9 * 1e6 + 5, 1e-9);
   // Interleaved: chunk 1 of stage 0 (virtual stage 4) receives from virtual stage 3 on stage
   // 3, in the other node.
   recv.stage = 0;
   recv.chunk = 1;
-  recv.phase = "fwd";
+  recv.phase = OpPhase::fwd;
   p.vpp = 2;
   EXPECT_NEAR(cost_of_one(recv, p).time_us, 25, 1e-9);
 }

@@ -129,7 +129,7 @@ TEST(DataParallel, BucketsFollowBackwardOrderAndCloseOnceFull) {
   EXPECT_EQ(buckets[0]->module, "data_parallel_grads.bucket_0");
   EXPECT_EQ(buckets[0]->collective, "all_reduce");
   EXPECT_EQ(buckets[0]->group, "dp");
-  EXPECT_EQ(buckets[0]->scope, "step");
+  EXPECT_EQ(buckets[0]->scope, OpScope::step);
   EXPECT_DOUBLE_EQ(buckets[0]->message_bytes, 2 * kLinearParams * 4);  // fp32 gradients
   EXPECT_DOUBLE_EQ(buckets[1]->message_bytes, kNormParams * 4);
   EXPECT_EQ(buckets[0]->reads, (std::vector<int64_t>{9, 11}));
@@ -209,7 +209,7 @@ TEST(DataParallel, DistributedOptimizerGathersEachBucketAfterAdam) {
     EXPECT_EQ(scatters[i]->collective, "reduce_scatter");
     EXPECT_EQ(gathers[i]->collective, "all_gather");
     EXPECT_EQ(gathers[i]->module, "distributed_optimizer_params.bucket_" + std::to_string(i));
-    EXPECT_EQ(gathers[i]->scope, "step");
+    EXPECT_EQ(gathers[i]->scope, OpScope::step);
     EXPECT_TRUE(depends_on(*gathers[i], adam.id));
     EXPECT_TRUE(depends_on(s.ops.back(), gathers[i]->id));  // the next step's zeroing waits for them
     gathered += gathers[i]->message_bytes;
@@ -231,7 +231,7 @@ TEST(DataParallel, OverlapParamGatherRunsTheGathersBeforeTheForwardThatReadsThem
   EXPECT_EQ(gathers[2]->module, "distributed_optimizer_params.bucket_0");
   for (size_t i = 0; i < gathers.size(); ++i) {
     EXPECT_EQ(gathers[i]->id, static_cast<int64_t>(i));
-    EXPECT_EQ(gathers[i]->scope, "step_start");
+    EXPECT_EQ(gathers[i]->scope, OpScope::step_start);
     EXPECT_EQ(gathers[i]->stream, "dp");
   }
   EXPECT_EQ(gathers[0]->writes, (std::vector<int64_t>{1}));  // norm.weight
@@ -317,8 +317,8 @@ std::map<std::string, double> totals(const ShardSection& s) {
   std::map<std::string, double> sums;
   for (const ShardOp& op : s.ops) {
     if (op.kind == OpKind::collective && op.group == "tp" && op.scope == OpScope::microbatch)
-      sums[op.phase + ":" + op.collective] += op.message_bytes;
-    if (op.kind == OpKind::gemm) sums[op.phase + ":gemm"] += op.flops;
+      sums[std::string(to_string(op.phase)) + ":" + op.collective] += op.message_bytes;
+    if (op.kind == OpKind::gemm) sums[std::string(to_string(op.phase)) + ":gemm"] += op.flops;
   }
   return sums;
 }
@@ -333,7 +333,7 @@ std::vector<const ShardOp*> instances(const ShardSection& s, int64_t trace_op) {
 std::vector<const ShardOp*> collectives(const ShardSection& s, const std::string& phase, const std::string& kind) {
   std::vector<const ShardOp*> out;
   for (const ShardOp& op : s.ops)
-    if (op.phase == phase && op.collective == kind && op.scope == OpScope::microbatch) out.push_back(&op);
+    if (to_string(op.phase) == phase && op.collective == kind && op.scope == OpScope::microbatch) out.push_back(&op);
   return out;
 }
 

@@ -51,7 +51,7 @@ ShardSection sharded(const ShardOptions& options, const ModelConfig& model = moe
 std::vector<const ShardOp*> forward_ops(const ShardSection& shard, const std::function<bool(const ShardOp&)>& pick) {
   std::vector<const ShardOp*> found;
   for (const ShardOp& op : shard.ops)
-    if (op.layer == 0 && op.phase == "fwd" && pick(op)) found.push_back(&op);
+    if (op.layer == 0 && op.phase == OpPhase::fwd && pick(op)) found.push_back(&op);
   return found;
 }
 std::vector<const ShardOp*> named(const ShardSection& shard, const std::string& name) {

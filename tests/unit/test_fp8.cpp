@@ -87,8 +87,8 @@ size_t tp_collectives(const ShardSection& shard, const std::string& collective) 
 double saved_for_backward(const ShardSection& shard) {
   std::set<int64_t> written, read;
   for (const ShardOp& op : shard.ops) {
-    if (op.phase == "fwd" && op.scope == OpScope::microbatch) written.insert(op.writes.begin(), op.writes.end());
-    if (op.phase == "bwd") read.insert(op.reads.begin(), op.reads.end());
+    if (op.phase == OpPhase::fwd && op.scope == OpScope::microbatch) written.insert(op.writes.begin(), op.writes.end());
+    if (op.phase == OpPhase::bwd) read.insert(op.reads.begin(), op.reads.end());
   }
   double bytes = 0;
   for (int64_t buffer : written)
@@ -242,8 +242,8 @@ TEST(DelayedScaling, AmaxesAreReducedOverTheStageRanksAfterEachPass) {
   EXPECT_EQ(messages, (std::vector<double>{16, 8}));
   std::vector<const ShardOp*> updates = named(shard, "te::amax_and_scale_update");
   ASSERT_EQ(updates.size(), 2u);
-  EXPECT_EQ(updates[0]->phase, "fwd");
-  EXPECT_EQ(updates[1]->phase, "bwd");
+  EXPECT_EQ(updates[0]->phase, OpPhase::fwd);
+  EXPECT_EQ(updates[1]->phase, OpPhase::bwd);
   // Per tensor: the reduced amax read (4), history, scale and inverse written (12).
   EXPECT_DOUBLE_EQ(updates[0]->bytes, 4 * (4 + 12));
 }

@@ -179,7 +179,7 @@ ShardSection small_pipeline() {
   ShardOp op;
   op.name = "aten::add";
   op.kind = OpKind::math;
-  op.phase = "fwd";
+  op.phase = OpPhase::fwd;
   op.scope = OpScope::microbatch;
   op.pass = "forward";
   op.stage = 1;

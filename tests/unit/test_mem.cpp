@@ -15,7 +15,7 @@ ShardOp op(int64_t id, const std::string& module, const std::string& phase, std:
   ShardOp o;
   o.id = id;
   o.module = module;
-  o.phase = phase;
+  o.phase = parse_enum<OpPhase>(phase).value();
   o.scope = scope;
   o.pass = scope != OpScope::microbatch ? "step" : phase == "fwd" ? "forward" : "backward";
   o.reads = std::move(reads);

@@ -202,7 +202,7 @@ ShardOp collective_op(const std::string& collective, const std::string& group, i
   op.group = group;
   op.group_size = size;
   op.stage = stage;
-  op.phase = "fwd";
+  op.phase = OpPhase::fwd;
   op.message_bytes = kGiB;
   return op;
 }

@@ -57,8 +57,8 @@ Graph sharded(const ModelConfig& model, const ShardOptions& options) {
 double saved_for_backward(const ShardSection& shard, int64_t layer) {
   std::set<int64_t> written, read;
   for (const ShardOp& op : shard.ops) {
-    if (op.phase == "fwd" && op.layer == layer) written.insert(op.writes.begin(), op.writes.end());
-    if (op.phase == "bwd") read.insert(op.reads.begin(), op.reads.end());
+    if (op.phase == OpPhase::fwd && op.layer == layer) written.insert(op.writes.begin(), op.writes.end());
+    if (op.phase == OpPhase::bwd) read.insert(op.reads.begin(), op.reads.end());
   }
   double bytes = 0;
   for (int64_t buffer : written)
@@ -148,9 +148,9 @@ TEST(Recompute, FullRecomputeRerunsEachLayerWithItsCollectives) {
   std::map<int64_t, int> forward, recomputed, recomputed_collectives;
   for (const ShardOp& op : g.shard->ops) {
     if (!op.layer) continue;
-    if (op.phase == "fwd") ++forward[*op.layer];
+    if (op.phase == OpPhase::fwd) ++forward[*op.layer];
     if (op.recompute) {
-      EXPECT_EQ(op.phase, "bwd");
+      EXPECT_EQ(op.phase, OpPhase::bwd);
       EXPECT_EQ(op.pass, "backward");
       ++recomputed[*op.layer];
       if (op.kind == OpKind::collective) ++recomputed_collectives[*op.layer];

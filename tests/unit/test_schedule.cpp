@@ -144,7 +144,7 @@ Graph pipeline_graph(const Pipeline& p, const std::string& schedule) {
     op.id = static_cast<int64_t>(s.ops.size());
     op.name = name;
     op.kind = OpKind::gemm;
-    op.phase = phase;
+    op.phase = parse_enum<OpPhase>(phase).value();
     op.pass = pass;
     op.module = name;
     op.scope = OpScope::microbatch;

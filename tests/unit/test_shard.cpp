@@ -83,8 +83,8 @@ TEST(Shard, WithoutSequenceParallelTheRowOutputAndColumnInputGradAreAllReduced) 
     EXPECT_EQ(op->group_size, 2);
     EXPECT_DOUBLE_EQ(op->message_bytes, kTokens * 1024 * 2);  // [s, b, h] in bf16
   }
-  EXPECT_EQ(c[0]->phase, "fwd");
-  EXPECT_EQ(c[1]->phase, "bwd");
+  EXPECT_EQ(c[0]->phase, OpPhase::fwd);
+  EXPECT_EQ(c[1]->phase, OpPhase::bwd);
   // The all-reduce waits for the row-parallel GEMM that produced the partial sum.
   EXPECT_EQ(g.shard->ops[c[0]->deps.at(0)].name, "syssim::linear");
 }
@@ -94,7 +94,7 @@ TEST(Shard, SequenceParallelGathersBeforeColumnAndScattersAfterRow) {
   shard_graph(g, layout(2, true));
   auto c = collectives(*g.shard);
   std::vector<std::string> kinds;
-  for (const auto* op : c) kinds.push_back(op->phase + ":" + op->collective);
+  for (const auto* op : c) kinds.push_back(std::string(to_string(op->phase)) + ":" + op->collective);
   // Forward: gather the norm output, reduce-scatter fc2's output. Backward: gather the
   // output gradient for fc2's dgrad+wgrad (once), gather fc1's input for its wgrad (launched
   // before fc1's dgrad), reduce-scatter fc1's input gradient.
@@ -164,7 +164,7 @@ TEST(Shard, DataParallelAddsGradientReductionAndAdam) {
   auto c = collectives(*g.shard);
   ASSERT_EQ(c.size(), 1u);
   EXPECT_EQ(c[0]->collective, "all_reduce");
-  EXPECT_EQ(c[0]->scope, "step");
+  EXPECT_EQ(c[0]->scope, OpScope::step);
   EXPECT_DOUBLE_EQ(c[0]->message_bytes, 2.0 * 1024 * 4096 * 4);  // fp32 gradients
   const ShardOp& adam =
       *std::find_if(g.shard->ops.begin(), g.shard->ops.end(), [](const ShardOp& op) { return op.kind == OpKind::optimizer; });

@@ -196,7 +196,7 @@ TEST(ShardedDataParallel, OptimGradsReduceScattersEachUnitInEveryMicrobatch) {
   ASSERT_EQ(scatters.size(), 4u);
   std::map<std::string, double> by_module;
   for (const ShardOp* op : scatters) {
-    EXPECT_EQ(op->scope, "microbatch");
+    EXPECT_EQ(op->scope, OpScope::microbatch);
     EXPECT_EQ(op->group, "dp");
     EXPECT_EQ(op->group_size, 4);
     by_module[op->module.str()] = op->message_bytes;
@@ -279,7 +279,7 @@ TEST(ShardedDataParallel, OptimGradsParamsGathersEachUnitBeforeItsForwardAndItsB
   EXPECT_EQ(backward.size(), 3u);
   for (const auto* ops : {&forward, &backward})
     for (const ShardOp* op : *ops) {
-      EXPECT_EQ(op->scope, "microbatch");
+      EXPECT_EQ(op->scope, OpScope::microbatch);
       EXPECT_EQ(op->group, "dp");
       EXPECT_EQ(op->group_size, 4);
       EXPECT_EQ(op->stream, "dp");

@@ -80,7 +80,7 @@ double parameter_count(const TraceSection& trace) {
 const TraceOp& find_op(const TraceSection& trace, const std::string& module, const std::string& name,
                        const std::string& phase) {
   for (const TraceOp& op : trace.ops)
-    if (op.module == module && op.name == name && op.phase == phase) return op;
+    if (op.module == module && op.name == name && to_string(op.phase) == phase) return op;
   throw std::runtime_error("no " + phase + " op " + name + " in " + module);
 }
 
@@ -112,7 +112,7 @@ TEST_F(LlamaTrace, AxesAreTheArchitecture) {
 TEST_F(LlamaTrace, EveryLayerHasTheSameOps) {
   std::map<std::pair<int64_t, std::string>, int> per_layer;
   for (const TraceOp& op : trace_->ops)
-    if (op.layer) ++per_layer[{*op.layer, op.phase}];
+    if (op.layer) ++per_layer[{*op.layer, to_string(op.phase)}];
   ASSERT_EQ(per_layer.size(), 64u);
   for (int64_t layer = 0; layer < 32; ++layer) {
     // fwd: 2 norms, qkv, 2 rope, attention, proj, 2 residual adds, fc1, swiglu, fc2.
@@ -152,12 +152,12 @@ TEST_F(LlamaTrace, BackwardOpsPointAtTheirForwardOp) {
   EXPECT_EQ(dgrad.tp_role, "row");
   EXPECT_EQ(dgrad.flops.to_string(), fc2.flops.to_string());
   for (const TraceOp& op : trace_->ops) {
-    if (op.phase == "fwd") {
+    if (op.phase == OpPhase::fwd) {
       EXPECT_FALSE(op.fwd_op) << op.id;
     }
     if (!op.fwd_op) continue;
     const TraceOp& forward = trace_->ops.at(*op.fwd_op);
-    EXPECT_EQ(forward.phase, "fwd");
+    EXPECT_EQ(forward.phase, OpPhase::fwd);
     EXPECT_EQ(forward.module, op.module);
   }
 }
@@ -341,7 +341,7 @@ TEST(Trace, UnfusedGroupedQueryAttentionCopiesKeysAndValues) {
   TraceSection trace = trace_model(small_unfused_gqa());
   int copies = 0, batched_matmuls = 0;
   for (const TraceOp& op : trace.ops) {
-    if (op.layer != 0 || op.phase != "fwd") continue;
+    if (op.layer != 0 || op.phase != OpPhase::fwd) continue;
     if (op.name == "aten::clone") ++copies;  // k, v to g*r heads; the context back to [s, b, ...]
     if (op.name == "aten::bmm") ++batched_matmuls;
   }
@@ -374,9 +374,9 @@ double mlp_bytes_kept_per_token(const TraceSection& trace) {
   const std::string mlp = "decoder.layers.0.mlp";
   std::set<int64_t> written_forward, kept;
   for (const TraceOp& op : trace.ops) {
-    if (op.phase == "fwd")
+    if (op.phase == OpPhase::fwd)
       for (const TensorRef& out : op.outputs) written_forward.insert(out.tensor);
-    if (op.phase == "bwd" && op.module.starts_with(mlp))
+    if (op.phase == OpPhase::bwd && op.module.starts_with(mlp))
       for (const TensorRef& in : op.inputs)
         if (written_forward.count(in.tensor)) kept.insert(in.tensor);
   }
@@ -392,7 +392,7 @@ TEST(Trace, SquaredReluRunsAsNemoEagerKernelsAndKeepsTheReluOutput) {
   TraceSection trace = trace_model(m);
   std::vector<std::string> forward, backward;
   for (const TraceOp& op : trace.ops)
-    if (op.module == "decoder.layers.0.mlp") (op.phase == "fwd" ? forward : backward).push_back(op.name);
+    if (op.module == "decoder.layers.0.mlp") (op.phase == OpPhase::fwd ? forward : backward).push_back(op.name);
   // torch.pow(relu(x), 2); autograd: x^1 * 2 * grad (PowBackward0), then relu's threshold_backward.
   EXPECT_EQ(forward, (std::vector<std::string>{"syssim::relu", "aten::pow"}));
   EXPECT_EQ(backward, (std::vector<std::string>{"aten::pow", "aten::mul", "aten::mul", "syssim::relu_backward"}));

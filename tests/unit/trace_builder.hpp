@@ -64,7 +64,7 @@ struct TraceBuilder {
     o.id = static_cast<int64_t>(trace.ops.size());
     o.name = name;
     o.kind = parse_op_kind(kind).value();
-    o.phase = phase;
+    o.phase = parse_enum<OpPhase>(phase).value();
     o.layer = 0;
     o.module = module;
     o.tp_role = tp_role;
