@@ -15,6 +15,9 @@ enum class OpKind : uint8_t { gemm, attention, math, memory, collective, optimiz
 enum class OpScope : uint8_t { microbatch, step, step_start };
 // Which part of the step an op belongs to (a traced op: fwd or bwd).
 enum class OpPhase : uint8_t { fwd, bwd, optimizer };
+// The schedule slot that runs an op: a micro-batch's forward, backward or weight-gradient pass
+// through a chunk, or the step's own ops (a schedule slot is one of the first three).
+enum class OpPass : uint8_t { forward, backward, weight, step };
 
 // Each enum's names, in the order of its values, as the graph format writes them.
 template <typename Enum>
@@ -30,6 +33,10 @@ struct EnumNames<OpScope> {
 template <>
 struct EnumNames<OpPhase> {
   static constexpr std::array<const char*, 3> kNames = {"fwd", "bwd", "optimizer"};
+};
+template <>
+struct EnumNames<OpPass> {
+  static constexpr std::array<const char*, 4> kNames = {"forward", "backward", "weight", "step"};
 };
 
 template <typename Enum, typename = decltype(EnumNames<Enum>::kNames)>

@@ -47,7 +47,7 @@ std::vector<std::pair<Kernel, double>> parts_of(const ShardOp& op) {
   Kernel kernel = kernel_of(op);
   if (!op.shape.count("groups")) return {{std::move(kernel), 1.0}};
   const double groups = op.shape.at("groups");
-  const char* tokens = op.pass == "weight" ? "k" : "m";
+  const char* tokens = op.pass == OpPass::weight ? "k" : "m";
   auto expert_gemm = [&](double expert_tokens) {
     const double m = tokens[0] == 'm' ? expert_tokens : op.shape.at("m");
     const double k = tokens[0] == 'k' ? expert_tokens : op.shape.at("k");

@@ -51,7 +51,7 @@ json op_event(const TimelineEntry& e, const ShardOp& op, int64_t tid) {
   json args = {{"op", op.id},
                {"microbatch", e.microbatch},
                {"chunk", op.chunk},
-               {"pass", op.pass},
+               {"pass", to_string(op.pass)},
                {"layer", op.layer ? json(*op.layer) : json()},
                {"module", op.module},
                {"flops", op.flops},

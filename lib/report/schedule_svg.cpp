@@ -93,10 +93,10 @@ std::vector<RankRows> rows_of(const ShardSection& shard, const std::vector<Timel
     std::set<std::pair<int64_t, int64_t>> weight_slots;  // (chunk, micro-batch)
     if (rank < shard.schedule.size())
       for (const ScheduleSlot& slot : shard.schedule[rank])
-        if (slot.pass == "weight") weight_slots.emplace(slot.chunk, slot.microbatch);
+        if (slot.pass == OpPass::weight) weight_slots.emplace(slot.chunk, slot.microbatch);
     auto slot_pass = [&](const ShardOp& op, int64_t microbatch) -> std::string {
-      if (op.recompute || (op.pass == "weight" && !weight_slots.count({op.chunk, microbatch}))) return "backward";
-      return op.pass;
+      if (op.recompute || (op.pass == OpPass::weight && !weight_slots.count({op.chunk, microbatch}))) return "backward";
+      return to_string(op.pass);
     };
     std::vector<const TimelineEntry*>& entries = by_rank[rank];
     std::stable_sort(entries.begin(), entries.end(),

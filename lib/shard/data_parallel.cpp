@@ -121,7 +121,7 @@ ShardOp step_op(const std::string& name, OpKind kind, const std::string& module)
   op.name = name;
   op.kind = kind;
   op.phase = OpPhase::optimizer;
-  op.pass = "step";
+  op.pass = OpPass::step;
   op.module = module;
   op.scope = OpScope::step;
   op.stream = "compute";
@@ -132,7 +132,7 @@ ShardOp step_op(const std::string& name, OpKind kind, const std::string& module)
 ShardOp step_collective(const ShardContext& context, const std::string& collective, const std::string& group,
                         double message_bytes, const std::string& module, OpScope scope = OpScope::step) {
   ShardOp c = make_collective(context, collective, group, message_bytes, OpPhase::optimizer, scope);
-  c.pass = "step";
+  c.pass = OpPass::step;
   c.module = module;
   return c;
 }

@@ -285,7 +285,7 @@ void share_expert_tokens(const ShardContext& context, ShardOp& op) {
   const ExpertLoad& load = context.expert_load;
   if (!op.shape.count("groups") || load.busiest_expert == load.other_experts) return;
   // The kernel shape shares the rank's tokens equally: load.received x the balanced share each.
-  const char* tokens = op.pass == "weight" ? "k" : "m";
+  const char* tokens = op.pass == OpPass::weight ? "k" : "m";
   const double balanced = op.shape.at(tokens) / load.received;
   op.shape[tokens] = balanced * load.other_experts;
   op.shape["busiest"] = balanced * load.busiest_expert;

@@ -352,7 +352,7 @@ class LowPrecision {
       const std::vector<int64_t>& weights = weights_of_linear_.at(linear);
       ShardOp consumer = first_forward_.at(linear);
       consumer.scope = OpScope::step_start;
-      consumer.pass = "step";
+      consumer.pass = OpPass::step;
       consumer.recompute = false;
       ShardOp cast = inserted(consumer, param_gather_ ? "te::transpose" : "te::quantize", OpKind::memory);
       cast.reads = weights;

@@ -66,7 +66,7 @@ class Instantiator {
           if (replicated_activation(r)) backward_gather_sources_[*op.fwd_op].insert(r.tensor);
   }
 
-  ShardOp collective(const std::string& kind, double message_bytes, const TraceOp& origin, const std::string& pass) {
+  ShardOp collective(const std::string& kind, double message_bytes, const TraceOp& origin, OpPass pass) {
     ShardOp c = make_collective(context_, kind, "tp", message_bytes, origin.phase, OpScope::microbatch);
     c.layer = origin.layer;
     c.module = origin.module;
@@ -78,7 +78,7 @@ class Instantiator {
   int64_t gather(int64_t buffer, const TraceOp& origin, const std::vector<int64_t>& launch_after) {
     double full = shard_.buffers[buffer].bytes * context_.tp();
     int64_t gathered = emitter_.add_buffer(full, "comm");
-    ShardOp c = collective("all_gather", full, origin, origin.phase == OpPhase::fwd ? "forward" : "backward");
+    ShardOp c = collective("all_gather", full, origin, origin.phase == OpPhase::fwd ? OpPass::forward : OpPass::backward);
     c.reads = {buffer};
     c.writes = {gathered};
     emitter_.emit(c, launch_after);
@@ -86,7 +86,7 @@ class Instantiator {
   }
 
   // Reduces a partial-sum output over TP: reduce-scatter to s/tp under SP, else all-reduce in place.
-  void reduce(int64_t buffer, const TraceOp& origin, const std::string& pass) {
+  void reduce(int64_t buffer, const TraceOp& origin, OpPass pass) {
     double full = shard_.buffers[buffer].bytes;
     bool scatter = context_.sequence_parallel();
     ShardOp c = collective(scatter ? "reduce_scatter" : "all_reduce", full, origin, pass);
@@ -108,11 +108,11 @@ class Instantiator {
 
   // Forward ops, backward ops, and backward ops that only produce weight gradients (the
   // "W" pass that zero-bubble schedules defer).
-  std::string pass_of(const TraceOp& op) const {
-    if (op.phase == OpPhase::fwd) return "forward";
+  OpPass pass_of(const TraceOp& op) const {
+    if (op.phase == OpPhase::fwd) return OpPass::forward;
     for (const auto& r : op.outputs)
-      if (trace_.tensors[r.tensor].role != "grad") return "backward";
-    return op.outputs.empty() ? "backward" : "weight";
+      if (trace_.tensors[r.tensor].role != "grad") return OpPass::backward;
+    return op.outputs.empty() ? OpPass::backward : OpPass::weight;
   }
 
   void instantiate(const TraceOp& op) {
@@ -162,10 +162,10 @@ class Instantiator {
       double tokens = context_.full_axes.at("s") * context_.full_axes.at("b");
       std::vector<int64_t> previous = emitter_.writers_of(s.reads);
       for (int i = 0; i < kCrossEntropyAllReduces; ++i)
-        previous = {emitter_.emit(collective("all_reduce", tokens * kFp32Bytes, op, "forward"), previous)};
+        previous = {emitter_.emit(collective("all_reduce", tokens * kFp32Bytes, op, OpPass::forward), previous)};
       extra_deps = previous;
     }
-    std::string pass = s.pass;
+    const OpPass pass = s.pass;
     emitter_.emit(s, extra_deps);
     if (parallel_linear)
       for (const auto& r : op.outputs)

@@ -178,7 +178,7 @@ void split_tokens(ShardOp& op, double share) {
   op.flops *= share;
   op.bytes *= share;
   // Tokens are a weight gradient's reduction and every other kernel's rows.
-  const bool weight_gradient = op.shape.count("k") && op.pass == "weight";
+  const bool weight_gradient = op.shape.count("k") && op.pass == OpPass::weight;
   for (const char* tokens : {"m", "rows"})
     if (op.shape.count(tokens) && !weight_gradient) op.shape[tokens] *= share;
   if (weight_gradient) op.shape["k"] *= share;

@@ -181,7 +181,7 @@ class RankSet {
 // several ranks hold (the tied word embeddings: Megatron-LM keeps a copy on the last stage).
 struct RankAnalysis {
   std::vector<int64_t> virtual_stage;                 // per old op; -1 for step ops
-  std::vector<Symbol> pass;                           // per old op
+  std::vector<OpPass> pass;                           // per old op
   std::vector<RankSet> holders;                       // per buffer: ranks holding a param or grad
   std::vector<RankSet> reader_ranks;                  // per buffer: ranks of microbatch ops reading it
   std::map<int64_t, std::map<int64_t, int64_t>> partial_sums;  // old op -> other rank -> virtual stage
@@ -244,15 +244,15 @@ RankAnalysis analyze(const std::vector<ShardOp>& ops, const ShardSection& shard,
   std::vector<char> read_later(buffers, 0), read_later_outside_weight_pass(buffers, 0);
   for (auto op = ops.rbegin(); op != ops.rend(); ++op) {
     if (op->scope != OpScope::microbatch) continue;
-    if (op->pass == "backward" && op->kind == OpKind::collective) {
+    if (op->pass == OpPass::backward && op->kind == OpKind::collective) {
       bool read = false, only_by_weight_ops = true;
       for (int64_t b : op->writes)
         read = read || read_later[b], only_by_weight_ops = only_by_weight_ops && !read_later_outside_weight_pass[b];
-      if (read && only_by_weight_ops) a.pass[op->id] = "weight";
+      if (read && only_by_weight_ops) a.pass[op->id] = OpPass::weight;
     }
     for (int64_t b : op->reads) {
       read_later[b] = 1;
-      if (op->pass != "weight") read_later_outside_weight_pass[b] = 1;
+      if (op->pass != OpPass::weight) read_later_outside_weight_pass[b] = 1;
     }
   }
   return a;
@@ -352,7 +352,7 @@ class PipelineRewriter {
     recv.group_size = 2;
     recv.layer = reader.layer;
     recv.module = reader.module;
-    recv.pass = reader.recompute ? "backward" : analysis_.pass[reader.id];
+    recv.pass = reader.recompute ? OpPass::backward : analysis_.pass[reader.id];
     recv.stage = rank;
     recv.chunk = stages_.chunk(v);
     recv.writes = {copy};
@@ -488,7 +488,7 @@ class PipelineRewriter {
     }
     for (int64_t rank : ranks) {
       ShardOp c = make_collective(context_, "all_reduce", group, message_bytes, OpPhase::optimizer, OpScope::step);
-      c.pass = "step";
+      c.pass = OpPass::step;
       c.module = module;
       c.group_size = static_cast<int64_t>(ranks.size());
       c.stage = rank;
@@ -508,12 +508,12 @@ class PipelineRewriter {
   // it, is what zero-bubble schedules change: the weight op may run later).
   void finish(int64_t id) {
     ShardOp& op = shard_.ops[id];
-    const bool before_weight_ops = op.scope == OpScope::microbatch && (op.pass != "weight" || op.recompute);
+    const bool before_weight_ops = op.scope == OpScope::microbatch && (op.pass != OpPass::weight || op.recompute);
     std::vector<int64_t> deps;
     for (int64_t d : op.deps) {
       const ShardOp& dep = shard_.ops[d];
       if (dep.stage == op.stage) {
-        if (!before_weight_ops || dep.scope != OpScope::microbatch || dep.pass != "weight") deps.push_back(d);
+        if (!before_weight_ops || dep.scope != OpScope::microbatch || dep.pass != OpPass::weight) deps.push_back(d);
       } else if (copies_of_.count(d)) {
         auto it = step_copy_.find({copies_of_.at(d), op.stage});
         if (it != step_copy_.end() && it->second != id) deps.push_back(it->second);

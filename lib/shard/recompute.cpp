@@ -202,7 +202,7 @@ class Recomputer {
       ShardOp copy = ops[id];
       copy.recompute = true;
       copy.phase = OpPhase::bwd;
-      copy.pass = "backward";
+      copy.pass = OpPass::backward;
       for (int64_t& b : copy.reads) b = fresh.count(b) ? fresh[b] : current(b);
       for (int64_t& b : copy.writes) {
         if (!fresh.count(b)) {

@@ -9,9 +9,9 @@ namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
-ScheduleSlot forward(int64_t microbatch, int64_t chunk = 0) { return {chunk, microbatch, "forward"}; }
-ScheduleSlot backward(int64_t microbatch, int64_t chunk = 0) { return {chunk, microbatch, "backward"}; }
-ScheduleSlot weight(int64_t microbatch) { return {0, microbatch, "weight"}; }
+ScheduleSlot forward(int64_t microbatch, int64_t chunk = 0) { return {chunk, microbatch, OpPass::forward}; }
+ScheduleSlot backward(int64_t microbatch, int64_t chunk = 0) { return {chunk, microbatch, OpPass::backward}; }
+ScheduleSlot weight(int64_t microbatch) { return {0, microbatch, OpPass::weight}; }
 
 // Megatron-LM forward_backward_pipelining_without_interleaving (Narayanan et al. 2021,
 // Fig. 4 top): pp - rank - 1 warm-up forwards, then one forward and one backward in turn,

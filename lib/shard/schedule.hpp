@@ -7,12 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "common/op_kinds.hpp"
+
 namespace syssim {
 
 struct ScheduleSlot {
   int64_t chunk = 0;       // the rank's model chunk (virtual stage chunk * pp + rank)
   int64_t microbatch = 0;
-  std::string pass;        // forward | backward | weight
+  OpPass pass = OpPass::forward;  // forward | backward | weight
 };
 
 inline bool operator==(const ScheduleSlot& a, const ScheduleSlot& b) {

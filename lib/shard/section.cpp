@@ -17,7 +17,7 @@ json schedule_to_json(const PipelineSchedule& schedule) {
   for (const auto& slots : schedule) {
     json rank = json::array();
     for (const ScheduleSlot& slot : slots)
-      rank.push_back({{"chunk", slot.chunk}, {"microbatch", slot.microbatch}, {"pass", slot.pass}});
+      rank.push_back({{"chunk", slot.chunk}, {"microbatch", slot.microbatch}, {"pass", to_string(slot.pass)}});
     ranks.push_back(rank);
   }
   return ranks;
@@ -50,10 +50,12 @@ PipelineSchedule schedule_from_json(const json& j, const std::string& path, int6
     std::vector<ScheduleSlot>& slots = schedule.emplace_back();
     for (size_t i = 0; i < j[r].size(); ++i) {
       std::string p = path + "/" + std::to_string(r) + "/" + std::to_string(i);
+      const std::string pass = require_as<std::string>(j[r][i], "pass", p);
+      const std::optional<OpPass> parsed_pass = parse_enum<OpPass>(pass);
+      if (!parsed_pass || *parsed_pass == OpPass::step)
+        throw DataError("graph: " + p + "/pass: expected forward, backward or weight, got \"" + pass + "\"");
       ScheduleSlot slot{require_as<int64_t>(j[r][i], "chunk", p), require_as<int64_t>(j[r][i], "microbatch", p),
-                        require_as<std::string>(j[r][i], "pass", p)};
-      if (slot.pass != "forward" && slot.pass != "backward" && slot.pass != "weight")
-        throw DataError("graph: " + p + "/pass: expected forward, backward or weight, got \"" + slot.pass + "\"");
+                        *parsed_pass};
       check_chunk(slot.chunk, chunks, p);
       if (slot.microbatch < 0 || slot.microbatch >= microbatches)
         throw DataError("graph: " + p + "/microbatch: micro-batch " + std::to_string(slot.microbatch) +
@@ -65,7 +67,7 @@ PipelineSchedule schedule_from_json(const json& j, const std::string& path, int6
 }
 
 // The slot pass that runs an op: recomputed forward ops run at the start of the backward.
-std::string_view slot_pass_of(const ShardOp& op) { return op.recompute ? std::string_view("backward") : op.pass.str(); }
+OpPass slot_pass_of(const ShardOp& op) { return op.recompute ? OpPass::backward : op.pass; }
 
 }  // namespace
 
@@ -92,10 +94,9 @@ RankProgram program_of(const std::vector<const ShardOp*>& rank_ops, int64_t stag
   if (stage < 0 || stage >= static_cast<int64_t>(schedule.size()))
     throw DataError("/shard/schedule: no slot list for pipeline rank " + std::to_string(stage));
   const std::vector<ScheduleSlot>& slots = schedule[stage];
+  // The slot passes, forward, backward and weight, in OpPass order; OpPass::step is none.
   static const std::vector<std::string> passes = {"forward", "backward", "weight"};
-  auto pass_index = [&](std::string_view pass) {
-    return static_cast<size_t>(std::find(passes.begin(), passes.end(), pass) - passes.begin());
-  };
+  auto pass_index = [](OpPass pass) { return static_cast<size_t>(pass); };
 
   // Position of each (chunk, micro-batch, pass) slot; a weight slot takes the weight ops
   // out of the backward slot of the same chunk and micro-batch.
@@ -114,7 +115,7 @@ RankProgram program_of(const std::vector<const ShardOp*>& rank_ops, int64_t stag
                       " does not exist (num_microbatches=" + std::to_string(microbatches) + ")");
     size_t& slot = at(s.chunk, s.microbatch, pass_index(s.pass));
     if (slot != kNone)
-      throw DataError(where + "/" + std::to_string(i) + ": a second " + s.pass + " slot for chunk " +
+      throw DataError(where + "/" + std::to_string(i) + ": a second " + to_string(s.pass) + " slot for chunk " +
                       std::to_string(s.chunk) + ", micro-batch " + std::to_string(s.microbatch));
     slot = i;
   }
@@ -130,7 +131,7 @@ RankProgram program_of(const std::vector<const ShardOp*>& rank_ops, int64_t stag
     size_t pass = pass_index(slot_pass_of(op));
     if (pass == passes.size())
       throw DataError("/shard/ops/" + std::to_string(op.id) + "/pass: a microbatch op needs forward, backward or "
-                      "weight, got \"" + op.pass + "\"");
+                      "weight, got \"" + to_string(op.pass) + "\"");
     std::vector<int64_t>& of_pass = ops_of[static_cast<size_t>(op.chunk) * passes.size() + pass];
     // Every micro-batch needs the slot that runs the op, after the slot before it.
     if (of_pass.empty())
@@ -222,7 +223,7 @@ json to_json(const ShardSection& s) {
   for (const auto& op : s.ops) {
     json o = {{"id", op.id}, {"trace_op", nullable_to_json(op.trace_op)}, {"name", op.name}, {"kind", to_string(op.kind)},
               {"phase", to_string(op.phase)}, {"layer", nullable_to_json(op.layer)}, {"module", op.module}, {"scope", to_string(op.scope)},
-              {"pass", op.pass}, {"stage", op.stage}, {"chunk", op.chunk}, {"recompute", op.recompute},
+              {"pass", to_string(op.pass)}, {"stage", op.stage}, {"chunk", op.chunk}, {"recompute", op.recompute},
               {"stream", op.stream}, {"dtype", op.dtype}, {"deps", op.deps}, {"flops", op.flops},
               {"bytes", op.bytes}, {"reads", op.reads}, {"writes", op.writes}};
     if (!op.shape.empty()) o["shape"] = op.shape;
@@ -314,7 +315,11 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
     if (!parsed_scope)
       throw DataError("graph: " + p + "/scope: expected microbatch, step or step_start, got \"" + scope + "\"");
     op.scope = *parsed_scope;
-    op.pass = require_as<std::string>(o, "pass", p);
+    const std::string pass = require_as<std::string>(o, "pass", p);
+    const std::optional<OpPass> parsed_pass = parse_enum<OpPass>(pass);
+    if (!parsed_pass)
+      throw DataError("graph: " + p + "/pass: expected forward, backward, weight or step, got \"" + pass + "\"");
+    op.pass = *parsed_pass;
     op.stage = require_as<int64_t>(o, "stage", p);
     if (op.stage < 0 || op.stage >= s.parallelism.pp)
       throw DataError("graph: " + p + "/stage: pipeline rank " + std::to_string(op.stage) + " does not exist (pp=" +

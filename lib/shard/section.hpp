@@ -56,7 +56,7 @@ struct ShardOp {
   std::optional<int64_t> layer;
   Symbol module;
   OpScope scope = OpScope::microbatch;
-  Symbol pass;    // forward | backward | weight (weight gradients only) | step
+  OpPass pass = OpPass::forward;
   int64_t stage = 0;   // pipeline rank that runs it
   int64_t chunk = 0;   // virtual pipeline chunk of that rank
   bool recompute = false;  // a forward op run again in the backward pass

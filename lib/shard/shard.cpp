@@ -224,7 +224,7 @@ ShardOp make_collective(const ShardContext& context, const std::string& collecti
   c.name = "collective::" + collective;
   c.kind = OpKind::collective;
   c.phase = phase;
-  c.pass = scope == OpScope::step ? "step" : phase == OpPhase::fwd ? "forward" : "backward";
+  c.pass = scope == OpScope::step ? OpPass::step : phase == OpPhase::fwd ? OpPass::forward : OpPass::backward;
   c.scope = scope;
   c.stream = group;
   c.dtype = high_precision_dtype(context.options.training);

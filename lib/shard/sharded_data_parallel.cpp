@@ -18,7 +18,7 @@ namespace {
 constexpr double kReduceBytesPerParam = 4;
 
 // Forward ops run before the backward ones (recomputed forward ops among those).
-bool backward_side(const ShardOp& op) { return op.pass != "forward" || op.recompute; }
+bool backward_side(const ShardOp& op) { return op.pass != OpPass::forward || op.recompute; }
 
 // A unit's ops of one side on one pipeline rank's virtual stage: a decoder layer's, or those
 // outside the layers before them (kBeforeLayers: the embedding in forward) or after them
@@ -98,7 +98,7 @@ class ShardedDataParallel {
         if (shard_.buffers[b].role == "grad") {
           add_grad(unit, b);
           unit.last_grad_writer = op.id;
-          unit.weight_pass_grads |= op.pass == "weight";
+          unit.weight_pass_grads |= op.pass == OpPass::weight;
         }
     }
   }
@@ -253,7 +253,7 @@ class ShardedDataParallel {
                                   std::get<2>(key) ? OpPhase::bwd : OpPhase::fwd, OpScope::microbatch);
       place_with(issuer, c);
       c.recompute = false;
-      c.pass = std::get<2>(key) ? "backward" : "forward";
+      c.pass = std::get<2>(key) ? OpPass::backward : OpPass::forward;
       c.layer = std::get<3>(key) < 0 ? std::nullopt : std::optional<int64_t>(std::get<3>(key));
       c.module = unit_module(key, part, "params");
       c.writes = {gathered->second};
@@ -274,7 +274,7 @@ class ShardedDataParallel {
       place_with(last_writer, c);
       c.recompute = false;
       // After the weight-gradient ops (which zero-bubble schedules run apart from backward).
-      c.pass = units_.at(key).weight_pass_grads ? "weight" : "backward";
+      c.pass = units_.at(key).weight_pass_grads ? OpPass::weight : OpPass::backward;
       c.module = unit_module(key, part, "grads");
       c.reads = p.grads;
       c.reads.push_back(unreduced->second);

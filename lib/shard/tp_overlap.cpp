@@ -29,7 +29,7 @@ bool tp_microbatch_collective(const ShardOp& op, const std::string& collective) 
 bool layer_gemm(const ShardOp& op) { return op.kind == OpKind::gemm && op.scope == OpScope::microbatch && op.layer.has_value(); }
 
 // A forward GEMM, recomputed or not (TE's fprop overlaps).
-bool fprop(const ShardOp& op) { return op.pass == "forward" || op.recompute; }
+bool fprop(const ShardOp& op) { return op.pass == OpPass::forward || op.recompute; }
 
 // What to split: each split op's chunk count, and each split buffer's pieces: chunk i of a
 // split GEMM uses piece i, every other op all of them.
@@ -63,7 +63,7 @@ class Planner {
     auto reader = std::find_if(ops_.begin() + gather.id + 1, ops_.end(), [&](const ShardOp& op) {
       return std::count(op.reads.begin(), op.reads.end(), gathered) > 0 && op.kind == OpKind::gemm;
     });
-    if (reader == ops_.end() || !layer_gemm(*reader) || reader->pass == "weight" || plan_.chunks_of_op.count(reader->id))
+    if (reader == ops_.end() || !layer_gemm(*reader) || reader->pass == OpPass::weight || plan_.chunks_of_op.count(reader->id))
       return;
     plan_.chunks_of_op[gather.id] = tp_ - 1;
     plan_.chunks_of_op[reader->id] = tp_;

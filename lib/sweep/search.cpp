@@ -220,8 +220,8 @@ nlohmann::json layer_compute(PointEvaluator& evaluate, const ModelConfig& short_
       if (op.scope != OpScope::microbatch || op.stream != "compute") continue;
       const double time_ms = graph.cost->ops[op.id].time_us / kUsPerMs;
       ms.at(part)[kAllPasses] += time_ms;
-      if (op.pass == "forward") ms.at(part)[kForward] += time_ms;
-      if (op.pass == "weight") ms.at(part)[kWeight] += time_ms;
+      if (op.pass == OpPass::forward) ms.at(part)[kForward] += time_ms;
+      if (op.pass == OpPass::weight) ms.at(part)[kWeight] += time_ms;
       if (op.recompute) ms.at(part)[kRecomputed] += time_ms;
     }
     // One rank without pipeline runs a forward slot kind, then a backward one.

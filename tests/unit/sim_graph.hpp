@@ -35,7 +35,7 @@ inline Graph graph_of(const std::vector<TestOp>& ops, int64_t num_microbatches =
   if (schedule.empty()) {
     schedule.emplace_back();
     for (int64_t m = 0; m < num_microbatches; ++m)
-      schedule[0].insert(schedule[0].end(), {{0, m, "forward"}, {0, m, "backward"}});
+      schedule[0].insert(schedule[0].end(), {{0, m, OpPass::forward}, {0, m, OpPass::backward}});
   }
   g.shard->parallelism.pp = static_cast<int64_t>(schedule.size());
   g.shard->schedule = schedule;
@@ -50,7 +50,7 @@ inline Graph graph_of(const std::vector<TestOp>& ops, int64_t num_microbatches =
     op.phase = parse_enum<OpPhase>(ops[i].phase).value();
     op.stream = ops[i].stream;
     op.scope = parse_enum<OpScope>(ops[i].scope).value();
-    op.pass = op.scope != OpScope::microbatch ? "step" : op.phase == OpPhase::fwd ? "forward" : "backward";
+    op.pass = op.scope != OpScope::microbatch ? OpPass::step : op.phase == OpPhase::fwd ? OpPass::forward : OpPass::backward;
     op.deps = ops[i].deps;
     op.flops = ops[i].flops;
     op.stage = ops[i].stage;

@@ -313,7 +313,7 @@ TEST(Driver, ASchedulerOtherThanTheNamedOneIsSimulatedInFull) {
   Graph graph = simulate(model, trace_of(model), CostEstimator(h100()), options);
   // The 1f1b slot lists put in GPipe's order, every forward first: a valid schedule, not 1f1b's.
   for (std::vector<ScheduleSlot>& slots : graph.shard->schedule)
-    std::stable_partition(slots.begin(), slots.end(), [](const ScheduleSlot& s) { return s.pass == "forward"; });
+    std::stable_partition(slots.begin(), slots.end(), [](const ScheduleSlot& s) { return s.pass == OpPass::forward; });
   graph.sim.reset();
   EXPECT_FALSE(simulate_graph(graph).extrapolated);
 }

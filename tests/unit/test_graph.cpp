@@ -181,7 +181,7 @@ ShardSection small_pipeline() {
   op.kind = OpKind::math;
   op.phase = OpPhase::fwd;
   op.scope = OpScope::microbatch;
-  op.pass = "forward";
+  op.pass = OpPass::forward;
   op.stage = 1;
   op.chunk = 1;
   op.stream = "compute";
@@ -189,7 +189,7 @@ ShardSection small_pipeline() {
   s.ops.push_back(op);
   s.pp_layout = {1, 1, 1, 1};
   s.stage_params_local = {0, 0};
-  s.schedule = {{}, {{1, 0, "forward"}, {1, 1, "forward"}}};
+  s.schedule = {{}, {{1, 0, OpPass::forward}, {1, 1, OpPass::forward}}};
   return s;
 }
 

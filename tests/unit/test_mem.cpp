@@ -17,7 +17,7 @@ ShardOp op(int64_t id, const std::string& module, const std::string& phase, std:
   o.module = module;
   o.phase = parse_enum<OpPhase>(phase).value();
   o.scope = scope;
-  o.pass = scope != OpScope::microbatch ? "step" : phase == "fwd" ? "forward" : "backward";
+  o.pass = scope != OpScope::microbatch ? OpPass::step : phase == "fwd" ? OpPass::forward : OpPass::backward;
   o.reads = std::move(reads);
   o.writes = std::move(writes);
   return o;
@@ -39,7 +39,7 @@ ShardSection one_layer() {
   s.params_local = 1e6;
   s.stage_params_local = {1e6};
   s.parallelism.dp = 4;
-  s.schedule = {{{0, 0, "forward"}, {0, 0, "backward"}}};
+  s.schedule = {{{0, 0, OpPass::forward}, {0, 0, OpPass::backward}}};
   s.buffers = {buffer(0, 1e6 * 2, "param"), buffer(1, 100, "input"),      buffer(2, 1000, "activation"),
                buffer(3, 300, "activation"), buffer(4, 500, "activation"), buffer(5, 500, "activation"),
                buffer(6, 200, "activation"), buffer(7, 1e6 * 4, "grad")};
@@ -114,13 +114,13 @@ TEST(Activations, EveryMicroBatchOfTheScheduleIsReplayed) {
   // so the peak is one micro-batch's, with one micro-batch in flight.
   ShardSection shard = one_layer();
   shard.num_microbatches = 2;
-  shard.schedule = {{{0, 0, "forward"}, {0, 0, "backward"}, {0, 1, "forward"}, {0, 1, "backward"}}};
+  shard.schedule = {{{0, 0, OpPass::forward}, {0, 0, OpPass::backward}, {0, 1, OpPass::forward}, {0, 1, OpPass::backward}}};
   MemSection mem = account(shard);
   EXPECT_DOUBLE_EQ(mem.activation_bytes + mem.temporary_bytes, 2000);
   EXPECT_EQ(mem.pp_stage_microbatches_in_flight, std::vector<int64_t>{1});
   // Both forwards before the backwards (GPipe): at the first loss_grad, micro-batch 1's h and y
   // (1500) are live too, and its input x was freed by its embed.
-  shard.schedule = {{{0, 0, "forward"}, {0, 1, "forward"}, {0, 0, "backward"}, {0, 1, "backward"}}};
+  shard.schedule = {{{0, 0, OpPass::forward}, {0, 1, OpPass::forward}, {0, 0, OpPass::backward}, {0, 1, OpPass::backward}}};
   mem = account(shard);
   EXPECT_DOUBLE_EQ(mem.activation_bytes, 3000);
   EXPECT_DOUBLE_EQ(mem.temporary_bytes, 500);
@@ -136,12 +136,12 @@ TEST(Activations, MicroBatchesRunningTheirSlotsInDifferentOrdersOfKinds) {
   shard.ops = {op(0, "embed", "fwd", {0, 1}, {2, 3}), op(1, "mlp", "fwd", {2, 0}, {4}),
                op(2, "loss_grad", "bwd", {4}, {5}), op(3, "mlp_grad", "bwd", {5, 0}, {6}),
                op(4, "wgrad", "bwd", {5, 2}, {7})};
-  shard.ops[4].pass = "weight";
-  shard.schedule = {{{0, 0, "forward"},
-                     {0, 1, "forward"},
-                     {0, 0, "backward"},
-                     {0, 1, "backward"},
-                     {0, 1, "weight"}}};
+  shard.ops[4].pass = OpPass::weight;
+  shard.schedule = {{{0, 0, OpPass::forward},
+                     {0, 1, OpPass::forward},
+                     {0, 0, OpPass::backward},
+                     {0, 1, OpPass::backward},
+                     {0, 1, OpPass::weight}}};
   // Issue order and live bytes (h0 lives until wgrad 0, h1 until wgrad 1):
   //   embed 0      x0 h0 ws0                    1400
   //   mlp 0        h0 y0                        1500
@@ -158,11 +158,11 @@ TEST(Activations, MicroBatchesRunningTheirSlotsInDifferentOrdersOfKinds) {
   EXPECT_EQ(mem.pp_stage_microbatches_in_flight, std::vector<int64_t>{2});
   // Micro-batch 1's backward first: at its loss_grad, h0 y0 (1500) are kept and h1 y1 dy1
   // (2000) are its own; the first op reaching 3500.
-  shard.schedule = {{{0, 0, "forward"},
-                     {0, 1, "forward"},
-                     {0, 1, "backward"},
-                     {0, 1, "weight"},
-                     {0, 0, "backward"}}};
+  shard.schedule = {{{0, 0, OpPass::forward},
+                     {0, 1, OpPass::forward},
+                     {0, 1, OpPass::backward},
+                     {0, 1, OpPass::weight},
+                     {0, 0, OpPass::backward}}};
   mem = account(shard);
   EXPECT_DOUBLE_EQ(mem.activation_bytes + mem.temporary_bytes, 3500);
   EXPECT_EQ(mem.peak_module, "loss_grad");
@@ -189,7 +189,7 @@ TEST(ModelStates, EachPipelineRankCountsTheParametersItHolds) {
   shard.parallelism.pp = 2;
   shard.buffers[0].bytes = 2e6 * 2;  // rank 0's weights: 2e6 bf16 parameters
   shard.stage_params_local = {2e6, 1e6};
-  shard.schedule = {{{0, 0, "forward"}, {0, 0, "backward"}}, {{0, 0, "forward"}, {0, 0, "backward"}}};
+  shard.schedule = {{{0, 0, OpPass::forward}, {0, 0, OpPass::backward}}, {{0, 0, OpPass::forward}, {0, 0, OpPass::backward}}};
   MemSection mem = account(shard);
   EXPECT_EQ(mem.pp_stage_memory_gb, (std::vector<double>{(36e6 + 2000) / 1e9, (18e6 + 2000) / 1e9}));
   EXPECT_EQ(mem.peak_pp_stage, 0);

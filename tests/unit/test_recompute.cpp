@@ -151,7 +151,7 @@ TEST(Recompute, FullRecomputeRerunsEachLayerWithItsCollectives) {
     if (op.phase == OpPhase::fwd) ++forward[*op.layer];
     if (op.recompute) {
       EXPECT_EQ(op.phase, OpPhase::bwd);
-      EXPECT_EQ(op.pass, "backward");
+      EXPECT_EQ(op.pass, OpPass::backward);
       ++recomputed[*op.layer];
       if (op.kind == OpKind::collective) ++recomputed_collectives[*op.layer];
     }

@@ -33,14 +33,14 @@ Graph one_rank() {
   return simulated({{"f", "gemm", "fwd", "compute", 10, {}, "microbatch", 0, 0, "tp", {0, 2}, {1}},
                     {"ar", "collective", "fwd", "tp", 4, {0}, "microbatch", 0, 0, "tp", {1}, {3}},
                     {"b", "gemm", "bwd", "compute", 20, {1}, "microbatch", 0, 0, "tp", {1, 2, 3}, {}}},
-                   {{{0, 0, "forward"}, {0, 0, "backward"}, {0, 1, "forward"}, {0, 1, "backward"}}}, 2,
+                   {{{0, 0, OpPass::forward}, {0, 0, OpPass::backward}, {0, 1, OpPass::forward}, {0, 1, OpPass::backward}}}, 2,
                    {{"input", 8}, {"activation", 100}, {"param", 1000}, {"comm", 50}});
 }
 
 // GPipe on two ranks, two micro-batches, a 10 us forward and a 20 us backward per rank:
 // rank 0 F0 0-10, F1 10-20, B0 50-70, B1 70-90; rank 1 F0 10-20, F1 20-30, B0 30-50, B1 50-70.
 Graph two_rank_gpipe() {
-  PipelineSchedule gpipe(2, {{0, 0, "forward"}, {0, 1, "forward"}, {0, 0, "backward"}, {0, 1, "backward"}});
+  PipelineSchedule gpipe(2, {{0, 0, OpPass::forward}, {0, 1, OpPass::forward}, {0, 0, OpPass::backward}, {0, 1, OpPass::backward}});
   return simulated({{"f0", "gemm", "fwd", "compute", 10, {}, "microbatch", 0, 0},
                     {"f1", "gemm", "fwd", "compute", 10, {0}, "microbatch", 0, 1},
                     {"b1", "gemm", "bwd", "compute", 20, {1}, "microbatch", 0, 1},

@@ -15,7 +15,7 @@ namespace {
 std::string text(const std::vector<ScheduleSlot>& slots, bool chunks = false) {
   std::string out;
   for (const ScheduleSlot& s : slots) {
-    out += (out.empty() ? "" : " ") + std::string(1, static_cast<char>(std::toupper(s.pass[0]))) +
+    out += (out.empty() ? "" : " ") + std::string(1, static_cast<char>(std::toupper(to_string(s.pass)[0]))) +
            std::to_string(s.microbatch);
     if (chunks) out += "." + std::to_string(s.chunk);
   }
@@ -145,7 +145,7 @@ Graph pipeline_graph(const Pipeline& p, const std::string& schedule) {
     op.name = name;
     op.kind = OpKind::gemm;
     op.phase = parse_enum<OpPhase>(phase).value();
-    op.pass = pass;
+    op.pass = parse_enum<OpPass>(pass).value();
     op.module = name;
     op.scope = OpScope::microbatch;
     op.stream = "compute";

@@ -119,7 +119,7 @@ TEST(Shard, KernelShapesAreTheGemmsOfOneRank) {
   shard_graph(g, layout(2, true));
   auto shape_of = [&](const std::string& name, const std::string& module_pass) {
     for (const auto& op : g.shard->ops)
-      if (op.name == name && op.pass == module_pass) return op.shape;
+      if (op.name == name && to_string(op.pass) == module_pass) return op.shape;
     return KernelShape{};
   };
   EXPECT_EQ(shape_of("syssim::rms_norm", "forward"), (KernelShape{{"rows", 1024}, {"dim", 1024}}));

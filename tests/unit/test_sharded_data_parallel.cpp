@@ -97,7 +97,7 @@ bool is_fsdp(const ShardOp& op) { return op.module.str().find(".fsdp_") != std::
 std::vector<const ShardOp*> fsdp_collectives(const ShardSection& shard, const std::string& collective,
                                              const std::string& pass = "") {
   return ops_where(shard, [&](const ShardOp& op) {
-    return is_fsdp(op) && op.collective == collective && (pass.empty() || op.pass == pass);
+    return is_fsdp(op) && op.collective == collective && (pass.empty() || to_string(op.pass) == pass);
   });
 }
 
@@ -289,7 +289,7 @@ TEST(ShardedDataParallel, OptimGradsParamsGathersEachUnitBeforeItsForwardAndItsB
   EXPECT_DOUBLE_EQ(message_bytes(fsdp_collectives(shard, "all_gather")), 9442304);
   auto layer_gather = [&](int64_t layer, const std::string& pass) {
     auto found = ops_where(shard, [&](const ShardOp& op) {
-      return op.module == "decoder.layers." + std::to_string(layer) + ".fsdp_params" && op.pass == pass;
+      return op.module == "decoder.layers." + std::to_string(layer) + ".fsdp_params" && to_string(op.pass) == pass;
     });
     EXPECT_EQ(found.size(), 1u) << layer << " " << pass;
     return found.empty() ? nullptr : found[0];
@@ -317,7 +317,7 @@ TEST(ShardedDataParallel, ALayersOpsWaitForItsGather) {
     for (int64_t layer : {0, 1}) {
       const std::string module = "decoder.layers." + std::to_string(layer) + ".fsdp_params";
       auto gather = [&](const std::string& pass) {
-        return ops_where(shard, [&](const ShardOp& op) { return op.module == module && op.pass == pass; }).at(0);
+        return ops_where(shard, [&](const ShardOp& op) { return op.module == module && to_string(op.pass) == pass; }).at(0);
       };
       const ShardOp* forward = gather("forward");
       const ShardOp* backward = gather("backward");
@@ -327,7 +327,7 @@ TEST(ShardedDataParallel, ALayersOpsWaitForItsGather) {
       int64_t forward_ops = 0, weight_readers = 0;
       for (const ShardOp& op : shard.ops) {
         if (op.layer != layer || op.scope != OpScope::microbatch || is_fsdp(op)) continue;
-        if (op.pass == "forward") {
+        if (op.pass == OpPass::forward) {
           // Every forward op of the layer: the weights' readers directly, the rest through them.
           EXPECT_TRUE(depends_transitively(shard, op.id, forward->id)) << recompute << ": " << op.name;
           ++forward_ops;
@@ -353,12 +353,12 @@ TEST(ShardedDataParallel, WeightsAreGatheredOneUnitAhead) {
   ShardSection shard = sharded(layout(4, "optim_grads_params"));
   auto gather = [&](int64_t layer, const std::string& pass) {
     return ops_where(shard, [&](const ShardOp& op) {
-             return op.module == "decoder.layers." + std::to_string(layer) + ".fsdp_params" && op.pass == pass;
+             return op.module == "decoder.layers." + std::to_string(layer) + ".fsdp_params" && to_string(op.pass) == pass;
            }).at(0);
   };
   auto first_weight_reader = [&](int64_t layer, const std::string& pass) -> const ShardOp* {
     for (const ShardOp& op : shard.ops)
-      if (op.layer == layer && op.pass == pass && !is_fsdp(op) && reads_role(shard, op, "param")) return &op;
+      if (op.layer == layer && to_string(op.pass) == pass && !is_fsdp(op) && reads_role(shard, op, "param")) return &op;
     return nullptr;
   };
   for (const char* pass : {"forward", "backward"}) {
@@ -549,7 +549,7 @@ TEST(ShardedDataParallel, ExpertGradientsGoToTheExpertDataParallelGroup) {
   // optim_grads_params gathers the experts' weights over the 2 expert-DP ranks too.
   ShardSection full = sharded(moe_layout("optim_grads_params"), tiny_moe());
   auto gathers = ops_where(full, [](const ShardOp& op) {
-    return op.module == "decoder.layers.0.fsdp_expert_params" && op.pass == "forward";
+    return op.module == "decoder.layers.0.fsdp_expert_params" && op.pass == OpPass::forward;
   });
   ASSERT_EQ(gathers.size(), 1u);
   EXPECT_EQ(gathers[0]->group, "edp");
@@ -606,7 +606,7 @@ TEST(ShardedDataParallel, Fsdp2KeepsTheRootUnitAndUnderPipelinesEveryLayerWhole)
   EXPECT_EQ(fsdp_collectives(sharded(layout(4, "optim_grads_params")), "all_gather", "backward").size(), 3u);
   // The output layer's data gradient waits for the forward's gather of it.
   const auto forward_output = ops_where(shard, [](const ShardOp& op) {
-    return op.module == "decoder.final_layernorm.fsdp_params" && op.pass == "forward";
+    return op.module == "decoder.final_layernorm.fsdp_params" && op.pass == OpPass::forward;
   });
   ASSERT_EQ(forward_output.size(), 1u);
   for (const ShardOp& op : shard.ops)

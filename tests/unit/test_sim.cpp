@@ -85,7 +85,7 @@ TEST(Simulation, AStateRepeatingEveryTwoMicroBatchesIsJumpedOver) {
   PipelineSchedule schedule(2);
   for (std::vector<ScheduleSlot>& slots : schedule)
     for (int64_t m = 0; m < kMicrobatches; m += 2)
-      slots.insert(slots.end(), {{0, m, "forward"}, {0, m + 1, "forward"}, {0, m, "backward"}, {0, m + 1, "backward"}});
+      slots.insert(slots.end(), {{0, m, OpPass::forward}, {0, m + 1, OpPass::forward}, {0, m, OpPass::backward}, {0, m + 1, OpPass::backward}});
   std::vector<TestOp> ops;
   for (int64_t rank = 0; rank < 2; ++rank) {
     const int64_t first = static_cast<int64_t>(ops.size());
@@ -213,8 +213,8 @@ TEST(Simulation, AWeightOpRunsInTheWeightSlotOrInTheBackwardSlotOfItsMicroBatch)
                       {"w", "gemm", "bwd", "compute", 30, {1}},
                       {"grad_rs", "collective", "bwd", "dp", 40, {2}, "step"}},
                      2,
-                     {{{0, 0, "forward"}, {0, 1, "forward"}, {0, 0, "backward"}, {0, 1, "backward"}, {0, 1, "weight"}}});
-  g.shard->ops[2].pass = "weight";
+                     {{{0, 0, OpPass::forward}, {0, 1, OpPass::forward}, {0, 0, OpPass::backward}, {0, 1, OpPass::backward}, {0, 1, OpPass::weight}}});
+  g.shard->ops[2].pass = OpPass::weight;
   simulate_graph(g, SimOptions{true});
   EXPECT_DOUBLE_EQ(g.sim->step_time_ms, 0.16);
   EXPECT_DOUBLE_EQ(g.sim->collective_exposed_ms, 0.04);
@@ -298,8 +298,8 @@ TEST(Simulation, TwoPipelineRanksExchangeThroughPointToPoint) {
   //   rank 1: recv 10-15, 20-25; f1 15-25, 45-55; b1 25-45, 55-75  -> 75 us
   // Rank 0 binds; it waits 20-45 and 70-75 us: bubble 30 / 100. Its receives run while its
   // compute stream is idle: 10 us of pp communication, all exposed.
-  PipelineSchedule schedule = {{{0, 0, "forward"}, {0, 1, "forward"}, {0, 0, "backward"}, {0, 1, "backward"}},
-                               {{0, 0, "forward"}, {0, 0, "backward"}, {0, 1, "forward"}, {0, 1, "backward"}}};
+  PipelineSchedule schedule = {{{0, 0, OpPass::forward}, {0, 1, OpPass::forward}, {0, 0, OpPass::backward}, {0, 1, OpPass::backward}},
+                               {{0, 0, OpPass::forward}, {0, 0, OpPass::backward}, {0, 1, OpPass::forward}, {0, 1, OpPass::backward}}};
   Graph g = graph_of({{"f0", "gemm", "fwd", "compute", 10},
                       {"recv", "collective", "fwd", "pp", 5, {0}, "microbatch", 0, 1, "pp"},
                       {"f1", "gemm", "fwd", "compute", 10, {1}, "microbatch", 0, 1},
@@ -497,7 +497,7 @@ TEST(NetworkFlows, LoadsWeighTheLinkShares) {
 TEST(NetworkFlows, FlowsOfDifferentPipelineRanksDoNotShare) {
   // The same 1e8-byte flow at 50 GB/s on link 0 of rank 0 and of rank 1 at the same time:
   // each has its rank's link alone, 2000 us.
-  PipelineSchedule schedule = {{{0, 0, "forward"}, {0, 0, "backward"}}, {{0, 0, "forward"}, {0, 0, "backward"}}};
+  PipelineSchedule schedule = {{{0, 0, OpPass::forward}, {0, 0, OpPass::backward}}, {{0, 0, OpPass::forward}, {0, 0, OpPass::backward}}};
   Graph g = graph_of({{"ar0", "collective", "fwd", "tp", 2000}, {"ar1", "collective", "fwd", "tp", 2000, {}, "microbatch", 0, 1}},
                      1, schedule);
   g.cost->links = kOneLink;
