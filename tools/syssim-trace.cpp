@@ -6,12 +6,21 @@
 
 int main(int argc, char** argv) {
   std::string model_path;
+  std::optional<int64_t> seq_length;
   return syssim::tool::run_command(
       {"syssim-trace", "Trace one training step (forward and backward) of a model into a graph"}, argc, argv,
-      [&](CLI::App& app) { app.add_option("model", model_path, "Model YAML file or preset (syssim presets)")->required(); },
+      [&](CLI::App& app) {
+        app.add_option("model", model_path,
+                       "Model YAML or preset, or a Hugging Face id or config.json with --seq-length")
+            ->required();
+        app.add_option("--seq-length", seq_length,
+                       "A Hugging Face model's training sequence length, which its config.json does not hold "
+                       "(a model YAML's is its seq_length; syssim-shard --seq-length overrides either)")
+            ->check(syssim::tool::kPositive);
+      },
       [&](const syssim::tool::Tool& tool) {
         syssim::Graph graph;
-        graph.model = syssim::load_model_yaml(model_path);
+        graph.model = syssim::load_model(model_path, seq_length);
         graph.trace = syssim::trace_model(*graph.model);
         graph.provenance.push_back({tool.name, syssim::kSyssimVersion, tool.args});
         return syssim::write_graph(graph);

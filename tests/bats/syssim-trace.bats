@@ -167,3 +167,12 @@ output_layer.weight"
   b=$(syssim-trace "$MODELS/llama3-8b.yaml" | sha256sum)
   [ "$a" = "$b" ]
 }
+
+@test "a Hugging Face id traces with --seq-length: Qwen3-8B's config.json gives the qwen3-8b preset's trace" {
+  syssim-trace Qwen/Qwen3-8B --seq-length 4096 -o "$BATS_TEST_TMPDIR/hf.graph"
+  syssim-trace qwen3-8b -o "$BATS_TEST_TMPDIR/preset.graph"
+  [ "$(jq -S .trace "$BATS_TEST_TMPDIR/hf.graph")" = "$(jq -S .trace "$BATS_TEST_TMPDIR/preset.graph")" ]
+  run syssim-trace Qwen/Qwen3-8B
+  assert_failure 1
+  assert_output "syssim-trace: error: Qwen/Qwen3-8B: a Hugging Face model needs --seq-length (its config.json holds no training sequence length)"
+}
