@@ -31,6 +31,10 @@ constexpr double kMinSeparatedWidth = 4;
 constexpr double kLabelSize = 11;
 constexpr double kLabelCharWidth = 7;  // at kLabelSize, sans-serif digits
 constexpr int kTargetTicks = 10;
+constexpr double kFoldGap = 24;  // the break in the time axis of a folded step
+// A whole step of more micro-batches than this is drawn folded: its fill and first steady
+// cycles, then its last cycles and drain, its steady middle left out (docs/syssim-report.md).
+constexpr int64_t kFoldAboveMicrobatches = 32;
 
 const std::vector<std::string> kCommStreams = {"tp", "cp", "dp", "pp"};
 const std::map<std::string, std::string> kPassColor = {
@@ -142,6 +146,35 @@ double tick_spacing(double span_ms) {
   return 10 * magnitude;
 }
 
+// The time axis: what is drawn, from_ms to to_ms, less the fold cut_from_ms to cut_to_ms of a
+// folded step, over the plot's width (less the break's).
+struct TimeAxis {
+  double from_ms = 0, to_ms = 0;
+  double cut_from_ms = 0, cut_to_ms = 0;
+  double plot_width = 0;
+  bool folded() const { return cut_to_ms > cut_from_ms; }
+  double shown_ms() const { return to_ms - from_ms - (cut_to_ms - cut_from_ms); }
+  double width() const { return folded() ? plot_width - kFoldGap : plot_width; }
+  double x_of(double ms) const {
+    if (folded() && ms >= cut_to_ms) return kLeft + (ms - from_ms - (cut_to_ms - cut_from_ms)) / shown_ms() * width() + kFoldGap;
+    return kLeft + (std::min(ms, folded() ? cut_from_ms : ms) - from_ms) / shown_ms() * width();
+  }
+};
+
+// The instances of a folded step outside the fold, those that cross it cut at its edges.
+std::vector<TimelineEntry> outside_fold(const std::vector<TimelineEntry>& timeline, const TimeAxis& axis) {
+  std::vector<TimelineEntry> kept;
+  for (const TimelineEntry& e : timeline) {
+    if (e.end_ms <= axis.cut_from_ms || e.start_ms >= axis.cut_to_ms) {
+      kept.push_back(e);
+      continue;
+    }
+    if (e.start_ms < axis.cut_from_ms) kept.push_back(e), kept.back().end_ms = axis.cut_from_ms;
+    if (e.end_ms > axis.cut_to_ms) kept.push_back(e), kept.back().start_ms = axis.cut_to_ms;
+  }
+  return kept;
+}
+
 std::string title_of(const Graph& g, const ShardSection& shard, double span_ms) {
   std::string title = g.model ? g.model->name + " · " : "";
   title += shard.pipeline_schedule + " · pp " + std::to_string(shard.parallelism.pp);
@@ -154,10 +187,12 @@ std::string title_of(const Graph& g, const ShardSection& shard, double span_ms) 
 }  // namespace
 
 std::string render_schedule_svg(const Graph& g, const TimelineWindow& window) {
-  const std::vector<TimelineEntry> timeline = timeline_in_window(g, window);
+  std::vector<TimelineEntry> timeline = timeline_in_window(g, window);
   const ShardSection& shard = *g.shard;
   // The time axis: the whole step from 0, or what the window's instances span.
-  double from_ms = 0, to_ms = 0;
+  TimeAxis axis;
+  double& from_ms = axis.from_ms;
+  double& to_ms = axis.to_ms;
   if (!window.whole() && !timeline.empty()) from_ms = to_ms = timeline.front().start_ms;
   for (const TimelineEntry& e : timeline) {
     if (!window.whole()) from_ms = std::min(from_ms, e.start_ms);
@@ -167,9 +202,21 @@ std::string render_schedule_svg(const Graph& g, const TimelineWindow& window) {
   if (span_ms <= 0)
     throw DataError(window.whole() ? "graph: /sim/timeline: the step takes no time; there is nothing to draw"
                                    : "graph: /sim/timeline: no op instance lies in the window; there is nothing to draw");
-  const double plot_width = kWidth - kLeft - kRight;
-  auto x_of = [&](double ms) { return kLeft + (ms - from_ms) / span_ms * plot_width; };
-  std::vector<RankRows> rows = rows_of(shard, timeline, span_ms / plot_width);
+  axis.plot_width = kWidth - kLeft - kRight;
+  const double plot_width = axis.plot_width;
+  // A long whole step keeps at each end the time of 2 pp + 2 of its micro-batches: the fill
+  // (or drain) and two cycles of the steady state.
+  if (window.whole() && shard.num_microbatches > kFoldAboveMicrobatches) {
+    const double kept_share =
+        static_cast<double>(2 * shard.parallelism.pp + 2) / static_cast<double>(shard.num_microbatches);
+    if (kept_share < 0.5) {
+      axis.cut_from_ms = to_ms * kept_share;
+      axis.cut_to_ms = to_ms * (1 - kept_share);
+      timeline = outside_fold(timeline, axis);
+    }
+  }
+  auto x_of = [&](double ms) { return axis.x_of(ms); };
+  std::vector<RankRows> rows = rows_of(shard, timeline, axis.shown_ms() / axis.width());
   const int64_t vpp = shard.parallelism.vpp.value_or(1);
 
   double height = kTop + kAxisHeight + kLegendHeight;
@@ -178,15 +225,17 @@ std::string render_schedule_svg(const Graph& g, const TimelineWindow& window) {
   SvgWriter svg(kWidth, height);
   std::string title = title_of(g, shard, window.whole() ? span_ms : g.sim->step_time_ms);
   if (!window.whole()) title += " · shown " + fixed(from_ms, 2) + "-" + fixed(to_ms, 2) + " ms";
+  if (axis.folded()) title += " · folded " + fixed(axis.cut_from_ms, 2) + "-" + fixed(axis.cut_to_ms, 2) + " ms";
   svg.text(kLeft, 24, title, 14);
 
   // Grid lines first, so the boxes cover them.
-  const double spacing = tick_spacing(span_ms);
+  const double spacing = tick_spacing(axis.shown_ms());
   const int decimals = std::max(0, -static_cast<int>(std::floor(std::log10(spacing))));
   const double rows_bottom = height - kAxisHeight - kLegendHeight;
   std::vector<double> ticks;
   for (auto i = static_cast<int64_t>(std::ceil(from_ms / spacing - 1e-9)); i * spacing <= to_ms + span_ms * 1e-9; ++i)
-    ticks.push_back(static_cast<double>(i) * spacing);
+    if (!axis.folded() || i * spacing <= axis.cut_from_ms || i * spacing >= axis.cut_to_ms)
+      ticks.push_back(static_cast<double>(i) * spacing);
   for (double tick : ticks) svg.line(x_of(tick), kTop - 6, x_of(tick), rows_bottom, kGridColor, 0.5);
 
   std::set<std::string> passes_drawn, groups_drawn;
@@ -229,6 +278,11 @@ std::string render_schedule_svg(const Graph& g, const TimelineWindow& window) {
     }
     y += kRankGap;
   }
+
+  // The fold: a white break across the rows and the axis.
+  if (axis.folded())
+    svg.rect(axis.x_of(axis.cut_from_ms), kTop - 6, kFoldGap, rows_bottom - kTop + 10, "#ffffff",
+             "folded: " + fixed(axis.cut_from_ms, 3) + "-" + fixed(axis.cut_to_ms, 3) + " ms of the steady state");
 
   // The time axis.
   svg.line(kLeft, rows_bottom, kWidth - kRight, rows_bottom, "#404040");

@@ -230,6 +230,31 @@ TEST(TimelineWindow, TheScheduleShowsTheWindowOnly) {
   EXPECT_THROW(render_schedule_svg(two_rank_gpipe(), window), DataError);
 }
 
+// One rank, 40 micro-batches of a 10 us forward and a 20 us backward, back to back: a 1.2 ms
+// step. More than 32 micro-batches: folded, keeping 2 pp + 2 = 4 micro-batches' time at each
+// end, 0-0.12 ms (micro-batches 0-3) and 1.08-1.2 ms (36-39).
+TEST(ScheduleSvg, ALongStepIsFoldedToItsEnds) {
+  std::vector<ScheduleSlot> slots;
+  for (int64_t m = 0; m < 40; ++m) slots.insert(slots.end(), {{0, m, OpPass::forward}, {0, m, OpPass::backward}});
+  Graph g = simulated({{"f", "gemm", "fwd", "compute", 10, {}, "microbatch", 0, 0},
+                       {"b", "gemm", "bwd", "compute", 20, {0}, "microbatch", 0, 0}},
+                      PipelineSchedule{slots}, 40);
+  ASSERT_NEAR(g.sim->step_time_ms, 1.2, 1e-12);
+  std::string svg = render_schedule_svg(g);
+  EXPECT_EQ(count(svg, ": forward, micro-batch "), 8u);
+  EXPECT_EQ(count(svg, ": backward, micro-batch "), 8u);
+  EXPECT_NE(svg.find("pp rank 0: forward, micro-batch 3: 0.090-0.100 ms"), std::string::npos);
+  EXPECT_NE(svg.find("pp rank 0: backward, micro-batch 36: 1.090-1.110 ms"), std::string::npos);
+  EXPECT_EQ(svg.find("micro-batch 20:"), std::string::npos);
+  EXPECT_NE(svg.find(" · folded 0.12-1.08 ms"), std::string::npos);
+  // A window draws what it is asked, unfolded.
+  TimelineWindow window;
+  window.microbatches = {10, 29};
+  std::string part = render_schedule_svg(g, window);
+  EXPECT_EQ(count(part, ": forward, micro-batch "), 20u);
+  EXPECT_EQ(part.find("folded"), std::string::npos);
+}
+
 TEST(TimelineWindow, ParsesItsFlags) {
   EXPECT_EQ(parse_microbatch_window("2:5", "--w"), (std::pair<int64_t, int64_t>{2, 5}));
   EXPECT_EQ(parse_time_window("0.5:12", "--w"), (std::pair<double, double>{0.5, 12}));
