@@ -481,10 +481,49 @@ std::string resolve_calibrated_model(const std::string& calibrated_model, const 
   return (model.is_absolute() ? model : std::filesystem::path(base_dir) / model).lexically_normal().string();
 }
 
+namespace {
+
+// Longer chains of `extends` are refused (a cycle would be endless).
+constexpr int kMaxExtends = 8;
+
+// The hardware YAML at `path` with its `extends` applied: the keys of the preset or file it
+// names (a name is a preset; a path is taken from this file's folder), each replaced whole by
+// this file's own; its own name or, without one, its file's stem. A relative calibrated_model
+// of a base is made absolute from the base's folder, so that it stays the base's bundle.
+YAML::Node hardware_node(const std::string& path, int depth) {
+  YAML::Node node = load_yaml_file(path);
+  if (!node.IsMap() || !node["extends"]) return node;
+  const YAML::Node extends = node["extends"];
+  if (!extends.IsScalar() || extends.Scalar().empty())
+    throw DataError(path + ": key 'extends' must name a hardware preset or YAML file");
+  if (depth >= kMaxExtends)
+    throw DataError(path + ": key 'extends' is '" + extends.Scalar() + "': more than " + std::to_string(kMaxExtends) +
+                    " presets extend one another (a cycle?)");
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  const std::filesystem::path named(extends.Scalar());
+  const std::string base_path = named.has_parent_path() || named.has_extension()
+                                    ? (named.is_absolute() ? named : folder / named).lexically_normal().string()
+                                    : preset_file(PresetKind::kHardware, extends.Scalar());
+  YAML::Node base = hardware_node(base_path, depth + 1);
+  if (!base.IsMap()) throw DataError(base_path + ": expected a mapping (the hardware that " + path + " extends)");
+  if (base["calibrated_model"] && base["calibrated_model"].IsScalar())
+    base["calibrated_model"] = resolve_calibrated_model(base["calibrated_model"].Scalar(),
+                                                        std::filesystem::path(base_path).parent_path().string());
+  base.remove("name");
+  for (const auto& entry : node) {
+    if (!entry.first.IsScalar())
+      base[entry.first] = entry.second;  // a key that is not a name: check_keys refuses it
+    else if (entry.first.Scalar() != "extends")
+      base[entry.first.Scalar()] = entry.second;
+  }
+  return base;
+}
+
+}  // namespace
+
 HardwareConfig load_hardware_yaml(const std::string& name_or_path) {
   const std::string path = preset_file(PresetKind::kHardware, name_or_path);
-  YAML::Node node = load_yaml_file(path);
-  return parse_hardware_yaml(YAML::Dump(node), path);
+  return parse_hardware_yaml(YAML::Dump(hardware_node(path, 0)), path);
 }
 
 void validate(const HardwareConfig& hw, const std::string& where) {

@@ -577,6 +577,33 @@ TEST(Loader, KeysThatAreNotNamesAreRefused) {
             "m.yaml: a key that is not a name, at line 7");
 }
 
+// A hardware YAML may extend a preset or another file: the base's keys, each of its own
+// replacing the base's whole; its own name, else its file's stem; the base's bundle.
+TEST(Loader, HardwareExtendsAPresetOrAFile) {
+  const syssim::HardwareConfig h100 = syssim::load_hardware_yaml("h100-sxm-80gb");
+  const std::string derived = write_temp("derived-h100.yaml", "extends: h100-sxm-80gb\ngpu_memory_GB: 100\n");
+  syssim::HardwareConfig hw = syssim::load_hardware_yaml(derived);
+  EXPECT_EQ(hw.name, "derived-h100");
+  EXPECT_EQ(hw.gpu_memory_GB, 100);
+  EXPECT_EQ(hw.peak_tflops_mm, h100.peak_tflops_mm);
+  EXPECT_EQ(hw.topology.size(), h100.topology.size());
+  EXPECT_EQ(hw.efficiency, h100.efficiency);
+  EXPECT_EQ(hw.calibrated_model_dir, h100.calibrated_model_dir);  // the preset's bundle, not one beside this file
+  // A path from the file's own folder, two levels deep.
+  hw = syssim::load_hardware_yaml(write_temp("twice.yaml", "extends: derived-h100.yaml\nname: twice\nkernel_launch_us: 9\n"));
+  EXPECT_EQ(hw.name, "twice");
+  EXPECT_EQ(hw.gpu_memory_GB, 100);
+  EXPECT_EQ(hw.kernel_launch_us, 9);
+  // A cycle, and a value that names nothing.
+  const std::string a = write_temp("cycle-a.yaml", "extends: cycle-b.yaml\n");
+  write_temp("cycle-b.yaml", "extends: cycle-a.yaml\n");
+  EXPECT_NE(error_of([&] { syssim::load_hardware_yaml(a); }).find("more than 8 presets extend one another (a cycle?)"),
+            std::string::npos);
+  const std::string listed = write_temp("listed.yaml", "extends: [h100-sxm-80gb]\n");
+  EXPECT_EQ(error_of([&] { syssim::load_hardware_yaml(listed); }),
+            listed + ": key 'extends' must name a hardware preset or YAML file");
+}
+
 TEST(Loader, UnknownHardwareKeysNameFileKeyAndNearestKey) {
   std::string path = write_temp("typo-hw.yaml", std::string(kValidHardware) + "kernel_launch: 4\n");
   std::string message = error_of([&] { syssim::load_hardware_yaml(path); });
