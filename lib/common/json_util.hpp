@@ -1,14 +1,18 @@
 // Reading JSON with errors that name the JSON path, e.g.
 // "graph: /shard/ops/12/flops: expected a number, got \"x\"".
 #pragma once
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "common/error.hpp"
+#include "common/op_kinds.hpp"
+#include "common/text.hpp"
 
 namespace syssim {
 
@@ -43,6 +47,20 @@ T require_as(const json& j, const std::string& key, const std::string& path) {
   } catch (const json::exception&) {
     throw DataError("graph: " + path + "/" + key + ": unexpected value " + v.dump());
   }
+}
+
+// The value at j[key] as one of `accepted` (default: every value of Enum), named as the graph
+// format writes it; throws DataError naming path/key, the choices and the value otherwise.
+template <typename Enum>
+Enum require_enum(const json& j, const std::string& key, const std::string& path, std::vector<Enum> accepted = {}) {
+  if (accepted.empty())
+    for (size_t i = 0; i < EnumNames<Enum>::kNames.size(); ++i) accepted.push_back(static_cast<Enum>(i));
+  const std::string name = require_as<std::string>(j, key, path);
+  const std::optional<Enum> value = parse_enum<Enum>(name);
+  if (value && std::find(accepted.begin(), accepted.end(), *value) != accepted.end()) return *value;
+  std::vector<std::string> names;
+  for (Enum choice : accepted) names.push_back(to_string(choice));
+  throw DataError("graph: " + path + "/" + key + ": expected " + either_of(names) + ", got \"" + name + "\"");
 }
 
 // A value that may be null: null <-> std::nullopt.

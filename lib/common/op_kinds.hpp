@@ -53,9 +53,4 @@ std::optional<Enum> parse_enum(std::string_view name) {
   return std::nullopt;
 }
 
-inline std::optional<OpKind> parse_op_kind(std::string_view name) { return parse_enum<OpKind>(name); }
-
-// The kinds a traced op has: the others are inserted by the shard stage.
-inline bool is_traced_kind(OpKind kind) { return kind <= OpKind::memory; }
-
 }  // namespace syssim

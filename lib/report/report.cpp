@@ -25,10 +25,7 @@ const std::vector<std::string> kReportFormats = {"text", "json", "chrome-trace",
 
 void check_format(const std::string& format, const std::vector<std::string>& accepted) {
   if (std::find(accepted.begin(), accepted.end(), format) != accepted.end()) return;
-  std::string expected;
-  for (size_t i = 0; i < accepted.size(); ++i)
-    expected += (i == 0 ? "" : i + 1 == accepted.size() ? " or " : ", ") + accepted[i];
-  throw UsageError("unknown report format \"" + format + "\": expected " + expected);
+  throw UsageError("unknown report format \"" + format + "\": expected " + either_of(accepted));
 }
 
 std::string ms(double value) { return fixed(value, 4); }

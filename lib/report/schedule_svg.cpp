@@ -156,8 +156,9 @@ struct TimeAxis {
   double shown_ms() const { return to_ms - from_ms - (cut_to_ms - cut_from_ms); }
   double width() const { return folded() ? plot_width - kFoldGap : plot_width; }
   double x_of(double ms) const {
-    if (folded() && ms >= cut_to_ms) return kLeft + (ms - from_ms - (cut_to_ms - cut_from_ms)) / shown_ms() * width() + kFoldGap;
-    return kLeft + (std::min(ms, folded() ? cut_from_ms : ms) - from_ms) / shown_ms() * width();
+    if (!folded()) return kLeft + (ms - from_ms) / shown_ms() * width();
+    if (ms >= cut_to_ms) return kLeft + (ms - from_ms - (cut_to_ms - cut_from_ms)) / shown_ms() * width() + kFoldGap;
+    return kLeft + (std::min(ms, cut_from_ms) - from_ms) / shown_ms() * width();
   }
 };
 

@@ -50,12 +50,8 @@ PipelineSchedule schedule_from_json(const json& j, const std::string& path, int6
     std::vector<ScheduleSlot>& slots = schedule.emplace_back();
     for (size_t i = 0; i < j[r].size(); ++i) {
       std::string p = path + "/" + std::to_string(r) + "/" + std::to_string(i);
-      const std::string pass = require_as<std::string>(j[r][i], "pass", p);
-      const std::optional<OpPass> parsed_pass = parse_enum<OpPass>(pass);
-      if (!parsed_pass || *parsed_pass == OpPass::step)
-        throw DataError("graph: " + p + "/pass: expected forward, backward or weight, got \"" + pass + "\"");
       ScheduleSlot slot{require_as<int64_t>(j[r][i], "chunk", p), require_as<int64_t>(j[r][i], "microbatch", p),
-                        *parsed_pass};
+                        require_enum<OpPass>(j[r][i], "pass", p, {OpPass::forward, OpPass::backward, OpPass::weight})};
       check_chunk(slot.chunk, chunks, p);
       if (slot.microbatch < 0 || slot.microbatch >= microbatches)
         throw DataError("graph: " + p + "/microbatch: micro-batch " + std::to_string(slot.microbatch) +
@@ -297,29 +293,12 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
     if (op.id != static_cast<int64_t>(i)) throw DataError("graph: " + p + "/id: expected " + std::to_string(i));
     op.trace_op = read_nullable<int64_t>(o, "trace_op", p);
     op.name = require_as<std::string>(o, "name", p);
-    const std::string kind = require_as<std::string>(o, "kind", p);
-    const std::optional<OpKind> parsed_kind = parse_op_kind(kind);
-    if (!parsed_kind)
-      throw DataError("graph: " + p + "/kind: expected gemm, attention, math, memory, collective or optimizer, got \"" +
-                      kind + "\"");
-    op.kind = *parsed_kind;
-    const std::string phase = require_as<std::string>(o, "phase", p);
-    const std::optional<OpPhase> parsed_phase = parse_enum<OpPhase>(phase);
-    if (!parsed_phase)
-      throw DataError("graph: " + p + "/phase: expected fwd, bwd or optimizer, got \"" + phase + "\"");
-    op.phase = *parsed_phase;
+    op.kind = require_enum<OpKind>(o, "kind", p);
+    op.phase = require_enum<OpPhase>(o, "phase", p);
     op.layer = read_nullable<int64_t>(o, "layer", p);
     op.module = require_as<std::string>(o, "module", p);
-    const std::string scope = require_as<std::string>(o, "scope", p);
-    const std::optional<OpScope> parsed_scope = parse_enum<OpScope>(scope);
-    if (!parsed_scope)
-      throw DataError("graph: " + p + "/scope: expected microbatch, step or step_start, got \"" + scope + "\"");
-    op.scope = *parsed_scope;
-    const std::string pass = require_as<std::string>(o, "pass", p);
-    const std::optional<OpPass> parsed_pass = parse_enum<OpPass>(pass);
-    if (!parsed_pass)
-      throw DataError("graph: " + p + "/pass: expected forward, backward, weight or step, got \"" + pass + "\"");
-    op.pass = *parsed_pass;
+    op.scope = require_enum<OpScope>(o, "scope", p);
+    op.pass = require_enum<OpPass>(o, "pass", p);
     op.stage = require_as<int64_t>(o, "stage", p);
     if (op.stage < 0 || op.stage >= s.parallelism.pp)
       throw DataError("graph: " + p + "/stage: pipeline rank " + std::to_string(op.stage) + " does not exist (pp=" +

@@ -259,16 +259,8 @@ TraceSection trace_from_json(const json& j, const std::string& path) {
     op.id = require_as<int64_t>(o, "id", p);
     if (op.id != static_cast<int64_t>(i)) throw DataError("graph: " + p + "/id: expected " + std::to_string(i));
     op.name = require_as<std::string>(o, "name", p);
-    const std::string kind = require_as<std::string>(o, "kind", p);
-    const std::optional<OpKind> parsed_kind = parse_op_kind(kind);
-    if (!parsed_kind || !is_traced_kind(*parsed_kind))
-      throw DataError("graph: " + p + "/kind: expected gemm, attention, math or memory, got \"" + kind + "\"");
-    op.kind = *parsed_kind;
-    const std::string phase = require_as<std::string>(o, "phase", p);
-    const std::optional<OpPhase> parsed_phase = parse_enum<OpPhase>(phase);
-    if (!parsed_phase || *parsed_phase == OpPhase::optimizer)
-      throw DataError("graph: " + p + "/phase: expected fwd or bwd, got \"" + phase + "\"");
-    op.phase = *parsed_phase;
+    op.kind = require_enum<OpKind>(o, "kind", p, {OpKind::gemm, OpKind::attention, OpKind::math, OpKind::memory});
+    op.phase = require_enum<OpPhase>(o, "phase", p, {OpPhase::fwd, OpPhase::bwd});
     op.layer = read_nullable<int64_t>(o, "layer", p);
     op.module = require_as<std::string>(o, "module", p);
     op.tp_role = require_as<std::string>(o, "tp_role", p);

@@ -32,7 +32,7 @@ struct TraceTensor {
 struct TraceOp {
   int64_t id = 0;
   Symbol name;     // "syssim::linear", "aten::add", ...
-  OpKind kind = OpKind::math;  // gemm | attention | math | memory (is_traced_kind)
+  OpKind kind = OpKind::math;  // gemm | attention | math | memory (the others are the shard stage's)
   OpPhase phase = OpPhase::fwd;  // fwd | bwd
   std::optional<int64_t> layer;
   Symbol module;   // e.g. "decoder.layers.3.mlp.linear_fc1"

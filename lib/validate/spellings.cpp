@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/text.hpp"
+
 namespace syssim {
 namespace {
 
@@ -23,8 +25,6 @@ std::string normalized(const std::string& text) {
   while (!out.empty() && out.back() == '-') out.pop_back();
   return out;
 }
-
-bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
 
 }  // namespace
 

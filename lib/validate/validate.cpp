@@ -50,7 +50,6 @@ std::string cell(const MeasuredRow& row, const std::string& column) {
   return found == row.end() ? "" : found->second;
 }
 
-bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
 
 // The cell parsed whole by `parse` (std::stoll, std::stod), or nothing when it is empty.
 template <typename T, typename Parse>

@@ -46,7 +46,7 @@ inline Graph graph_of(const std::vector<TestOp>& ops, int64_t num_microbatches =
     ShardOp op;
     op.id = static_cast<int64_t>(i);
     op.name = ops[i].name;
-    op.kind = parse_op_kind(ops[i].kind).value();
+    op.kind = parse_enum<OpKind>(ops[i].kind).value();
     op.phase = parse_enum<OpPhase>(ops[i].phase).value();
     op.stream = ops[i].stream;
     op.scope = parse_enum<OpScope>(ops[i].scope).value();

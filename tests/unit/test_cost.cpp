@@ -26,7 +26,7 @@ HardwareConfig test_hardware() {
 
 ShardOp compute_op(const std::string& kind, double flops, double bytes, const std::string& dtype = "bf16") {
   ShardOp op;
-  op.kind = parse_op_kind(kind).value();
+  op.kind = parse_enum<OpKind>(kind).value();
   op.dtype = dtype;
   op.flops = flops;
   op.bytes = bytes;

@@ -156,7 +156,7 @@ TEST(Report, TextNamesOpsByModuleAndRole) {
   g.shard->ops.resize(3);
   auto op = [&](int64_t id, const char* name, const char* kind, const char* module) -> ShardOp& {
     ShardOp& o = g.shard->ops[id];
-    o.id = id, o.name = name, o.kind = parse_op_kind(kind).value(), o.module = module;
+    o.id = id, o.name = name, o.kind = parse_enum<OpKind>(kind).value(), o.module = module;
     return o;
   };
   op(0, "syssim::linear_wgrad", "gemm", "decoder.layers.17.mlp.linear_fc2");

@@ -63,7 +63,7 @@ struct TraceBuilder {
     TraceOp o;
     o.id = static_cast<int64_t>(trace.ops.size());
     o.name = name;
-    o.kind = parse_op_kind(kind).value();
+    o.kind = parse_enum<OpKind>(kind).value();
     o.phase = parse_enum<OpPhase>(phase).value();
     o.layer = 0;
     o.module = module;

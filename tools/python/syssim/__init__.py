@@ -19,6 +19,14 @@ __all__ = [
 ]
 
 
+def _written(text, path):
+    """`text`, also written to `path` when one is given."""
+    if path is not None:
+        with open(path, "w") as out:
+            out.write(text)
+    return text
+
+
 def data_dir():
     """The data folder the presets are read from (docs/configs.md)."""
     return _syssim.data_dir()
@@ -189,10 +197,7 @@ class SimulationReport:
 
     def to_json(self, path=None):
         """The JSON text `syssim run --format json` prints for the job; also written to path."""
-        if path is not None:
-            with open(path, "w") as out:
-                out.write(self._json)
-        return self._json
+        return _written(self._json, path)
 
     def to_dataframe(self):
         """One row, nested fields flattened with dots (memory.param_gb, ...)."""

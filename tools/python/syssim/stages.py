@@ -8,7 +8,7 @@ be swapped for a user's own.
 
 import json
 
-from . import _syssim, _hardware_of, _model_of, ParallelismConfig, TrainingConfig
+from . import _syssim, _hardware_of, _model_of, _written, ParallelismConfig, TrainingConfig
 
 __all__ = ["Graph", "trace", "shard", "cost", "simulate", "memory", "report"]
 
@@ -35,10 +35,7 @@ class Graph:
 
     def to_json(self, path=None):
         """The graph's text, as the tools write it; also written to path."""
-        if path is not None:
-            with open(path, "w") as out:
-                out.write(self._text)
-        return self._text
+        return _written(self._text, path)
 
     def sections(self):
         """The sections the graph holds, in the order of the stages."""
