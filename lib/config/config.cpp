@@ -33,7 +33,7 @@ const std::vector<std::string> kModelKeys = {
 const std::vector<std::string> kHardwareKeys = {
     "name", "peak_tflops_mm", "peak_tflops_math", "peak_memory_bandwidth_GBps", "gpus_per_node",
     "peak_tflops_mm_fp8", "peak_tflops_mm_fp4", "sfu_peak", "gpu_memory_GB",
-    "inter_node_bandwidth_GBps", "inter_node_latency_us", "kernel_launch_us", "topology",
+    "inter_node_bandwidth_GBps", "inter_node_latency_us", "kernel_launch_us", "host", "topology",
     "estimator", "calibrated_model", "calibrated_families", "efficiency", "block_scaled_formats",
     "collective_algorithm"};
 
@@ -41,6 +41,7 @@ const std::vector<std::string> kHardwareKeys = {
 const std::vector<std::string> kBlockScaledFormats = {"mxfp8", "nvfp4"};
 
 const std::vector<std::string> kTopologyKeys = {"levels"};
+const std::vector<std::string> kHostKeys = {"op_us", "module_us", "launch_us"};
 const std::vector<std::string> kLevelKeys = {"kind", "size", "bandwidth_GBps", "latency_us", "efficiency",
                                              "oversubscription", "nvls_bus_bandwidth_GBps"};
 
@@ -392,6 +393,12 @@ HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& n
   hw.inter_node_bandwidth_GBps = optional_double(node, "inter_node_bandwidth_GBps", name);
   hw.inter_node_latency_us = yaml_get<double>(node, "inter_node_latency_us", name, 0.0);
   hw.kernel_launch_us = yaml_get<double>(node, "kernel_launch_us", name, 0.0);
+  if (YAML::Node host = node["host"]) {
+    check_keys(host, kHostKeys, name + ": host");
+    hw.host.op_us = yaml_get<double>(host, "op_us", name + ": host", 0.0);
+    hw.host.module_us = yaml_get<double>(host, "module_us", name + ": host", 0.0);
+    hw.host.launch_us = yaml_get<double>(host, "launch_us", name + ": host", 0.0);
+  }
   if (YAML::Node formats = node["block_scaled_formats"]) {
     if (!formats.IsSequence()) throw DataError(name + ": key 'block_scaled_formats' must be a list (mxfp8, nvfp4)");
     for (size_t i = 0; i < formats.size(); ++i) {
@@ -539,6 +546,9 @@ void validate(const HardwareConfig& hw, const std::string& where) {
     if (peak) require_positive(*peak, key, where);
   require_non_negative(hw.inter_node_latency_us, "inter_node_latency_us", where);
   require_non_negative(hw.kernel_launch_us, "kernel_launch_us", where);
+  require_non_negative(hw.host.op_us, "host.op_us", where);
+  require_non_negative(hw.host.module_us, "host.module_us", where);
+  require_non_negative(hw.host.launch_us, "host.launch_us", where);
   if (hw.gpus_per_node > 1 && hw.topology.empty())
     throw DataError(where + ": gpus_per_node=" + std::to_string(hw.gpus_per_node) +
                     " needs topology.levels[0] (the intra-node link)");
@@ -730,6 +740,8 @@ nlohmann::json to_json(const HardwareConfig& hw) {
           {"topology", {{"levels", levels}}}};
   // Optional keys, written only when set so that graphs without them read as before.
   if (!hw.collective_algorithm.empty()) j["collective_algorithm"] = hw.collective_algorithm;
+  if (hw.host.simulated())
+    j["host"] = {{"op_us", hw.host.op_us}, {"module_us", hw.host.module_us}, {"launch_us", hw.host.launch_us}};
   return j;
 }
 
@@ -775,6 +787,12 @@ HardwareConfig hardware_from_json(const nlohmann::json& j, const std::string& pa
   }
   if (j.contains("collective_algorithm"))
     hw.collective_algorithm = require_as<std::map<std::string, std::string>>(j, "collective_algorithm", path);
+  if (j.contains("host")) {  // new in graph format 1.8
+    const nlohmann::json& host = j["host"];
+    const std::string at = path + "/host";
+    hw.host = {require_as<double>(host, "op_us", at), require_as<double>(host, "module_us", at),
+               require_as<double>(host, "launch_us", at)};
+  }
   validate(hw, "graph: " + path);
   return hw;
 }

@@ -102,6 +102,13 @@ struct HardwareConfig {
   std::optional<double> inter_node_bandwidth_GBps;
   double inter_node_latency_us = 0.0;
   double kernel_launch_us = 0.0;
+  // The CPU thread that issues the kernels (docs/syssim-sim.md, "The host"); all 0: not simulated.
+  struct Host {
+    double op_us = 0;      // one PyTorch op call, its first kernel launch included
+    double module_us = 0;  // one Transformer Engine module call (linear, attention), likewise
+    double launch_us = 0;  // each further kernel a call launches
+    bool simulated() const { return op_us > 0 || module_us > 0 || launch_us > 0; }
+  } host;
   std::vector<TopologyLevel> topology;  // innermost level first
   // Collective (all_reduce, ...) -> the algorithm to use instead of the fastest one; none: auto.
   std::map<std::string, std::string> collective_algorithm;

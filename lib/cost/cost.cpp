@@ -72,6 +72,43 @@ double roofline_of(const Kernel& kernel, const ShardOp& op, const HardwareConfig
 // each issued by the host at the launch rate.
 double kernel_launches(const ShardOp& op) { return op.shape.count("groups") ? op.shape.at("groups") : 1.0; }
 
+// The host's time to issue every op (docs/syssim-sim.md, "The host"). The host issues a
+// rank's ops call by call: consecutive ops of one module in one pass (a linear's cast and
+// GEMM, its dgrad and wgrad) are one call of the framework, a Transformer Engine module when
+// it holds a GEMM or attention, else a PyTorch op. A call costs its kind's time, which
+// launches its first kernel, and launch_us for every further kernel; the first op takes the
+// call's time, the others their launches. Only the micro-batches' ops are issued so: the
+// step_start and step ops (bucket collectives issued from hooks, the optimizer's multi-tensor
+// kernels) cost the host nothing here.
+void price_host(const ShardSection& shard, const HardwareConfig::Host& host, std::vector<OpCost>& costs) {
+  if (!host.simulated()) return;
+  // The ops issued in one sequence: a stage's chunk, scope and slot pass (recomputed forward
+  // ops and weight passes run among the backward ops, in op order).
+  auto sequence_of = [](const ShardOp& op) {
+    const bool backward = op.recompute || op.pass == OpPass::weight || op.pass == OpPass::backward;
+    return std::tuple(op.stage, op.chunk, static_cast<int>(op.scope), backward);
+  };
+  auto same_call = [](const ShardOp& a, const ShardOp& b) {
+    return a.module == b.module && a.phase == b.phase && a.recompute == b.recompute;
+  };
+  std::map<std::tuple<int64_t, int64_t, int, bool>, size_t> last_of;  // by sequence: its last op so far
+  std::vector<size_t> call_of(shard.ops.size());                       // by op: its call's first op
+  std::vector<char> engine_call(shard.ops.size(), 0);                  // by first op: a Transformer Engine module
+  for (size_t i = 0; i < shard.ops.size(); ++i) {
+    const ShardOp& op = shard.ops[i];
+    auto [last, first_of_sequence] = last_of.try_emplace(sequence_of(op), i);
+    call_of[i] = !first_of_sequence && same_call(shard.ops[last->second], op) ? call_of[last->second] : i;
+    last->second = i;
+    if (op.kind == OpKind::gemm || op.kind == OpKind::attention) engine_call[call_of[i]] = 1;
+  }
+  for (size_t i = 0; i < shard.ops.size(); ++i) {
+    if (shard.ops[i].scope != OpScope::microbatch) continue;
+    const double kernels = kernel_launches(shard.ops[i]);
+    costs[i].host_us = call_of[i] != i ? kernels * host.launch_us
+                                       : (engine_call[i] ? host.module_us : host.op_us) + (kernels - 1) * host.launch_us;
+  }
+}
+
 // Which roofline term is the larger one, or the launch floor when neither reaches it.
 std::string bound_of(const Kernel& kernel, double time_us, double floor_us, const HardwareConfig& hw) {
   if (time_us <= floor_us) return "launch";
@@ -186,6 +223,7 @@ void CostEstimator::cost_graph(Graph& g) const {
     cost.ops[i] = cost.ops[first];
     cost.ops[i].id = shard.ops[i].id;
   }
+  price_host(shard, hardware_.host, cost.ops);
   g.cost = std::move(cost);
 }
 

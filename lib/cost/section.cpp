@@ -1,5 +1,7 @@
 #include "cost/section.hpp"
 
+#include <cmath>
+
 #include "common/json_util.hpp"
 
 namespace syssim {
@@ -11,6 +13,7 @@ json to_json(const CostSection& c) {
   json ops = json::array();
   for (const auto& op : c.ops) {
     ops.push_back({{"id", op.id}, {"time_us", op.time_us}, {"bound", op.bound}});
+    if (op.host_us > 0) ops.back()["host_us"] = op.host_us;
     if (op.phases.empty()) continue;
     json phases = json::array();
     for (const Phase& phase : op.phases)
@@ -67,6 +70,11 @@ CostSection cost_from_json(const json& j, const std::string& path) {
               require_as<std::string>(ops[i], "bound", p), {}};
     if (op.id != static_cast<int64_t>(i)) throw DataError("graph: " + p + "/id: expected " + std::to_string(i));
     if (op.time_us < 0) throw DataError("graph: " + p + "/time_us: negative time " + std::to_string(op.time_us));
+    if (ops[i].contains("host_us")) {  // new in graph format 1.8
+      op.host_us = require_as<double>(ops[i], "host_us", p);
+      if (!(op.host_us >= 0 && std::isfinite(op.host_us)))
+        throw DataError("graph: " + p + "/host_us: expected a finite time of 0 or more, got " + std::to_string(op.host_us));
+    }
     if (ops[i].contains("phases")) {
       const json& phases = require(ops[i], "phases", p);
       for (size_t k = 0; k < phases.size(); ++k) {

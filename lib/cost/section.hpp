@@ -15,6 +15,7 @@ struct OpCost {
   double time_us = 0;    // alone: for a collective, the sum of its phases' times
   std::string bound;     // compute | memory | launch | network
   std::vector<Phase> phases;  // collectives only, in order (docs/network.md)
+  double host_us = 0;  // the host's time to issue it (docs/syssim-sim.md, "The host"); 0: not simulated
 };
 
 struct CostSection {

@@ -8,6 +8,7 @@
 // and this pass exchanges every buffer that one side writes and the other reads.
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "common/error.hpp"
 #include "shard/passes.hpp"
@@ -294,6 +295,36 @@ void share_expert_tokens(const ShardContext& context, ShardOp& op) {
 void apply_expert_parallel(const ShardContext& context, ShardSection& shard) {
   if (!context.model.is_moe()) return;
   ExpertExchange(context, shard).run();
+}
+
+void mark_host_syncs(const ShardContext& context, ShardSection& shard) {
+  const TrainingConfig& t = context.options.training;
+  if (!context.model.is_moe() || (!allgather_dispatcher(context) && t.moe_pad_expert_input_to_capacity)) return;
+  const bool exchanged = context.options.parallelism.ep * context.options.parallelism.expert_tp() > 1;
+  std::vector<ShardOp>& ops = shard.ops;
+  auto same_pass = [](const ShardOp& a, const ShardOp& b) {
+    return a.stage == b.stage && a.chunk == b.chunk && a.recompute == b.recompute && a.phase == b.phase &&
+           a.scope == b.scope;
+  };
+  for (size_t p = 0; p < ops.size(); ++p) {
+    const ShardOp& permute = ops[p];
+    if (permute.name != "syssim::moe_permute" || permute.phase != OpPhase::fwd) continue;
+    // The token counts are copied after the router's ops, the ones issued before the permutation.
+    std::optional<size_t> counted;
+    for (size_t q = p; q-- > 0 && !counted;)
+      if (same_pass(ops[q], permute)) counted = q;
+    if (!counted) continue;
+    // The host waits before the dispatch's first exchange, or before the experts' first op.
+    for (size_t next = p + 1; next < ops.size(); ++next) {
+      ShardOp& op = ops[next];
+      if (!same_pass(op, permute)) continue;
+      const bool first_expert_op = exchanged ? op.kind == OpKind::collective && (op.group == "ep" || op.group == "etp")
+                                             : op.module != permute.module;
+      if (!first_expert_op) continue;
+      op.host_waits_for = ops[*counted].id;
+      break;
+    }
+  }
 }
 
 }  // namespace syssim

@@ -71,6 +71,13 @@ void set_expert_axes(ShardContext& context);
 // dispatcher's all-to-all over the ep group (or all-gather / reduce-scatter over tp*ep for the
 // allgather dispatcher), the expert-TP all-gather / reduce-scatter, the sort by local expert.
 void apply_expert_parallel(const ShardContext& context, ShardSection& shard);
+// The host's waits of a dropless token dispatcher (Megatron-Core's alltoall dispatcher
+// without padding to capacity, and the allgather dispatcher): the split sizes of the
+// exchange and the experts' GEMMs are token counts the host copies from the device after the
+// router, so before the dispatch's first exchange (without expert parallelism, before the
+// experts' first op) it waits for the last op issued before the permutation
+// (token_dispatcher.py, cuda_sync_point). Runs last, on the final op ids.
+void mark_host_syncs(const ShardContext& context, ShardSection& shard);
 // --moe-shared-expert-overlap: the shared experts' ops run on the compute stream while the
 // token dispatcher's all-to-alls are in flight (shard/shared_expert_overlap.cpp).
 void overlap_shared_experts(const ShardContext& context, ShardSection& shard);

@@ -223,6 +223,7 @@ json to_json(const ShardSection& s) {
               {"stream", op.stream}, {"dtype", op.dtype}, {"deps", op.deps}, {"flops", op.flops},
               {"bytes", op.bytes}, {"reads", op.reads}, {"writes", op.writes}};
     if (!op.shape.empty()) o["shape"] = op.shape;
+    if (op.host_waits_for) o["host_waits_for"] = *op.host_waits_for;
     if (op.kind == OpKind::collective) {
       o["collective"] = op.collective;
       o["group"] = op.group;
@@ -311,6 +312,13 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
     op.deps = require_as<std::vector<int64_t>>(o, "deps", p);
     for (int64_t d : op.deps)
       if (d < 0 || d >= op.id) throw DataError("graph: " + p + "/deps: " + std::to_string(d) + " is not an earlier op");
+    if (o.contains("host_waits_for")) {  // new in graph format 1.8
+      const auto waited = require_as<int64_t>(o, "host_waits_for", p);
+      if (waited < 0 || waited >= op.id || s.ops[waited].stage != op.stage)
+        throw DataError("graph: " + p + "/host_waits_for: " + std::to_string(waited) +
+                        " is not an earlier op of pipeline rank " + std::to_string(op.stage));
+      op.host_waits_for = waited;
+    }
     op.flops = require_as<double>(o, "flops", p);
     op.bytes = require_as<double>(o, "bytes", p);
     if (o.contains("shape")) op.shape = require_as<KernelShape>(o, "shape", p);

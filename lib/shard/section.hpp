@@ -63,6 +63,9 @@ struct ShardOp {
   Symbol stream;  // compute | tp | cp | dp | pp
   Symbol dtype;   // compute dtype: bf16 | fp16 | fp32 | ...
   std::vector<int64_t> deps;  // ops of the same scope (or, for step ops, of any scope) that must finish first
+  // An earlier op of the same stage and slot that the host waits for before it issues this one
+  // (a device-to-host copy it needs, as the dropless token dispatcher's token counts).
+  std::optional<int64_t> host_waits_for;
   double flops = 0;
   double bytes = 0;  // bytes read plus written in device memory
   KernelShape shape;  // on one rank; empty for collectives and ops inserted without one

@@ -279,6 +279,7 @@ ShardSection shard_trace(const ModelConfig& model, const TraceSection& trace, co
   apply_tp_comm_overlap(context, shard);
   apply_sharded_data_parallel(context, shard);
   apply_pipeline_parallel(context, shard);
+  mark_host_syncs(context, shard);
   return shard;
 }
 

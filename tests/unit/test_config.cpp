@@ -662,6 +662,22 @@ TEST(Loader, TopologySizeMustEqualGpusPerNode) {
   EXPECT_NE(message.find("topology.levels[0].size=4 must equal gpus_per_node=8"), std::string::npos) << message;
 }
 
+TEST(Loader, HostTimesAreReadAndBadOnesNamed) {
+  HardwareConfig hw = syssim::parse_hardware_yaml(
+      std::string(kValidHardware) + "host:\n  op_us: 13.5\n  module_us: 36.6\n  launch_us: 4\n", "h.yaml");
+  EXPECT_DOUBLE_EQ(hw.host.op_us, 13.5);
+  EXPECT_DOUBLE_EQ(hw.host.module_us, 36.6);
+  EXPECT_DOUBLE_EQ(hw.host.launch_us, 4);
+  EXPECT_TRUE(hw.host.simulated());
+  EXPECT_FALSE(syssim::parse_hardware_yaml(kValidHardware, "h.yaml").host.simulated());
+  EXPECT_EQ(error_of([] { syssim::parse_hardware_yaml(std::string(kValidHardware) + "host:\n  op_us: -1\n", "h.yaml"); }),
+            "h.yaml: key 'host.op_us' must be 0 or more and finite, got -1");
+  const std::string message =
+      error_of([] { syssim::parse_hardware_yaml(std::string(kValidHardware) + "host:\n  launch: 4\n", "h.yaml"); });
+  EXPECT_NE(message.find("launch"), std::string::npos) << message;
+  EXPECT_NE(message.find("launch_us"), std::string::npos) << message;
+}
+
 TEST(Loader, MultiGpuNodeNeedsATopology) {
   std::string text = kValidHardware;
   text.erase(text.find("topology:"));

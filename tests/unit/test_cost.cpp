@@ -223,6 +223,35 @@ TEST(CostSection, OneCostPerShardOpInOrder) {
   EXPECT_DOUBLE_EQ(cost.ops[1].time_us, 4.0);  // 2e6 B / 2e12 B/s = 1 us, launch floor 4 us
 }
 
+TEST(HostTime, OneCallPerModuleAndPassAndALaunchPerFurtherKernel) {
+  // Host: a PyTorch op 10 us, a Transformer Engine module 30 us, 2 us per further kernel.
+  HardwareConfig hw = test_hardware();
+  hw.host = {10, 30, 2};
+  auto op_of = [](const std::string& kind, const std::string& module, OpPhase phase) {
+    ShardOp op = compute_op(kind, 1e9, 1e6);
+    op.module = module;
+    op.phase = phase;
+    op.pass = phase == OpPhase::fwd ? OpPass::forward : OpPass::backward;
+    return op;
+  };
+  ShardOp grouped = op_of("gemm", "experts", OpPhase::fwd);
+  grouped.shape = {{"groups", 4}, {"m", 8}, {"n", 8}, {"k", 8}};
+  CostSection cost = cost_of({
+      op_of("math", "fc1", OpPhase::fwd),      // fc1's cast and GEMM: one module call, 30 us
+      op_of("gemm", "fc1", OpPhase::fwd),      //   its second kernel: 2 us
+      op_of("math", "act", OpPhase::fwd),      // a PyTorch op: 10 us
+      grouped,                                 // 4 expert GEMMs in one module call: 30 + 3 x 2 us
+      op_of("gemm", "fc1", OpPhase::bwd),      // fc1's backward: a new call, 30 us
+      op_of("gemm", "fc1", OpPhase::bwd),      //   its wgrad: 2 us
+      op_of("math", "act", OpPhase::bwd),      // 10 us
+  }, {}, hw);
+  std::vector<double> host_us;
+  for (const OpCost& op : cost.ops) host_us.push_back(op.host_us);
+  EXPECT_EQ(host_us, (std::vector<double>{30, 2, 10, 36, 30, 2, 10}));
+  // Without a host block nothing is charged.
+  for (const OpCost& op : cost_of({op_of("gemm", "fc1", OpPhase::fwd)}).ops) EXPECT_EQ(op.host_us, 0);
+}
+
 TEST(CostSection, NeedsTheShardSection) {
   Graph g;
   try {

@@ -168,6 +168,44 @@ TEST(Experts, TheBusiestExpertSetsThePace) {
   EXPECT_EQ(named(padded, "syssim::grouped_linear")[0]->shape.count("busiest"), 0u);
 }
 
+// Megatron-Core's dropless dispatchers copy the tokens per expert to the host after routing
+// (MoEAlltoAllTokenDispatcher's cuda_dtoh sync before the all-to-all with ep x etp > 1, before
+// the experts otherwise; the allgather dispatcher's .cpu()); a padded capacity needs no counts.
+TEST(Experts, DroplessRoutingMakesTheHostWaitOncePerMoeLayerForward) {
+  auto waits = [](const ShardSection& shard) {
+    std::vector<std::pair<const ShardOp*, const ShardOp*>> found;  // (waiting op, op waited for)
+    for (const ShardOp& op : shard.ops)
+      if (op.host_waits_for) found.emplace_back(&op, &shard.ops[*op.host_waits_for]);
+    return found;
+  };
+  // ep 4: the host waits, in each of the 2 layers, for the router's last op (the op before the
+  // permutation) before it issues the dispatch all-to-all.
+  ShardOptions options = layout(1, 4, 4);
+  ShardSection dropless = sharded(options);
+  auto found = waits(dropless);
+  ASSERT_EQ(found.size(), 2u);
+  for (auto [op, waited] : found) {
+    EXPECT_EQ(op->collective, "all_to_all");
+    EXPECT_EQ(op->group, "ep");
+    EXPECT_EQ(op->phase, OpPhase::fwd);
+    const ShardOp& permute = dropless.ops[waited->id + 1];
+    EXPECT_EQ(permute.name, "syssim::moe_permute");
+    EXPECT_LT(permute.id, op->id);
+  }
+  // Without expert parallelism it waits before the experts' first op.
+  found = waits(sharded(layout(1, 1, 1)));
+  ASSERT_EQ(found.size(), 2u);
+  for (auto [op, waited] : found) EXPECT_NE(op->kind, OpKind::collective);
+  // Padded to a capacity, the counts are known: no wait.
+  options.training.moe_expert_capacity_factor = 1.25;
+  options.training.moe_pad_expert_input_to_capacity = true;
+  EXPECT_TRUE(waits(sharded(options)).empty());
+  // A dense model never waits.
+  EXPECT_TRUE(waits(shard_trace(testing::dense_model("dense", 2, 256, 8, 4, 1024, 512, 1024),
+                                trace_of(testing::dense_model("dense", 2, 256, 8, 4, 1024, 512, 1024)), layout(1, 4, 1)))
+                  .empty());
+}
+
 TEST(Experts, ExpertWeightsAreShardedByEpAndEtpAndTheirOptimizerByExpertDp) {
   // Per MoE layer a rank holds 8 / ep experts, each fc1 [2m/etp, h] and fc2 [h, m/etp].
   const double per_expert = 2 * m * h + h * m;
@@ -294,7 +332,9 @@ TEST(Experts, SharedExpertOverlapHidesTheSharedExpertsBehindTheAllToAlls) {
   // after the dispatch all-to-all and fc2 after the combine one, the backward fc2's gradients
   // after its first all-to-all and the rest after its last; each then runs while the compute
   // stream would wait, and the step is shorter by exactly their time in every micro-batch.
+  // The closed form is the GPU streams': the host issuing the ops is left out.
   HardwareConfig hw = load_hardware_yaml(std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware/gh200.yaml");
+  hw.host = {};
   const ModelConfig model = moe_model(256);
   ShardOptions options = layout(1, 8, 8);
   options.training.global_batch = 16;  // 2 micro-batches
