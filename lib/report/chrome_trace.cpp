@@ -13,8 +13,9 @@ namespace {
 using nlohmann::json;
 
 
-// Streams in the order their tracks are shown; a stream not listed follows them, by name.
-const std::vector<std::string> kStreamOrder = {"compute", "tp", "cp", "dp", "pp"};
+// Streams in the order their tracks are shown, the host issuing the ops first, as profilers
+// show the CPU above the GPU; a stream not listed follows them, by name.
+const std::vector<std::string> kStreamOrder = {kHostStream, "compute", "tp", "cp", "dp", "pp"};
 
 // Collectives are colored by group with the trace viewer's reserved color names (a cname
 // outside them is ignored): catapult-project/catapult tracing/tracing/base/color_scheme.html.
@@ -56,7 +57,7 @@ json op_event(const TimelineEntry& e, const ShardOp& op, int64_t tid) {
                {"module", op.module},
                {"flops", op.flops},
                {"bytes", op.bytes}};
-  json event = {{"name", op.name}, {"cat", to_string(op.kind)}, {"ph", "X"},  {"ts", e.start_ms * kUsPerMs},
+  json event = {{"name", op.name}, {"cat", e.host() ? kHostStream : to_string(op.kind)}, {"ph", "X"},  {"ts", e.start_ms * kUsPerMs},
                 {"dur", (e.end_ms - e.start_ms) * kUsPerMs}, {"pid", e.rank}, {"tid", tid}};
   if (op.kind == OpKind::collective) {
     args.update({{"collective", op.collective},
@@ -64,7 +65,7 @@ json op_event(const TimelineEntry& e, const ShardOp& op, int64_t tid) {
                  {"group_size", op.group_size},
                  {"message_bytes", op.message_bytes}});
     auto color = kGroupColor.find(op.group);
-    event["cname"] = color != kGroupColor.end() ? color->second : kOtherGroupColor;
+    if (!e.host()) event["cname"] = color != kGroupColor.end() ? color->second : kOtherGroupColor;
   }
   event["args"] = std::move(args);
   return event;

@@ -264,6 +264,8 @@ std::string full_text(const Graph& g, const ShardSection& shard, const MemSectio
                                {"optimizer_ms", ms(sim.optimizer_ms), true},
                                {"collective_total_ms", ms(sim.collective_total_ms)},
                                {"collective_exposed", ms(sim.collective_exposed_ms)}};
+  // The host's issue time beside the step's: near it, the step is host-bound.
+  if (sim.host_busy_ms > 0) fields.insert(fields.begin() + 4, Field{"host_busy_ms", ms(sim.host_busy_ms), true});
   // Each communication group's collectives, total and how much of it the compute does not
   // hide. Context parallelism's is attention's K/V exchange; expert parallelism's, the token
   // dispatcher's exchanges (all-to-all, or the allgather dispatcher's gathers).
@@ -324,6 +326,7 @@ json full_json(const Graph& g, const ShardSection& shard, const MemSection& mem,
                  {"per_pp_rank_step_time_ms", sim.per_pp_rank_step_time_ms},
                  {"bubble_fraction", sim.bubble_fraction},
                  {"collective_slowdown", sim.collective_slowdown},
+                 {"host_busy_ms", sim.host_busy_ms},
                  {"collective_by_group_ms", to_json(sim)["collective_by_group_ms"]},
                  {"mfu_convention", to_string(convention)},
                  {"mfu_model_flops_per_step", rate.model_flops_per_step}});

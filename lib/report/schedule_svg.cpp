@@ -107,6 +107,7 @@ std::vector<RankRows> rows_of(const ShardSection& shard, const std::vector<Timel
                      [](const TimelineEntry* a, const TimelineEntry* b) { return a->start_ms < b->start_ms; });
     for (const TimelineEntry* e : entries) {
       const ShardOp& op = shard.ops[e->op];
+      if (e->host()) continue;  // the picture is the GPU's
       if (e->stream == "compute") {
         std::vector<PassBox>& passes = rows[rank].passes;
         std::string pass = slot_pass(op, e->microbatch);

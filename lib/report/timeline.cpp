@@ -121,6 +121,7 @@ std::vector<std::vector<MemorySample>> live_buffers(const Graph& g) {
     std::vector<double> slot_start(slots, std::numeric_limits<double>::infinity());
     for (const TimelineEntry* entry : entries_of[rank]) {
       const TimelineEntry& e = *entry;
+      if (e.host()) continue;  // issuing an op uses none of its buffers
       const ShardOp& op = shard.ops[e.op];
       size_t slot = static_cast<size_t>(e.microbatch + 1);
       slot_start[slot] = std::min(slot_start[slot], e.start_ms);

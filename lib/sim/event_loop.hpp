@@ -242,10 +242,21 @@ class EventLoop {
     return true;
   }
 
+  // The host issues a slot's ops once the compute stream has reached the slot before.
+  bool host_allows(uint32_t queue) const {
+    const uint32_t pacer = plan_.queues[queue].paced_by;
+    return pacer == kNone || done(pacer) || queues_[queue].slot <= queues_[pacer].slot + 1;
+  }
+  // A compute queue's cursor moved: its host may be free to go on.
+  void pace(uint32_t queue, double now_us) {
+    if (const uint32_t host = plan_.queues[queue].paces; host != kNone) try_start(host, now_us);
+  }
+
   void try_start(uint32_t queue, double now_us) {
     QueueState& state = queues_[queue];
     if (state.busy || done(queue)) return;
     if (plan_.combined && !combined_allows(queue)) return;
+    if (!host_allows(queue)) return;
     const Entry& entry = *state.head;
     for (uint32_t d = entry.deps_begin; d < entry.deps_end; ++d)
       if (!finished(plan_.deps[d], state.slot, state.microbatch)) return;
@@ -281,6 +292,7 @@ class EventLoop {
     ++state.finished;
     step(queue);
     try_start(queue, now_us);
+    pace(queue, now_us);
     for (uint32_t d = entry.dependents_begin; d < entry.dependents_end; ++d) try_start(plan_.dependent_queues[d], now_us);
     // The twin is free now, and the other side's slots may have come in reach.
     if (plan_.combined) {
@@ -347,7 +359,7 @@ class EventLoop {
     observer_.replayed(rank, s, slot.kind, r, now_us);
     for (uint32_t e = 0; e < kind.entries.size(); ++e) {
       if (!r.local[e]) continue;
-      ++replayed_;
+      replayed_ += !kind.entries[e].host;
       if (r.ends_queue_use[e] || r.waited_outside[e])
         push(now_us + r.finish_us[e], kind.entries[e].queue, Kind::kReplayedFinish, e);
     }
@@ -376,6 +388,7 @@ class EventLoop {
       state.pos = static_cast<uint32_t>(state.on_queue->size());  // the cursor is still at the slot
       settle(queue);
       try_start(queue, now_us);
+      pace(queue, now_us);
     }
     for (uint32_t d = entry.dependents_begin; d < entry.dependents_end; ++d) try_start(plan_.dependent_queues[d], now_us);
   }

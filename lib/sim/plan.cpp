@@ -12,7 +12,7 @@ namespace {
 
 
 // By queue: whether it is local, no link its flows use carrying another queue's flows of the
-// same rank.
+// same rank. A host is not: its instances of a slot run ahead of the slot, not with it.
 std::vector<char> local_queues(const Plan& plan) {
   const size_t links = plan.cost->links.size();
   std::vector<std::vector<char>> links_of(plan.queues.size(), std::vector<char>(links, 0));
@@ -22,6 +22,7 @@ std::vector<char> local_queues(const Plan& plan) {
         for (const Phase& phase : *entry.phases)
           for (int64_t l : phase.links) links_of[entry.queue][l] = 1;
   std::vector<char> local(plan.queues.size(), 1);
+  for (size_t q = 0; q < plan.queues.size(); ++q) local[q] = !plan.queues[q].host;
   for (size_t a = 0; a < plan.queues.size(); ++a)
     for (size_t b = 0; b < plan.queues.size(); ++b)
       if (a != b && plan.queues[a].rank == plan.queues[b].rank)
@@ -33,6 +34,11 @@ std::vector<char> local_queues(const Plan& plan) {
 }  // namespace
 
 std::string op_path(int64_t id) { return "/shard/ops/" + std::to_string(id); }
+
+bool host_simulated(const ShardSection& shard, const CostSection& cost) {
+  return std::any_of(cost.ops.begin(), cost.ops.end(), [](const OpCost& op) { return op.host_us > 0; }) ||
+         std::any_of(shard.ops.begin(), shard.ops.end(), [](const ShardOp& op) { return op.host_waits_for.has_value(); });
+}
 
 void check_ops(const ShardSection& shard) {
   const int64_t ranks = static_cast<int64_t>(shard.schedule.size());
@@ -54,6 +60,11 @@ void check_ops(const ShardSection& shard) {
         throw DataError(op_path(op.id) + "/deps: step_start op depends on " + to_string(dep_scope) + " op " + std::to_string(dep));
       deps_before = deps_before && dep < op.id;
     }
+    // The host issues in op order: it can wait only for an op it issued before, on its rank.
+    if (const std::optional<int64_t> waited = op.host_waits_for;
+        waited && (*waited < 0 || *waited >= op.id || shard.ops[*waited].stage != op.stage))
+      throw DataError(op_path(op.id) + "/host_waits_for: " + std::to_string(*waited) +
+                      " is not an earlier op of pipeline rank " + std::to_string(op.stage));
   }
   if (deps_before) return;
   using DependencyGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
@@ -117,6 +128,9 @@ Plan make_plan(const ShardSection& shard, const CostSection& cost, const std::ve
   plan.cost = &cost;
   plan.microbatches = microbatches;
   plan.combined = shard.training.overlap_moe_expert_parallel_comm;
+  // The combined schedule interleaves the issue of a forward and a backward, which one
+  // thread issuing slot after slot would not: its host is not simulated.
+  const bool simulate_host = !plan.combined && host_simulated(shard, cost);
   std::vector<uint32_t> queue_of(ops, kNone);
   plan.waited_across_slots.assign(ops, 0);
   std::vector<uint32_t> entry_in_kind(ops, kNone);  // scratch: an op's entry in the kind being laid out
@@ -153,6 +167,14 @@ Plan make_plan(const ShardSection& shard, const CostSection& cost, const std::ve
         queue_of[op] = q;
       }
     }
+    // The host thread, after the streams: it issues every op of the rank in order.
+    const uint32_t host_queue = simulate_host ? static_cast<uint32_t>(plan.queues.size()) : kNone;
+    if (simulate_host) {
+      plan.queues.push_back(Plan::Queue{rank, kHostStream, {}, false});
+      plan.queues.back().host = true;
+      for (uint32_t q = first_queue; q < host_queue; ++q)
+        if (plan.queues[q].stream == "compute") plan.queues[q].paces = host_queue, plan.queues[host_queue].paced_by = q;
+    }
     for (uint32_t a = first_queue; a < plan.queues.size(); ++a)
       for (uint32_t b = first_queue; b < plan.queues.size(); ++b)
         if (plan.queues[a].stream == plan.queues[b].stream && plan.queues[a].backward_side != plan.queues[b].backward_side)
@@ -165,7 +187,10 @@ Plan make_plan(const ShardSection& shard, const CostSection& cost, const std::ve
       kind.once = l == 0 || l + 1 == lists.size();
       kind.on_queue.resize(rank_queues);
       const std::vector<int64_t>& list = *lists[l];
-      kind.entries.reserve(list.size());
+      // The host issues the micro-batches' ops; the step_start and step ops (bucket collectives
+      // issued from hooks, the optimizer's multi-tensor kernels) run without it.
+      const bool issued = host_queue != kNone && !kind.once;
+      kind.entries.reserve(issued ? 2 * list.size() : list.size());
       for (size_t p = 0; p < list.size(); ++p) {
         const auto op = static_cast<uint32_t>(list[p]);
         const uint32_t queue = queue_of[op];
@@ -177,19 +202,40 @@ Plan make_plan(const ShardSection& shard, const CostSection& cost, const std::ve
         on_queue.push_back(static_cast<uint32_t>(p));
         entry_in_kind[op] = static_cast<uint32_t>(p);
       }
+      // With the host: after the ops, the host's issue of each, in the same order.
+      if (issued) {
+        std::vector<uint32_t>& on_queue = kind.on_queue[host_queue - first_queue];
+        for (size_t p = 0; p < list.size(); ++p) {
+          const auto op = static_cast<uint32_t>(list[p]);
+          Entry& issue = kind.entries.emplace_back(Entry{op, host_queue, static_cast<uint32_t>(on_queue.size())});
+          issue.time_us = cost.ops[op].host_us;
+          issue.host = true;
+          on_queue.push_back(static_cast<uint32_t>(list.size() + p));
+        }
+      }
+      // A dep on op `dep` of the slot's instance `p`, unless stream order keeps it.
+      auto add_dep = [&](size_t p, int64_t dep) {
+        const uint32_t in_kind = entry_in_kind[dep];
+        if (in_kind == kNone) {
+          plan.deps.push_back(Dep{kNone, static_cast<uint32_t>(dep), kSeveral});  // resolved below
+          plan.waited_across_slots[dep] = 1;
+          return;
+        }
+        const Entry& target = kind.entries[in_kind];
+        if (target.queue == kind.entries[p].queue && in_kind < p) return;  // stream order keeps it
+        plan.deps.push_back(Dep{target.queue, target.queue_pos, kSameSlot});
+      };
       for (size_t p = 0; p < kind.entries.size(); ++p) {
         Entry& entry = kind.entries[p];
         entry.deps_begin = static_cast<uint32_t>(plan.deps.size());
-        for (int64_t dep : shard.ops[entry.op].deps) {
-          const uint32_t in_kind = entry_in_kind[dep];
-          if (in_kind == kNone) {
-            plan.deps.push_back(Dep{kNone, static_cast<uint32_t>(dep), kSeveral});  // resolved below
-            plan.waited_across_slots[dep] = 1;
-            continue;
+        if (entry.host) {
+          if (const std::optional<int64_t> waited = shard.ops[entry.op].host_waits_for) add_dep(p, *waited);
+        } else {
+          if (issued) {
+            const Entry& issue = kind.entries[list.size() + p];
+            plan.deps.push_back(Dep{issue.queue, issue.queue_pos, kSameSlot});
           }
-          const Entry& target = kind.entries[in_kind];
-          if (target.queue == entry.queue && in_kind < p) continue;  // stream order keeps it
-          plan.deps.push_back(Dep{target.queue, target.queue_pos, kSameSlot});
+          for (int64_t dep : shard.ops[entry.op].deps) add_dep(p, dep);
         }
         entry.deps_end = static_cast<uint32_t>(plan.deps.size());
       }
@@ -211,12 +257,14 @@ Plan make_plan(const ShardSection& shard, const CostSection& cost, const std::ve
 
   plan.homes_begin.assign(ops + 1, 0);
   for (const Plan::Kind& kind : plan.kinds)
-    for (const Entry& entry : kind.entries) ++plan.homes_begin[entry.op + 1];
+    for (const Entry& entry : kind.entries)
+      if (!entry.host) ++plan.homes_begin[entry.op + 1];
   for (size_t op = 0; op < ops; ++op) plan.homes_begin[op + 1] += plan.homes_begin[op];
   plan.homes.resize(plan.homes_begin.back());
   std::vector<uint32_t> filled(plan.homes_begin.begin(), plan.homes_begin.end() - 1);
   for (uint32_t k = 0; k < plan.kinds.size(); ++k)
-    for (const Entry& entry : plan.kinds[k].entries) plan.homes[filled[entry.op]++] = Plan::Home{k, entry.queue_pos};
+    for (const Entry& entry : plan.kinds[k].entries)
+      if (!entry.host) plan.homes[filled[entry.op]++] = Plan::Home{k, entry.queue_pos};
   // A dep across slots on an op that one kind lists names its place there; one that stream
   // order keeps (on the waiting instance's queue, issued before it in every micro-batch) is
   // dropped, as within a slot.

@@ -2,6 +2,7 @@
 // queues, its slots in issue order, each kind of slot's op list, and where every dep points.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,9 @@ namespace syssim::sim_detail {
 
 // "/shard/ops/<id>", the path of an op in errors.
 std::string op_path(int64_t id);
+
+// Whether the step's ops cost the host time or make it wait (docs/syssim-sim.md, "The host").
+bool host_simulated(const ShardSection& shard, const CostSection& cost);
 
 // The simulator keeps no list of a step's op instances: each stream queue walks its rank's
 // issue order with a cursor (a slot of the rank and a place among that slot's ops on the
@@ -31,6 +35,7 @@ struct Entry {
   double time_us = 0;
   double flops = 0;
   const std::vector<Phase>* phases = nullptr;  // null without phases
+  bool host = false;  // the host issuing the op (docs/syssim-sim.md, "The host"), not the op itself
 };
 
 // A dep of an entry that stream order does not keep already: the instance at queue_pos `at`
@@ -57,6 +62,11 @@ struct Plan {
     // a queue of their own, its twin, which never runs while the other does.
     bool backward_side = false;
     uint32_t twin = kNone;
+    bool host = false;  // the rank's host thread: its instances issue the rank's ops in order
+    // The host issues at most one slot ahead of the rank's compute stream (docs/syssim-sim.md,
+    // "The host"): on the host, that compute queue; on the compute queue, the host's.
+    uint32_t paced_by = kNone;
+    uint32_t paces = kNone;
   };
   struct Kind {
     bool once = false;  // the step_start or step ops: one slot, micro-batch -1

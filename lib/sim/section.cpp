@@ -84,6 +84,7 @@ json to_json(const SimSection& s) {
                   {"links", links},
                   {"busiest_link", s.busiest_link},
                   {"collective_slowdown", s.collective_slowdown}};
+  if (s.host_busy_ms > 0) section["host_busy_ms"] = s.host_busy_ms;
   if (s.timeline) {
     json rows = json::array();
     for (const TimelineEntry& e : *s.timeline)
@@ -117,6 +118,7 @@ SimSection sim_from_json(const json& j, const std::string& path) {
   s.longest_collective = timed_from(require(j, "longest_collective", path), path + "/longest_collective");
   s.binding_pp_stage = require_as<int64_t>(j, "binding_pp_stage", path);
   s.hardware_flops_per_rank = require_as<double>(j, "hardware_flops_per_rank", path);
+  if (j.contains("host_busy_ms")) s.host_busy_ms = require_as<double>(j, "host_busy_ms", path);  // new in 1.8
   // Format 1.2 graphs simulated no flows: no links, collectives as long as alone.
   if (!j.contains("links")) return s;
   const json& links = require_array(j, "links", path);

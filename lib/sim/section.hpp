@@ -30,14 +30,18 @@ struct LinkLoad {
   int64_t max_flows = 0;      // most flows on it at once
 };
 
-// One op instance of the simulated step (syssim-sim --timeline).
+// The stream name of a rank's host thread in the timeline (docs/syssim-sim.md, "The host").
+inline constexpr const char* kHostStream = "host";
+
+// One op instance of the simulated step (syssim-sim --timeline), or the host's issue of it.
 struct TimelineEntry {
   int64_t rank = 0;         // pipeline rank
-  std::string stream;       // compute | tp | cp | dp | pp
+  std::string stream;       // compute | tp | cp | dp | pp | ... | host
   int64_t op = 0;           // shard op id
   int64_t microbatch = -1;  // -1 for step_start and step ops
   double start_ms = 0;
   double end_ms = 0;
+  bool host() const { return stream == kHostStream; }
 };
 
 struct SimSection {
@@ -58,6 +62,7 @@ struct SimSection {
   int64_t binding_pp_stage = 0;
   double bubble_fraction = 0;  // binding rank: share of its micro-batch phase waiting for other ranks
   double hardware_flops_per_rank = 0;  // FLOPs executed by one rank in the step
+  double host_busy_ms = 0;  // binding rank: its host's time issuing ops (docs/syssim-sim.md, "The host")
   std::vector<LinkLoad> links;  // binding rank, one per cost link
   std::string busiest_link;     // name of the most utilized of `links`; "" when none moved bytes
   double collective_slowdown = 1;  // binding rank: simulated / standalone collective time

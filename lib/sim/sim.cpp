@@ -23,6 +23,7 @@ constexpr size_t kTopOps = 10;
 SimSection sim_section(const ShardSection& shard, const CostSection& cost, const StepTotals& totals) {
   SimSection sim;
   sim.hardware_flops_per_rank = totals.flops / static_cast<double>(shard.parallelism.pp);
+  sim.host_busy_ms = totals.host_busy_us[totals.binding] * kMsPerUs;
   for (double us : totals.finish_us) sim.per_pp_rank_step_time_ms.push_back(us * kMsPerUs);
   sim.binding_pp_stage = totals.binding;
   const double step_us = totals.finish_us[totals.binding];

@@ -32,6 +32,7 @@ struct StepTotals {
   std::map<std::string, double> exposed_us;  // collectives while compute idles, by group; "" for all
   double idle_us = 0;          // none of the binding rank's streams runs, until pipeline_end_us
   double pipeline_end_us = 0;  // the last micro-batch op's finish, any rank
+  std::vector<double> host_busy_us;  // by pipeline rank: its host's time issuing ops
 };
 
 // The rank finishing last, the first of equals.
@@ -238,11 +239,13 @@ class StepRecorder {
       coverage_.emplace_back(plan.first_queue[rank + 1] - plan.first_queue[rank]);
     for (uint32_t q = 0; q < plan.queues.size(); ++q) {
       const int64_t rank = plan.queues[q].rank;
-      queues_[q] = QueueInfo{&coverage_[rank], q - plan.first_queue[rank], plan.queues[q].stream == "compute"};
+      queues_[q] = QueueInfo{&coverage_[rank], q - plan.first_queue[rank], plan.queues[q].stream == "compute",
+                             plan.queues[q].host};
     }
     for (const ShardOp& op : shard.ops)  // check_ops refused stages the schedule does not have
       if (op.kind == OpKind::collective) group_of_[op.id] = coverage_[op.stage].group_index(op.group);
     totals_.finish_us.assign(plan.slots.size(), 0.0);
+    totals_.host_busy_us.assign(plan.slots.size(), 0.0);
     op_sums_.resize(shard.ops.size());
     ran_.assign(shard.ops.size(), 0);
   }
@@ -259,6 +262,7 @@ class StepRecorder {
       // By local queue, its instances as intervals, those that follow at once with the same
       // group merged: the sweep sees no change between them.
       for (uint32_t queue : replay.queues) {
+        if (queues_[queue].host) continue;  // the host runs no op
         const bool compute = queues_[queue].compute;
         std::optional<Coverage::Boundary> open;  // the current interval's start; its finish in `finish_us`
         double finish_us = 0;
@@ -282,12 +286,12 @@ class StepRecorder {
 
   void started(uint32_t queue, const Entry& entry, double now_us) {
     const QueueInfo& info = queues_[queue];
-    info.coverage->start(now_us, info.local, info.compute, group_of_[entry.op]);
+    if (!info.host) info.coverage->start(now_us, info.local, info.compute, group_of_[entry.op]);
   }
 
   void ran(const RanInstance& i) {
     const QueueInfo& info = queues_[i.queue];
-    info.coverage->finish(i.finish_us, info.local, info.compute, group_of_[i.entry->op]);
+    if (!info.host) info.coverage->finish(i.finish_us, info.local, info.compute, group_of_[i.entry->op]);
     add(i.rank, i.queue, i.slot, i.microbatch, *i.entry, i.entry_index, i.start_us, i.finish_us, i.duration_us);
   }
 
@@ -295,13 +299,14 @@ class StepRecorder {
 
   // What the recorder holds at a time, for EventLoop's steady-state jumps.
   struct Snapshot {
-    std::vector<double> finish_us;
+    std::vector<double> finish_us, host_busy_us;
     double flops = 0, pipeline_end_us = 0;
     std::vector<OpSums> op_sums;
     std::vector<Coverage::State> coverage;
   };
   void snapshot(Snapshot& snapshot) const {
     snapshot.finish_us = totals_.finish_us;
+    snapshot.host_busy_us = totals_.host_busy_us;
     snapshot.flops = totals_.flops, snapshot.pipeline_end_us = totals_.pipeline_end_us;
     snapshot.op_sums = op_sums_;
     snapshot.coverage.resize(coverage_.size());
@@ -324,6 +329,8 @@ class StepRecorder {
     for (double& finish_us : totals_.finish_us) finish_us += shift_us;
     totals_.pipeline_end_us += shift_us;
     totals_.flops += times * (b.flops - a.flops);
+    for (size_t r = 0; r < totals_.host_busy_us.size(); ++r)
+      totals_.host_busy_us[r] += times * (b.host_busy_us[r] - a.host_busy_us[r]);
     for (size_t op = 0; op < op_sums_.size(); ++op) {
       op_sums_[op].duration_us += times * (b.op_sums[op].duration_us - a.op_sums[op].duration_us);
       op_sums_[op].standalone_us += times * (b.op_sums[op].standalone_us - a.op_sums[op].standalone_us);
@@ -366,6 +373,14 @@ class StepRecorder {
   // An instance's share of the totals, and its timeline entry.
   void add(int64_t rank, uint32_t queue, uint32_t slot, int32_t microbatch, const Entry& entry, uint32_t entry_index,
            double start_us, double finish_us, double duration_us) {
+    if (keep_timeline_)
+      timeline_.push_back({{rank, slot, entry_index},
+                           TimelineEntry{rank, plan_.queues[queue].stream, entry.op, microbatch, start_us * kMsPerUs,
+                                         finish_us * kMsPerUs}});
+    if (entry.host) {  // the host's issue of an op: its busy time and the timeline only
+      totals_.host_busy_us[rank] += duration_us;
+      return;
+    }
     double& finish = totals_.finish_us[rank];
     finish = std::max(finish, finish_us);
     totals_.flops += entry.flops;
@@ -375,10 +390,6 @@ class StepRecorder {
     sums.standalone_us += entry.time_us;
     ran_[entry.op] = 1;
     ++instances_;
-    if (keep_timeline_)
-      timeline_.push_back({{rank, slot, entry_index},
-                           TimelineEntry{rank, plan_.queues[queue].stream, entry.op, microbatch, start_us * kMsPerUs,
-                                         finish_us * kMsPerUs}});
   }
   const ShardSection& shard_;
   const Plan& plan_;
@@ -387,6 +398,7 @@ class StepRecorder {
     Coverage* coverage = nullptr;  // its rank's
     uint32_t local = 0;            // among its rank's queues
     bool compute = false;          // a compute stream
+    bool host = false;             // the host thread: no op of its own, outside the coverage
   };
   std::vector<Coverage> coverage_;  // by pipeline rank
   std::vector<QueueInfo> queues_;

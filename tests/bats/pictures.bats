@@ -38,12 +38,14 @@ schema = json.load(open(sys.argv[1])); jsonschema.Draft7Validator.check_schema(s
 jsonschema.Draft7Validator(schema).validate(json.load(open(sys.argv[2])))' "$1" "$2"
 }
 
-@test "syssim-sim --timeline keeps one row per op instance; without it the sim section is unchanged" {
+@test "syssim-sim --timeline keeps one row per op instance and one per its issue; without it the sim section is unchanged" {
   graph=$(timeline_of llama3-8b "${ONE_RANK[@]}")
   jq -e '.shard.num_microbatches == 3' "$graph"
-  # With one pipeline rank: every microbatch op runs 3 times, every other op once.
-  jq -e '([.shard.ops[] | select(.scope == "microbatch")] | length) * 3
-         + ([.shard.ops[] | select(.scope != "microbatch")] | length) == (.sim.timeline | length)' "$graph"
+  # With one pipeline rank: every microbatch op runs 3 times, every other op once; the host
+  # issues each microbatch instance (docs/syssim-sim.md, "The host").
+  issued='([.shard.ops[] | select(.scope == "microbatch")] | length) * 3'
+  jq -e "$issued + ([.shard.ops[] | select(.scope != \"microbatch\")] | length) == ([.sim.timeline[] | select(.[1] != \"host\")] | length)" "$graph"
+  jq -e "$issued == ([.sim.timeline[] | select(.[1] == \"host\")] | length)" "$graph"
   jq -e '.sim.timeline | all(length == 6 and .[0] == 0 and .[4] <= .[5])' "$graph"
   plain=$(stage_of llama3-8b sim "${ONE_RANK[@]}")
   jq -e '.sim | has("timeline") | not' "$plain"
@@ -59,19 +61,19 @@ jsonschema.Draft7Validator(schema).validate(json.load(open(sys.argv[2])))' "$1" 
   assert_failure
 }
 
-@test "Chrome trace: one X event per op instance, named tracks, in time order, summing to the sim's busy times" {
+@test "Chrome trace: one X event per op instance (and its issue on the host track), named tracks, in time order, summing to the sim's busy times" {
   graph=$(timeline_of llama3-8b "${ONE_RANK[@]}")
   trace=$(trace_of_job "$graph")
   jq -e --argjson n $((LLAMA3_8B_FORWARD_GEMMS * 3)) \
     '[.traceEvents[] | select(.ph == "X" and .cat == "gemm" and .args.pass == "forward")] | length == $n' "$trace"
   jq -e '[.traceEvents[] | select(.ph == "M" and .name == "process_name") | .args.name] == ["pp rank 0"]' "$trace"
-  jq -e '[.traceEvents[] | select(.ph == "M" and .name == "thread_name") | [.tid, .args.name]] == [[0, "compute"], [1, "tp"]]' "$trace"
+  jq -e '[.traceEvents[] | select(.ph == "M" and .name == "thread_name") | [.tid, .args.name]] | sort == [[0, "host"], [1, "compute"], [2, "tp"]]' "$trace"
   # Collectives are colored by group; compute ops are left to the viewer.
   jq -e '[.traceEvents[] | select(.ph == "X" and .cat == "collective") | .cname] | unique == ["thread_state_iowait"]' "$trace"
   # A stream runs one op at a time: on each track, every event starts after the one before ends.
   jq -e '[.traceEvents[] | select(.ph == "X")] | group_by([.pid, .tid]) | map(sort_by(.ts) | . as $t
          | [range(1; length) | select($t[.].ts < $t[. - 1].ts + $t[. - 1].dur - 1e-6)] | length) | add == 0' "$trace"
-  forward_us=$(jq '[.traceEvents[] | select(.ph == "X" and .cat != "collective" and .args.pass == "forward") | .dur] | add' "$trace")
+  forward_us=$(jq '[.traceEvents[] | select(.ph == "X" and .cat != "collective" and .cat != "host" and .args.pass == "forward") | .dur] | add' "$trace")
   assert_close "$forward_us" "$(jq '.sim.forward_ms * 1000' "$graph")" 1e-9
   collective_us=$(jq '[.traceEvents[] | select(.ph == "X" and .cat == "collective") | .dur] | add' "$trace")
   assert_close "$collective_us" "$(jq '.sim.collective_total_ms * 1000' "$graph")" 1e-9

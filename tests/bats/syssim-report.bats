@@ -54,6 +54,7 @@ text_from_json() {
   printf '    forward_ms         = %.4f\n' "$fwd"
   printf '    backward_ms        = %.4f\n' "$bwd"
   printf '    optimizer_ms       = %.4f\n' "$opt"
+  jq -r '.host_busy_ms | select(. > 0)' <<< "$json" | while read -r host; do printf '    host_busy_ms       = %.4f\n' "$host"; done
   printf '  collective_total_ms  = %.4f\n' "$coll"
   printf '  collective_exposed   = %.4f\n' "$exposed"
   if [ -n "$groups" ]; then printf '%s\n' "$groups"; fi
@@ -102,7 +103,7 @@ text_from_json() {
 @test "syssim-report --version prints the graph format version" {
   run syssim-report --version
   assert_success
-  assert_output --regexp "^syssim-report [0-9.]+ \(graph format 1\.7\)$"
+  assert_output --regexp "^syssim-report [0-9.]+ \(graph format 1\.8\)$"
 }
 
 @test "an unknown flag is bad usage (exit 2, one line)" {

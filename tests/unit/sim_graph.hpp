@@ -1,6 +1,7 @@
 // Hand-built shard and cost sections for the simulator's tests and the pictures' tests: op i
 // of the graph is ops[i], lasting time_us.
 #pragma once
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +23,8 @@ struct TestOp {
   std::string group = "tp";
   std::vector<int64_t> reads = {};
   std::vector<int64_t> writes = {};
+  double host_us = 0;                      // the host's time to issue it
+  std::optional<int64_t> host_waits_for = {};  // an op whose end the host waits for before issuing it
 };
 
 // A graph whose op i is ops[i], costed with the given durations; `schedule` holds each
@@ -57,8 +60,10 @@ inline Graph graph_of(const std::vector<TestOp>& ops, int64_t num_microbatches =
     op.reads = ops[i].reads;
     op.writes = ops[i].writes;
     if (op.kind == OpKind::collective) op.group = ops[i].group;
+    op.host_waits_for = ops[i].host_waits_for;
     g.shard->ops.push_back(op);
     g.cost->ops.push_back(OpCost{op.id, ops[i].time_us, "compute", {}});
+    g.cost->ops.back().host_us = ops[i].host_us;
   }
   return g;
 }

@@ -230,6 +230,52 @@ TEST(Simulation, AWeightOpRunsInTheWeightSlotOrInTheBackwardSlotOfItsMicroBatch)
   }
 }
 
+// The host (docs/syssim-sim.md, "The host"): one thread per rank issues the ops in order,
+// each taking its host_us, and an op starts on its stream no earlier than its issue ends.
+TEST(Host, AHostSlowerThanTheGpuBindsTheStep) {
+  // Three 10 us ops, each issued in 20 us: issues end at 20, 40, 60 us, the GPU runs 20-30,
+  // 40-50, 60-70 us.
+  SimSection slow = simulate({{"a", "math", "fwd", "compute", 10, {}, "microbatch", 0, 0, "tp", {}, {}, 20},
+                              {"b", "math", "fwd", "compute", 10, {0}, "microbatch", 0, 0, "tp", {}, {}, 20},
+                              {"c", "math", "fwd", "compute", 10, {1}, "microbatch", 0, 0, "tp", {}, {}, 20}});
+  EXPECT_DOUBLE_EQ(slow.step_time_ms, 0.070);
+  EXPECT_DOUBLE_EQ(slow.forward_ms, 0.030);  // the ops' own time, not the host's
+  // Issued in 2 us each, the host runs ahead: only the first issue shows, 2 + 3 x 10 us.
+  SimSection fast = simulate({{"a", "math", "fwd", "compute", 10, {}, "microbatch", 0, 0, "tp", {}, {}, 2},
+                              {"b", "math", "fwd", "compute", 10, {0}, "microbatch", 0, 0, "tp", {}, {}, 2},
+                              {"c", "math", "fwd", "compute", 10, {1}, "microbatch", 0, 0, "tp", {}, {}, 2}});
+  EXPECT_DOUBLE_EQ(fast.step_time_ms, 0.032);
+}
+
+TEST(Host, ASynchronizationWaitsForTheGpuBeforeTheNextIssue) {
+  // Issues of 1 us: a runs 1-11 us, b 11-21 us. Without a sync c is issued at 2-3 us and runs
+  // 21-31 us; when the host waits for b first, c is issued at 21-22 us and runs 22-32 us.
+  auto ops = [](std::optional<int64_t> waits) {
+    return std::vector<TestOp>{{"a", "math", "fwd", "compute", 10, {}, "microbatch", 0, 0, "tp", {}, {}, 1},
+                               {"b", "math", "fwd", "compute", 10, {0}, "microbatch", 0, 0, "tp", {}, {}, 1},
+                               {"c", "math", "fwd", "compute", 10, {1}, "microbatch", 0, 0, "tp", {}, {}, 1, waits}};
+  };
+  EXPECT_DOUBLE_EQ(simulate(ops(std::nullopt)).step_time_ms, 0.031);
+  EXPECT_DOUBLE_EQ(simulate(ops(1)).step_time_ms, 0.032);
+}
+
+TEST(Host, TheHostIssuesAtMostOneSlotAheadOfTheComputeStream) {
+  // Two micro-batches, f0 b0 f1 b1: f runs 100 us (issued in 1 us), b 10 us (issued in 150).
+  // Host: f0 0-1, b0 1-151, f1 151-152 (compute reached b0's slot at 101), b1 161-311 (once
+  // compute reaches f1's slot, when b0 ends). GPU: f0 1-101, b0 151-161, f1 161-261, b1
+  // 311-321. A host free to run ahead would issue b1 at 152-302 and end the step at 312 us.
+  SimSection sim = simulate({{"f", "gemm", "fwd", "compute", 100, {}, "microbatch", 0, 0, "tp", {}, {}, 1},
+                             {"b", "gemm", "bwd", "compute", 10, {0}, "microbatch", 0, 0, "tp", {}, {}, 150}},
+                            2);
+  EXPECT_DOUBLE_EQ(sim.step_time_ms, 0.321);
+}
+
+TEST(Host, AHostWaitForALaterOrAbsentOpIsRefused) {
+  expect_error_containing({{"a", "math", "fwd", "compute", 10, {}, "microbatch", 0, 0, "tp", {}, {}, 1, 1},
+                           {"b", "math", "fwd", "compute", 10, {0}, "microbatch", 0, 0, "tp", {}, {}, 1}},
+                          "host_waits_for");
+}
+
 TEST(Simulation, TopOpsAreTheTenLongestWithTiesByOpId) {
   std::vector<TestOp> ops;
   for (int i = 0; i < 12; ++i) ops.push_back({"op", "math", "fwd", "compute", i == 11 ? 5.0 : 1.0});
