@@ -945,6 +945,10 @@ nlohmann::json to_json(const TrainingConfig& t) {
             {"moe_imbalance", t.moe_imbalance},
             {"moe_shared_expert_overlap", t.moe_shared_expert_overlap},
             {"overlap_moe_expert_parallel_comm", t.overlap_moe_expert_parallel_comm}});
+  if (!t.cuda_graph_scope.empty()) {  // new in 1.8, written only when some scope is captured
+    nlohmann::json& scopes = j["cuda_graph_scope"] = nlohmann::json::array();
+    for (CudaGraphScope scope : t.cuda_graph_scope) scopes.push_back(to_string(scope));
+  }
   // New in 1.6, written only for the strategies beyond the distributed optimizer.
   if (t.shards_gradients()) {
     j["data_parallel_sharding_strategy"] = to_string(t.data_parallel_sharding);
@@ -983,6 +987,19 @@ TrainingConfig training_from_json(const nlohmann::json& j, const std::string& pa
     t.moe_shared_expert_overlap = require_as<bool>(j, "moe_shared_expert_overlap", path);
   if (j.contains("overlap_moe_expert_parallel_comm"))
     t.overlap_moe_expert_parallel_comm = require_as<bool>(j, "overlap_moe_expert_parallel_comm", path);
+  if (j.contains("cuda_graph_scope")) {
+    const std::string at = path + "/cuda_graph_scope";
+    const nlohmann::json& scopes = j["cuda_graph_scope"];
+    if (!scopes.is_array()) throw DataError(at + ": expected a list of scopes, got " + scopes.dump());
+    for (size_t i = 0; i < scopes.size(); ++i) {
+      const std::optional<CudaGraphScope> scope =
+          scopes[i].is_string() ? parse_enum<CudaGraphScope>(scopes[i].get<std::string>()) : std::nullopt;
+      if (!scope)
+        throw DataError(at + "/" + std::to_string(i) + ": expected full_iteration, attn, mlp, moe, moe_router or "
+                        "moe_preprocess, got " + scopes[i].dump());
+      t.cuda_graph_scope.push_back(*scope);
+    }
+  }
   if (j.contains("data_parallel_sharding_strategy")) {
     const auto name = require_as<std::string>(j, "data_parallel_sharding_strategy", path);
     const auto sharding = parse_data_parallel_sharding(name);

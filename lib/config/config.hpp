@@ -1,12 +1,15 @@
 // Configuration objects of ../shared/spec/api.md: model architecture, hardware,
 // parallelism and training. Loaders validate strictly (see docs/configs.md).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "common/op_kinds.hpp"
 
 namespace syssim {
 
@@ -165,6 +168,17 @@ enum class FsdpImplementation { megatron, fsdp2 };
 std::optional<FsdpImplementation> parse_fsdp_implementation(const std::string& name);
 const char* to_string(FsdpImplementation implementation);
 
+// What Megatron captures in CUDA graphs (Megatron-LM's --cuda-graph-scope): the whole
+// forward-backward iteration (cuda_graph_impl local), or, with Transformer Engine's graphed
+// callables, each layer's attention, dense MLP, whole MoE layer, MoE router, or the token
+// dispatcher's preprocessing (docs/syssim-sim.md, "The host").
+enum class CudaGraphScope : uint8_t { full_iteration, attn, mlp, moe, moe_router, moe_preprocess };
+template <>
+struct EnumNames<CudaGraphScope> {
+  static constexpr std::array<const char*, 6> kNames = {"full_iteration", "attn",       "mlp",
+                                                        "moe",            "moe_router", "moe_preprocess"};
+};
+
 struct TrainingConfig {
   int64_t micro_batch = 1;
   int64_t global_batch = 1;
@@ -204,6 +218,11 @@ struct TrainingConfig {
   // forward beside the backward of another micro-batch, so that one's all-to-alls run during
   // the other's compute (docs/parallelism.md "Expert parallelism").
   bool overlap_moe_expert_parallel_comm = false;
+  // CUDA graphs: the scopes captured; none, eager (every op issued by the host).
+  std::vector<CudaGraphScope> cuda_graph_scope;
+  bool captures(CudaGraphScope scope) const {
+    return std::find(cuda_graph_scope.begin(), cuda_graph_scope.end(), scope) != cuda_graph_scope.end();
+  }
 };
 
 // The parallel dimensions in Megatron's rank order, fastest first, with their sizes: `order`

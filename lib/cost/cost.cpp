@@ -77,9 +77,11 @@ double kernel_launches(const ShardOp& op) { return op.shape.count("groups") ? op
 // GEMM, its dgrad and wgrad) are one call of the framework, a Transformer Engine module when
 // it holds a GEMM or attention, else a PyTorch op. A call costs its kind's time, which
 // launches its first kernel, and launch_us for every further kernel; the first op takes the
-// call's time, the others their launches. Only the micro-batches' ops are issued so: the
-// step_start and step ops (bucket collectives issued from hooks, the optimizer's multi-tensor
-// kernels) cost the host nothing here.
+// call's time, the others their launches. Ops a CUDA graph captured are replayed instead:
+// the consecutive ops of one graph (a scope in one layer and pass; the whole sequence for
+// full_iteration) cost one PyTorch call, op_us, on the first. Only the micro-batches' ops are
+// issued so: the step_start and step ops (bucket collectives issued from hooks, the
+// optimizer's multi-tensor kernels) cost the host nothing here.
 void price_host(const ShardSection& shard, const HardwareConfig::Host& host, std::vector<OpCost>& costs) {
   if (!host.simulated()) return;
   // The ops issued in one sequence: a stage's chunk, scope and slot pass (recomputed forward
@@ -89,6 +91,9 @@ void price_host(const ShardSection& shard, const HardwareConfig::Host& host, std
     return std::tuple(op.stage, op.chunk, static_cast<int>(op.scope), backward);
   };
   auto same_call = [](const ShardOp& a, const ShardOp& b) {
+    if (a.cuda_graph != b.cuda_graph) return false;
+    if (a.cuda_graph == CudaGraphScope::full_iteration) return true;
+    if (a.cuda_graph) return a.layer == b.layer && a.phase == b.phase && a.recompute == b.recompute;
     return a.module == b.module && a.phase == b.phase && a.recompute == b.recompute;
   };
   std::map<std::tuple<int64_t, int64_t, int, bool>, size_t> last_of;  // by sequence: its last op so far
@@ -103,6 +108,10 @@ void price_host(const ShardSection& shard, const HardwareConfig::Host& host, std
   }
   for (size_t i = 0; i < shard.ops.size(); ++i) {
     if (shard.ops[i].scope != OpScope::microbatch) continue;
+    if (shard.ops[i].cuda_graph) {
+      costs[i].host_us = call_of[i] == i ? host.op_us : 0;
+      continue;
+    }
     const double kernels = kernel_launches(shard.ops[i]);
     costs[i].host_us = call_of[i] != i ? kernels * host.launch_us
                                        : (engine_call[i] ? host.module_us : host.op_us) + (kernels - 1) * host.launch_us;

@@ -182,6 +182,11 @@ std::string job_block(const Graph& g, const ShardSection& shard) {
                  " layer" + (t.recompute_num_layers.value_or(1) == 1 ? "" : "s") + ")";
   }
   fields.push_back({"recompute", recompute});
+  if (!t.cuda_graph_scope.empty()) {
+    std::vector<std::string> scopes;
+    for (CudaGraphScope scope : t.cuda_graph_scope) scopes.push_back(to_string(scope));
+    fields.push_back({"cuda_graphs", join(scopes)});
+  }
   std::string data_parallel = std::string("sharding ") + to_string(t.data_parallel_sharding);
   if (t.shards_gradients()) data_parallel += std::string(" (") + to_string(t.fsdp_implementation) + ")";
   if (t.overlap_grad_reduce) data_parallel += ", gradient reduction overlapped";

@@ -297,9 +297,12 @@ void apply_expert_parallel(const ShardContext& context, ShardSection& shard) {
   ExpertExchange(context, shard).run();
 }
 
+bool dispatcher_syncs_host(const TrainingConfig& training) {
+  return training.moe_token_dispatcher_type == "allgather" || !training.moe_pad_expert_input_to_capacity;
+}
+
 void mark_host_syncs(const ShardContext& context, ShardSection& shard) {
-  const TrainingConfig& t = context.options.training;
-  if (!context.model.is_moe() || (!allgather_dispatcher(context) && t.moe_pad_expert_input_to_capacity)) return;
+  if (!context.model.is_moe() || !dispatcher_syncs_host(context.options.training)) return;
   const bool exchanged = context.options.parallelism.ep * context.options.parallelism.expert_tp() > 1;
   std::vector<ShardOp>& ops = shard.ops;
   auto same_pass = [](const ShardOp& a, const ShardOp& b) {

@@ -78,6 +78,13 @@ void apply_expert_parallel(const ShardContext& context, ShardSection& shard);
 // experts' first op) it waits for the last op issued before the permutation
 // (token_dispatcher.py, cuda_sync_point). Runs last, on the final op ids.
 void mark_host_syncs(const ShardContext& context, ShardSection& shard);
+// Whether the token dispatcher copies the tokens per expert to the host (dropless routing, or
+// the allgather dispatcher): what mark_host_syncs marks.
+bool dispatcher_syncs_host(const TrainingConfig& training);
+// CUDA graphs (shard/cuda_graph.cpp): UsageError for the scopes Megatron refuses with this
+// model and layout; then marks the microbatch ops each scope captures (ShardOp::cuda_graph).
+void check_cuda_graphs(const ModelConfig& model, const ShardOptions& options);
+void mark_cuda_graphs(const ShardContext& context, ShardSection& shard);
 // --moe-shared-expert-overlap: the shared experts' ops run on the compute stream while the
 // token dispatcher's all-to-alls are in flight (shard/shared_expert_overlap.cpp).
 void overlap_shared_experts(const ShardContext& context, ShardSection& shard);

@@ -224,6 +224,7 @@ json to_json(const ShardSection& s) {
               {"bytes", op.bytes}, {"reads", op.reads}, {"writes", op.writes}};
     if (!op.shape.empty()) o["shape"] = op.shape;
     if (op.host_waits_for) o["host_waits_for"] = *op.host_waits_for;
+    if (op.cuda_graph) o["cuda_graph"] = to_string(*op.cuda_graph);
     if (op.kind == OpKind::collective) {
       o["collective"] = op.collective;
       o["group"] = op.group;
@@ -319,6 +320,7 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
                         " is not an earlier op of pipeline rank " + std::to_string(op.stage));
       op.host_waits_for = waited;
     }
+    if (o.contains("cuda_graph")) op.cuda_graph = require_enum<CudaGraphScope>(o, "cuda_graph", p);  // new in 1.8
     op.flops = require_as<double>(o, "flops", p);
     op.bytes = require_as<double>(o, "bytes", p);
     if (o.contains("shape")) op.shape = require_as<KernelShape>(o, "shape", p);

@@ -66,6 +66,9 @@ struct ShardOp {
   // An earlier op of the same stage and slot that the host waits for before it issues this one
   // (a device-to-host copy it needs, as the dropless token dispatcher's token counts).
   std::optional<int64_t> host_waits_for;
+  // The CUDA graph that captures the op (training.cuda_graph_scope): the host replays the
+  // graph of each scope and layer once instead of issuing its ops.
+  std::optional<CudaGraphScope> cuda_graph;
   double flops = 0;
   double bytes = 0;  // bytes read plus written in device memory
   KernelShape shape;  // on one rank; empty for collectives and ops inserted without one

@@ -33,6 +33,7 @@ void check_layout(const ModelConfig& model, const ShardOptions& options, int64_t
   check_recompute(model, options);
   check_low_precision(options);
   check_expert_parallel(model, options);
+  check_cuda_graphs(model, options);
   if (options.gpus && *options.gpus != p.world_size())
     throw DataError("tp*cp*pp*dp=" + str(p.world_size()) + " does not match gpus=" + str(*options.gpus));
   rank_order(p);  // refuses an order that names an unknown dimension or leaves one out
@@ -280,6 +281,7 @@ ShardSection shard_trace(const ModelConfig& model, const TraceSection& trace, co
   apply_sharded_data_parallel(context, shard);
   apply_pipeline_parallel(context, shard);
   mark_host_syncs(context, shard);
+  mark_cuda_graphs(context, shard);
   return shard;
 }
 

@@ -154,3 +154,18 @@ load common
   b=$(syssim-shard -i "$(trace_of llama3-8b)" --tp 4 --sp | sha256sum)
   [ "$a" = "$b" ]
 }
+
+@test "--cuda-graph-scope: the captured ops carry their graph; a scope Megatron refuses or does not know is bad usage" {
+  # The tiny model with attention and dense MLP graphs: every decoder-layer op in one of them.
+  run bash -c "syssim-trace '$ROOT/tests/golden/tiny.yaml' | syssim-shard --cuda-graph-scope attn,mlp |
+    jq -c '[.shard.ops[] | select(.layer != null) | .cuda_graph] | unique'"
+  assert_success
+  assert_output '["attn","mlp"]'
+  run bash -c "syssim-trace '$ROOT/tests/golden/tiny.yaml' | syssim-shard --cuda-graph-scope moe_router"
+  assert_failure 2
+  assert_output "syssim-shard: error: cuda_graph_scope=moe_router: moe_router needs a model with experts; tiny has none"
+  run syssim-shard --cuda-graph-scope everything
+  assert_failure 2
+  assert_output --partial "--cuda-graph-scope"
+  assert_equal "${#lines[@]}" 1
+}

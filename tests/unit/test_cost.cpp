@@ -252,6 +252,34 @@ TEST(HostTime, OneCallPerModuleAndPassAndALaunchPerFurtherKernel) {
   for (const OpCost& op : cost_of({op_of("gemm", "fc1", OpPhase::fwd)}).ops) EXPECT_EQ(op.host_us, 0);
 }
 
+TEST(HostTime, ACudaGraphCostsOneCallPerReplay) {
+  // Host: op 10 us, module 30 us, launch 2 us. Layer 0's three attention ops in one graph: one
+  // replay, 10 us, on the first; an eager op after it: 10 us; layer 1's two attention ops: a
+  // second replay, 10 us; a full-iteration graph: one replay for its whole pass.
+  HardwareConfig hw = test_hardware();
+  hw.host = {10, 30, 2};
+  auto op_of = [](const std::string& kind, const std::string& module, int64_t layer, std::optional<CudaGraphScope> graph) {
+    ShardOp op = compute_op(kind, 1e9, 1e6);
+    op.module = module;
+    op.layer = layer;
+    op.cuda_graph = graph;
+    return op;
+  };
+  const auto attn = CudaGraphScope::attn;
+  CostSection cost = cost_of({op_of("math", "l0.norm", 0, attn), op_of("gemm", "l0.qkv", 0, attn),
+                              op_of("attention", "l0.core", 0, attn), op_of("math", "l0.act", 0, std::nullopt),
+                              op_of("gemm", "l1.qkv", 1, attn), op_of("attention", "l1.core", 1, attn)},
+                             {}, hw);
+  std::vector<double> host_us;
+  for (const OpCost& op : cost.ops) host_us.push_back(op.host_us);
+  EXPECT_EQ(host_us, (std::vector<double>{10, 0, 0, 10, 10, 0}));
+  const auto whole = CudaGraphScope::full_iteration;
+  host_us.clear();
+  for (const OpCost& op : cost_of({op_of("gemm", "a", 0, whole), op_of("math", "b", 1, whole)}, {}, hw).ops)
+    host_us.push_back(op.host_us);
+  EXPECT_EQ(host_us, (std::vector<double>{10, 0}));
+}
+
 TEST(CostSection, NeedsTheShardSection) {
   Graph g;
   try {

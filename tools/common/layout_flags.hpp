@@ -98,6 +98,15 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
                "Run the shared experts while the tokens are dispatched and combined");
   app.add_flag("--overlap-moe-expert-parallel-comm", t.overlap_moe_expert_parallel_comm,
                "Combined 1F1B: each forward runs beside another micro-batch's backward, hiding the all-to-alls");
+  app.add_option_function<std::vector<std::string>>(
+         "--cuda-graph-scope",
+         [&t](const std::vector<std::string>& names) {
+           for (const std::string& name : names) t.cuda_graph_scope.push_back(*parse_enum<CudaGraphScope>(name));
+         },
+         "What runs in CUDA graphs, comma-separated, as Megatron-LM: full_iteration, or attn, mlp, moe, moe_router, "
+         "moe_preprocess (Transformer Engine's per-layer graphs); default none")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"full_iteration", "attn", "mlp", "moe", "moe_router", "moe_preprocess"}));
 }
 
 }  // namespace syssim::tool

@@ -1,0 +1,110 @@
+// CUDA graphs (docs/syssim-sim.md, "The host"): the microbatch ops Megatron captures under
+// --cuda-graph-scope, which the host then replays a graph at a time instead of issuing.
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "common/error.hpp"
+#include "shard/passes.hpp"
+
+namespace syssim {
+namespace {
+
+// The part of a decoder layer an op belongs to, from its module below "decoder.layers.N.".
+enum class LayerPart { attention, pre_mlp_norm, router, dispatch, mlp, residual, other };
+
+LayerPart part_of(const ShardOp& op) {
+  const std::string& module = op.module.str();
+  const std::string prefix = "decoder.layers.";
+  if (!op.layer || module.rfind(prefix, 0) != 0) return LayerPart::other;
+  const size_t dot = module.find('.', prefix.size());
+  if (dot == std::string::npos) return LayerPart::residual;  // the layer's own ops: the residual adds
+  const std::string part = module.substr(dot + 1);
+  auto starts = [&](const char* name) { return part.rfind(name, 0) == 0; };
+  if (starts("input_layernorm") || starts("self_attention")) return LayerPart::attention;
+  if (starts("pre_mlp_layernorm")) return LayerPart::pre_mlp_norm;
+  if (starts("mlp.router")) return LayerPart::router;
+  if (starts("mlp.token_dispatcher")) return LayerPart::dispatch;
+  if (starts("mlp")) return LayerPart::mlp;
+  return LayerPart::other;
+}
+
+// The scope that captures an op of `part` in a layer with or without experts, given what the
+// training captures; nullopt: none. A dispatch op is preprocessing until the dispatch's first
+// collective (`dispatched`).
+std::optional<CudaGraphScope> scope_of(LayerPart part, bool moe_layer, bool dispatched, const TrainingConfig& t) {
+  auto when = [&](CudaGraphScope scope) { return t.captures(scope) ? std::optional(scope) : std::nullopt; };
+  switch (part) {
+    case LayerPart::attention: return when(CudaGraphScope::attn);
+    case LayerPart::pre_mlp_norm:
+    case LayerPart::router:
+      if (!moe_layer) return when(CudaGraphScope::mlp);
+      return t.captures(CudaGraphScope::moe) ? when(CudaGraphScope::moe) : when(CudaGraphScope::moe_router);
+    case LayerPart::dispatch:
+      if (t.captures(CudaGraphScope::moe)) return CudaGraphScope::moe;
+      return dispatched ? std::nullopt : when(CudaGraphScope::moe_preprocess);
+    case LayerPart::mlp: return when(moe_layer ? CudaGraphScope::moe : CudaGraphScope::mlp);
+    case LayerPart::residual:
+    case LayerPart::other: return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::string scopes_text(const TrainingConfig& t) {
+  std::string text;
+  for (CudaGraphScope scope : t.cuda_graph_scope) text += (text.empty() ? "" : ",") + std::string(to_string(scope));
+  return text;
+}
+
+}  // namespace
+
+void check_cuda_graphs(const ModelConfig& model, const ShardOptions& options) {
+  const TrainingConfig& t = options.training;
+  if (t.cuda_graph_scope.empty()) return;
+  const std::string given = "cuda_graph_scope=" + scopes_text(t);
+  auto refuse = [&](const std::string& why) { throw UsageError(given + ": " + why); };
+  if (t.captures(CudaGraphScope::full_iteration) && t.cuda_graph_scope.size() > 1)
+    refuse("full_iteration (Megatron's local graph of the whole iteration) takes no other scope");
+  for (CudaGraphScope scope : {CudaGraphScope::moe, CudaGraphScope::moe_router, CudaGraphScope::moe_preprocess})
+    if (t.captures(scope) && !model.is_moe())
+      refuse(std::string(to_string(scope)) + " needs a model with experts; " + model.name + " has none");
+  if (t.captures(CudaGraphScope::moe) && t.captures(CudaGraphScope::moe_router))
+    refuse("moe and moe_router exclude each other, as in Megatron-Core");
+  if (t.captures(CudaGraphScope::moe_preprocess) && !t.captures(CudaGraphScope::moe_router))
+    refuse("moe_preprocess needs moe_router, as in Megatron-Core");
+  if (model.is_moe() && dispatcher_syncs_host(t) &&
+      (t.captures(CudaGraphScope::moe) || t.captures(CudaGraphScope::full_iteration)))
+    refuse("a graph cannot hold the token dispatcher's copy of the token counts to the host; dropless routing "
+           "graphs moe_router,moe_preprocess, or pads to a capacity (--moe-expert-capacity-factor with "
+           "--moe-pad-expert-input-to-capacity)");
+  if (t.recompute == "full" && !t.captures(CudaGraphScope::full_iteration))
+    refuse("full recompute is only supported with full_iteration graphs, as in Megatron-Core");
+}
+
+void mark_cuda_graphs(const ShardContext& context, ShardSection& shard) {
+  const TrainingConfig& t = context.options.training;
+  if (t.cuda_graph_scope.empty()) return;
+  const bool whole = t.captures(CudaGraphScope::full_iteration);
+  // By layer and pass (phase, recompute): whether its dispatch has reached its first
+  // collective, and the scope of its op before (a residual add closes that op's graph).
+  std::map<std::tuple<int64_t, int, bool>, std::pair<bool, std::optional<CudaGraphScope>>> passes;
+  for (ShardOp& op : shard.ops) {
+    if (op.scope != OpScope::microbatch) continue;
+    if (whole) {
+      op.cuda_graph = CudaGraphScope::full_iteration;
+      continue;
+    }
+    if (!op.layer) continue;
+    auto& [dispatched, before] = passes[{*op.layer, static_cast<int>(op.phase), op.recompute}];
+    const LayerPart part = part_of(op);
+    const bool moe_layer = static_cast<size_t>(*op.layer) < context.model.moe_layer_pattern.size() &&
+                           context.model.is_moe_layer(*op.layer);
+    // Preprocessing ends at the dispatch's first exchange, or at the experts without one.
+    if ((part == LayerPart::dispatch && op.kind == OpKind::collective) || (part == LayerPart::mlp && moe_layer))
+      dispatched = true;
+    op.cuda_graph = part == LayerPart::residual ? before : scope_of(part, moe_layer, dispatched, t);
+    before = op.cuda_graph;
+  }
+}
+
+}  // namespace syssim
