@@ -922,6 +922,9 @@ void normalize_sharding(TrainingConfig& t) {
     t.data_parallel_sharding = DataParallelSharding::optim;
 }
 
+const std::vector<std::string> kTrainingKeysWhenSet = {"data_parallel_sharding_strategy", "fsdp_implementation",
+                                                      "cuda_graph_scope"};
+
 nlohmann::json to_json(const TrainingConfig& t) {
   nlohmann::json j = {{"micro_batch", t.micro_batch},
           {"global_batch", t.global_batch},

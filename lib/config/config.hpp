@@ -285,6 +285,9 @@ inline constexpr int64_t kMaxGpus = int64_t{1} << 20;
 // Each parallel size from 1 to kMaxGpus, else DataError naming the path.
 ParallelismConfig parallelism_from_json(const nlohmann::json& j, const std::string& path);
 nlohmann::json to_json(const TrainingConfig& training);
+// The training keys to_json writes only when they are set (a sharding strategy beyond the
+// distributed optimizer, CUDA graph scopes); training_from_json reads them all.
+extern const std::vector<std::string> kTrainingKeysWhenSet;
 TrainingConfig training_from_json(const nlohmann::json& j, const std::string& path);
 // Makes distributed_optimizer and data_parallel_sharding agree: the distributed optimizer
 // alone is optim; a sharding strategy turns the distributed optimizer on.

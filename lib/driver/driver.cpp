@@ -68,17 +68,20 @@ Graph estimate_memory(const ModelConfig& model, const HardwareConfig& hardware, 
 
 ShardOptions shard_options_from_json(const nlohmann::json& parallelism, const nlohmann::json& training) {
   ShardOptions options;
-  auto merged = [](nlohmann::json defaults, const nlohmann::json& given, const std::string& section) {
+  auto merged = [](nlohmann::json defaults, const nlohmann::json& given, const std::string& section,
+                   const std::vector<std::string>& also = {}) {
     if (!given.is_object()) throw DataError(section + ": expected an object, got " + given.dump());
     for (const auto& [key, value] : given.items()) {
-      if (!defaults.contains(key) || key == "world_size")
+      const bool known = defaults.contains(key) || std::find(also.begin(), also.end(), key) != also.end();
+      if (!known || key == "world_size")
         throw DataError(section + ": unknown key '" + key + "' (docs/graph-format.md lists them)");
       defaults[key] = value;
     }
     return defaults;
   };
   options.parallelism = parallelism_from_json(merged(to_json(options.parallelism), parallelism, "parallelism"), "parallelism");
-  options.training = training_from_json(merged(to_json(options.training), training, "training"), "training");
+  options.training =
+      training_from_json(merged(to_json(options.training), training, "training", kTrainingKeysWhenSet), "training");
   return options;
 }
 

@@ -28,6 +28,10 @@ JOBS = [
                                                                      use_distributed_optimizer=True)),
     ("llama3-70b", "h200-sxm", dict(tp=8, pp=2, vpp=2, dp=2), dict(micro_batch=1, global_batch=32, recompute="full")),
     ("qwen3-30b-a3b", "b200", dict(dp=8, ep=8), dict(micro_batch=2, global_batch=64, dtype="fp8")),
+    # Keys the training section holds only when set.
+    ("llama3-8b", "h100-sxm-80gb", dict(dp=8), dict(micro_batch=1, global_batch=64,
+                                                    data_parallel_sharding_strategy="optim_grads",
+                                                    cuda_graph_scope=["attn", "mlp"])),
 ]
 
 
@@ -36,6 +40,8 @@ def cli_flags(parallelism, training):
     for key, value in {**parallelism, **training}.items():
         if value is True:
             flags.append("--distributed-optimizer" if key == "use_distributed_optimizer" else "--" + key)
+        elif isinstance(value, list):
+            flags += ["--" + key.replace("_", "-"), ",".join(value)]
         else:
             flags += ["--" + key.replace("_", "-"), str(value)]
     return flags
