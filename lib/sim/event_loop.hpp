@@ -359,7 +359,7 @@ class EventLoop {
     observer_.replayed(rank, s, slot.kind, r, now_us);
     for (uint32_t e = 0; e < kind.entries.size(); ++e) {
       if (!r.local[e]) continue;
-      replayed_ += !kind.entries[e].host;
+      ++replayed_;
       if (r.ends_queue_use[e] || r.waited_outside[e])
         push(now_us + r.finish_us[e], kind.entries[e].queue, Kind::kReplayedFinish, e);
     }

@@ -262,7 +262,6 @@ class StepRecorder {
       // By local queue, its instances as intervals, those that follow at once with the same
       // group merged: the sweep sees no change between them.
       for (uint32_t queue : replay.queues) {
-        if (queues_[queue].host) continue;  // the host runs no op
         const bool compute = queues_[queue].compute;
         std::optional<Coverage::Boundary> open;  // the current interval's start; its finish in `finish_us`
         double finish_us = 0;
