@@ -58,9 +58,7 @@ Enum require_enum(const json& j, const std::string& key, const std::string& path
   const std::string name = require_as<std::string>(j, key, path);
   const std::optional<Enum> value = parse_enum<Enum>(name);
   if (value && std::find(accepted.begin(), accepted.end(), *value) != accepted.end()) return *value;
-  std::vector<std::string> names;
-  for (Enum choice : accepted) names.push_back(to_string(choice));
-  throw DataError("graph: " + path + "/" + key + ": expected " + either_of(names) + ", got \"" + name + "\"");
+  throw DataError("graph: " + path + "/" + key + ": expected " + either_of(names_of(accepted)) + ", got \"" + name + "\"");
 }
 
 // A value that may be null: null <-> std::nullopt.

@@ -5,7 +5,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace syssim {
 
@@ -42,6 +44,15 @@ struct EnumNames<OpPass> {
 template <typename Enum, typename = decltype(EnumNames<Enum>::kNames)>
 const char* to_string(Enum value) {
   return EnumNames<Enum>::kNames[static_cast<size_t>(value)];
+}
+
+// The names of `values`, in their order; without values, every name of Enum.
+template <typename Enum>
+std::vector<std::string> names_of(const std::vector<Enum>& values = {}) {
+  if (values.empty()) return {EnumNames<Enum>::kNames.begin(), EnumNames<Enum>::kNames.end()};
+  std::vector<std::string> names;
+  for (Enum value : values) names.push_back(to_string(value));
+  return names;
 }
 
 // The value named `name`, or nullopt for another name.

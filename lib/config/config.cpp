@@ -10,6 +10,7 @@
 
 #include "common/error.hpp"
 #include "common/json_util.hpp"
+#include "common/text.hpp"
 #include "common/yaml_util.hpp"
 #include "config/huggingface.hpp"
 #include "config/presets.hpp"
@@ -948,10 +949,8 @@ nlohmann::json to_json(const TrainingConfig& t) {
             {"moe_imbalance", t.moe_imbalance},
             {"moe_shared_expert_overlap", t.moe_shared_expert_overlap},
             {"overlap_moe_expert_parallel_comm", t.overlap_moe_expert_parallel_comm}});
-  if (!t.cuda_graph_scope.empty()) {  // new in 1.8, written only when some scope is captured
-    nlohmann::json& scopes = j["cuda_graph_scope"] = nlohmann::json::array();
-    for (CudaGraphScope scope : t.cuda_graph_scope) scopes.push_back(to_string(scope));
-  }
+  // New in 1.8, written only when some scope is captured.
+  if (!t.cuda_graph_scope.empty()) j["cuda_graph_scope"] = names_of(t.cuda_graph_scope);
   // New in 1.6, written only for the strategies beyond the distributed optimizer.
   if (t.shards_gradients()) {
     j["data_parallel_sharding_strategy"] = to_string(t.data_parallel_sharding);
@@ -998,8 +997,8 @@ TrainingConfig training_from_json(const nlohmann::json& j, const std::string& pa
       const std::optional<CudaGraphScope> scope =
           scopes[i].is_string() ? parse_enum<CudaGraphScope>(scopes[i].get<std::string>()) : std::nullopt;
       if (!scope)
-        throw DataError(at + "/" + std::to_string(i) + ": expected full_iteration, attn, mlp, moe, moe_router or "
-                        "moe_preprocess, got " + scopes[i].dump());
+        throw DataError(at + "/" + std::to_string(i) + ": expected " + either_of(names_of<CudaGraphScope>()) +
+                        ", got " + scopes[i].dump());
       t.cuda_graph_scope.push_back(*scope);
     }
   }

@@ -182,11 +182,7 @@ std::string job_block(const Graph& g, const ShardSection& shard) {
                  " layer" + (t.recompute_num_layers.value_or(1) == 1 ? "" : "s") + ")";
   }
   fields.push_back({"recompute", recompute});
-  if (!t.cuda_graph_scope.empty()) {
-    std::vector<std::string> scopes;
-    for (CudaGraphScope scope : t.cuda_graph_scope) scopes.push_back(to_string(scope));
-    fields.push_back({"cuda_graphs", join(scopes)});
-  }
+  if (!t.cuda_graph_scope.empty()) fields.push_back({"cuda_graphs", join(names_of(t.cuda_graph_scope))});
   std::string data_parallel = std::string("sharding ") + to_string(t.data_parallel_sharding);
   if (t.shards_gradients()) data_parallel += std::string(" (") + to_string(t.fsdp_implementation) + ")";
   if (t.overlap_grad_reduce) data_parallel += ", gradient reduction overlapped";
@@ -266,11 +262,11 @@ std::string full_text(const Graph& g, const ShardSection& shard, const MemSectio
   std::vector<Field> fields = {{"step_time_ms", ms(sim.step_time_ms)},
                                {"forward_ms", ms(sim.forward_ms), true},
                                {"backward_ms", ms(sim.backward_ms), true},
-                               {"optimizer_ms", ms(sim.optimizer_ms), true},
-                               {"collective_total_ms", ms(sim.collective_total_ms)},
-                               {"collective_exposed", ms(sim.collective_exposed_ms)}};
+                               {"optimizer_ms", ms(sim.optimizer_ms), true}};
   // The host's issue time beside the step's: near it, the step is host-bound.
-  if (sim.host_busy_ms > 0) fields.insert(fields.begin() + 4, Field{"host_busy_ms", ms(sim.host_busy_ms), true});
+  if (sim.host_busy_ms > 0) fields.push_back({"host_busy_ms", ms(sim.host_busy_ms), true});
+  fields.push_back({"collective_total_ms", ms(sim.collective_total_ms)});
+  fields.push_back({"collective_exposed", ms(sim.collective_exposed_ms)});
   // Each communication group's collectives, total and how much of it the compute does not
   // hide. Context parallelism's is attention's K/V exchange; expert parallelism's, the token
   // dispatcher's exchanges (all-to-all, or the allgather dispatcher's gathers).

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "common/error.hpp"
+#include "common/text.hpp"
 #include "shard/passes.hpp"
 
 namespace syssim {
@@ -16,11 +17,11 @@ enum class LayerPart { attention, pre_mlp_norm, router, dispatch, mlp, residual,
 LayerPart part_of(const ShardOp& op) {
   const std::string& module = op.module.str();
   const std::string prefix = "decoder.layers.";
-  if (!op.layer || module.rfind(prefix, 0) != 0) return LayerPart::other;
+  if (!op.layer || !starts_with(module, prefix)) return LayerPart::other;
   const size_t dot = module.find('.', prefix.size());
   if (dot == std::string::npos) return LayerPart::residual;  // the layer's own ops: the residual adds
   const std::string part = module.substr(dot + 1);
-  auto starts = [&](const char* name) { return part.rfind(name, 0) == 0; };
+  auto starts = [&](const char* name) { return starts_with(part, name); };
   if (starts("input_layernorm") || starts("self_attention")) return LayerPart::attention;
   if (starts("pre_mlp_layernorm")) return LayerPart::pre_mlp_norm;
   if (starts("mlp.router")) return LayerPart::router;
@@ -50,18 +51,12 @@ std::optional<CudaGraphScope> scope_of(LayerPart part, bool moe_layer, bool disp
   return std::nullopt;
 }
 
-std::string scopes_text(const TrainingConfig& t) {
-  std::string text;
-  for (CudaGraphScope scope : t.cuda_graph_scope) text += (text.empty() ? "" : ",") + std::string(to_string(scope));
-  return text;
-}
-
 }  // namespace
 
 void check_cuda_graphs(const ModelConfig& model, const ShardOptions& options) {
   const TrainingConfig& t = options.training;
   if (t.cuda_graph_scope.empty()) return;
-  const std::string given = "cuda_graph_scope=" + scopes_text(t);
+  const std::string given = "cuda_graph_scope=" + join(names_of(t.cuda_graph_scope), ",");
   auto refuse = [&](const std::string& why) { throw UsageError(given + ": " + why); };
   if (t.captures(CudaGraphScope::full_iteration) && t.cuda_graph_scope.size() > 1)
     refuse("full_iteration (Megatron's local graph of the whole iteration) takes no other scope");

@@ -21,7 +21,7 @@ std::vector<char> local_queues(const Plan& plan) {
       if (entry.phases)
         for (const Phase& phase : *entry.phases)
           for (int64_t l : phase.links) links_of[entry.queue][l] = 1;
-  std::vector<char> local(plan.queues.size(), 1);
+  std::vector<char> local(plan.queues.size());
   for (size_t q = 0; q < plan.queues.size(); ++q) local[q] = !plan.queues[q].host;
   for (size_t a = 0; a < plan.queues.size(); ++a)
     for (size_t b = 0; b < plan.queues.size(); ++b)

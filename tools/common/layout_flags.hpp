@@ -106,7 +106,7 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
          "What runs in CUDA graphs, comma-separated, as Megatron-LM: full_iteration, or attn, mlp, moe, moe_router, "
          "moe_preprocess (Transformer Engine's per-layer graphs); default none")
       ->delimiter(',')
-      ->check(CLI::IsMember({"full_iteration", "attn", "mlp", "moe", "moe_router", "moe_preprocess"}));
+      ->check(CLI::IsMember(names_of<CudaGraphScope>()));
 }
 
 }  // namespace syssim::tool
