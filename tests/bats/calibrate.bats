@@ -107,6 +107,12 @@ small_data() {
   done
 }
 
+@test "the H200 bundle is reproduced byte for byte from the committed H200 data" {
+  syssim calibrate --data "$ROOT/tests/data/calibration/h200" --dtype bf16 --overhead-us 0 \
+    --hardware "$HARDWARE/h200-sxm.yaml" -o "$BATS_TEST_TMPDIR/h200-sxm" >/dev/null
+  diff -r "$ROOT/configs/calibration/h200-sxm" "$BATS_TEST_TMPDIR/h200-sxm"
+}
+
 @test "the MI300X bundle is reproduced byte for byte from the committed MI300X data" {
   syssim calibrate --data "$ROOT/tests/data/calibration/mi300x-xla" --dtype bf16 --overhead-us 0 \
     --hardware "$HARDWARE/mi300x.yaml" -o "$BATS_TEST_TMPDIR/mi300x" >/dev/null

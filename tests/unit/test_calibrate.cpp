@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -387,6 +388,39 @@ TEST(Calibrate, CachedBinaryModelsPredictAsTheBundle) {
   EXPECT_EQ(first, from_bundle);
   EXPECT_EQ(cached, from_bundle);
   EXPECT_EQ(damaged, from_bundle);
+}
+
+// The H200 bundle is fitted on forward-layout GEMMs (x @ w^T); the same shapes measured in the
+// dgrad (dy @ w) and wgrad (dy^T @ x) layouts, never fitted, test what it says of the
+// backward GEMMs (tests/data/calibration/h200/gemm_layouts.csv, timed on an H200).
+TEST(Calibrate, H200BundlePredictsTheUnfittedBackwardLayouts) {
+  const std::string root = std::string(SYSSIM_SOURCE_DIR);
+  const HardwareConfig hw = load_hardware_yaml(root + "/configs/hardware/h200-sxm.yaml");
+  const CalibratedModel model = CalibratedModel::load(root + "/configs/calibration/h200-sxm", hw);
+  std::ifstream in(root + "/tests/data/calibration/h200/gemm_layouts.csv");
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  ASSERT_EQ(line, "m,n,k,dtype,layout,us,tflops");
+  std::vector<Kernel> kernels;
+  std::vector<double> measured_us;
+  while (std::getline(in, line)) {
+    std::istringstream row(line);
+    std::string m, n, k, dtype, layout, us;
+    std::getline(row, m, ','), std::getline(row, n, ','), std::getline(row, k, ',');
+    std::getline(row, dtype, ','), std::getline(row, layout, ','), std::getline(row, us, ',');
+    if (layout == "NT") continue;
+    Kernel gemm = gemm_kernel(std::stod(m), std::stod(n), std::stod(k), dtype);
+    gemm.backward = true;
+    kernels.push_back(gemm);
+    measured_us.push_back(std::stod(us));
+  }
+  ASSERT_EQ(kernels.size(), 256u);  // 2 layouts x 2 token counts x 8 x 8 widths
+  const std::vector<double> predicted = model.predict_us(kernels);
+  std::vector<double> errors;
+  for (size_t i = 0; i < kernels.size(); ++i) errors.push_back(std::abs(predicted[i] / measured_us[i] - 1));
+  std::sort(errors.begin(), errors.end());
+  EXPECT_LT(errors[errors.size() / 2], 0.05);
+  EXPECT_LT(errors[errors.size() * 9 / 10], 0.12);
 }
 
 }  // namespace

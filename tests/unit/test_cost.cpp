@@ -117,7 +117,8 @@ TEST(Efficiency, EachFamilyTakesItsShareOfTheRoofline) {
 // Every preset that names a bundle loads it: the bundle exists and was fitted against the
 // preset's peaks.
 TEST(Efficiency, PresetBundlesFitTheirHardware) {
-  for (const char* name : {"h100-sxm-80gb", "gh200", "b200", "b300", "gb200-nvl72", "gb300-nvl72"}) {
+  for (const char* name :
+       {"h100-sxm-80gb", "gh200", "h200-sxm", "b200", "b300", "gb200-nvl72", "gb300-nvl72", "mi300x"}) {
     HardwareConfig hw = load_hardware_yaml(std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware/" + name + ".yaml");
     ASSERT_FALSE(hw.calibrated_model_dir.empty()) << name;
     EXPECT_NO_THROW(CostEstimator{hw}) << name;
