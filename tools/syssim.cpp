@@ -8,6 +8,7 @@
 #include "calibrate/calibrate.hpp"
 #include "common/error.hpp"
 #include "common/io.hpp"
+#include "common/text.hpp"
 #include "common/version.hpp"
 #include "config/presets.hpp"
 #include "default_job.hpp"
@@ -57,6 +58,11 @@ int main(int argc, char** argv) {
   std::string calibrate_hardware;
   calibrate->add_option("--data", calibrate_options.data_dir, "Folder of gemm.csv, attention.csv, rmsnorm.csv")
       ->required();
+  std::vector<std::string> family_data, family_overheads;
+  calibrate->add_option("--family-data", family_data,
+                        "FAMILY=DIR: read that family's files (gemm, attention, norm) from DIR instead (repeatable)");
+  calibrate->add_option("--family-overhead-us", family_overheads,
+                        "FAMILY=US: that family's measurement overhead, over --overhead-us (repeatable)");
   calibrate->add_option("--hardware", calibrate_hardware, "Hardware YAML whose peaks the residuals are taken against")
       ->required();
   calibrate->add_option("-o,--output", calibrate_options.output_dir, "Bundle folder, written whole or not at all")
@@ -109,6 +115,8 @@ int main(int argc, char** argv) {
     }
     if (calibrate->parsed()) {
       calibrate_options.hardware = syssim::load_hardware_yaml(calibrate_hardware);
+      calibrate_options.family_data_dirs = syssim::parse_assignments(family_data, "--family-data", "FAMILY=DIR");
+      calibrate_options.family_overhead_us = syssim::parse_family_overheads(family_overheads);
       syssim::write_output("-", syssim::render_calibration(syssim::calibrate(calibrate_options)));
       return;
     }

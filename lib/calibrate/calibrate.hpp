@@ -64,7 +64,9 @@ class CalibratedModel {
 };
 
 struct CalibrateOptions {
-  std::string data_dir;      // CSVs in the schemas of ../shared/calibration/README.md
+  std::string data_dir;      // CSVs in the schemas of docs/calibration.md
+  // Families whose files are read from another folder than data_dir: family -> folder.
+  std::map<std::string, std::string> family_data_dirs;
   HardwareConfig hardware;   // the peaks the residuals are taken against
   std::string output_dir;    // written whole or not at all; an existing bundle there is replaced
   std::string dtype = "bf16";  // the dtype the data was measured in: bf16 | fp16 | fp8 | fp4
@@ -73,7 +75,13 @@ struct CalibrateOptions {
   // Launch and synchronisation time in every measured row; estimated from the tiny kernels
   // when not given (wall-clock data), 0 for kernel times taken by a profiler.
   std::optional<double> measurement_overhead_us;
+  // That time for some families, over measurement_overhead_us: family -> us (a family read
+  // from other data, timed otherwise).
+  std::map<std::string, double> family_overhead_us;
 };
+
+// The --family-overhead-us assignments FAMILY=US as a map; UsageError for a bad one.
+std::map<std::string, double> parse_family_overheads(const std::vector<std::string>& assignments);
 
 struct FamilyFit {
   std::string family, dtype, source_file;

@@ -36,12 +36,13 @@ double positive(double value, const Kernel& kernel, const std::string& name) {
 struct FamilyDims {
   std::vector<std::string> shape;  // log2 and pow2 alignment of each
   std::vector<std::string> plain;  // the value as is (small counts and flags)
+  bool direction = false;          // a `backward` feature (0 or 1): the family's directions run different kernels
 };
 
 const std::map<std::string, FamilyDims>& family_dims() {
   static const std::map<std::string, FamilyDims> kDims = {
       {"gemm", {{"m", "n", "k"}, {}}},
-      {"attention", {{"b", "s_q", "s_kv"}, {"heads", "kv_heads", "head_dim", "causal"}}},
+      {"attention", {{"b", "s_q", "s_kv"}, {"heads", "kv_heads", "head_dim", "causal"}, true}},
       {"norm", {{"rows", "dim"}, {}}},
   };
   return kDims;
@@ -63,6 +64,7 @@ const std::vector<std::string>& feature_names(const std::string& family) {
       for (const std::string& d : dims.shape) list.push_back("log2_" + d);
       for (const std::string& d : dims.shape) list.push_back(d + "_pow2_alignment");
       for (const std::string& d : dims.plain) list.push_back(d);
+      if (dims.direction) list.push_back("backward");
       list.insert(list.end(), {"log2_flops", "log2_bytes", "log2_intensity", "dtype_bytes"});
     }
     return names;
@@ -76,6 +78,7 @@ void append_features(const Kernel& kernel, std::vector<float>& row) {
   for (const std::string& d : dims.shape) row.push_back(static_cast<float>(std::log2(positive(dim_of(kernel, d), kernel, d))));
   for (const std::string& d : dims.shape) row.push_back(static_cast<float>(pow2_alignment(dim_of(kernel, d))));
   for (const std::string& d : dims.plain) row.push_back(static_cast<float>(dim_of(kernel, d)));
+  if (dims.direction) row.push_back(kernel.backward ? 1.0f : 0.0f);
   double flops = positive(kernel.flops, kernel, "flops"), bytes = positive(kernel.bytes, kernel, "bytes");
   row.push_back(static_cast<float>(std::log2(flops)));
   row.push_back(static_cast<float>(std::log2(bytes)));

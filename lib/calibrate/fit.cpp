@@ -18,6 +18,7 @@
 #include "common/csv.hpp"
 #include "common/error.hpp"
 #include "common/io.hpp"
+#include "common/text.hpp"
 #include "common/units.hpp"
 
 namespace syssim {
@@ -39,7 +40,7 @@ constexpr double kOverheadPercentile = 0.05;
 struct Source {
   std::string family, file;
   std::vector<std::string> dims;  // the CSV's columns before t_measured_ms
-  std::function<Kernel(const std::vector<double>& dims, const std::string& dtype)> kernel;
+  std::function<Kernel(const std::vector<double>& dims, const std::string& dtype, bool backward)> kernel;
   std::vector<std::string> directions;  // of the kernels the fitted residual applies to
   nlohmann::json params;                // XGBoost's, besides the seed
   int rounds = 0;
@@ -49,6 +50,9 @@ struct Source {
   // A file of the same columns measured in FP8, fitted into the same model when present: the
   // dtype's width is a feature, so FP8 kernels are then predicted from FP8 measurements.
   std::string fp8_file;
+  // A file of the same columns holding the backward kernels' times, fitted into the same model
+  // when present (the direction is a feature): the bundle then covers the backward too.
+  std::string backward_file;
 };
 
 nlohmann::json xgboost_params(int max_depth, double eta, double min_child_weight) {
@@ -63,17 +67,18 @@ const std::vector<Source>& sources() {
   static const std::vector<Source> kSources = {
       // A GEMM's dgrad and wgrad are GEMMs too: the residual of a shape applies in both directions.
       {"gemm", "gemm.csv", {"M", "N", "K"},
-       [](const std::vector<double>& d, const std::string& dtype) { return gemm_kernel(d[0], d[1], d[2], dtype); },
-       {"backward", "forward"}, xgboost_params(8, 0.2, 5), 150, true, "gemm_fp8.csv"},
-      // Causal flash SDPA forward only: its backward runs other kernels.
+       [](const std::vector<double>& d, const std::string& dtype, bool) { return gemm_kernel(d[0], d[1], d[2], dtype); },
+       {"backward", "forward"}, xgboost_params(8, 0.2, 5), 150, true, "gemm_fp8.csv", ""},
+      // Causal flash attention; its backward runs other kernels, so it is covered only when
+      // measured (attention_backward.csv).
       {"attention", "attention.csv", {"bs", "seq", "nh", "nkv", "hd"},
-       [](const std::vector<double>& d, const std::string& dtype) {
-         return attention_kernel(d[0], d[1], d[2], d[3], d[4], true, dtype, false);
+       [](const std::vector<double>& d, const std::string& dtype, bool backward) {
+         return attention_kernel(d[0], d[1], d[2], d[3], d[4], true, dtype, backward);
        },
-       {"forward"}, xgboost_params(6, 0.2, 1), 150, false, ""},
+       {"forward"}, xgboost_params(6, 0.2, 1), 150, false, "", "attention_backward.csv"},
       {"norm", "rmsnorm.csv", {"seq", "dim"},
-       [](const std::vector<double>& d, const std::string& dtype) { return norm_kernel(d[0], d[1], dtype, false); },
-       {"forward"}, xgboost_params(6, 0.2, 1), 100, false, ""},
+       [](const std::vector<double>& d, const std::string& dtype, bool) { return norm_kernel(d[0], d[1], dtype, false); },
+       {"forward"}, xgboost_params(6, 0.2, 1), 100, false, "", ""},
   };
   return kSources;
 }
@@ -88,7 +93,8 @@ struct Table {
   std::vector<Sample> samples;
   int64_t rows = 0;     // data rows of the file(s), skipped ones included
   int64_t skipped = 0;
-  bool fp8 = false;     // with the source's FP8 file
+  bool fp8 = false;       // with the source's FP8 file
+  bool backward = false;  // with the source's backward file
 };
 
 // SplitMix64 (Steele, Lea, Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014;
@@ -125,12 +131,6 @@ double measurement_overhead_us(const std::vector<double>& roofline_us, const std
 
 namespace {
 
-std::string join(const std::vector<std::string>& items) {
-  std::string text;
-  for (const std::string& item : items) text += (text.empty() ? "" : ",") + item;
-  return text;
-}
-
 // A positive finite number, or t_measured_ms's -1; DataError naming file:line and the column otherwise.
 double parse_cell(const std::string& cell, const std::string& where, const std::string& column, bool may_skip) {
   char* end = nullptr;
@@ -144,15 +144,15 @@ double parse_cell(const std::string& cell, const std::string& where, const std::
 
 // Rows are numbered from `first_row` for the held-out split, so that two files of a family
 // do not share one.
-Table read_table(const Source& source, const std::string& path, const std::string& dtype, int64_t first_row,
-                 const CalibrateOptions& options) {
+Table read_table(const Source& source, const std::string& path, const std::string& dtype, bool backward,
+                 int64_t first_row, const CalibrateOptions& options) {
   std::vector<std::string> columns = source.dims;
   columns.push_back("t_measured_ms");
   const std::string text = read_input(path);
-  if (text.empty()) throw DataError(path + ": empty file, expected the header " + join(columns));
+  if (text.empty()) throw DataError(path + ": empty file, expected the header " + join(columns, ","));
   CsvTable csv = parse_csv(text, path);
   if (csv.header != columns)
-    throw DataError(path + ":1: expected the header " + join(columns) + ", got \"" + join(csv.header) + "\"");
+    throw DataError(path + ":1: expected the header " + join(columns, ",") + ", got \"" + join(csv.header, ",") + "\"");
   Table table;
   table.rows = static_cast<int64_t>(csv.records.size());
   for (size_t row = 0; row < csv.records.size(); ++row) {
@@ -165,7 +165,7 @@ Table read_table(const Source& source, const std::string& path, const std::strin
       ++table.skipped;
       continue;
     }
-    Sample sample{source.kernel(dims, dtype), 0, measured_ms * kUsPerMs,
+    Sample sample{source.kernel(dims, dtype, backward), 0, measured_ms * kUsPerMs,
                   held_out(options.seed, first_row + static_cast<int64_t>(row), options.holdout_share)};
     sample.roofline_us = roofline_us(sample.kernel, options.hardware);
     table.samples.push_back(std::move(sample));
@@ -173,23 +173,33 @@ Table read_table(const Source& source, const std::string& path, const std::strin
   return table;
 }
 
-// A family's measurements: its file in the measured dtype, then its FP8 file if there is one.
-Table read_family(const Source& source, const std::string& path, const CalibrateOptions& options) {
-  Table table = read_table(source, path, options.dtype, 0, options);
-  if (source.fp8_file.empty()) return table;
-  const std::string fp8_path = options.data_dir + "/" + source.fp8_file;
-  if (!fs::exists(fp8_path)) return table;
-  if (!options.hardware.peak_tflops_mm_fp8)
-    throw DataError(fp8_path + ": FP8 measurements, but hardware " + options.hardware.name +
-                    " has no peak_tflops_mm_fp8 to take them against");
-  if (options.dtype != "bf16" && options.dtype != "fp16")
-    throw DataError(fp8_path + ": FP8 measurements beside " + source.file + " need that file in bf16 or fp16, not " +
-                    options.dtype);
-  Table fp8 = read_table(source, fp8_path, "fp8", table.rows, options);
-  for (Sample& s : fp8.samples) table.samples.push_back(std::move(s));
-  table.rows += fp8.rows;
-  table.skipped += fp8.skipped;
-  table.fp8 = true;
+// Appends a companion file's rows to a family's, numbered after them.
+void append_table(Table& table, Table more) {
+  for (Sample& s : more.samples) table.samples.push_back(std::move(s));
+  table.rows += more.rows;
+  table.skipped += more.skipped;
+}
+
+// A family's measurements, all from its folder: its file in the measured dtype, then its FP8
+// file and its backward file where there are.
+Table read_family(const Source& source, const std::string& folder, const CalibrateOptions& options) {
+  Table table = read_table(source, folder + "/" + source.file, options.dtype, false, 0, options);
+  const std::string fp8_path = folder + "/" + source.fp8_file;
+  if (!source.fp8_file.empty() && fs::exists(fp8_path)) {
+    if (!options.hardware.peak_tflops_mm_fp8)
+      throw DataError(fp8_path + ": FP8 measurements, but hardware " + options.hardware.name +
+                      " has no peak_tflops_mm_fp8 to take them against");
+    if (options.dtype != "bf16" && options.dtype != "fp16")
+      throw DataError(fp8_path + ": FP8 measurements beside " + source.file + " need that file in bf16 or fp16, not " +
+                      options.dtype);
+    append_table(table, read_table(source, fp8_path, "fp8", false, table.rows, options));
+    table.fp8 = true;
+  }
+  const std::string backward_path = folder + "/" + source.backward_file;
+  if (!source.backward_file.empty() && fs::exists(backward_path)) {
+    append_table(table, read_table(source, backward_path, options.dtype, true, table.rows, options));
+    table.backward = true;
+  }
   return table;
 }
 
@@ -233,13 +243,15 @@ nlohmann::json family_manifest(const Source& source, const Table& table, const F
     dtypes.push_back("fp8");
     transferred["fp8"] = options.dtype;
   }
+  std::vector<std::string> directions = source.directions;
+  if (table.backward) directions = {"backward", "forward"};
   nlohmann::json manifest = {{"model_file", source.family + ".ubj"},
           {"source_file", source.file},
           {"features", feature_names(source.family)},
           {"dtype_measured", options.dtype},
           {"dtypes_covered", dtypes},
           {"dtypes_transferred", transferred},
-          {"directions", source.directions},
+          {"directions", directions},
           {"rows_fitted", fit.rows_fitted},
           {"rows_held_out", fit.rows_held_out},
           {"rows_skipped", fit.rows_skipped},
@@ -249,11 +261,12 @@ nlohmann::json family_manifest(const Source& source, const Table& table, const F
           {"xgboost_params", params},
           {"boosting_rounds", source.rounds}};
   if (table.fp8) manifest["fp8_source_file"] = source.fp8_file;
+  if (table.backward) manifest["backward_source_file"] = source.backward_file;
   return manifest;
 }
 
-FittedFamily fit_family(const Source& source, const Table& table, const CalibrateOptions& options) {
-  const std::string path = options.data_dir + "/" + source.file;
+FittedFamily fit_family(const Source& source, const std::string& path, const Table& table,
+                        const CalibrateOptions& options) {
   std::vector<const Sample*> fitted, held;
   for (const Sample& s : table.samples) (s.held_out ? held : fitted).push_back(&s);
   if (fitted.empty() || held.empty())
@@ -266,7 +279,11 @@ FittedFamily fit_family(const Source& source, const Table& table, const Calibrat
     rooflines.push_back(s->roofline_us);
     measured.push_back(s->measured_us);
   }
-  double overhead_us = options.measurement_overhead_us.value_or(measurement_overhead_us(rooflines, measured));
+  auto family_overhead = options.family_overhead_us.find(source.family);
+  std::optional<double> given_overhead_us = family_overhead == options.family_overhead_us.end()
+                                                ? options.measurement_overhead_us
+                                                : family_overhead->second;
+  double overhead_us = given_overhead_us.value_or(measurement_overhead_us(rooflines, measured));
 
   // Target: log of the kernel's time over its roofline, the overhead taken off and the kernel
   // never faster than its roofline.
@@ -370,19 +387,42 @@ std::vector<FamilyFit> calibrate(const CalibrateOptions& options) {
   std::map<std::string, std::string> files;
   std::vector<FamilyFit> fits;
   std::vector<std::string> known;
+  auto require_family = [](const std::string& family, const std::string& flag) {
+    if (std::none_of(sources().begin(), sources().end(), [&](const Source& s) { return s.family == family; }))
+      throw UsageError(flag + " family \"" + family + "\": expected gemm, attention or norm");
+  };
+  for (const auto& [family, folder] : options.family_data_dirs) {
+    require_family(family, "--family-data");
+    if (!fs::is_directory(folder)) throw DataError(folder + ": no such folder");
+  }
+  for (const auto& [family, overhead] : options.family_overhead_us) require_family(family, "--family-overhead-us");
   for (const Source& source : sources()) {
     known.push_back(source.file);
-    const std::string path = options.data_dir + "/" + source.file;
+    auto folder_for = options.family_data_dirs.find(source.family);
+    const std::string folder = folder_for == options.family_data_dirs.end() ? options.data_dir : folder_for->second;
+    const std::string path = folder + "/" + source.file;
     if (!fs::exists(path)) continue;
-    FittedFamily family = fit_family(source, read_family(source, path, options), options);
+    FittedFamily family = fit_family(source, path, read_family(source, folder, options), options);
     files[source.family + ".ubj"] = std::move(family.model_bytes);
     manifest["families"][source.family] = std::move(family.manifest);
     fits.push_back(family.fit);
   }
-  if (fits.empty()) throw DataError(options.data_dir + ": none of the calibration files " + join(known));
+  if (fits.empty()) throw DataError(options.data_dir + ": none of the calibration files " + join(known, ","));
   files[kManifestFile] = manifest.dump(2) + "\n";
   write_bundle(options.output_dir, files);
   return fits;
+}
+
+std::map<std::string, double> parse_family_overheads(const std::vector<std::string>& assignments) {
+  std::map<std::string, double> overheads;
+  for (const auto& [family, text] : parse_assignments(assignments, "--family-overhead-us", "FAMILY=US")) {
+    char* end = nullptr;
+    double us = std::strtod(text.c_str(), &end);
+    if (end != text.c_str() + text.size() || !std::isfinite(us) || us < 0)
+      throw UsageError("--family-overhead-us=" + family + "=" + text + ": expected a number of us >= 0");
+    overheads[family] = us;
+  }
+  return overheads;
 }
 
 std::string render_calibration(const std::vector<FamilyFit>& fits) {

@@ -1,7 +1,10 @@
 // Text shared by messages and reports.
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
+
+#include "common/error.hpp"
 
 namespace syssim {
 
@@ -20,5 +23,19 @@ inline std::string either_of(const std::vector<std::string>& items) {
 }
 
 inline bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
+
+// The KEY=VALUE assignments of a repeatable flag as a map, a later KEY winning; UsageError
+// naming the flag and the expected `form` for one without a key or a value.
+inline std::map<std::string, std::string> parse_assignments(const std::vector<std::string>& assignments,
+                                                            const std::string& flag, const std::string& form) {
+  std::map<std::string, std::string> map;
+  for (const std::string& assignment : assignments) {
+    size_t equals = assignment.find('=');
+    if (equals == std::string::npos || equals == 0 || equals + 1 == assignment.size())
+      throw UsageError(flag + "=" + assignment + ": expected " + form);
+    map[assignment.substr(0, equals)] = assignment.substr(equals + 1);
+  }
+  return map;
+}
 
 }  // namespace syssim

@@ -603,14 +603,7 @@ RowPlan plan_row(const MeasuredRow& row, const std::string& hardware_dir,
 }
 
 std::map<std::string, std::string> parse_hardware_map(const std::vector<std::string>& assignments) {
-  std::map<std::string, std::string> map;
-  for (const std::string& assignment : assignments) {
-    size_t equals = assignment.find('=');
-    if (equals == std::string::npos || equals == 0 || equals + 1 == assignment.size())
-      throw UsageError("--hardware-map=" + assignment + ": expected GPU=PRESET_OR_YAML");
-    map[assignment.substr(0, equals)] = assignment.substr(equals + 1);
-  }
-  return map;
+  return parse_assignments(assignments, "--hardware-map", "GPU=PRESET_OR_YAML");
 }
 
 std::vector<ErrorStats> step_error_stats(const std::vector<RowResult>& rows) {

@@ -79,6 +79,20 @@ small_data() {
   assert_output "syssim: error: $BATS_TEST_TMPDIR/bad: none of the calibration files gemm.csv,attention.csv,rmsnorm.csv"
 }
 
+@test "calibrate refuses a bad family data or overhead assignment" {
+  run syssim calibrate --data "$(small_data)" --hardware "$H100" -o "$BATS_TEST_TMPDIR/out" --family-data attention
+  assert_failure 2
+  assert_output "syssim: error: --family-data=attention: expected FAMILY=DIR"
+  run syssim calibrate --data "$(small_data)" --hardware "$H100" -o "$BATS_TEST_TMPDIR/out" --family-data softmax=/tmp
+  assert_failure 2
+  assert_output 'syssim: error: --family-data family "softmax": expected gemm, attention or norm'
+  run syssim calibrate --data "$(small_data)" --hardware "$H100" -o "$BATS_TEST_TMPDIR/out" \
+    --family-overhead-us attention=x
+  assert_failure 2
+  assert_output "syssim: error: --family-overhead-us=attention=x: expected a number of us >= 0"
+  [ ! -e "$BATS_TEST_TMPDIR/out" ]
+}
+
 @test "calibrate refuses a bad dtype and holdout, and will not replace a folder that is not a bundle" {
   run syssim calibrate --data "$(small_data)" --hardware "$H100" -o "$BATS_TEST_TMPDIR/out" --dtype int8
   assert_failure 2
@@ -91,9 +105,10 @@ small_data() {
 }
 
 # About 15 s on two cores per bundle.
-@test "the shipped bundles are reproduced byte for byte from the committed GH200 data" {
+@test "the shipped bundles are reproduced byte for byte from the committed GH200 data and H200 attention" {
   for hardware in h100-sxm-80gb gh200; do
-    syssim calibrate --data "$GH200_DATA" --dtype fp16 --hardware "$HARDWARE/$hardware.yaml" \
+    syssim calibrate --data "$GH200_DATA" --family-data attention="$ROOT/tests/data/calibration/h200" \
+      --family-overhead-us attention=0 --dtype fp16 --hardware "$HARDWARE/$hardware.yaml" \
       -o "$BATS_TEST_TMPDIR/$hardware" >/dev/null
     diff -r "$ROOT/configs/calibration/$hardware" "$BATS_TEST_TMPDIR/$hardware"
   done

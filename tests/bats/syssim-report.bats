@@ -103,7 +103,7 @@ text_from_json() {
 @test "syssim-report --version prints the graph format version" {
   run syssim-report --version
   assert_success
-  assert_output --regexp "^syssim-report [0-9.]+ \(graph format 1\.8\)$"
+  assert_output --regexp "^syssim-report [0-9.]+ \(graph format 1\.9\)$"
 }
 
 @test "an unknown flag is bad usage (exit 2, one line)" {
@@ -152,7 +152,7 @@ text_from_json() {
   run syssim-report -i "$graph"
   assert_success
   # The job first (docs/syssim-report.md, "The job"): the flags of TP2 in words, and the
-  # H100 preset's bundle for the GEMMs (its calibrated_families).
+  # H100 preset's bundle for the GEMMs and attention (its calibrated_families).
   assert_equal "$(sed -n '1,/^)$/p' <<< "$output")" "Job(
   model         = llama3-8b, 8.030 B parameters
   hardware      = h100-sxm-80gb, 8 GPUs, 8 per node
@@ -160,7 +160,7 @@ text_from_json() {
   precision     = bf16
   recompute     = none
   data_parallel = sharding optim
-  estimator     = calibrated gemm from ../calibration/h100-sxm-80gb, the rest the roofline over the hardware's efficiencies
+  estimator     = calibrated gemm, attention from ../calibration/h100-sxm-80gb, the rest the roofline over the hardware's efficiencies
 )"
   assert_equal "$(sed '1,/^)$/d' <<< "$output")" "$(text_from_json "$(syssim-report -i "$graph" --format json)" "$graph")"
   assert_line --index 9 "SimulationReport("

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "calibrate/calibrate.hpp"
 #include "calibrate/detail.hpp"
 #include "common/error.hpp"
@@ -126,6 +128,15 @@ TEST(Calibrate, FeaturesHoldLogsAlignmentsAndIntensity) {
                   128);
   EXPECT_FLOAT_EQ(row[std::find(norm_names.begin(), norm_names.end(), "dim_pow2_alignment") - norm_names.begin()],
                   256);
+  // Attention's directions run different kernels: the direction is a feature of its own.
+  const std::vector<std::string>& attention_names = feature_names("attention");
+  const size_t backward = std::find(attention_names.begin(), attention_names.end(), "backward") - attention_names.begin();
+  ASSERT_LT(backward, attention_names.size());
+  for (bool direction : {false, true}) {
+    row.clear();
+    append_features(attention_kernel(1, 4096, 32, 8, 128, true, "bf16", direction), row);
+    EXPECT_FLOAT_EQ(row[backward], direction ? 1 : 0);
+  }
   EXPECT_THROW(feature_names("softmax"), DataError);
 }
 
@@ -228,6 +239,58 @@ TEST(Calibrate, FitRecoversAKnownMultipleOfTheRoofline) {
   std::vector<double> predicted = model.predict_us(kernels);
   for (size_t i = 0; i < kernels.size(); ++i)
     EXPECT_NEAR(predicted[i] / roofline_us(kernels[i], hw), 2.0, 0.06) << kernels[i].family;
+}
+
+// Attention read from another folder, with its backward file and its own overhead (none):
+// forward kernels measured at 2 x roofline, backward at 3 x; the GEMMs and norms keep the
+// synthetic data's 20 us.
+TEST(Calibrate, AFamilyFromAnotherFolderFitsItsBackwardFileWithItsOwnOverhead) {
+  HardwareConfig hw = test_gpu();
+  std::string attention_dir = scratch("attention-only"), out = scratch("attention-only-out") + "/bundle";
+  std::ostringstream forward, backward;
+  forward << "bs,seq,nh,nkv,hd,t_measured_ms\n";
+  backward << "bs,seq,nh,nkv,hd,t_measured_ms\n";
+  for (double s : {512, 1024, 2048, 4096, 8192, 16384})
+    for (double h : {8, 16, 32, 64})
+      for (double g : {1, 8}) {
+        forward << "1," << s << "," << h << "," << g << ",128,"
+                << 2 * roofline_us(attention_kernel(1, s, h, g, 128, true, "bf16", false), hw) / 1000 << "\n";
+        backward << "1," << s << "," << h << "," << g << ",128,"
+                 << 3 * roofline_us(attention_kernel(1, s, h, g, 128, true, "bf16", true), hw) / 1000 << "\n";
+      }
+  write_file(attention_dir + "/attention.csv", forward.str());
+  write_file(attention_dir + "/attention_backward.csv", backward.str());
+  CalibrateOptions options = options_for(synthetic_data("with-attention-elsewhere"), out);
+  options.family_data_dirs = {{"attention", attention_dir}};
+  options.family_overhead_us = {{"attention", 0.0}};
+  std::vector<FamilyFit> fits = calibrate(options);
+  ASSERT_EQ(fits.size(), 3u);
+  EXPECT_EQ(fits[1].family, "attention");
+  EXPECT_EQ(fits[1].rows_fitted + fits[1].rows_held_out, 2 * 48);
+  EXPECT_EQ(fits[1].measurement_overhead_us, 0);
+  EXPECT_NEAR(fits[0].measurement_overhead_us, kSyntheticOverheadUs, 1.0);
+
+  CalibratedModel model = CalibratedModel::load(out, hw);
+  Kernel attention_forward = attention_kernel(1, 4096, 32, 8, 128, true, "bf16", false);
+  Kernel attention_backward = attention_kernel(1, 4096, 32, 8, 128, true, "bf16", true);
+  EXPECT_TRUE(model.covers(attention_backward));
+  std::vector<double> predicted = model.predict_us({attention_forward, attention_backward});
+  EXPECT_NEAR(predicted[0] / roofline_us(attention_forward, hw), 2.0, 0.06);
+  EXPECT_NEAR(predicted[1] / roofline_us(attention_backward, hw), 3.0, 0.09);
+  nlohmann::json manifest = nlohmann::json::parse(read_input(out + "/manifest.json"));
+  EXPECT_EQ(manifest["families"]["attention"]["directions"], nlohmann::json({"backward", "forward"}));
+  EXPECT_EQ(manifest["families"]["attention"]["backward_source_file"], "attention_backward.csv");
+
+  options.family_data_dirs = {{"softmax", attention_dir}};
+  EXPECT_EQ(error_of([&] { calibrate(options); }),
+            "--family-data family \"softmax\": expected gemm, attention or norm");
+  options.family_data_dirs = {{"attention", attention_dir + "/nope"}};
+  EXPECT_EQ(error_of([&] { calibrate(options); }), attention_dir + "/nope: no such folder");
+  EXPECT_EQ(parse_family_overheads({"attention=0", "gemm=24.5"}),
+            (std::map<std::string, double>{{"attention", 0.0}, {"gemm", 24.5}}));
+  EXPECT_EQ(error_of([] { parse_family_overheads({"attention=-1"}); }),
+            "--family-overhead-us=attention=-1: expected a number of us >= 0");
+  EXPECT_EQ(error_of([] { parse_family_overheads({"attention"}); }), "--family-overhead-us=attention: expected FAMILY=US");
 }
 
 TEST(Calibrate, BundleCoversTheMeasuredFamiliesDtypesAndDirections) {
