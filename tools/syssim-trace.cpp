@@ -14,13 +14,14 @@ int main(int argc, char** argv) {
                        "Model YAML or preset, or a Hugging Face id or config.json with --seq-length")
             ->required();
         app.add_option("--seq-length", seq_length,
-                       "A Hugging Face model's training sequence length, which its config.json does not hold "
-                       "(a model YAML's is its seq_length; syssim-shard --seq-length overrides either)")
+                       "The training sequence length: needed by a Hugging Face model, whose config.json does not "
+                       "hold one; replaces a model YAML's seq_length (syssim-shard --seq-length overrides either)")
             ->check(syssim::tool::kPositive);
       },
       [&](const syssim::tool::Tool& tool) {
         syssim::Graph graph;
         graph.model = syssim::load_model(model_path, seq_length);
+        if (seq_length) graph.model->seq_length = *seq_length;  // a model YAML's own
         graph.trace = syssim::trace_model(*graph.model);
         graph.provenance.push_back({tool.name, syssim::kSyssimVersion, tool.args});
         return syssim::write_graph(graph);

@@ -36,6 +36,7 @@ struct ModelConfig {
   bool add_qkv_bias = false;
   bool qk_layernorm = false;
   std::string attention_backend = "flash";  // flash | unfused
+  bool masked_softmax_fusion = true;  // unfused: Megatron's fused softmax kernel where its shapes allow it
   double hidden_dropout = 0.0;     // after attention and after the MLP (Megatron's hidden_dropout)
   double attention_dropout = 0.0;  // on the attention probabilities (Megatron's attention_dropout)
 
@@ -72,6 +73,11 @@ struct ModelConfig {
     return window_size > 0 && sliding_window_pattern.at(layer) == 1;
   }
 };
+
+// Whether the unfused attention runs Megatron's fused scale-mask-softmax kernel at this
+// sequence length (FusedScaleMaskSoftmax.is_kernel_available: 16 < s <= 4096, s % 4 == 0)
+// rather than PyTorch's fp32 softmax; false with flash attention (docs/syssim-trace.md).
+bool runs_fused_softmax_kernel(const ModelConfig& model, int64_t seq_length);
 
 // One tier of the cluster network, innermost first (docs/network.md): level 0 is the NVLink domain
 // of a node, the levels above it the scale-out network (rail/leaf switches, spines, ...).

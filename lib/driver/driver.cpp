@@ -43,7 +43,7 @@ Graph simulate(const ModelConfig& model, const TraceSection& trace, const CostEs
 
 Graph simulate(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options,
                const SimOptions& sim_options) {
-  return simulate(model, trace_of(model), CostEstimator(hardware), options, sim_options);
+  return simulate(model, trace_of(model, options.training.seq_length), CostEstimator(hardware), options, sim_options);
 }
 
 void resimulate_with_global_batch(Graph& graph, int64_t global_batch, const SimOptions& sim_options) {
@@ -63,7 +63,7 @@ Graph estimate_memory(const ModelConfig& model, const TraceSection& trace, const
 }
 
 Graph estimate_memory(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options) {
-  return estimate_memory(model, trace_of(model), CostEstimator(hardware), options);
+  return estimate_memory(model, trace_of(model, options.training.seq_length), CostEstimator(hardware), options);
 }
 
 ShardOptions shard_options_from_json(const nlohmann::json& parallelism, const nlohmann::json& training) {

@@ -26,10 +26,12 @@ struct RunRequest {
   ReportOptions report_options;  // MFU convention, training time
 };
 
-// The trace of a model, traced once per process and architecture and kept for the process's
-// lifetime (and on disk: docs/performance.md). It depends on the architecture only, so
-// callers that run many jobs of one model (sweeps, validation) pass it to the functions below.
-const TraceSection& trace_of(const ModelConfig& model);
+// The trace of a model at a sequence length (the model's by default), traced once per process
+// and architecture and kept for the process's lifetime (and on disk: docs/performance.md). It
+// depends on the architecture only, and on the sequence length only where the unfused
+// attention's softmax changes kernels (runs_fused_softmax_kernel), so callers that run many
+// jobs of one model (sweeps, validation) pass it to the functions below.
+const TraceSection& trace_of(const ModelConfig& model, std::optional<int64_t> seq_length = std::nullopt);
 
 // The trace of a model made afresh by the trace stage, bypassing both caches.
 TraceSection trace_afresh(const ModelConfig& model);

@@ -59,10 +59,14 @@ TraceSection trace_afresh(const ModelConfig& model) {
   return trace_from_json(nlohmann::json::parse(text.get()), "/trace");
 }
 
-const TraceSection& trace_of(const ModelConfig& model) {
-  // The trace leaves the batch and sequence axes free: one trace serves every seq_length.
+const TraceSection& trace_of(const ModelConfig& given, std::optional<int64_t> seq_length) {
+  ModelConfig model = given;
+  model.seq_length = seq_length.value_or(given.seq_length);
+  // The trace leaves the batch and sequence axes free: one trace serves every seq_length with
+  // the same softmax kernels.
   nlohmann::json architecture = to_json(model);
   architecture.erase("seq_length");
+  architecture["fused_softmax_kernel"] = runs_fused_softmax_kernel(model, model.seq_length);
   const std::string key = std::string("syssim ") + kSyssimVersion + " graph format " + kGraphFormatVersion +
                           " trace of " + architecture.dump();
   static std::mutex mutex;

@@ -61,6 +61,19 @@ void check_layout(const ModelConfig& model, const ShardOptions& options, int64_t
     throw UsageError("cp=" + str(p.cp) + " with multi-head latent attention is not simulated");
 }
 
+// The unfused attention's softmax is traced as the kernels Megatron runs at the traced sequence
+// length (runs_fused_softmax_kernel); a job at a length that runs the others needs its own trace.
+void check_softmax_kernels(const ModelConfig& model, const TraceSection& trace, int64_t seq) {
+  if (model.attention_backend != "unfused") return;
+  const bool traced_fused = std::any_of(trace.ops.begin(), trace.ops.end(),
+                                        [](const TraceOp& op) { return op.name == "syssim::scale_mask_softmax"; });
+  if (traced_fused == runs_fused_softmax_kernel(model, seq)) return;
+  throw DataError("seq_length=" + str(seq) + " runs the unfused attention's softmax " +
+                  (traced_fused ? "in PyTorch but the trace holds the fused kernel"
+                                : "as Megatron's fused kernel but the trace holds PyTorch's") +
+                  ": trace the model at this length (syssim-trace --seq-length " + str(seq) + ")");
+}
+
 AxisValues rank_axes(const ModelConfig& model, const TraceSection& trace, const ShardOptions& options, int64_t seq) {
   int64_t tp = options.parallelism.tp;
   AxisValues axes = trace.axes;
@@ -248,6 +261,7 @@ ShardSection shard_trace(const ModelConfig& model, const TraceSection& trace, co
   normalize_sharding(options.training);
   int64_t seq = options.training.seq_length.value_or(model.seq_length);
   check_layout(model, options, seq);
+  check_softmax_kernels(model, trace, seq);
 
   ShardContext context{model, trace, options, seq, rank_axes(model, trace, options, seq), {}, {}, {}, {}};
   context.sequence_axes = context.full_axes;

@@ -24,7 +24,8 @@ class PointEvaluator {
   void operator()(const ShardOptions& options, SweepRow& row, std::optional<Graph>* built = nullptr);
   const ModelConfig& model() const { return model_; }
   const HardwareConfig& hardware() const { return hardware_; }
-  const TraceSection& trace();
+  // The trace at a job's sequence length, the model's when not given (trace_of).
+  const TraceSection& trace(std::optional<int64_t> seq_length = std::nullopt);
   const CostEstimator& estimator();
   ShardReuse& reuse();  // of trace()
 

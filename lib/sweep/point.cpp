@@ -261,9 +261,13 @@ void mark_invalid(SweepRow& row, const std::string& reason) {
 PointEvaluator::PointEvaluator(const ModelConfig& model, const HardwareConfig& hardware, bool use_cache)
     : model_(model), hardware_(hardware), use_cache_(use_cache) {}
 
-const TraceSection& PointEvaluator::trace() {
+const TraceSection& PointEvaluator::trace(std::optional<int64_t> seq_length) {
   std::lock_guard<std::mutex> lock(loading_);
   if (!trace_) trace_ = &trace_of(model_);
+  // Only where the unfused softmax changes kernels does another sequence length trace otherwise.
+  if (seq_length &&
+      runs_fused_softmax_kernel(model_, *seq_length) != runs_fused_softmax_kernel(model_, model_.seq_length))
+    return trace_of(model_, seq_length);
   return *trace_;
 }
 
@@ -296,7 +300,7 @@ void PointEvaluator::operator()(const ShardOptions& options, SweepRow& row, std:
     if (graph)
       resimulate_with_global_batch(*graph, options.training.global_batch);
     else
-      graph = simulate(model_, trace(), estimator(), options, SimOptions{}, &reuse());
+      graph = simulate(model_, trace(options.training.seq_length), estimator(), options, SimOptions{}, &reuse());
     row.step_time_ms = graph->sim->step_time_ms;
     row.mfu = throughput(*graph).mfu;
     row.peak_memory_gb = graph->mem->peak_memory_gb;

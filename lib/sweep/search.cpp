@@ -150,7 +150,8 @@ nlohmann::json memory_estimate(PointEvaluator& evaluate, const ShardOptions& lay
     }
   nlohmann::json estimated = {{"status", "invalid"}};
   try {
-    Graph graph = estimate_memory(evaluate.model(), evaluate.trace(), evaluate.estimator(), layout);
+    Graph graph = estimate_memory(evaluate.model(), evaluate.trace(layout.training.seq_length), evaluate.estimator(),
+                                  layout);
     estimated = {{"status", graph.mem->oom ? "oom" : "fits"},
                  {"peak_memory_gb", graph.mem->peak_memory_gb},
                  {"step_bound_ms", step_time_lower_bound_ms(*graph.shard, *graph.cost)}};
@@ -441,7 +442,7 @@ SearchResult search_layouts(const ModelConfig& model, const HardwareConfig& hard
       family_of[i] = it->second;
     }
     ModelConfig short_model = short_model_of(model);
-    const TraceSection& short_trace = trace_of(short_model);
+    const TraceSection& short_trace = trace_of(short_model, base.training.seq_length);
     std::vector<nlohmann::json> family_compute(family_layout.size());
     for_each_point(family_layout.size(), settings, [&](size_t f) {
       family_compute[f] = layer_compute(evaluate, short_model, short_trace, layouts[family_layout[f]], settings.use_cache);

@@ -246,10 +246,25 @@ class TrainingStep {
     Tensor keys = batched(repeat_groups(k));
     Tensor values = batched(repeat_groups(v));
     Tensor scores = at::bmm(batched(q), keys.transpose(1, 2)).view({n_.b, heads, n_.s, n_.s});
-    Tensor probs = call("syssim::scale_mask_softmax", {scores, 1.0 / std::sqrt(static_cast<double>(n_.d))})[0];
+    Tensor probs = runs_fused_softmax_kernel(model_, model_.seq_length)
+                       ? call("syssim::scale_mask_softmax", {scores, 1.0 / std::sqrt(static_cast<double>(n_.d))})[0]
+                       : torch_softmax(scores);
     probs = dropout(module, probs, model_.attention_dropout);  // the flash kernel regenerates its mask instead
     Tensor context = at::bmm(probs.view({n_.b * heads, n_.s, n_.s}), values);
     return context.view({n_.b, heads, n_.s, n_.d}).permute({2, 0, 1, 3}).contiguous().view({n_.s, n_.b, heads * n_.d});
+  }
+
+  // Megatron's FusedScaleMaskSoftmax.forward_torch_softmax, run where its fused kernel does not
+  // apply: the scores cast to fp32 (attention_softmax_in_fp32), the causal mask filled in place
+  // (attention_mask_func), the softmax and the cast back, each its own kernel. No multiply: the
+  // 1/sqrt(d) scale is the scores GEMM's alpha there, and the softmax's own scale is unset
+  // without apply_query_key_layer_scaling.
+  Tensor torch_softmax(const Tensor& scores) {
+    // One [s, s] mask for the whole step, as Megatron caches get_default_causal_mask.
+    if (!causal_mask_.defined()) causal_mask_ = recorder_.input(meta({n_.s, n_.s}, at::kBool));
+    Tensor fp32_scores = scores.to(at::kFloat);
+    fp32_scores.masked_fill_(causal_mask_, -10000.0);
+    return at::softmax(fp32_scores, -1).to(scores.scalar_type());
   }
 
   // Each of the g key/value heads repeated r times: a real copy, like Megatron's repeat_interleave.
@@ -348,6 +363,7 @@ class TrainingStep {
   Recorder& recorder_;
   Tensor word_embeddings_;
   Tensor output_weight_;  // made by the first output layer, shared by the MTP layers'
+  Tensor causal_mask_;    // made by the first attention that needs it
 };
 
 }  // namespace

@@ -63,6 +63,12 @@ const std::map<std::string, OpRule> kOpRules = {
     {"syssim::cross_entropy_backward", {OpKind::math, R::kPerOutputElement, 3}},
     {"syssim::dropout", {OpKind::math, R::kPerOutputElement, 2}},           // compare with p, scale
     {"syssim::dropout_backward", {OpKind::math, R::kPerOutputElement, 2}},  // mask, scale
+    // PyTorch's softmax where Megatron's fused kernel does not run: a max, exp of the
+    // difference, sum and divide per element; its backward a multiply, sum, subtract, multiply.
+    {"aten::_softmax", {OpKind::math, R::kPerOutputElement, 5}},
+    {"aten::_softmax_backward_data", {OpKind::math, R::kPerOutputElement, 4}},
+    {"aten::masked_fill_", {OpKind::memory}},  // the causal mask, and in its backward the gradient's
+    {"aten::masked_fill", {OpKind::memory}},
     {"aten::bmm", {OpKind::gemm, R::kBatchedMatmul}},
     {"aten::baddbmm", {OpKind::gemm, R::kBatchedMatmul}},
     {"aten::mm", {OpKind::gemm, R::kBatchedMatmul}},

@@ -672,7 +672,8 @@ ValidationResult validate_measured(const std::string& csv_text, const std::strin
         validate(plan.model, source + ":" + std::to_string(out.line));
         if (!estimators.count(plan.hardware_path))
           estimators.emplace(plan.hardware_path, CostEstimator(load_hardware_yaml(plan.hardware_path)));
-        Graph graph = simulate(plan.model, trace_of(plan.model), estimators.at(plan.hardware_path), plan.options);
+        Graph graph = simulate(plan.model, trace_of(plan.model, plan.options.training.seq_length),
+                               estimators.at(plan.hardware_path), plan.options);
         out.predicted_step_s = graph.sim->step_time_ms / kMsPerS;
         out.step_error_pct = (out.predicted_step_s - out.measured_step_s) / out.measured_step_s * kPercent;
         out.predicted_peak_mem_gb = graph.mem->peak_memory_gb;

@@ -19,7 +19,7 @@ model_with() {
 @test "syssim-trace --version prints the graph format version" {
   run syssim-trace --version
   assert_success
-  assert_output --regexp "^syssim-trace [0-9.]+ \(graph format 1\.8\)$"
+  assert_output --regexp "^syssim-trace [0-9.]+ \(graph format 1\.9\)$"
 }
 
 @test "an unknown flag is bad usage (exit 2, one line)" {
@@ -99,7 +99,7 @@ model_with() {
 
 @test "the graph has the format tag, the version, the model and trace sections and one provenance entry" {
   run jq -c '[.format, .version, keys, [.provenance[].tool], .provenance[0].args]' "$(trace_of llama3-8b)"
-  assert_output "[\"syssim-graph\",\"1.8\",[\"format\",\"model\",\"provenance\",\"trace\",\"version\"],[\"syssim-trace\"],[\"$MODELS/llama3-8b.yaml\",\"-o\",\"$BATS_FILE_TMPDIR/llama3-8b.graph\"]]"
+  assert_output "[\"syssim-graph\",\"1.9\",[\"format\",\"model\",\"provenance\",\"trace\",\"version\"],[\"syssim-trace\"],[\"$MODELS/llama3-8b.yaml\",\"-o\",\"$BATS_FILE_TMPDIR/llama3-8b.graph\"]]"
 }
 
 @test "llama3-8b: the axes are the architecture's (b and s stay free)" {
@@ -175,4 +175,17 @@ output_layer.weight"
   run syssim-trace Qwen/Qwen3-8B
   assert_failure 1
   assert_output "syssim-trace: error: Qwen/Qwen3-8B: a Hugging Face model needs --seq-length (its config.json holds no training sequence length)"
+}
+
+@test "past 4096 keys the unfused attention is traced as PyTorch's softmax, and shard refuses another length" {
+  model=$(model_with 's/^attention_backend: flash/attention_backend: unfused/')
+  syssim-trace "$model" -o "$BATS_TEST_TMPDIR/8192.graph"  # the preset's seq_length is 8192
+  run jq -r '[.trace.ops[] | select(.layer == 0 and .phase == "fwd" and (.module | endswith("core_attention"))) | .name] | join(" ")' \
+    "$BATS_TEST_TMPDIR/8192.graph"
+  # the GQA key and value copies first
+  assert_output "aten::clone aten::clone aten::bmm aten::_to_copy aten::masked_fill_ aten::_softmax aten::_to_copy aten::bmm aten::clone"
+  run syssim-shard -i "$BATS_TEST_TMPDIR/8192.graph" --seq-length 4096
+  assert_failure 1
+  assert_output "syssim-shard: error: seq_length=4096 runs the unfused attention's softmax as Megatron's fused kernel but the trace holds PyTorch's: trace the model at this length (syssim-trace --seq-length 4096)"
+  syssim-trace "$model" --seq-length 4096 | syssim-shard > /dev/null
 }

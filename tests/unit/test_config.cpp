@@ -756,6 +756,17 @@ TEST(Loader, RankOrderNamesEveryDimensionUsedOnce) {
             "parallelism.order \"tp-xp-dp-pp\": unknown dimension \"xp\" (expected tp, cp, ep, dp, pp)");
 }
 
+TEST(Loader, MaskedSoftmaxFusionNeedsTheUnfusedAttentionAndSurvivesTheGraph) {
+  const std::string flash = std::string(kValidModel) + "masked_softmax_fusion: false\n";
+  EXPECT_EQ(error_of([&] { syssim::parse_model_yaml(flash, "m.yaml"); }),
+            "m.yaml: key 'masked_softmax_fusion' needs attention_backend: unfused");
+  syssim::ModelConfig m = syssim::parse_model_yaml(
+      std::string(kValidModel) + "attention_backend: unfused\nmasked_softmax_fusion: false\n", "m.yaml");
+  EXPECT_FALSE(m.masked_softmax_fusion);
+  EXPECT_FALSE(syssim::model_from_json(syssim::to_json(m), "m").masked_softmax_fusion);
+  EXPECT_FALSE(syssim::to_json(syssim::parse_model_yaml(kValidModel, "m.yaml")).contains("masked_softmax_fusion"));
+}
+
 TEST(Loader, InvalidValuesAreRejected) {
   std::string text = std::string(kValidModel) + "normalization: BatchNorm\n";
   EXPECT_NE(error_of([&] { syssim::parse_model_yaml(text, "m.yaml"); }).find("RMSNorm|LayerNorm"),

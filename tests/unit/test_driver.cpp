@@ -32,6 +32,24 @@ TEST(Driver, InMemoryGraphSurvivesTheJsonBetweenStages) {
   EXPECT_EQ(render_report(reread, "json"), render_report(graph, "json"));
 }
 
+// The unfused attention's softmax changes kernels past 4096 keys: a job there gets the trace
+// of its own length, and a trace of another length is refused rather than priced wrongly.
+TEST(Driver, UnfusedAttentionIsTracedAtTheJobsSequenceLength) {
+  ModelConfig model = llama3_8b();
+  model.num_layers = 1;
+  model.attention_backend = "unfused";
+  ShardOptions options;
+  options.training.seq_length = 8192;
+  auto has_op = [](const TraceSection& trace, std::string_view name) {
+    return std::any_of(trace.ops.begin(), trace.ops.end(), [&](const TraceOp& op) { return op.name == name; });
+  };
+  EXPECT_TRUE(has_op(trace_of(model, 8192), "aten::_softmax"));
+  EXPECT_TRUE(has_op(trace_of(model, 2048), "syssim::scale_mask_softmax"));
+  EXPECT_EQ(&trace_of(model, 2048), &trace_of(model, 4096));  // one trace for every length of one kernel
+  EXPECT_NO_THROW(simulate(model, h100(), options));
+  EXPECT_THROW(shard_trace(model, trace_of(model, 2048), options), DataError);
+}
+
 TEST(Driver, MemoryEstimateEqualsTheFullRunsMemory) {
   ShardOptions options;
   options.parallelism.tp = 4;

@@ -98,6 +98,19 @@ TEST(Activations, FullRecomputeStoresOnlyTheLayerInput) {
   expect_every_layer_saves(sharded(gpt(3), layout(4, false, "full")), 2 * s * b * h);
 }
 
+// Past Megatron's fused softmax kernel (more than 4096 keys) PyTorch's softmax runs in fp32
+// and autograd keeps its fp32 output, 4 bytes per score where the kernel keeps 2; the bf16
+// cast of it is the dropout's input only, so nothing else is kept: 7as/h where the paper has 5.
+TEST(Activations, PyTorchsSoftmaxPastTheKernelKeepsItsFp32Output) {
+  constexpr double long_s = 8192;
+  ModelConfig model = gpt(2);
+  model.seq_length = model.max_position_embeddings = static_cast<int64_t>(long_s);
+  expect_every_layer_saves(sharded(model, layout(1, false)),
+                           long_s * b * h * (34 + 7 * a * long_s / h) + 16 * long_s * b);
+  expect_every_layer_saves(sharded(model, layout(4, true)),
+                           long_s * b * h / t * (34 + 7 * a * long_s / h) + 16 * long_s * b / t);
+}
+
 TEST(Activations, UniformRecomputeKeepsTheInputOfEachGroupOfLayers) {
   ShardOptions options = layout(1, false, "full");
   options.training.recompute_num_layers = 2;

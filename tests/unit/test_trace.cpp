@@ -349,6 +349,84 @@ TEST(Trace, UnfusedGroupedQueryAttentionCopiesKeysAndValues) {
   EXPECT_EQ(batched_matmuls, 2);
 }
 
+// The ops of layer 0's core attention in one phase, in order.
+std::vector<const TraceOp*> core_attention_ops(const TraceSection& trace, OpPhase phase) {
+  std::vector<const TraceOp*> found;
+  for (const TraceOp& op : trace.ops)
+    if (op.module == "decoder.layers.0.self_attention.core_attention" && op.phase == phase) found.push_back(&op);
+  return found;
+}
+
+std::vector<std::string> names_of(const std::vector<const TraceOp*>& ops) {
+  std::vector<std::string> names;
+  for (const TraceOp* op : ops) names.push_back(op->name);
+  return names;
+}
+
+TEST(Trace, FusedSoftmaxKernelRunsWhereMegatronsShapeConditionsHold) {
+  ModelConfig m = small_unfused_gpt();
+  for (int64_t seq : {20, 2048, 4096}) EXPECT_TRUE(runs_fused_softmax_kernel(m, seq)) << seq;
+  for (int64_t seq : {16, 2050, 4100, 8192}) EXPECT_FALSE(runs_fused_softmax_kernel(m, seq)) << seq;
+  m.masked_softmax_fusion = false;
+  EXPECT_FALSE(runs_fused_softmax_kernel(m, 2048));
+  m.attention_backend = "flash";
+  m.masked_softmax_fusion = true;
+  EXPECT_FALSE(runs_fused_softmax_kernel(m, 2048));
+}
+
+TEST(Trace, UnfusedAttentionKeepsTheFusedSoftmaxUpTo4096Keys) {
+  ModelConfig m = small_unfused_gpt();
+  m.seq_length = m.max_position_embeddings = 4096;
+  TraceSection trace = trace_model(m);
+  EXPECT_EQ(names_of(core_attention_ops(trace, OpPhase::fwd)),
+            (std::vector<std::string>{"aten::bmm", "syssim::scale_mask_softmax", "aten::bmm", "aten::clone"}));
+  EXPECT_TRUE(ops_named(trace, "aten::_softmax", 0).empty());
+}
+
+// Past 4096 keys (or with masked_softmax_fusion off) Megatron runs forward_torch_softmax: the
+// scores cast to fp32, the causal mask filled in place, softmax, the cast back to bf16.
+TEST(Trace, UnfusedAttentionPastTheFusedKernelRunsPyTorchsFp32Softmax) {
+  ModelConfig m = small_unfused_gpt();
+  m.seq_length = m.max_position_embeddings = 8192;
+  TraceSection trace = trace_model(m);
+  std::vector<const TraceOp*> fwd = core_attention_ops(trace, OpPhase::fwd);
+  std::vector<const TraceOp*> bwd = core_attention_ops(trace, OpPhase::bwd);
+  EXPECT_EQ(names_of(fwd), (std::vector<std::string>{"aten::bmm", "aten::_to_copy", "aten::masked_fill_",
+                                                     "aten::_softmax", "aten::_to_copy", "aten::bmm", "aten::clone"}));
+  EXPECT_EQ(names_of(bwd), (std::vector<std::string>{"aten::bmm", "aten::bmm", "aten::_to_copy",
+                                                     "aten::_softmax_backward_data", "aten::masked_fill",
+                                                     "aten::_to_copy", "aten::bmm", "aten::bmm"}));
+  ASSERT_EQ(fwd.size(), 7u);
+  ASSERT_EQ(bwd.size(), 8u);
+  // Bytes at b = 2, 12 heads, s = 8192: n scores of [b, heads, s, s], 2 bytes in bf16 and 4
+  // in fp32, and the one-byte [s, s] causal mask.
+  const AxisValues at = with_batch(trace, 2, 8192);
+  const double s = 8192, n = 2 * 12 * s * s, mask = s * s;
+  auto bytes = [&](const TraceOp* op) { return op->bytes.evaluate(at, op->name); };
+  EXPECT_EQ(bytes(fwd[1]), 2 * n + 4 * n);         // bf16 scores read, fp32 copy written
+  EXPECT_EQ(bytes(fwd[2]), 4 * n + mask + 4 * n);  // in place: read with the mask, written back
+  EXPECT_EQ(bytes(fwd[3]), 4 * n + 4 * n);         // fp32 in, fp32 out
+  EXPECT_EQ(bytes(fwd[4]), 4 * n + 2 * n);         // back to bf16
+  EXPECT_EQ(bytes(bwd[2]), 2 * n + 4 * n);         // the bf16 gradient to fp32
+  EXPECT_EQ(bytes(bwd[3]), 4 * n + 4 * n + 4 * n);  // gradient and saved output in, gradient out
+  EXPECT_EQ(bytes(bwd[4]), 4 * n + mask + 4 * n);
+  EXPECT_EQ(bytes(bwd[5]), 4 * n + 2 * n);
+  EXPECT_EQ(fwd[3]->outputs[0].dtype, "fp32");
+  // The softmax backward reads the fp32 output autograd saved; the mask's backward the mask.
+  EXPECT_EQ(bwd[3]->inputs[1].tensor, fwd[3]->outputs[0].tensor);
+  EXPECT_EQ(bwd[4]->inputs[1].tensor, fwd[2]->inputs[1].tensor);
+  EXPECT_EQ(*bwd[3]->fwd_op, fwd[3]->id);
+}
+
+TEST(Trace, MaskedSoftmaxFusionOffRunsPyTorchsSoftmaxAtAnyLength) {
+  ModelConfig m = small_unfused_gpt();
+  m.masked_softmax_fusion = false;
+  TraceSection trace = trace_model(m);
+  EXPECT_EQ(ops_named(trace, "aten::_softmax", 0).size(), 1u);
+  EXPECT_TRUE(ops_named(trace, "syssim::scale_mask_softmax", 0).empty());
+  expect_symbolic_matches_concrete(with_dropout(m), 2, 256);
+}
+
 TEST(Trace, Nemotron4ParameterCountIsThePublishedSplit) {
   // Nemotron-4 15B (arXiv 2402.16819, Section 2): 3.2B embedding and 12.5B non-embedding parameters.
   const double h = 6144, heads = 48, groups = 8, d = 128, f = 24576, v = 256000, layers = 32;
