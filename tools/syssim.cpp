@@ -56,7 +56,8 @@ int main(int argc, char** argv) {
   CLI::App* calibrate = app.add_subcommand("calibrate", "Fit the calibrated cost estimator on measured kernel times");
   syssim::CalibrateOptions calibrate_options;
   std::string calibrate_hardware;
-  calibrate->add_option("--data", calibrate_options.data_dir, "Folder of gemm.csv, attention.csv, rmsnorm.csv")
+  calibrate->add_option("--data", calibrate_options.data_dir,
+                        "Folder of gemm.csv, attention.csv, rmsnorm.csv (gemm_fp8.csv, attention_backward.csv beside them)")
       ->required();
   std::vector<std::string> family_data, family_overheads;
   calibrate->add_option("--family-data", family_data,

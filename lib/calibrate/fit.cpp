@@ -280,10 +280,9 @@ FittedFamily fit_family(const Source& source, const std::string& path, const Tab
     measured.push_back(s->measured_us);
   }
   auto family_overhead = options.family_overhead_us.find(source.family);
-  std::optional<double> given_overhead_us = family_overhead == options.family_overhead_us.end()
-                                                ? options.measurement_overhead_us
-                                                : family_overhead->second;
-  double overhead_us = given_overhead_us.value_or(measurement_overhead_us(rooflines, measured));
+  double overhead_us = family_overhead != options.family_overhead_us.end()
+                           ? family_overhead->second
+                           : options.measurement_overhead_us.value_or(measurement_overhead_us(rooflines, measured));
 
   // Target: log of the kernel's time over its roofline, the overhead taken off and the kernel
   // never faster than its roofline.

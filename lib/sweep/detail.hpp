@@ -1,6 +1,7 @@
 // Internals of lib/sweep shared by the sweep, the search and the renderers.
 #pragma once
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -24,18 +25,25 @@ class PointEvaluator {
   void operator()(const ShardOptions& options, SweepRow& row, std::optional<Graph>* built = nullptr);
   const ModelConfig& model() const { return model_; }
   const HardwareConfig& hardware() const { return hardware_; }
-  // The trace at a job's sequence length, the model's when not given (trace_of).
+  // The trace at a job's sequence length, the model's when not given (trace_of), and what
+  // the jobs of that trace share in the shard stage.
   const TraceSection& trace(std::optional<int64_t> seq_length = std::nullopt);
+  ShardReuse& reuse(std::optional<int64_t> seq_length = std::nullopt);
   const CostEstimator& estimator();
-  ShardReuse& reuse();  // of trace()
 
  private:
   const ModelConfig& model_;
   const HardwareConfig& hardware_;
   bool use_cache_;
   std::mutex loading_;  // points run on several threads; the first that needs them loads these
-  const TraceSection* trace_ = nullptr;
-  std::optional<ShardReuse> reuse_;
+  // A trace serves every sequence length whose unfused softmax runs the same kernels
+  // (runs_fused_softmax_kernel): one per answer, with its reuse.
+  struct Traced {
+    const TraceSection* trace = nullptr;
+    std::optional<ShardReuse> reuse;
+  };
+  Traced& traced(std::optional<int64_t> seq_length);  // under loading_
+  std::map<bool, Traced> traced_;
   std::optional<CostEstimator> estimator_;
 };
 

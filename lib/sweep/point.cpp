@@ -261,21 +261,22 @@ void mark_invalid(SweepRow& row, const std::string& reason) {
 PointEvaluator::PointEvaluator(const ModelConfig& model, const HardwareConfig& hardware, bool use_cache)
     : model_(model), hardware_(hardware), use_cache_(use_cache) {}
 
-const TraceSection& PointEvaluator::trace(std::optional<int64_t> seq_length) {
-  std::lock_guard<std::mutex> lock(loading_);
-  if (!trace_) trace_ = &trace_of(model_);
-  // Only where the unfused softmax changes kernels does another sequence length trace otherwise.
-  if (seq_length &&
-      runs_fused_softmax_kernel(model_, *seq_length) != runs_fused_softmax_kernel(model_, model_.seq_length))
-    return trace_of(model_, seq_length);
-  return *trace_;
+PointEvaluator::Traced& PointEvaluator::traced(std::optional<int64_t> seq_length) {
+  Traced& traced = traced_[runs_fused_softmax_kernel(model_, seq_length.value_or(model_.seq_length))];
+  if (!traced.trace) traced.trace = &trace_of(model_, seq_length);
+  return traced;
 }
 
-ShardReuse& PointEvaluator::reuse() {
-  const TraceSection& traced = trace();
+const TraceSection& PointEvaluator::trace(std::optional<int64_t> seq_length) {
   std::lock_guard<std::mutex> lock(loading_);
-  if (!reuse_) reuse_.emplace(traced);
-  return *reuse_;
+  return *traced(seq_length).trace;
+}
+
+ShardReuse& PointEvaluator::reuse(std::optional<int64_t> seq_length) {
+  std::lock_guard<std::mutex> lock(loading_);
+  Traced& traced = this->traced(seq_length);
+  if (!traced.reuse) traced.reuse.emplace(*traced.trace);
+  return *traced.reuse;
 }
 
 const CostEstimator& PointEvaluator::estimator() {
@@ -300,7 +301,8 @@ void PointEvaluator::operator()(const ShardOptions& options, SweepRow& row, std:
     if (graph)
       resimulate_with_global_batch(*graph, options.training.global_batch);
     else
-      graph = simulate(model_, trace(options.training.seq_length), estimator(), options, SimOptions{}, &reuse());
+      graph = simulate(model_, trace(options.training.seq_length), estimator(), options, SimOptions{},
+                       &reuse(options.training.seq_length));
     row.step_time_ms = graph->sim->step_time_ms;
     row.mfu = throughput(*graph).mfu;
     row.peak_memory_gb = graph->mem->peak_memory_gb;

@@ -6,23 +6,17 @@ Writes to $OUT:
                  unpermute (weighted scatter-add of rows), softmax over expert scores.
 Each timing is the median of timed repetitions with CUDA events after warm-up.
 """
-import csv, os, statistics, time, traceback
+import csv, os, time, traceback
 import torch
+
+import measure_kernels  # its bench(): the median of CUDA-event timings after warm-up
 
 OUT = os.environ.get("OUT", ".")
 dev = "cuda"
 
 
-def bench(fn, warm=3, reps=15):
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record(); fn(); b.record(); torch.cuda.synchronize()
-        ts.append(a.elapsed_time(b))
-    return statistics.median(ts)
+def bench(fn):
+    return measure_kernels.bench(fn, reps=15)
 
 
 def moe_ops(deadline):
