@@ -53,6 +53,9 @@ int main(int argc, char** argv) {
   validate->add_option("--hardware-map", hardware_map,
                        "GPU=PRESET_OR_YAML: the hardware of rows with that gpu cell (repeatable)");
   validate->add_option("-o,--output", output, "Output file, written atomically (default: standard output)");
+  std::string bands_out;
+  validate->add_option("--bands-out", bands_out,
+                       "Also write the step-time bands fitted on the rows, as the report reads them (docs/validation.md)");
   CLI::App* calibrate = app.add_subcommand("calibrate", "Fit the calibrated cost estimator on measured kernel times");
   syssim::CalibrateOptions calibrate_options;
   std::string calibrate_hardware;
@@ -126,7 +129,9 @@ int main(int argc, char** argv) {
       syssim::ValidationResult result =
           syssim::validate_measured(syssim::read_input(measured), measured, validate_options);
       for (const std::string& warning : result.warnings) std::cerr << "syssim: warning: " << warning << "\n";
-      syssim::write_output(output, syssim::render_validation(result, validate_format));
+      std::vector<std::pair<std::string, std::string>> outputs = {{output, syssim::render_validation(result, validate_format)}};
+      if (!bands_out.empty()) outputs.emplace_back(bands_out, syssim::write_step_time_bands(result.bands));
+      syssim::write_outputs(outputs);
       if (std::none_of(result.rows.begin(), result.rows.end(), [](const auto& row) { return row.expressed(); }))
         throw syssim::DataError(measured + ": no row could be simulated (the skip reasons are in the output)");
       return;

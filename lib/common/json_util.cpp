@@ -1,17 +1,26 @@
 #include "common/json_util.hpp"
 
 namespace syssim {
+namespace {
 
-const json& require(const json& j, const std::string& key, const std::string& path) {
-  if (!j.is_object()) throw DataError("graph: " + path + ": expected an object, got " + j.dump().substr(0, 60));
+// "DOCUMENT: PATH" where an error is, the path left out at the document's top.
+std::string place(const std::string& document, const std::string& path) {
+  return path.empty() ? document : document + ": " + path;
+}
+
+}  // namespace
+
+const json& require(const json& j, const std::string& key, const std::string& path, const std::string& document) {
+  if (!j.is_object()) throw DataError(place(document, path) + ": expected an object, got " + j.dump().substr(0, 60));
   auto it = j.find(key);
-  if (it == j.end()) throw DataError("graph: " + path + ": missing key '" + key + "'");
+  if (it == j.end()) throw DataError(place(document, path) + ": missing key '" + key + "'");
   return *it;
 }
 
-const json& require_array(const json& j, const std::string& key, const std::string& path) {
-  const json& value = require(j, key, path);
-  if (!value.is_array()) throw DataError("graph: " + path + "/" + key + ": expected an array, got " + value.dump().substr(0, 60));
+const json& require_array(const json& j, const std::string& key, const std::string& path, const std::string& document) {
+  const json& value = require(j, key, path, document);
+  if (!value.is_array())
+    throw DataError(document + ": " + path + "/" + key + ": expected an array, got " + value.dump().substr(0, 60));
   return value;
 }
 

@@ -18,18 +18,21 @@ namespace syssim {
 
 using json = nlohmann::json;
 
-// The value at j[key]; throws DataError naming path/key when it is missing.
-const json& require(const json& j, const std::string& key, const std::string& path);
+// The value at j[key]; throws DataError naming the document (a graph, or a file of another
+// kind), path/key when it is missing.
+const json& require(const json& j, const std::string& key, const std::string& path,
+                    const std::string& document = "graph");
 
 // The array at j[key]; throws DataError naming path/key when it is missing or not an array.
-const json& require_array(const json& j, const std::string& key, const std::string& path);
+const json& require_array(const json& j, const std::string& key, const std::string& path,
+                          const std::string& document = "graph");
 
 // The value at j[key] as T; throws DataError naming the path and the value on a type mismatch,
 // and for an integer T on a value that is not a whole number in T's range (nlohmann's get
 // truncates a fraction and wraps an unsigned number past the signed range).
 template <typename T>
-T require_as(const json& j, const std::string& key, const std::string& path) {
-  const json& v = require(j, key, path);
+T require_as(const json& j, const std::string& key, const std::string& path, const std::string& document = "graph") {
+  const json& v = require(j, key, path, document);
   if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
     using Limits = std::numeric_limits<T>;
     bool fits = false;
@@ -39,13 +42,13 @@ T require_as(const json& j, const std::string& key, const std::string& path) {
       fits = Limits::is_signed && v.get<int64_t>() >= static_cast<int64_t>(Limits::min());
     }
     if (!fits)
-      throw DataError("graph: " + path + "/" + key + ": expected a whole number that fits " +
+      throw DataError(document + ": " + path + "/" + key + ": expected a whole number that fits " +
                       std::to_string(sizeof(T) * 8) + " bits, got " + v.dump());
   }
   try {
     return v.get<T>();
   } catch (const json::exception&) {
-    throw DataError("graph: " + path + "/" + key + ": unexpected value " + v.dump());
+    throw DataError(document + ": " + path + "/" + key + ": unexpected value " + v.dump());
   }
 }
 

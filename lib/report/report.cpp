@@ -7,8 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
+#include "common/io.hpp"
 #include "common/text.hpp"
 #include "common/units.hpp"
+#include "report/band.hpp"
 #include "report/format.hpp"
 #include "report/pictures.hpp"
 
@@ -241,8 +243,35 @@ std::string convention_text(MfuConvention convention) {
                                               : "Megatron-LM's count: attention scores and context over the whole s x s matrix";
 }
 
+// The range the step time of such a job was measured in around syssim's prediction
+// (report/band.hpp): the prediction times the ratios of the job's class.
+struct StepBand {
+  ClassBand band;
+  double coverage = 0;
+  double low_ms = 0, high_ms = 0;
+};
+
+StepBand step_band_of(const ShardSection& shard, const SimSection& sim, const std::optional<StepTimeBands>& given) {
+  const std::string path = default_step_time_bands_path();
+  const StepTimeBands bands = given ? *given : parse_step_time_bands(read_input(path), path);
+  const bool moe = shard.params_active != shard.params_total;
+  StepBand step;
+  step.band = bands.of(band_class_of(moe, shard.training.dtype));
+  step.coverage = bands.coverage;
+  step.low_ms = sim.step_time_ms * step.band.low;
+  step.high_ms = sim.step_time_ms * step.band.high;
+  return step;
+}
+
+std::string band_text(const StepBand& step) {
+  return ms(step.low_ms) + " to " + ms(step.high_ms) + " (where " + fixed(step.coverage * 100, 0) + "% of " +
+         std::to_string(step.band.runs) + " published " + to_string(step.band.job_class) +
+         " runs measured against their prediction, docs/validation.md)";
+}
+
 std::string full_text(const Graph& g, const ShardSection& shard, const MemSection& mem, const SimSection& sim,
-                      const Throughput& rate, MfuConvention convention, const std::optional<Training>& training) {
+                      const Throughput& rate, MfuConvention convention, const std::optional<Training>& training,
+                      const StepBand& step_band) {
   std::vector<Field> bottleneck_fields = {
       {"dominant_op_type", sim.dominant_op_type},
       {"top_ops_by_time", timed_list_text(sim.top_ops, &shard)},
@@ -260,6 +289,7 @@ std::string full_text(const Graph& g, const ShardSection& shard, const MemSectio
   for (const std::string& pipeline : pipeline_blocks(shard, mem, &sim)) blocks.push_back(pipeline);
   blocks.push_back(bottlenecks);
   std::vector<Field> fields = {{"step_time_ms", ms(sim.step_time_ms)},
+                               {"step_time_band_ms", band_text(step_band), true},
                                {"forward_ms", ms(sim.forward_ms), true},
                                {"backward_ms", ms(sim.backward_ms), true},
                                {"optimizer_ms", ms(sim.optimizer_ms), true}};
@@ -298,7 +328,8 @@ std::string full_text(const Graph& g, const ShardSection& shard, const MemSectio
 }
 
 json full_json(const Graph& g, const ShardSection& shard, const MemSection& mem, const SimSection& sim,
-               const Throughput& rate, MfuConvention convention, const std::optional<Training>& training) {
+               const Throughput& rate, MfuConvention convention, const std::optional<Training>& training,
+               const StepBand& step_band) {
   json report = memory_json(g, shard, mem);
   json top_ops = json::array();
   for (const TimedOp& op : sim.top_ops) top_ops.push_back({op.name, op.time_ms});
@@ -313,6 +344,13 @@ json full_json(const Graph& g, const ShardSection& shard, const MemSection& mem,
   const LinkLoad* busiest = busiest_link(sim);
   bottlenecks["busiest_link"] = busiest ? to_json(*busiest) : json();
   report.update({{"step_time_ms", sim.step_time_ms},
+                 {"step_time_band_ms", {step_band.low_ms, step_band.high_ms}},
+                 {"step_time_band",
+                  {{"class", to_string(step_band.band.job_class)},
+                   {"runs", step_band.band.runs},
+                   {"coverage", step_band.coverage},
+                   {"ratio_low", step_band.band.low},
+                   {"ratio_high", step_band.band.high}}},
                  {"forward_ms", sim.forward_ms},
                  {"backward_ms", sim.backward_ms},
                  {"optimizer_ms", sim.optimizer_ms},
@@ -401,8 +439,9 @@ std::string render_report(const Graph& g, const std::string& format, const Repor
   const Throughput rate = throughput(g, options.mfu_convention);
   const std::optional<Training> training = options.train_tokens ? std::optional(training_of(*options.train_tokens, shard, sim))
                                                                  : std::nullopt;
-  if (format == "text") return full_text(g, shard, mem, sim, rate, options.mfu_convention, training);
-  return full_json(g, shard, mem, sim, rate, options.mfu_convention, training).dump(2) + "\n";
+  const StepBand step_band = step_band_of(shard, sim, options.step_time_bands);
+  if (format == "text") return full_text(g, shard, mem, sim, rate, options.mfu_convention, training, step_band);
+  return full_json(g, shard, mem, sim, rate, options.mfu_convention, training, step_band).dump(2) + "\n";
 }
 
 std::string render_memory_report(const Graph& g, const std::string& format) {

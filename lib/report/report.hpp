@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/graph.hpp"
+#include "report/band.hpp"
 #include "report/pictures.hpp"
 
 namespace syssim {
@@ -20,6 +21,7 @@ struct ReportOptions {
   MfuConvention mfu_convention = MfuConvention::kMegatron;
   std::optional<double> train_tokens;  // the time and GPU-hours to train on this many tokens
   TimelineWindow timeline_window;      // what the pictures (chrome-trace, svg) draw
+  std::optional<StepTimeBands> step_time_bands;  // report/band.hpp; none: the data folder's
 };
 
 // Throughput of the simulated step, per GPU.

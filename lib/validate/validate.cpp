@@ -530,6 +530,21 @@ std::string render_table(const ValidationResult& result) {
   for (const ErrorStats& s : step_error_stats(result.rows))
     out << "    " << std::left << std::setw(22) << s.group << std::right << std::setw(6) << s.rows << std::setw(8)
         << fixed(s.median, 1) << std::setw(8) << fixed(s.p90, 1) << std::setw(8) << fixed(s.max, 1) << "\n";
+  out << "  step-time band (measured / predicted, " << fixed(result.bands.coverage * kPercent, 0)
+      << "% of each class; held out: each run against the band of its class's other runs):\n";
+  out << "    class                   runs     low    high  held-out coverage\n";
+  int64_t runs = 0;
+  double covered = 0;
+  for (const ClassBand& band : result.bands.classes) {
+    out << "    " << std::left << std::setw(22) << to_string(band.job_class) << std::right << std::setw(6) << band.runs
+        << std::setw(8) << fixed(band.low, 3) << std::setw(8) << fixed(band.high, 3) << std::setw(18)
+        << fixed(band.held_out_coverage * kPercent, 1) << "%\n";
+    runs += band.runs;
+    covered += band.held_out_coverage * static_cast<double>(band.runs);
+  }
+  if (runs > 0)
+    out << "    " << std::left << std::setw(22) << "all" << std::right << std::setw(6) << runs << std::setw(34)
+        << fixed(covered / static_cast<double>(runs) * kPercent, 1) << "%\n";
   return out.str();
 }
 
@@ -569,7 +584,11 @@ std::string render_json(const ValidationResult& result) {
                 {"predicted_peak_mem_gb", r.predicted_peak_mem_gb},
                 {"predicted_oom", r.predicted_oom},
                 {"measured_oom", r.measured_oom},
+                {"band_class", to_string(r.band_class)},
                 {"assumptions", r.assumptions}});
+      if (r.held_out_band)
+        j.update({{"held_out_band_s", {r.predicted_step_s * r.held_out_band->low, r.predicted_step_s * r.held_out_band->high}},
+                  {"inside_held_out_band", inside(*r.held_out_band, r.measured_step_s / r.predicted_step_s)}});
     }
     rows.push_back(j);
   }
@@ -579,7 +598,26 @@ std::string render_json(const ValidationResult& result) {
   for (const ErrorStats& s : step_error_stats(result.rows))
     stats.push_back({{"group", s.group}, {"rows", s.rows}, {"median_abs_pct", s.median}, {"p90_abs_pct", s.p90},
                      {"max_abs_pct", s.max}});
-  return nlohmann::json{{"rows", rows}, {"skipped", skipped}, {"step_error", stats}}.dump(2) + "\n";
+  return nlohmann::json{{"rows", rows},
+                        {"skipped", skipped},
+                        {"step_error", stats},
+                        {"step_time_bands", nlohmann::json::parse(write_step_time_bands(result.bands))}}
+             .dump(2) +
+         "\n";
+}
+
+// The step-time bands of the simulated rows, and each row's held-out band (report/band.hpp).
+void fit_bands(ValidationResult& result, const std::string& source) {
+  std::vector<StepTimeRatio> runs;
+  std::vector<RowResult*> simulated;
+  for (RowResult& r : result.rows)
+    if (r.expressed()) {
+      runs.push_back({r.band_class, r.measured_step_s / r.predicted_step_s});
+      simulated.push_back(&r);
+    }
+  result.bands = fit_step_time_bands(runs, kStepTimeBandCoverage, source);
+  const std::vector<std::optional<ClassBand>> held_out = held_out_bands(runs, kStepTimeBandCoverage);
+  for (size_t i = 0; i < runs.size(); ++i) simulated[i]->held_out_band = held_out[i];
 }
 
 }  // namespace
@@ -680,6 +718,7 @@ ValidationResult validate_measured(const std::string& csv_text, const std::strin
         out.predicted_oom = graph.mem->oom.has_value();
         out.predicted_mfu = throughput(graph).mfu;
         out.moe = plan.model.is_moe();
+        out.band_class = band_class_of(out.moe, plan.options.training.dtype);
       } catch (const std::runtime_error& error) {  // syssim refuses the row: say why
         out.skip_reason = error.what();
       }
@@ -691,6 +730,7 @@ ValidationResult validate_measured(const std::string& csv_text, const std::strin
     }
     result.rows.push_back(out);
   }
+  fit_bands(result, source);
   return result;
 }
 

@@ -8,6 +8,7 @@
 
 #include "common/csv.hpp"
 #include "config/config.hpp"
+#include "report/band.hpp"
 #include "shard/shard.hpp"
 
 namespace syssim {
@@ -43,6 +44,10 @@ struct RowResult {
   bool predicted_oom = false;
   bool measured_oom = false;  // the measured_oom column; without it the run is taken to have run
   bool moe = false;           // the model has experts
+  BandClass band_class = BandClass::dense_16bit;  // the class its step-time error counts in
+  // The step-time band fitted on the other runs of its class (report/band.hpp): the measured /
+  // predicted ratios that held 80% of them; none for a class of fewer than 3 runs.
+  std::optional<ClassBand> held_out_band;
   std::string measured_from;  // measured_step_s, or the throughput column it was derived from
   std::vector<std::string> assumptions;
   bool expressed() const { return skip_reason.empty(); }
@@ -58,8 +63,12 @@ struct ErrorStats {
 // model ("MoE DeepSeek-V3") and one over them ("MoE"), then "all".
 std::vector<ErrorStats> step_error_stats(const std::vector<RowResult>& rows);
 
+// The share of each class's runs a step-time band holds (report/band.hpp).
+constexpr double kStepTimeBandCoverage = 0.8;
+
 struct ValidationResult {
   std::vector<RowResult> rows;
+  StepTimeBands bands;  // fitted on every simulated row (syssim validate --bands-out)
   std::vector<std::string> warnings;  // for the tool to print (unknown columns)
 };
 

@@ -51,6 +51,11 @@ text_from_json() {
     while IFS=$'\t' read -r type ms; do printf '%s %.4f, ' "$type" "$ms"; done)
   printf 'SimulationReport(\n'
   printf '  step_time_ms         = %.4f\n' "$step"
+  jq -r '"\(.step_time_band_ms[0])\t\(.step_time_band_ms[1])\t\(.step_time_band.coverage * 100)\t\(.step_time_band.runs)\t\(.step_time_band.class)"' <<< "$json" |
+    while IFS=$'\t' read -r low high coverage runs class; do
+      printf '    step_time_band_ms  = %.4f to %.4f (where %.0f%% of %d published %s runs measured against their prediction, docs/validation.md)\n' \
+        "$low" "$high" "$coverage" "$runs" "$class"
+    done
   printf '    forward_ms         = %.4f\n' "$fwd"
   printf '    backward_ms        = %.4f\n' "$bwd"
   printf '    optimizer_ms       = %.4f\n' "$opt"

@@ -83,6 +83,7 @@ const std::string kGoldenJob = R"(Job(
 
 const std::string kGoldenText = kGoldenJob + R"(SimulationReport(
   step_time_ms         = 500.0000
+    step_time_band_ms  = 450.0000 to 750.0000 (where 80% of 19 published moe_16bit runs measured against their prediction, docs/validation.md)
     forward_ms         = 150.0000
     backward_ms        = 300.0000
     optimizer_ms       = 20.0000
@@ -111,7 +112,101 @@ const std::string kGoldenText = kGoldenJob + R"(SimulationReport(
 )
 )";
 
-TEST(Report, TextMatchesTheGolden) { EXPECT_EQ(render_report(simulated_graph(), "text"), kGoldenText); }
+// Step-time bands given by hand: the test graph is a mixture of experts (2 of 8 B parameters
+// active) in bf16, so its band is moe_16bit's: 500 ms x 0.9 = 450 ms to 500 ms x 1.5 = 750 ms.
+ReportOptions with_hand_bands() {
+  ReportOptions options;
+  options.step_time_bands = StepTimeBands{0.8, "hand", {ClassBand{BandClass::dense_16bit, 100, 0.5, 0.6, 0.8},
+                                                         ClassBand{BandClass::moe_16bit, 19, 0.9, 1.5, 0.7}}};
+  return options;
+}
+
+TEST(Report, TextMatchesTheGolden) {
+  EXPECT_EQ(render_report(simulated_graph(), "text", with_hand_bands()), kGoldenText);
+}
+
+TEST(Report, TheStepTimeBandIsThePredictionTimesItsClassRatios) {
+  const nlohmann::json j = nlohmann::json::parse(render_report(simulated_graph(), "json", with_hand_bands()));
+  EXPECT_DOUBLE_EQ(j["step_time_band_ms"][0].get<double>(), 450);
+  EXPECT_DOUBLE_EQ(j["step_time_band_ms"][1].get<double>(), 750);
+  EXPECT_EQ(j["step_time_band"]["class"], "moe_16bit");
+  EXPECT_EQ(j["step_time_band"]["runs"], 19);
+  Graph dense = simulated_graph();
+  dense.shard->params_active = dense.shard->params_total;  // no experts: the dense_16bit band
+  const nlohmann::json d = nlohmann::json::parse(render_report(dense, "json", with_hand_bands()));
+  EXPECT_DOUBLE_EQ(d["step_time_band_ms"][0].get<double>(), 250);
+  EXPECT_DOUBLE_EQ(d["step_time_band_ms"][1].get<double>(), 300);
+  // A class the bands do not have is bad data, named.
+  Graph fp8 = simulated_graph();
+  fp8.shard->training.dtype = "fp8";
+  fp8.cost->hardware.peak_tflops_mm_fp8 = 2000;
+  try {
+    render_report(fp8, "json", with_hand_bands());
+    FAIL() << "expected DataError";
+  } catch (const DataError& e) {
+    EXPECT_STREQ(e.what(), "hand: no step-time band for class moe_8bit_or_less");
+  }
+}
+
+// Eleven ratios 1.0, 1.1, ..., 2.0: the 10% and 90% quantiles, interpolated between sorted
+// values (common/csv.hpp's percentile), sit at positions 1 and 9: 1.1 and 1.9. Held out, 1.0's
+// band from the other ten is 1.1 + 0.9 x 0.1 = 1.19 to 1.9 + 0.1 x 0.1 = 1.91 (outside); 1.1's
+// is 1.0 + 0.9 x 0.2 = 1.18 to 1.91 (outside); 1.9 and 2.0 likewise by symmetry; 1.2 to 1.8
+// lie inside theirs: 7 of 11 held-out hits.
+TEST(StepTimeBands, QuantilesAndHeldOutCoverageByHand) {
+  std::vector<StepTimeRatio> runs;
+  for (int i = 0; i <= 10; ++i) runs.push_back({BandClass::dense_16bit, 1.0 + 0.1 * i});
+  runs.push_back({BandClass::moe_8bit_or_less, 1.2});
+  runs.push_back({BandClass::moe_8bit_or_less, 1.6});
+  const StepTimeBands bands = fit_step_time_bands(runs, 0.8, "table.csv");
+  ASSERT_EQ(bands.classes.size(), 2u);
+  const ClassBand& dense = bands.of(BandClass::dense_16bit);
+  EXPECT_EQ(dense.runs, 11);
+  EXPECT_NEAR(dense.low, 1.1, 1e-12);
+  EXPECT_NEAR(dense.high, 1.9, 1e-12);
+  EXPECT_NEAR(dense.held_out_coverage, 7.0 / 11.0, 1e-12);
+  const std::vector<std::optional<ClassBand>> held_out = held_out_bands(runs, 0.8);
+  EXPECT_NEAR(held_out[0]->low, 1.19, 1e-12);
+  EXPECT_NEAR(held_out[0]->high, 1.91, 1e-12);
+  EXPECT_NEAR(held_out[1]->low, 1.18, 1e-12);
+  // Two runs: a band of 1.2 + 0.1 x 0.4 = 1.24 to 1.2 + 0.9 x 0.4 = 1.56, none held out.
+  const ClassBand& moe = bands.of(BandClass::moe_8bit_or_less);
+  EXPECT_NEAR(moe.low, 1.24, 1e-12);
+  EXPECT_NEAR(moe.high, 1.56, 1e-12);
+  EXPECT_EQ(moe.held_out_coverage, 0);
+  EXPECT_FALSE(held_out[11].has_value());
+}
+
+TEST(StepTimeBands, TheFileRoundTripsAndBadFilesNameTheKey) {
+  const StepTimeBands bands = with_hand_bands().step_time_bands.value();
+  const std::string text = write_step_time_bands(bands);
+  EXPECT_EQ(write_step_time_bands(parse_step_time_bands(text, "bands.json")), text);
+  auto error_of = [](const std::string& file_text) {
+    try {
+      parse_step_time_bands(file_text, "bands.json");
+    } catch (const DataError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error_of("{\"source\": \"x\", \"classes\": []}"), "bands.json: missing key 'coverage'");
+  EXPECT_EQ(error_of("{\"coverage\": 1.5, \"source\": \"x\", \"classes\": []}"),
+            "bands.json: /coverage: expected a share between 0 and 1, got 1.5");
+  EXPECT_EQ(error_of("{\"coverage\": 0.8, \"source\": \"x\", \"classes\": [{\"class\": \"big\"}]}"),
+            "bands.json: /classes/0/class: expected dense_16bit, dense_8bit_or_less, moe_16bit or moe_8bit_or_less, "
+            "got \"big\"");
+  EXPECT_EQ(error_of("{\"coverage\": 0.8, \"source\": \"x\", \"classes\": [{\"class\": \"moe_16bit\", \"runs\": 3, "
+                     "\"ratio_low\": 2, \"ratio_high\": 1, \"held_out_coverage\": 0.5}]}"),
+            "bands.json: /classes/0: expected 0 < ratio_low <= ratio_high, got 2 and 1");
+}
+
+TEST(StepTimeBands, ClassesByExpertsAndPrecision) {
+  EXPECT_EQ(band_class_of(false, "bf16"), BandClass::dense_16bit);
+  EXPECT_EQ(band_class_of(false, "fp16"), BandClass::dense_16bit);
+  EXPECT_EQ(band_class_of(false, "fp4"), BandClass::dense_8bit_or_less);
+  EXPECT_EQ(band_class_of(true, "bf16"), BandClass::moe_16bit);
+  EXPECT_EQ(band_class_of(true, "fp8"), BandClass::moe_8bit_or_less);
+}
 
 TEST(Report, TextWithoutOomOrCollectives) {
   Graph g = simulated_graph();
