@@ -458,7 +458,14 @@ void measured_step_time(const MeasuredRow& row, RowPlan& plan) {
   }
   std::optional<double> tflops = measured("measured_tflops_per_gpu");
   std::optional<double> mfu = measured("measured_mfu");
-  if (!tflops && !mfu) throw Unsupported{"no measured step time"};
+  if (!tflops && !mfu) {
+    // A run that ran out of memory gave no step time: simulated for its OOM verdict alone.
+    if (flag_cell(row, "measured_oom").value_or(false)) {
+      plan.measured_from = RowResult::kOutOfMemoryOnly;
+      return;
+    }
+    throw Unsupported{"no measured step time"};
+  }
   auto convention = kThroughputConventions.find(cell(row, "source_id"));
   if (convention == kThroughputConventions.end())
     throw Unsupported{"no measured step time, and the FLOP formula of source '" + cell(row, "source_id") +
@@ -496,6 +503,7 @@ std::string oom_text(const RowResult& r) {
 
 // A step time the source did not give itself (derived from its throughput) is marked with '*'.
 std::string measured_text(const RowResult& r) {
+  if (!r.timed()) return "-";
   return fixed(r.measured_step_s, 3) + (r.measured_from == "measured_step_s" ? "" : "*");
 }
 
@@ -510,7 +518,8 @@ std::string render_table(const ValidationResult& result) {
     out << std::left << std::setw(16) << r.source_id << " " << std::setw(44) << r.model << " " << std::setw(12)
         << r.gpu << " " << std::setw(9) << r.dtype.substr(0, r.dtype.find(' ')) << std::right << std::setw(5) << r.gpus
         << " " << std::left << std::setw(36) << r.layout << " " << std::right << std::setw(10) << measured_text(r)
-        << " " << std::setw(11) << fixed(r.predicted_step_s, 3) << " " << std::setw(8) << signed_pct(r.step_error_pct)
+        << " " << std::setw(11) << fixed(r.predicted_step_s, 3) << " " << std::setw(8)
+        << (r.timed() ? signed_pct(r.step_error_pct) : "-")
         << " " << std::setw(6) << fixed(r.predicted_mfu * kPercent, 1) << "  " << std::setw(16) << mem << "  "
         << oom_text(r) << "\n";
   }
@@ -518,7 +527,7 @@ std::string render_table(const ValidationResult& result) {
   int64_t mismatches = std::count_if(result.rows.begin(), result.rows.end(),
                                      [](const RowResult& r) { return r.expressed() && r.predicted_oom != r.measured_oom; });
   if (std::any_of(result.rows.begin(), result.rows.end(),
-                  [](const RowResult& r) { return r.expressed() && r.measured_from != "measured_step_s"; }))
+                  [](const RowResult& r) { return r.timed() && r.measured_from != "measured_step_s"; }))
     out << "(* measured step time derived from the source's TFLOP/s or MFU)\n";
   out << "\nSummary\n";
   out << "  rows: " << result.rows.size() << ", expressed: " << expressed
@@ -530,6 +539,7 @@ std::string render_table(const ValidationResult& result) {
   for (const ErrorStats& s : step_error_stats(result.rows))
     out << "    " << std::left << std::setw(22) << s.group << std::right << std::setw(6) << s.rows << std::setw(8)
         << fixed(s.median, 1) << std::setw(8) << fixed(s.p90, 1) << std::setw(8) << fixed(s.max, 1) << "\n";
+  if (result.bands.classes.empty()) return out.str();  // no class of two timed runs
   out << "  step-time band (measured / predicted, " << fixed(result.bands.coverage * kPercent, 0)
       << "% of each class; held out: each run against the band of its class's other runs):\n";
   out << "    class                   runs     low    high  held-out coverage\n";
@@ -556,7 +566,8 @@ std::string render_csv(const ValidationResult& result) {
     out << r.line << "," << csv_field(r.source_id) << "," << csv_field(r.model) << "," << csv_field(r.gpu) << ","
         << csv_field(r.dtype) << "," << r.gpus << "," << csv_field(r.layout) << ",";
     if (r.expressed())
-      out << fixed(r.measured_step_s, 4) << "," << fixed(r.predicted_step_s, 4) << "," << fixed(r.step_error_pct, 2)
+      out << (r.timed() ? fixed(r.measured_step_s, 4) : "") << "," << fixed(r.predicted_step_s, 4) << ","
+          << (r.timed() ? fixed(r.step_error_pct, 2) : "")
           << "," << fixed(r.predicted_mfu, 4) << "," << (r.measured_peak_mem_gb ? fixed(*r.measured_peak_mem_gb, 2) : "") << ","
           << fixed(r.predicted_peak_mem_gb, 2) << "," << r.predicted_oom << "," << r.measured_oom << ","
           << r.measured_from << ",\n";
@@ -575,10 +586,10 @@ std::string render_json(const ValidationResult& result) {
       j["skip_reason"] = r.skip_reason;
     } else {
       j.update({{"layout", r.layout},
-                {"measured_step_s", r.measured_step_s},
+                {"measured_step_s", r.timed() ? nlohmann::json(r.measured_step_s) : nullptr},
                 {"measured_from", r.measured_from},
                 {"predicted_step_s", r.predicted_step_s},
-                {"step_error_pct", r.step_error_pct},
+                {"step_error_pct", r.timed() ? nlohmann::json(r.step_error_pct) : nullptr},
                 {"predicted_mfu", r.predicted_mfu},
                 {"measured_peak_mem_gb", r.measured_peak_mem_gb ? nlohmann::json(*r.measured_peak_mem_gb) : nullptr},
                 {"predicted_peak_mem_gb", r.predicted_peak_mem_gb},
@@ -611,7 +622,7 @@ void fit_bands(ValidationResult& result, const std::string& source) {
   std::vector<StepTimeRatio> runs;
   std::vector<RowResult*> simulated;
   for (RowResult& r : result.rows)
-    if (r.expressed()) {
+    if (r.timed()) {
       runs.push_back({r.band_class, r.measured_step_s / r.predicted_step_s});
       simulated.push_back(&r);
     }
@@ -648,7 +659,7 @@ std::vector<ErrorStats> step_error_stats(const std::vector<RowResult>& rows) {
   std::map<std::string, std::vector<double>> by_source, by_moe_model;
   std::vector<double> all, moe;
   for (const RowResult& r : rows) {
-    if (!r.expressed()) continue;
+    if (!r.timed()) continue;
     by_source[r.source_id].push_back(std::abs(r.step_error_pct));
     all.push_back(std::abs(r.step_error_pct));
     if (r.moe) {
@@ -713,7 +724,8 @@ ValidationResult validate_measured(const std::string& csv_text, const std::strin
         Graph graph = simulate(plan.model, trace_of(plan.model, plan.options.training.seq_length),
                                estimators.at(plan.hardware_path), plan.options);
         out.predicted_step_s = graph.sim->step_time_ms / kMsPerS;
-        out.step_error_pct = (out.predicted_step_s - out.measured_step_s) / out.measured_step_s * kPercent;
+        if (out.timed())
+          out.step_error_pct = (out.predicted_step_s - out.measured_step_s) / out.measured_step_s * kPercent;
         out.predicted_peak_mem_gb = graph.mem->peak_memory_gb;
         out.predicted_oom = graph.mem->oom.has_value();
         out.predicted_mfu = throughput(graph).mfu;

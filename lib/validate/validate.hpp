@@ -48,9 +48,13 @@ struct RowResult {
   // The step-time band fitted on the other runs of its class (report/band.hpp): the measured /
   // predicted ratios that held 80% of them; none for a class of fewer than 3 runs.
   std::optional<ClassBand> held_out_band;
-  std::string measured_from;  // measured_step_s, or the throughput column it was derived from
+  // measured_step_s, or the throughput column it was derived from, or measured_oom for a run
+  // that failed for memory before it gave a step time (simulated for its OOM verdict only).
+  std::string measured_from;
   std::vector<std::string> assumptions;
   bool expressed() const { return skip_reason.empty(); }
+  bool timed() const { return expressed() && measured_from != kOutOfMemoryOnly; }
+  static constexpr const char* kOutOfMemoryOnly = "measured_oom";
 };
 
 

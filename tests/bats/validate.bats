@@ -82,6 +82,29 @@ CSV
   echo "$output" | jq -e '.rows[0].measured_from == "measured_tflops_per_gpu"' >/dev/null
 }
 
+@test "validate simulates a run that ran out of memory for its verdict alone" {
+  # Three runs: Llama-tiny timed; Llama-tiny again, out of memory without a step time (it fits
+  # in syssim: a mismatch); Llama-3-70B on one H100, out of memory (its 70.6e9 parameters need
+  # 18 bytes each, 1,270 GB, above 85.9: both say so). Only the timed run has an error.
+  local csv="$BATS_TEST_TMPDIR/oom.csv"
+  cat >"$csv" <<'CSV'
+source_id,model,model_config,layers,hidden,ffn_hidden,heads,kv_heads,vocab,seq_length,gpu,num_gpus,tp,pp,micro_batch,global_batch,dtype,measured_step_s,measured_oom
+A,Llama-tiny,,2,256,512,4,4,1024,128,H100-80GB,2,2,1,1,8,bf16,0.5,
+A,Llama-tiny,,2,256,512,4,4,1024,128,H100-80GB,2,2,1,1,8,bf16,,1
+B,Llama3-70B,llama3-70b,80,8192,28672,64,8,128256,8192,H100-80GB,1,1,1,1,8,bf16,,1
+CSV
+  run syssim validate "$csv"
+  assert_success
+  assert_output --partial "rows: 3, expressed: 3, skipped: 0, OOM verdict mismatches: 1"
+  assert_line --regexp "^A +Llama-tiny .* +- +[0-9.]+ +- +[0-9.]+ +[0-9.]+/- +fits/oom MISMATCH$"
+  assert_line --regexp "^B +Llama3-70B .* +- +[0-9.]+ +- +[0-9.]+ +[0-9.]+/- +oom/oom$"
+  assert_line --regexp "^    all +1 "
+  run syssim validate "$csv" --format json
+  assert_success
+  run jq -c '[.rows[] | [.measured_from, .measured_step_s, .step_error_pct, .predicted_oom, .measured_oom]]' <<< "$output"
+  assert_output --regexp '^\[\["measured_step_s",0\.5,[-0-9.e]+,false,false\],\["measured_oom",null,null,false,true\],\["measured_oom",null,null,true,true\]\]$'
+}
+
 @test "validate rejects a bad format and a file that is not there" {
   run syssim validate "$(small_csv)" --format xml
   assert_failure 2
