@@ -23,7 +23,8 @@ const std::vector<std::string> kModelKeys = {
     "ffn_hidden_size", "seq_length", "max_position_embeddings", "vocab_size",
     "make_vocab_size_divisible_by", "swiglu", "activation", "rope", "rope_theta", "tie_word_embeddings",
     "rms_norm_eps", "normalization", "add_bias_linear", "add_qkv_bias", "qk_layernorm",
-    "attention_backend", "masked_softmax_fusion", "hidden_dropout", "attention_dropout", "huggingface", "overrides",
+    "attention_backend", "masked_softmax_fusion", "bias_swiglu_fusion", "apply_rope_fusion", "rms_norm_fusion",
+    "hidden_dropout", "attention_dropout", "huggingface", "overrides",
     // Mixture of experts, multi-head latent attention, multi-token prediction, sliding windows.
     "num_moe_experts", "moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size",
     "moe_layer_freq", "moe_router_score_function", "moe_router_num_groups", "moe_router_group_topk",
@@ -266,6 +267,9 @@ ModelConfig parse_model_yaml(const std::string& text, const std::string& name) {
   if (node["masked_softmax_fusion"] && m.attention_backend != "unfused")
     throw DataError(name + ": key 'masked_softmax_fusion' needs attention_backend: unfused");
   m.masked_softmax_fusion = yaml_get<bool>(node, "masked_softmax_fusion", name, m.masked_softmax_fusion);
+  m.bias_swiglu_fusion = yaml_get<bool>(node, "bias_swiglu_fusion", name, m.bias_swiglu_fusion);
+  m.apply_rope_fusion = yaml_get<bool>(node, "apply_rope_fusion", name, m.apply_rope_fusion);
+  m.rms_norm_fusion = yaml_get<bool>(node, "rms_norm_fusion", name, m.rms_norm_fusion);
   m.hidden_dropout = yaml_get<double>(node, "hidden_dropout", name, m.hidden_dropout);
   m.attention_dropout = yaml_get<double>(node, "attention_dropout", name, m.attention_dropout);
   parse_moe_and_attention(node, name, m);
@@ -342,6 +346,11 @@ void validate(const ModelConfig& m, const std::string& where) {
       throw DataError(where + ": key '" + key + "' needs one entry of 0 or 1 per layer (num_layers=" +
                       std::to_string(m.num_layers) + ")");
   };
+  if (!m.bias_swiglu_fusion && !m.swiglu) throw DataError(where + ": bias_swiglu_fusion: false needs swiglu");
+  if (!m.apply_rope_fusion && (!m.rope || m.multi_latent_attention))
+    throw DataError(where + ": apply_rope_fusion: false needs rope, without multi_latent_attention");
+  if (!m.rms_norm_fusion && m.normalization != "RMSNorm")
+    throw DataError(where + ": rms_norm_fusion: false needs normalization RMSNorm");
   if (m.window_size > 0) check_pattern(m.sliding_window_pattern, "window_attn_skip_freq");
   if (m.window_size > 0 && m.attention_backend != "flash")
     throw DataError(where + ": sliding-window attention is simulated with attention_backend flash only");
@@ -664,6 +673,9 @@ nlohmann::json to_json(const ModelConfig& m) {
   if (m.window_size > 0) j.update({{"window_size", m.window_size}, {"window_attn_skip_freq", m.sliding_window_pattern}});
   if (m.softmax_type != "vanilla") j["softmax_type"] = m.softmax_type;
   if (!m.masked_softmax_fusion) j["masked_softmax_fusion"] = false;
+  if (!m.bias_swiglu_fusion) j["bias_swiglu_fusion"] = false;
+  if (!m.apply_rope_fusion) j["apply_rope_fusion"] = false;
+  if (!m.rms_norm_fusion) j["rms_norm_fusion"] = false;
   return j;
 }
 
@@ -722,6 +734,10 @@ ModelConfig model_from_json(const nlohmann::json& j, const std::string& path) {
   }
   if (j.contains("softmax_type")) m.softmax_type = require_as<std::string>(j, "softmax_type", path);
   if (j.contains("masked_softmax_fusion")) m.masked_softmax_fusion = require_as<bool>(j, "masked_softmax_fusion", path);
+  for (auto [key, fusion] : {std::pair{"bias_swiglu_fusion", &m.bias_swiglu_fusion},
+                             std::pair{"apply_rope_fusion", &m.apply_rope_fusion},
+                             std::pair{"rms_norm_fusion", &m.rms_norm_fusion}})
+    if (j.contains(key)) *fusion = require_as<bool>(j, key, path);
   validate(m, "graph: " + path);
   return m;
 }

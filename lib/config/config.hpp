@@ -37,6 +37,12 @@ struct ModelConfig {
   bool qk_layernorm = false;
   std::string attention_backend = "flash";  // flash | unfused
   bool masked_softmax_fusion = true;  // unfused: Megatron's fused softmax kernel where its shapes allow it
+  // Fused kernels Megatron-LM can turn off (--no-bias-swiglu-fusion, --no-rope-fusion) and
+  // Transformer Engine's fused RMSNorm; off, the eager PyTorch chain of separate kernels
+  // (docs/syssim-trace.md, "Unfused kernels").
+  bool bias_swiglu_fusion = true;
+  bool apply_rope_fusion = true;
+  bool rms_norm_fusion = true;
   double hidden_dropout = 0.0;     // after attention and after the MLP (Megatron's hidden_dropout)
   double attention_dropout = 0.0;  // on the attention probabilities (Megatron's attention_dropout)
 

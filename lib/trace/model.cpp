@@ -144,7 +144,17 @@ class TrainingStep {
     Tensor weight = parameter(module + ".weight", {width});
     if (model_.normalization == "LayerNorm")
       return call("syssim::layer_norm", {x, weight, parameter(module + ".bias", {width})})[0];
+    if (!model_.rms_norm_fusion) return eager_rms_norm(x, weight);
     return call("syssim::rms_norm", {x, weight})[0];
+  }
+
+  // PyTorch's RMSNorm run eagerly (torch.nn.RMSNorm, torchtitan's RMSNorm): in fp32, one kernel
+  // each for the cast, the square, the mean, the epsilon, the reciprocal root, the scaling, the
+  // cast back and the weight; autograd's backward of each.
+  Tensor eager_rms_norm(const Tensor& x, const Tensor& weight) {
+    Tensor x32 = x.to(at::kFloat);
+    Tensor scaled = x32 * at::rsqrt(x32.pow(2).mean(-1, true) + model_.rms_norm_eps);
+    return scaled.to(x.scalar_type()) * weight;
   }
 
   Tensor linear(const std::string& module, const std::string& tp_role, const Tensor& x, int64_t out_features) {
@@ -175,8 +185,8 @@ class TrainingStep {
     }
     if (model_.rope) {
       ModuleScope scope(module, "none");
-      q = call("syssim::rope", {q})[0];
-      k = call("syssim::rope", {k})[0];
+      q = model_.apply_rope_fusion ? call("syssim::rope", {q})[0] : eager_rope(q);
+      k = model_.apply_rope_fusion ? call("syssim::rope", {k})[0] : eager_rope(k);
     }
     Tensor context = core_attention(layer, module + ".core_attention", q, k, v);
     return linear(module + ".linear_proj", "row", context, n_.h);
@@ -267,6 +277,26 @@ class TrainingStep {
     return at::softmax(fp32_scores, -1).to(scores.scalar_type());
   }
 
+  // Megatron-Core's unfused RoPE (_apply_rotary_pos_emb_bshd): t * cos + rotate_half(t) * sin,
+  // cos and sin of the step's fp32 frequencies cast to t's dtype on every call. rotate_half
+  // negates one half of t and concatenates the halves swapped: one copy of t here (a half of
+  // the head dimension has no axis in the trace), without the negation of the half, which
+  // moves a tenth of the chain's bytes.
+  Tensor eager_rope(const Tensor& t) {
+    // One [s, 1, 1, d] table of frequencies for the step, as Megatron's RotaryEmbedding makes it.
+    if (!rope_freqs_.defined()) rope_freqs_ = recorder_.input(meta({n_.s, 1, 1, t.size(-1)}, at::kFloat));
+    Tensor cos = at::cos(rope_freqs_).to(t.scalar_type());
+    Tensor sin = at::sin(rope_freqs_).to(t.scalar_type());
+    return t * cos + call("syssim::rotate_half", {t})[0] * sin;
+  }
+
+  // Megatron's SwiGLU without bias_swiglu_fusion: the halves of fc1's output, SiLU of the first
+  // times the second, two kernels; autograd's backward of each and the halves' concatenation.
+  static Tensor eager_swiglu(const Tensor& hidden) {
+    std::vector<Tensor> halves = hidden.chunk(2, -1);
+    return at::silu(halves[0]) * halves[1];
+  }
+
   // Each of the g key/value heads repeated r times: a real copy, like Megatron's repeat_interleave.
   Tensor repeat_groups(const Tensor& t) {
     if (model_.num_attention_heads == model_.num_query_groups) return t;
@@ -278,7 +308,10 @@ class TrainingStep {
     Tensor activated;
     {
       ModuleScope scope(module, "none");
-      activated = model_.swiglu ? call("syssim::swiglu", {hidden})[0] : plain_activation(hidden);
+      if (!model_.swiglu)
+        activated = plain_activation(hidden);
+      else
+        activated = model_.bias_swiglu_fusion ? call("syssim::swiglu", {hidden})[0] : eager_swiglu(hidden);
     }
     return linear(module + ".linear_fc2", "row", activated, n_.h);
   }
@@ -348,8 +381,11 @@ class TrainingStep {
     {
       ModuleScope scope(module + ".activation_func", "expert");
       // The fp32 probabilities promote the product, cast back as Megatron does.
-      activated = model_.swiglu ? call("syssim::weighted_swiglu", {hidden, probs})[0]
-                                : (plain_activation(hidden) * probs.unsqueeze(-1)).to(hidden.scalar_type());
+      if (model_.swiglu && model_.bias_swiglu_fusion)
+        activated = call("syssim::weighted_swiglu", {hidden, probs})[0];
+      else
+        activated = ((model_.swiglu ? eager_swiglu(hidden) : plain_activation(hidden)) * probs.unsqueeze(-1))
+                        .to(hidden.scalar_type());
     }
     return grouped("linear_fc2", "expert_row", activated, n_.h);
   }
@@ -364,6 +400,7 @@ class TrainingStep {
   Tensor word_embeddings_;
   Tensor output_weight_;  // made by the first output layer, shared by the MTP layers'
   Tensor causal_mask_;    // made by the first attention that needs it
+  Tensor rope_freqs_;     // made by the first unfused RoPE
 };
 
 }  // namespace

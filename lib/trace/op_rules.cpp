@@ -76,6 +76,17 @@ const std::map<std::string, OpRule> kOpRules = {
     {"aten::add_", {OpKind::math, R::kPerOutputElement, 1}},
     {"aten::mul", {OpKind::math, R::kPerOutputElement, 1}},
     {"aten::pow", {OpKind::math, R::kPerOutputElement, 1}},  // squared ReLU's x^2 (and x^1 in its backward)
+    // The eager kernels of unfused RMSNorm, RoPE and SwiGLU (docs/syssim-trace.md, "Unfused kernels").
+    {"aten::mean", {OpKind::math, R::kPerInputElement, 1}},
+    {"aten::rsqrt", {OpKind::math, R::kPerOutputElement, 1}},
+    {"aten::div", {OpKind::math, R::kPerOutputElement, 1}},
+    {"aten::cos", {OpKind::math, R::kPerOutputElement, 1}},
+    {"aten::sin", {OpKind::math, R::kPerOutputElement, 1}},
+    {"aten::silu", {OpKind::math, R::kPerOutputElement, 4}},           // x / (1 + exp(-x))
+    {"aten::silu_backward", {OpKind::math, R::kPerOutputElement, 6}},  // with the sigmoid recomputed
+    {"aten::cat", {OpKind::memory}},
+    {"syssim::rotate_half", {OpKind::memory}},
+    {"syssim::rotate_half_backward", {OpKind::memory}},
     {"aten::sum", {OpKind::math, R::kPerInputElement, 1}},
     {"aten::gelu", {OpKind::math, R::kPerOutputElement, 8}},
     {"aten::gelu_backward", {OpKind::math, R::kPerOutputElement, 12}},

@@ -52,6 +52,10 @@ TORCH_LIBRARY(syssim, m) {
   m.def("qkv_linear_wgrad(Tensor gq, Tensor gk, Tensor gv, Tensor x, bool bias) -> Tensor[]");
   m.def("rope(Tensor x) -> Tensor");
   m.def("rope_backward(Tensor grad) -> Tensor");
+  // Megatron-Core's _rotate_half of the unfused RoPE: the halves of the head swapped, the
+  // second negated; its backward the same in reverse.
+  m.def("rotate_half(Tensor x) -> Tensor");
+  m.def("rotate_half_backward(Tensor grad) -> Tensor");
   // Causal attention; `sinks`: one learned logit per head added to each softmax's denominator
   // (GPT-OSS). The window variant attends to the last `window_size` keys only.
   m.def("flash_attn(Tensor q, Tensor k, Tensor v, Tensor? sinks) -> Tensor");
@@ -135,6 +139,8 @@ TORCH_LIBRARY_IMPL(syssim, Meta, m) {
   });
   m.impl("rope", [](const Tensor& x) { return at::empty_like(x); });
   m.impl("rope_backward", [](const Tensor& grad) { return at::empty_like(grad); });
+  m.impl("rotate_half", [](const Tensor& x) { return at::empty_like(x); });
+  m.impl("rotate_half_backward", [](const Tensor& grad) { return at::empty_like(grad); });
   // The output has the value's head width (MLA's differs from the query's).
   auto attention = [](const Tensor& q, const Tensor&, const Tensor& v, const OptionalTensor&) {
     return meta_empty(shape_with_tail(q, 1, {v.size(-1)}), q);
@@ -630,6 +636,9 @@ TORCH_LIBRARY_IMPL(syssim, Autograd, m) {
   });
   m.impl("rope",
          [](const Tensor& x) { return GradientOnlyFunction::apply(x, "syssim::rope", "syssim::rope_backward"); });
+  m.impl("rotate_half", [](const Tensor& x) {
+    return GradientOnlyFunction::apply(x, "syssim::rotate_half", "syssim::rotate_half_backward");
+  });
   m.impl("flash_attn", [](const Tensor& q, const Tensor& k, const Tensor& v, const OptionalTensor& sinks) {
     return FlashAttnFunction::apply(q, k, v, sinks, false);
   });

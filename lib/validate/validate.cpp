@@ -373,6 +373,17 @@ void balance_pipeline(const ModelConfig& model, ShardOptions& options, std::vect
   assumptions.push_back("pp_layout=" + text);
 }
 
+// torchtitan's runs without torch.compile run its Llama eagerly: PyTorch's RMSNorm, RoPE and
+// SwiGLU as chains of separate kernels (torchtitan/models/norms.py RMSNorm, model.py
+// apply_rotary_emb and FeedForward at the rows' commit); torch.compile fuses them.
+void eager_kernels(const MeasuredRow& row, ModelConfig& model, std::vector<std::string>& assumptions) {
+  if (cell(row, "source_id") != "TORCHTITAN" || cell(row, "notes").find("torch.compile") != std::string::npos) return;
+  model.rms_norm_fusion = !(model.normalization == "RMSNorm");
+  model.apply_rope_fusion = !model.rope;
+  model.bias_swiglu_fusion = !model.swiglu;
+  assumptions.push_back("eager PyTorch: rms_norm_fusion, apply_rope_fusion, bias_swiglu_fusion off");
+}
+
 // A mixture of experts as the row's notes describe its run: the expert-TP size of a config table
 // ("ETP4"; default 1, as NVIDIA's MoE recipes set expert_tensor_parallel_size), token dropping of
 // Megatron-Bridge's "tokendrop" variant (apply_moe_token_drop: capacity factor 1.0, inputs padded
@@ -642,6 +653,7 @@ RowPlan plan_row(const MeasuredRow& row, const std::string& hardware_dir,
     plan.options = layout(row, plan.assumptions);
     plan.model = architecture(row, plan.assumptions);
     expert_settings(row, plan.model, plan.options, plan.assumptions);
+    eager_kernels(row, plan.model, plan.assumptions);
     balance_pipeline(plan.model, plan.options, plan.assumptions);
     measured_step_time(row, plan);
   } catch (const Unsupported& unsupported) {

@@ -767,6 +767,27 @@ TEST(Loader, MaskedSoftmaxFusionNeedsTheUnfusedAttentionAndSurvivesTheGraph) {
   EXPECT_FALSE(syssim::to_json(syssim::parse_model_yaml(kValidModel, "m.yaml")).contains("masked_softmax_fusion"));
 }
 
+TEST(Loader, UnfusedKernelsNeedTheirKernelAndSurviveTheGraph) {
+  auto model_error = [](const std::string& extra) {
+    return error_of([&] { syssim::parse_model_yaml(std::string(kValidModel) + extra, "m.yaml"); });
+  };
+  EXPECT_EQ(model_error("swiglu: false\nbias_swiglu_fusion: false\n"), "m.yaml: bias_swiglu_fusion: false needs swiglu");
+  EXPECT_EQ(model_error("rope: false\napply_rope_fusion: false\n"),
+            "m.yaml: apply_rope_fusion: false needs rope, without multi_latent_attention");
+  EXPECT_EQ(model_error("normalization: LayerNorm\nrms_norm_fusion: false\n"),
+            "m.yaml: rms_norm_fusion: false needs normalization RMSNorm");
+  const syssim::ModelConfig m = syssim::parse_model_yaml(
+      std::string(kValidModel) + "swiglu: true\nbias_swiglu_fusion: false\napply_rope_fusion: false\nrms_norm_fusion: false\n",
+      "m.yaml");
+  const syssim::ModelConfig reread = syssim::model_from_json(syssim::to_json(m), "m");
+  EXPECT_FALSE(reread.bias_swiglu_fusion);
+  EXPECT_FALSE(reread.apply_rope_fusion);
+  EXPECT_FALSE(reread.rms_norm_fusion);
+  // Fused, the keys stay out of the graph: it reads as before 1.10.
+  const nlohmann::json fused = syssim::to_json(syssim::parse_model_yaml(kValidModel, "m.yaml"));
+  for (const char* key : {"bias_swiglu_fusion", "apply_rope_fusion", "rms_norm_fusion"}) EXPECT_FALSE(fused.contains(key));
+}
+
 TEST(Loader, InvalidValuesAreRejected) {
   std::string text = std::string(kValidModel) + "normalization: BatchNorm\n";
   EXPECT_NE(error_of([&] { syssim::parse_model_yaml(text, "m.yaml"); }).find("RMSNorm|LayerNorm"),

@@ -427,6 +427,35 @@ TEST(Trace, MaskedSoftmaxFusionOffRunsPyTorchsSoftmaxAtAnyLength) {
   expect_symbolic_matches_concrete(with_dropout(m), 2, 256);
 }
 
+// With the fusions off (torchtitan's eager Llama), the forward of the RMSNorm is PyTorch's
+// chain: cast to fp32, square, mean, + epsilon, reciprocal root, scale, cast back, weight. At
+// b = 2, s = 4096, h = 4096 (n elements of [s, b, h], r = n / h rows) its bytes are the cast's
+// 2n + 4n, the square's 4n + 4n, the mean's 4n + 4r, the epsilon's 4r + 4r, the root's 4r + 4r,
+// the scaling's 4n + 4r + 4n, the cast back's 4n + 2n and the weight's 2n + 2h + 2n: 36n + 24r
+// + 2h, where the fused kernel reads x and writes y, 4n.
+TEST(Trace, UnfusedKernelsRunPyTorchsEagerChains) {
+  ModelConfig m = llama3_8b();
+  m.rms_norm_fusion = m.apply_rope_fusion = m.bias_swiglu_fusion = false;
+  const TraceSection trace = trace_model(m);
+  for (const char* fused : {"syssim::rms_norm", "syssim::rope", "syssim::swiglu"})
+    EXPECT_TRUE(ops_named(trace, fused, 0).empty()) << fused;
+  EXPECT_EQ(ops_named(trace, "aten::silu", 0).size(), 1u);
+  EXPECT_EQ(ops_named(trace, "syssim::rotate_half", 0).size(), 2u);  // queries and keys
+  const AxisValues at = with_batch(trace, 2, 4096);
+  const double h = 4096, n = 2 * 4096 * h, r = n / h;
+  double forward_bytes = 0;
+  std::vector<std::string> names;
+  for (const TraceOp& op : trace.ops)
+    if (op.layer == 0 && op.phase == OpPhase::fwd && op.module.str() == "decoder.layers.0.input_layernorm") {
+      forward_bytes += op.bytes.evaluate(at, op.name);
+      names.push_back(op.name);
+    }
+  EXPECT_EQ(names, (std::vector<std::string>{"aten::_to_copy", "aten::pow", "aten::mean", "aten::add", "aten::rsqrt",
+                                             "aten::mul", "aten::_to_copy", "aten::mul"}));
+  EXPECT_EQ(forward_bytes, 36 * n + 24 * r + 2 * h);
+  expect_symbolic_matches_concrete(m, 2, 4096);
+}
+
 TEST(Trace, Nemotron4ParameterCountIsThePublishedSplit) {
   // Nemotron-4 15B (arXiv 2402.16819, Section 2): 3.2B embedding and 12.5B non-embedding parameters.
   const double h = 6144, heads = 48, groups = 8, d = 128, f = 24576, v = 256000, layers = 32;
