@@ -44,17 +44,14 @@ int main(int argc, char** argv) {
   commands[0]->add_option("--timeline", timeline,
                           "Also write the simulated timeline as a Chrome trace (Perfetto, chrome://tracing) to FILE");
   CLI::App* validate = app.add_subcommand("validate", "Compare predictions with a table of measured runs");
-  std::string measured, validate_format = "table";
-  syssim::ValidateOptions validate_options;
-  validate->add_option("measured", measured, "CSV of measured runs (docs/validation.md)")->required();
-  validate->add_option("--format", validate_format, "Output format")->check(CLI::IsMember({"table", "csv", "json"}));
-  validate->add_option("--hardware-dir", validate_options.hardware_dir, "Folder of the hardware presets");
-  std::vector<std::string> hardware_map;
-  validate->add_option("--hardware-map", hardware_map,
+  syssim::ValidateRequest validation;
+  validate->add_option("measured", validation.measured, "CSV of measured runs (docs/validation.md)")->required();
+  validate->add_option("--format", validation.format, "Output format")->check(CLI::IsMember({"table", "csv", "json"}));
+  validate->add_option("--hardware-dir", validation.options.hardware_dir, "Folder of the hardware presets");
+  validate->add_option("--hardware-map", validation.hardware_map,
                        "GPU=PRESET_OR_YAML: the hardware of rows with that gpu cell (repeatable)");
-  validate->add_option("-o,--output", output, "Output file, written atomically (default: standard output)");
-  std::string bands_out;
-  validate->add_option("--bands-out", bands_out,
+  validate->add_option("-o,--output", validation.output, "Output file, written atomically (default: standard output)");
+  validate->add_option("--bands-out", validation.bands_out,
                        "Also write the step-time bands fitted on the rows, as the report reads them (docs/validation.md)");
   CLI::App* calibrate = app.add_subcommand("calibrate", "Fit the calibrated cost estimator on measured kernel times");
   syssim::CalibrateOptions calibrate_options;
@@ -125,15 +122,10 @@ int main(int argc, char** argv) {
       return;
     }
     if (validate->parsed()) {
-      validate_options.hardware_map = syssim::parse_hardware_map(hardware_map);
-      syssim::ValidationResult result =
-          syssim::validate_measured(syssim::read_input(measured), measured, validate_options);
-      for (const std::string& warning : result.warnings) std::cerr << "syssim: warning: " << warning << "\n";
-      std::vector<std::pair<std::string, std::string>> outputs = {{output, syssim::render_validation(result, validate_format)}};
-      if (!bands_out.empty()) outputs.emplace_back(bands_out, syssim::write_step_time_bands(result.bands));
-      syssim::write_outputs(outputs);
-      if (std::none_of(result.rows.begin(), result.rows.end(), [](const auto& row) { return row.expressed(); }))
-        throw syssim::DataError(measured + ": no row could be simulated (the skip reasons are in the output)");
+      const syssim::ValidateRun run = syssim::validate_command(validation);
+      for (const std::string& warning : run.warnings) std::cerr << "syssim: warning: " << warning << "\n";
+      syssim::write_outputs(run.outputs);
+      if (run.failure) throw syssim::DataError(*run.failure);
       return;
     }
     CLI::App* command = commands[0]->parsed() ? commands[0] : commands[1];

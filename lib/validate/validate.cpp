@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "common/csv.hpp"
+#include "common/io.hpp"
 #include "common/error.hpp"
 #include "common/text.hpp"
 #include "common/units.hpp"
@@ -378,7 +379,8 @@ void balance_pipeline(const ModelConfig& model, ShardOptions& options, std::vect
 // apply_rotary_emb and FeedForward at the rows' commit); torch.compile fuses them.
 void eager_kernels(const MeasuredRow& row, ModelConfig& model, std::vector<std::string>& assumptions) {
   if (cell(row, "source_id") != "TORCHTITAN" || cell(row, "notes").find("torch.compile") != std::string::npos) return;
-  model.rms_norm_fusion = !(model.normalization == "RMSNorm");
+  // Each only where the model has the kernel (config.cpp refuses the others).
+  model.rms_norm_fusion = model.normalization != "RMSNorm";
   model.apply_rope_fusion = !model.rope;
   model.bias_swiglu_fusion = !model.swiglu;
   assumptions.push_back("eager PyTorch: rms_norm_fusion, apply_rope_fusion, bias_swiglu_fusion off");
@@ -757,6 +759,18 @@ ValidationResult validate_measured(const std::string& csv_text, const std::strin
   }
   fit_bands(result, source);
   return result;
+}
+
+ValidateRun validate_command(ValidateRequest request) {
+  request.options.hardware_map = parse_hardware_map(request.hardware_map);
+  const ValidationResult result = validate_measured(read_input(request.measured), request.measured, request.options);
+  ValidateRun run;
+  run.warnings = result.warnings;
+  run.outputs = {{request.output, render_validation(result, request.format)}};
+  if (!request.bands_out.empty()) run.outputs.emplace_back(request.bands_out, write_step_time_bands(result.bands));
+  if (std::none_of(result.rows.begin(), result.rows.end(), [](const RowResult& row) { return row.expressed(); }))
+    run.failure = request.measured + ": no row could be simulated (the skip reasons are in the output)";
+  return run;
 }
 
 std::string render_validation(const ValidationResult& result, const std::string& format) {

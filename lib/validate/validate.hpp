@@ -91,4 +91,20 @@ ValidationResult validate_measured(const std::string& csv_text, const std::strin
 // format: table | csv | json.
 std::string render_validation(const ValidationResult& result, const std::string& format);
 
+// `syssim validate` as the tool runs it (docs/validation.md).
+struct ValidateRequest {
+  std::string measured;  // the CSV's path
+  std::string format = "table";
+  std::string output = "-";
+  std::string bands_out;  // also the step-time bands to this file; empty: not
+  std::vector<std::string> hardware_map;  // --hardware-map assignments, GPU=PRESET_OR_YAML
+  ValidateOptions options;
+};
+struct ValidateRun {
+  std::vector<std::pair<std::string, std::string>> outputs;  // (path, text) to write, all or none
+  std::vector<std::string> warnings;
+  std::optional<std::string> failure;  // bad data to report after the outputs: no row simulated
+};
+ValidateRun validate_command(ValidateRequest request);
+
 }  // namespace syssim
