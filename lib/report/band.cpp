@@ -7,6 +7,7 @@
 #include "common/csv.hpp"
 #include "common/error.hpp"
 #include "common/install.hpp"
+#include "common/io.hpp"
 #include "common/json_util.hpp"
 
 namespace syssim {
@@ -78,7 +79,7 @@ StepTimeBands fit_step_time_bands(const std::vector<StepTimeRatio>& runs, double
   return bands;
 }
 
-std::string write_step_time_bands(const StepTimeBands& bands) {
+json to_json(const StepTimeBands& bands) {
   json classes = json::array();
   for (const ClassBand& band : bands.classes)
     classes.push_back({{"class", to_string(band.job_class)},
@@ -86,8 +87,10 @@ std::string write_step_time_bands(const StepTimeBands& bands) {
                        {"ratio_low", band.low},
                        {"ratio_high", band.high},
                        {"held_out_coverage", band.held_out_coverage}});
-  return json{{"coverage", bands.coverage}, {"source", bands.source}, {"classes", classes}}.dump(2) + "\n";
+  return json{{"coverage", bands.coverage}, {"source", bands.source}, {"classes", classes}};
 }
+
+std::string write_step_time_bands(const StepTimeBands& bands) { return to_json(bands).dump(2) + "\n"; }
 
 StepTimeBands parse_step_time_bands(const std::string& text, const std::string& source) {
   json j;
@@ -124,5 +127,15 @@ StepTimeBands parse_step_time_bands(const std::string& text, const std::string& 
 }
 
 std::string default_step_time_bands_path() { return data_dir() + "/uncertainty/step_time_bands.json"; }
+
+StepTimeBands load_step_time_bands(const std::optional<StepTimeBands>& given) {
+  if (given) return *given;
+  const std::string path = default_step_time_bands_path();
+  return parse_step_time_bands(read_input(path), path);
+}
+
+StepTimeRange step_time_range(double step_time_ms, const ClassBand& band) {
+  return {step_time_ms * band.low, step_time_ms * band.high};
+}
 
 }  // namespace syssim

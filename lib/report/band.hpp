@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "common/op_kinds.hpp"
 
 namespace syssim {
@@ -52,10 +54,19 @@ std::vector<std::optional<ClassBand>> held_out_bands(const std::vector<StepTimeR
 bool inside(const ClassBand& band, double ratio);
 
 // The JSON file syssim validate --bands-out writes and the report reads (docs/validation.md).
+nlohmann::json to_json(const StepTimeBands& bands);
 std::string write_step_time_bands(const StepTimeBands& bands);
 StepTimeBands parse_step_time_bands(const std::string& text, const std::string& source);
 
 // The bands the data folder ships: <data>/uncertainty/step_time_bands.json.
 std::string default_step_time_bands_path();
+// `given`, else the data folder's bands.
+StepTimeBands load_step_time_bands(const std::optional<StepTimeBands>& given = std::nullopt);
+
+// The range around a predicted step time that the measured step times of its class fell in.
+struct StepTimeRange {
+  double low_ms = 0, high_ms = 0;
+};
+StepTimeRange step_time_range(double step_time_ms, const ClassBand& band);
 
 }  // namespace syssim

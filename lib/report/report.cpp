@@ -248,23 +248,21 @@ std::string convention_text(MfuConvention convention) {
 struct StepBand {
   ClassBand band;
   double coverage = 0;
-  double low_ms = 0, high_ms = 0;
+  StepTimeRange range;
 };
 
 StepBand step_band_of(const ShardSection& shard, const SimSection& sim, const std::optional<StepTimeBands>& given) {
-  const std::string path = default_step_time_bands_path();
-  const StepTimeBands bands = given ? *given : parse_step_time_bands(read_input(path), path);
+  const StepTimeBands bands = load_step_time_bands(given);
   const bool moe = shard.params_active != shard.params_total;
   StepBand step;
   step.band = bands.of(band_class_of(moe, shard.training.dtype));
   step.coverage = bands.coverage;
-  step.low_ms = sim.step_time_ms * step.band.low;
-  step.high_ms = sim.step_time_ms * step.band.high;
+  step.range = step_time_range(sim.step_time_ms, step.band);
   return step;
 }
 
 std::string band_text(const StepBand& step) {
-  return ms(step.low_ms) + " to " + ms(step.high_ms) + " (where " + fixed(step.coverage * 100, 0) + "% of " +
+  return ms(step.range.low_ms) + " to " + ms(step.range.high_ms) + " (where " + fixed(step.coverage * 100, 0) + "% of " +
          std::to_string(step.band.runs) + " published " + to_string(step.band.job_class) +
          " runs measured against their prediction, docs/validation.md)";
 }
@@ -344,7 +342,7 @@ json full_json(const Graph& g, const ShardSection& shard, const MemSection& mem,
   const LinkLoad* busiest = busiest_link(sim);
   bottlenecks["busiest_link"] = busiest ? to_json(*busiest) : json();
   report.update({{"step_time_ms", sim.step_time_ms},
-                 {"step_time_band_ms", {step_band.low_ms, step_band.high_ms}},
+                 {"step_time_band_ms", {step_band.range.low_ms, step_band.range.high_ms}},
                  {"step_time_band",
                   {{"class", to_string(step_band.band.job_class)},
                    {"runs", step_band.band.runs},

@@ -18,8 +18,8 @@ namespace syssim {
 class PointEvaluator {
  public:
   PointEvaluator(const ModelConfig& model, const HardwareConfig& hardware, bool use_cache);
-  // Fills the metrics and status of `row` (its inputs are kept) from the simulated job; a job
-  // that throws makes it invalid. `built`, when given, holds nothing or the simulated graph of
+  // Fills the metrics, step-time band and status of `row` (its inputs are kept) from the
+  // simulated job; a job that throws makes it invalid. `built`, when given, holds nothing or the simulated graph of
   // a job that differs from this one at most in its global batch: that graph is simulated again
   // with this batch (resimulate_with_global_batch), or this job's graph is left there.
   void operator()(const ShardOptions& options, SweepRow& row, std::optional<Graph>* built = nullptr);
@@ -43,8 +43,11 @@ class PointEvaluator {
     std::optional<ShardReuse> reuse;
   };
   Traced& traced(std::optional<int64_t> seq_length);  // under loading_
+  // The row's status and metrics, from the cache or simulated.
+  void simulate_row(const ShardOptions& options, SweepRow& row, std::optional<Graph>* built);
   std::map<bool, Traced> traced_;
   std::optional<CostEstimator> estimator_;
+  StepTimeBands bands_;  // the data folder's, read once
 };
 
 void mark_invalid(SweepRow& row, const std::string& reason);

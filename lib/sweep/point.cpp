@@ -256,10 +256,11 @@ void mark_invalid(SweepRow& row, const std::string& reason) {
   row.status = "invalid";
   row.reason = reason;
   row.step_time_ms = row.mfu = row.peak_memory_gb = 0;
+  row.step_time_band.reset();
 }
 
 PointEvaluator::PointEvaluator(const ModelConfig& model, const HardwareConfig& hardware, bool use_cache)
-    : model_(model), hardware_(hardware), use_cache_(use_cache) {}
+    : model_(model), hardware_(hardware), use_cache_(use_cache), bands_(load_step_time_bands()) {}
 
 PointEvaluator::Traced& PointEvaluator::traced(std::optional<int64_t> seq_length) {
   Traced& traced = traced_[runs_fused_softmax_kernel(model_, seq_length.value_or(model_.seq_length))];
@@ -286,6 +287,14 @@ const CostEstimator& PointEvaluator::estimator() {
 }
 
 void PointEvaluator::operator()(const ShardOptions& options, SweepRow& row, std::optional<Graph>* built) {
+  simulate_row(options, row, built);
+  // The band comes from the data folder each time, not from a cached row: it moves with the bands.
+  if (row.status != "invalid")
+    row.step_time_band =
+        step_time_range(row.step_time_ms, bands_.of(band_class_of(model_.is_moe(), options.training.dtype)));
+}
+
+void PointEvaluator::simulate_row(const ShardOptions& options, SweepRow& row, std::optional<Graph>* built) {
   const std::string key = use_cache_ ? job_cache_key(model_, hardware_, options) : "";
   if (use_cache_) {
     if (std::optional<std::string> cached = cache_get("point", key)) {

@@ -44,6 +44,7 @@ std::string render_table(const std::vector<SweepRow>& rows, const std::vector<st
   std::vector<std::string> header = columns;
   if (statuses) header.push_back("status");
   header.insert(header.end(), std::begin(kMetrics), std::end(kMetrics));
+  header.push_back("step_time_band_ms");
   if (statuses) header.push_back("reason");
   std::vector<std::vector<std::string>> cells;
   for (const SweepRow& row : rows) {
@@ -52,6 +53,9 @@ std::string render_table(const std::vector<SweepRow>& rows, const std::vector<st
     bool simulated = row.status != "invalid";
     if (statuses) line.push_back(row.status);
     for (const char* metric : kMetrics) line.push_back(simulated ? metric_text(metric_value(row, metric), metric) : "-");
+    const std::optional<StepTimeRange>& band = row.step_time_band;
+    line.push_back(band ? metric_text(band->low_ms, "step_time_ms") + "-" + metric_text(band->high_ms, "step_time_ms")
+                        : "-");
     if (statuses) line.push_back(row.reason);
     cells.push_back(line);
   }
@@ -77,7 +81,7 @@ std::string render_table(const std::vector<SweepRow>& rows, const std::vector<st
 std::string render_csv(const std::vector<SweepRow>& rows, const std::vector<std::string>& columns) {
   std::ostringstream out;
   for (const std::string& path : columns) out << csv_field(path) << ",";
-  out << "status,step_time_ms,mfu,peak_memory_gb,reason\n";
+  out << "status,step_time_ms,mfu,peak_memory_gb,step_time_band_low_ms,step_time_band_high_ms,reason\n";
   for (const SweepRow& row : rows) {
     for (const std::string& path : columns) out << csv_field(input_cell(row, path, "")) << ",";
     out << row.status << ",";
@@ -85,6 +89,11 @@ std::string render_csv(const std::vector<SweepRow>& rows, const std::vector<std:
       out << ",,,";
     else
       for (const char* metric : kMetrics) out << ordered_json(metric_value(row, metric)).dump() << ",";
+    if (row.step_time_band)
+      out << ordered_json(row.step_time_band->low_ms).dump() << "," << ordered_json(row.step_time_band->high_ms).dump()
+          << ",";
+    else
+      out << ",,";
     out << csv_field(row.reason) << "\n";
   }
   return out.str();
@@ -109,6 +118,8 @@ ordered_json to_json(const SweepRow& row) {
   ordered_json j = {{"inputs", row.inputs}, {"status", row.status}};
   for (const char* metric : kMetrics)
     j[metric] = row.status == "invalid" ? ordered_json() : ordered_json(metric_value(row, metric));
+  j["step_time_band_ms"] = row.step_time_band ? ordered_json::array({row.step_time_band->low_ms, row.step_time_band->high_ms})
+                                              : ordered_json();
   j["reason"] = row.reason;
   return j;
 }
@@ -133,6 +144,14 @@ SweepRow sweep_row_from_json(const ordered_json& j, const std::string& where) {
     if (!field(kMetrics[m]).is_number())
       throw DataError(where + "/" + kMetrics[m] + ": expected a number, got " + field(kMetrics[m]).dump());
     *slots[m] = field(kMetrics[m]).get<double>();
+  }
+  // Absent or null in the rows of sweeps from before sweeps carried the band.
+  if (j.contains("step_time_band_ms") && !j.at("step_time_band_ms").is_null()) {
+    const ordered_json& band = j.at("step_time_band_ms");
+    if (!band.is_array() || band.size() != 2 || !band[0].is_number() || !band[1].is_number() ||
+        !(band[0].get<double>() <= band[1].get<double>()))
+      throw DataError(where + "/step_time_band_ms: expected [low, high] in ms, got " + band.dump());
+    row.step_time_band = StepTimeRange{band[0].get<double>(), band[1].get<double>()};
   }
   return row;
 }

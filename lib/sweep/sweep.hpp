@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cost/cost.hpp"
+#include "report/band.hpp"
 #include "shard/shard.hpp"
 
 namespace syssim {
@@ -49,6 +50,9 @@ struct SweepRow {
   double step_time_ms = 0;
   double mfu = 0;
   double peak_memory_gb = 0;
+  // The step-time band of the job's class (report/band.hpp), as in the report; none for an
+  // invalid row and for rows of sweep files written before sweeps carried it.
+  std::optional<StepTimeRange> step_time_band;
 };
 
 nlohmann::ordered_json to_json(const SweepRow& row);

@@ -626,7 +626,7 @@ std::string render_json(const ValidationResult& result) {
   return nlohmann::json{{"rows", rows},
                         {"skipped", skipped},
                         {"step_error", stats},
-                        {"step_time_bands", nlohmann::json::parse(write_step_time_bands(result.bands))}}
+                        {"step_time_bands", to_json(result.bands)}}
              .dump(2) +
          "\n";
 }

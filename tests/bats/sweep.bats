@@ -54,12 +54,12 @@ sweep_tiny() {
 @test "syssim sweep lists every point, dp from --gpus, and an invalid point with its reason" {
   run sweep_tiny --gpus 8 --global-batch 8 --over parallelism.tp=1,2,3 --over training.micro_batch=1 --format csv
   assert_success
-  assert_equal "${lines[0]}" "parallelism.tp,training.micro_batch,parallelism.dp,status,step_time_ms,mfu,peak_memory_gb,reason"
+  assert_equal "${lines[0]}" "parallelism.tp,training.micro_batch,parallelism.dp,status,step_time_ms,mfu,peak_memory_gb,step_time_band_low_ms,step_time_band_high_ms,reason"
   assert_equal "${#lines[@]}" 4  # the header and 3 x 1 points
   for tp in 1 2; do
     [[ "${lines[$tp]}" == "$tp,1,$((8 / tp)),ok,"* ]] || { echo "row $tp: ${lines[$tp]}"; false; }
   done
-  assert_equal "${lines[3]}" "3,1,,invalid,,,,tp*cp*pp=3 does not divide --gpus 8"
+  assert_equal "${lines[3]}" "3,1,,invalid,,,,,,tp*cp*pp=3 does not divide --gpus 8"
 }
 
 @test "a sweep row is what syssim run reports for that point" {
@@ -67,7 +67,7 @@ sweep_tiny() {
   assert_success
   point=$(jq -c '.points[1]' <<< "$output")
   report=$(syssim run "$TINY" --hardware "$A100" --tp 2 --sp --dp 2 --global-batch 8 --format json)
-  for metric in step_time_ms mfu peak_memory_gb; do
+  for metric in step_time_ms mfu peak_memory_gb 'step_time_band_ms[0]' 'step_time_band_ms[1]'; do
     assert_close "$(jq ".$metric" <<< "$point")" "$(jq ".$metric" <<< "$report")" 1e-12
   done
 }

@@ -154,6 +154,46 @@ TEST(Sweep, InvalidAndOutOfMemoryPointsAreListedButNeverBest) {
   EXPECT_EQ(rank_rows(rows, "mfu").size(), 3u);  // 6 points less 2 invalid, less 1 oom
 }
 
+TEST(Sweep, EachSimulatedRowCarriesItsClassBand) {
+  ShardOptions base;
+  base.training.global_batch = 4;
+  const HardwareConfig h100 =
+      load_hardware_yaml(std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-80gb.yaml");  // runs fp8
+  std::vector<SweepRow> rows =
+      run_sweep(tiny(), h100, base, {{"parallelism.tp", {"4", "1"}}, {"training.dtype", {"bf16", "fp8"}}}, {false, {}});
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_FALSE(rows[0].step_time_band);  // tp 4 is invalid
+  const StepTimeBands bands = load_step_time_bands();
+  // The tiny Llama is dense: bf16 takes dense_16bit's ratios, fp8 dense_8bit_or_less's.
+  const ClassBand& bf16 = bands.of(BandClass::dense_16bit);
+  const ClassBand& fp8 = bands.of(BandClass::dense_8bit_or_less);
+  ASSERT_TRUE(rows[2].step_time_band && rows[3].step_time_band);
+  EXPECT_DOUBLE_EQ(rows[2].step_time_band->low_ms, rows[2].step_time_ms * bf16.low);
+  EXPECT_DOUBLE_EQ(rows[2].step_time_band->high_ms, rows[2].step_time_ms * bf16.high);
+  EXPECT_DOUBLE_EQ(rows[3].step_time_band->low_ms, rows[3].step_time_ms * fp8.low);
+  EXPECT_DOUBLE_EQ(rows[3].step_time_band->high_ms, rows[3].step_time_ms * fp8.high);
+}
+
+TEST(Sweep, RowsReadBackWithOrWithoutTheirBand) {
+  SweepRow banded = row("ok", 100, 0.5, 10);
+  banded.step_time_band = StepTimeRange{90, 130};
+  SweepRow back = sweep_row_from_json(to_json(banded), "test");
+  ASSERT_TRUE(back.step_time_band);
+  EXPECT_EQ(back.step_time_band->low_ms, 90);
+  EXPECT_EQ(back.step_time_band->high_ms, 130);
+  nlohmann::ordered_json older = to_json(banded);  // a sweep file from before sweeps carried the band
+  older.erase("step_time_band_ms");
+  EXPECT_FALSE(sweep_row_from_json(older, "test").step_time_band);
+  nlohmann::ordered_json reversed = to_json(banded);
+  reversed["step_time_band_ms"] = {130, 90};
+  try {
+    sweep_row_from_json(reversed, "f.json: /points/0");
+    FAIL() << "a band whose low is above its high was read";
+  } catch (const DataError& e) {
+    EXPECT_STREQ(e.what(), "f.json: /points/0/step_time_band_ms: expected [low, high] in ms, got [130,90]");
+  }
+}
+
 TEST(Sweep, ProgressCountsEveryPoint) {
   std::vector<std::pair<int64_t, int64_t>> calls;
   SweepSettings settings{false, [&](int64_t done, int64_t total) { calls.push_back({done, total}); }};
