@@ -72,8 +72,8 @@ def test_sweep_gives_the_rows_of_syssim_sweep():
     rows = json.loads(cli("sweep", "llama3-8b", "--hardware", "h100-sxm-80gb", "--dp", "8", "--global-batch", "64",
                           "--over", "parallelism.tp=1,2,4", "--over", "training.recompute=none,full", "--format",
                           "json"))["points"]
-    assert [(r.inputs, r.status, r.metrics["step_time_ms"]) for r in result] == \
-           [(r["inputs"], r["status"], r["step_time_ms"]) for r in rows]
+    assert [(r.inputs, r.status, r.metrics["step_time_ms"], list(r.step_time_band_ms)) for r in result] == \
+           [(r["inputs"], r["status"], r["step_time_ms"], r["step_time_band_ms"]) for r in rows]
     best = result.best("step_time_ms")
     assert best.metrics["step_time_ms"] == min(r["step_time_ms"] for r in rows if r["status"] == "ok")
     # The row's report is its job simulated again: the same step.

@@ -230,13 +230,16 @@ def _axis_value(value):
 
 class SweepRow:
     """One point: inputs (the swept values), metrics (step_time_ms, mfu, peak_memory_gb), status
-    (ok, oom or invalid) and reason; report simulates the point's job on first use."""
+    (ok, oom or invalid), reason and step_time_band_ms ((low, high), None when invalid); report
+    simulates the point's job on first use."""
 
     def __init__(self, row, job):
         self.inputs = dict(row["inputs"])
         self.status = row["status"]
         self.reason = row.get("reason", "")
         self.metrics = {key: row[key] for key in ("step_time_ms", "mfu", "peak_memory_gb") if key in row}
+        band = row.get("step_time_band_ms")
+        self.step_time_band_ms = tuple(band) if band else None
         self._job = job
         self._report = None
 
