@@ -8,6 +8,7 @@
 #include "calibrate/calibrate.hpp"
 #include "calibrate/detail.hpp"
 #include "common/error.hpp"
+#include "common/json_util.hpp"
 #include "common/io.hpp"
 
 namespace syssim {
@@ -72,12 +73,7 @@ CalibratedModel::~CalibratedModel() = default;
 
 CalibratedModel CalibratedModel::load(const std::string& dir, const HardwareConfig& hw) {
   const std::string path = dir + "/" + kManifestFile;
-  nlohmann::json manifest;
-  try {
-    manifest = nlohmann::json::parse(read_input(path));
-  } catch (const nlohmann::json::exception& e) {
-    throw DataError(path + ": not valid JSON: " + e.what());
-  }
+  const nlohmann::json manifest = parse_json(read_input(path), path);
   auto schema = manifest_value<std::string>(manifest, "schema", path);
   if (schema != kManifestSchema)
     throw DataError(path + ": schema: expected \"" + kManifestSchema + "\", got \"" + schema + "\"");

@@ -4,10 +4,12 @@
 #include <cmath>
 
 #include "common/error.hpp"
+#include "common/io.hpp"
 
 namespace syssim {
 
 CsvTable parse_csv(const std::string& text, const std::string& source) {
+  require_utf8(text, source);
   std::vector<std::vector<std::string>> records;
   std::vector<int64_t> starts;
   std::vector<std::string> record;

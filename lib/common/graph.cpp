@@ -41,17 +41,7 @@ std::string write_graph(const Graph& g) {
 Graph read_graph(const std::string& text, const std::string& source) {
   if (text.find_first_not_of(" \t\r\n") == std::string::npos)
     throw DataError(source + ": empty input, expected a syssim graph");
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    if (e.byte > text.size())
-      throw DataError(source + ": truncated JSON: input ends after " + std::to_string(text.size()) + " bytes");
-    throw DataError(source + ": not valid JSON at byte " + std::to_string(e.byte));
-  } catch (const json::out_of_range& e) {  // a number beyond double's range (1e400)
-    const std::string what = e.what();      // "[json.exception.out_of_range.406] number overflow parsing '1e400'"
-    throw DataError(source + ": not valid JSON: " + what.substr(what.find("] ") + 2));
-  }
+  const json j = parse_json(text, source);
   if (!j.is_object() || !j.contains("format") || j["format"] != kFormat)
     throw DataError(source + ": /format: expected \"syssim-graph\", got " +
                     (j.is_object() && j.contains("format") ? j["format"].dump() : std::string("nothing")));

@@ -40,6 +40,39 @@ std::string read_rest(std::ifstream& in, const std::string& path) {
   return text.str();
 }
 
+void require_utf8(const std::string& text, const std::string& source) {
+  int64_t line = 1;
+  for (size_t i = 0; i < text.size();) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (byte < 0x80) {
+      line += byte == '\n';
+      ++i;
+      continue;
+    }
+    // The length of the sequence a lead byte starts and the range of its second byte, which
+    // excludes the overlong forms, the surrogates and code points past U+10FFFF (RFC 3629).
+    size_t length = 0;
+    unsigned char low = 0x80, high = 0xBF;
+    if (byte >= 0xC2 && byte <= 0xDF) length = 2;
+    else if (byte >= 0xE0 && byte <= 0xEF) length = 3, low = byte == 0xE0 ? 0xA0 : 0x80, high = byte == 0xED ? 0x9F : 0xBF;
+    else if (byte >= 0xF0 && byte <= 0xF4) length = 4, low = byte == 0xF0 ? 0x90 : 0x80, high = byte == 0xF4 ? 0x8F : 0xBF;
+    size_t end = i + 1;  // past the bytes that continue the sequence
+    if (length > 0 && end < text.size()) {
+      const auto second = static_cast<unsigned char>(text[end]);
+      if (second >= low && second <= high) ++end;
+      while (end > i + 1 && end < i + length && end < text.size() &&
+             (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80)
+        ++end;
+    }
+    if (length == 0 || end != i + length) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02X", static_cast<unsigned>(byte));
+      throw DataError(source + ": line " + std::to_string(line) + ": not UTF-8 text (byte " + hex + ")");
+    }
+    i += length;
+  }
+}
+
 namespace {
 
 // The temporaries being written, for the signal handler: fixed buffers, as a handler may only

@@ -10,6 +10,12 @@ namespace syssim {
 // Reads a whole file, or standard input when path is "-" or empty.
 std::string read_input(const std::string& path);
 
+// Throws DataError "SOURCE: line N: not UTF-8 text (byte 0xFF)" at the first byte of `text`
+// that does not belong to a well-formed UTF-8 sequence (overlong forms, surrogates and code
+// points above U+10FFFF included): every text syssim reads is UTF-8, and names it reads are
+// written back into JSON.
+void require_utf8(const std::string& text, const std::string& source);
+
 // The rest of an opened file from its read position: one read where it can seek, else as a
 // stream. `path` names it in errors.
 std::string read_rest(std::ifstream& in, const std::string& path);

@@ -1,6 +1,17 @@
 #include "common/json_util.hpp"
 
 namespace syssim {
+
+void throw_json_error(const json::exception& error, const std::string& text, const std::string& source) {
+  if (const auto* parse = dynamic_cast<const json::parse_error*>(&error)) {
+    if (parse->byte > text.size())
+      throw DataError(source + ": truncated JSON: input ends after " + std::to_string(text.size()) + " bytes");
+    throw DataError(source + ": not valid JSON at byte " + std::to_string(parse->byte));
+  }
+  const std::string what = error.what();  // "[json.exception.out_of_range.406] number overflow parsing '1e400'"
+  const size_t cut = what.find("] ");
+  throw DataError(source + ": not valid JSON: " + (cut == std::string::npos ? what : what.substr(cut + 2)));
+}
 namespace {
 
 // "DOCUMENT: PATH" where an error is, the path left out at the document's top.

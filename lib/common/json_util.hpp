@@ -18,6 +18,21 @@ namespace syssim {
 
 using json = nlohmann::json;
 
+// The one line a JSON parser's failure on `text` gives: "SOURCE: truncated JSON: input ends
+// after N bytes", "SOURCE: not valid JSON at byte N" or "SOURCE: not valid JSON: number
+// overflow parsing '1e400'", never the library's own text.
+[[noreturn]] void throw_json_error(const json::exception& error, const std::string& text, const std::string& source);
+
+// Parses JSON text (json or ordered_json), failures as throw_json_error says.
+template <typename Json = json>
+Json parse_json(const std::string& text, const std::string& source) {
+  try {
+    return Json::parse(text);
+  } catch (const json::exception& error) {
+    throw_json_error(error, text, source);
+  }
+}
+
 // The value at j[key]; throws DataError naming the document (a graph, or a file of another
 // kind), path/key when it is missing.
 const json& require(const json& j, const std::string& key, const std::string& path,

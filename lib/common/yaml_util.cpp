@@ -47,6 +47,7 @@ std::string nearest_key(const std::string& key, const std::vector<std::string>& 
 }
 
 YAML::Node load_yaml_text(const std::string& text, const std::string& name) {
+  require_utf8(text, name);
   try {
     YAML::Node node = YAML::Load(text);
     if (!node.IsMap()) throw DataError(name + ": expected a mapping at the top level");

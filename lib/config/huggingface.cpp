@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/error.hpp"
+#include "common/json_util.hpp"
 #include "common/install.hpp"
 #include "common/io.hpp"
 #include "common/text.hpp"
@@ -561,12 +562,7 @@ YAML::Node huggingface_model_node(const YAML::Node& model, const std::vector<std
   std::string path = find_huggingface_config(id, fs::path(where).parent_path().string(), context);
   // The file found, unless the id was its path already.
   const std::string config_where = path == id ? context : context + ": " + path;
-  json config;
-  try {
-    config = json::parse(read_input(path));
-  } catch (const json::exception& e) {
-    throw DataError(config_where + ": invalid JSON: " + e.what());
-  }
+  const json config = parse_json(read_input(path), config_where);
   YAML::Node fields = map_huggingface_config(config, seq_length, config_where);
   if (model["name"]) fields["name"] = model["name"];
   if (overrides["swiglu"] || overrides["activation"]) {  // the overrides say which MLP, alone

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "common/json_util.hpp"
 #include "common/version.hpp"
 #include "cost/cost.hpp"
 #include "driver/driver.hpp"
@@ -15,13 +16,7 @@ namespace {
 
 using nlohmann::json;
 
-json parse(const std::string& text, const std::string& what) {
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    throw syssim::DataError(what + ": not valid JSON: " + e.what());
-  }
-}
+json parse(const std::string& text, const std::string& what) { return syssim::parse_json(text, what); }
 
 // One stage on a graph's text, as its tool runs it (text_calls.hpp).
 template <typename Stage>

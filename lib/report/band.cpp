@@ -93,12 +93,7 @@ json to_json(const StepTimeBands& bands) {
 std::string write_step_time_bands(const StepTimeBands& bands) { return to_json(bands).dump(2) + "\n"; }
 
 StepTimeBands parse_step_time_bands(const std::string& text, const std::string& source) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw DataError(source + ": not JSON: " + e.what());
-  }
+  const json j = parse_json(text, source);
   StepTimeBands bands;
   bands.coverage = require_as<double>(j, "coverage", "", source);
   if (!(bands.coverage > 0 && bands.coverage < 1))

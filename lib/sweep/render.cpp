@@ -5,6 +5,7 @@
 #include "common/csv.hpp"
 #include "common/error.hpp"
 #include "common/io.hpp"
+#include "common/json_util.hpp"
 #include "sweep/detail.hpp"
 #include "sweep/sweep.hpp"
 
@@ -219,12 +220,7 @@ std::string render_search(const SearchResult& result, const std::string& format)
 std::vector<SweepRow> merge_sweep_files(const std::vector<std::string>& paths) {
   std::vector<SweepRow> rows;
   for (const std::string& path : paths) {
-    ordered_json document;
-    try {
-      document = ordered_json::parse(read_input(path));
-    } catch (const ordered_json::parse_error& e) {
-      throw DataError(path + ": not JSON (" + std::string(e.what()) + ")");
-    }
+    const ordered_json document = parse_json<ordered_json>(read_input(path), path);
     if (!document.is_object() || !document.contains("points") || !document.at("points").is_array())
       throw DataError(path + ": expected the JSON output of syssim sweep (an object with \"points\")");
     const ordered_json& points = document.at("points");

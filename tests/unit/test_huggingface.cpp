@@ -668,8 +668,15 @@ TEST_F(HfEnvironment, BadValuesNameTheFileAndKey) {
   write(config, R"({"architectures": ["LlamaForCausalLM"], "mlp_bias": true})");
   EXPECT_NE(error_of([&] { load_hf(dir, "b", "{seq_length: 4096}"); }).find("key 'mlp_bias' is true without attention_bias"),
             std::string::npos);
+  const std::string where = yaml + ": huggingface: b: " + config;
   write(config, "{not json");
-  EXPECT_NE(error_of([&] { load_hf(dir, "b", "{seq_length: 4096}"); }).find(config + ": invalid JSON"), std::string::npos);
+  // Byte 3 ('o') is where "n" stops being the start of null.
+  EXPECT_EQ(error_of([&] { load_hf(dir, "b", "{seq_length: 4096}"); }), where + ": not valid JSON at byte 3");
+  write(config, R"({"architectures": ["LlamaForCausalLM"], "rope_theta": 1e400})");
+  EXPECT_EQ(error_of([&] { load_hf(dir, "b", "{seq_length: 4096}"); }),
+            where + ": not valid JSON: number overflow parsing '1e400'");
+  write(config, "{\"architectures\": [\"Llama\xff\"]}");  // not UTF-8: JSON's parser refuses it, at byte 26
+  EXPECT_EQ(error_of([&] { load_hf(dir, "b", "{seq_length: 4096}"); }), where + ": not valid JSON at byte 26");
   write(config, R"({"model_type": "llama"})");
   EXPECT_NE(error_of([&] { load_hf(dir, "b", "{seq_length: 4096}"); }).find("key 'architectures' must list"),
             std::string::npos);

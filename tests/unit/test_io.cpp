@@ -1,5 +1,5 @@
-// Output files (lib/common/io): all or none, and no temporary left behind by a failure or a
-// signal.
+// Input and output files (lib/common/io): UTF-8 checked on the way in; outputs all or none,
+// and no temporary left behind by a failure or a signal.
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
@@ -18,6 +18,29 @@ namespace syssim {
 namespace {
 
 namespace fs = std::filesystem;
+
+// The message of require_utf8 on `text`, empty when it passes.
+std::string utf8_error(const std::string& text) {
+  try {
+    require_utf8(text, "f.yaml");
+    return "";
+  } catch (const DataError& e) {
+    return e.what();
+  }
+}
+
+TEST(InputTest, Utf8IsCheckedByTheRulesOfRfc3629) {
+  // U+00E9, U+20AC, U+1F600 and U+10FFFF, the last code point, in their shortest forms.
+  EXPECT_EQ(utf8_error("name: caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80 \xF4\x8F\xBF\xBF\n"), "");
+  EXPECT_EQ(utf8_error("a\nb\n\xFF"), "f.yaml: line 3: not UTF-8 text (byte 0xFF)");         // never in UTF-8
+  EXPECT_EQ(utf8_error("caf\xE9 latin-1"), "f.yaml: line 1: not UTF-8 text (byte 0xE9)");      // lead byte, no continuation
+  EXPECT_EQ(utf8_error("\x80"), "f.yaml: line 1: not UTF-8 text (byte 0x80)");                  // a continuation alone
+  EXPECT_EQ(utf8_error("\xC0\x80"), "f.yaml: line 1: not UTF-8 text (byte 0xC0)");              // overlong NUL
+  EXPECT_EQ(utf8_error("\xE0\x80\x80"), "f.yaml: line 1: not UTF-8 text (byte 0xE0)");          // overlong, 3 bytes
+  EXPECT_EQ(utf8_error("\xED\xA0\x80"), "f.yaml: line 1: not UTF-8 text (byte 0xED)");          // U+D800, a surrogate
+  EXPECT_EQ(utf8_error("\xF4\x90\x80\x80"), "f.yaml: line 1: not UTF-8 text (byte 0xF4)");      // past U+10FFFF
+  EXPECT_EQ(utf8_error("\n\xE2\x82"), "f.yaml: line 2: not UTF-8 text (byte 0xE2)");            // cut short by the end
+}
 
 class OutputTest : public ::testing::Test {
  protected:
