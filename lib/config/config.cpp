@@ -588,13 +588,16 @@ void validate(const HardwareConfig& hw, const std::string& where) {
     if (!(level.oversubscription >= 1 && std::isfinite(level.oversubscription)))
       throw DataError(where + ": topology level '" + level.kind + "': oversubscription: expected at least 1, got " +
                       std::to_string(level.oversubscription));
+    if (level.nvls_bus_bandwidth_GBps) require_positive(*level.nvls_bus_bandwidth_GBps, "nvls_bus_bandwidth_GBps", at);
     if (i == 0) continue;
     const int64_t inner = hw.topology[i - 1].size;
     if (level.size < 0 || (level.size > 0 && (inner == 0 || level.size % inner != 0)))
       throw DataError(where + ": topology.levels[" + std::to_string(i) + "].size=" + std::to_string(level.size) +
                       ": expected a multiple of the level below's size " + std::to_string(inner) +
                       ", or none (the whole cluster)");
-    if (level.nvls_bus_bandwidth_GBps) require_positive(*level.nvls_bus_bandwidth_GBps, "nvls_bus_bandwidth_GBps", at);
+    if (level.size == 0 && i + 1 < hw.topology.size())
+      throw DataError(where + ": topology.levels[" + std::to_string(i) +
+                      "].size=0: only the last level may span the whole cluster");
   }
   for (const auto& format : hw.block_scaled_formats) {
     require_one_of(format, kBlockScaledFormats, "block_scaled_formats", where);

@@ -734,6 +734,15 @@ TEST(Loader, HardwareNumbersOutOfRangeAreNamed) {
                                                           "      oversubscription: .inf\n",
                                                       "h.yaml"); }),
             "h.yaml: topology level 'leaf': oversubscription: expected at least 1, got inf");
+  // NVLink SHARP's bus bandwidth exists on level 0 only: it is checked there too.
+  EXPECT_EQ(replaced("      bandwidth_GBps: 100", "      bandwidth_GBps: 100\n      nvls_bus_bandwidth_GBps: -5"),
+            "h.yaml: topology.levels[0]: key 'nvls_bus_bandwidth_GBps' must be positive, got -5");
+  EXPECT_EQ(replaced("      bandwidth_GBps: 100", "      bandwidth_GBps: 100\n      nvls_bus_bandwidth_GBps: .inf"),
+            "h.yaml: topology.levels[0]: key 'nvls_bus_bandwidth_GBps' must be finite, got inf");
+  // Size 0 (the whole cluster) below another level would leave that level nothing to group.
+  EXPECT_EQ(error_with("    - kind: leaf\n      size: 0\n      bandwidth_GBps: 50\n"
+                       "    - kind: spine\n      bandwidth_GBps: 50\n"),
+            "h.yaml: topology.levels[1].size=0: only the last level may span the whole cluster");
 }
 
 TEST(Loader, RankOrderNamesEveryDimensionUsedOnce) {
