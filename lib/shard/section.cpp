@@ -34,6 +34,29 @@ void check_sizes(const ParallelismConfig& p, int64_t microbatches, const std::st
                     std::to_string(microbatches));
 }
 
+// What the section states twice agrees: a size edited in one place would price another job.
+void check_stated_twice(const ShardSection& s, const json& parallelism, const std::string& path) {
+  const ParallelismConfig& p = s.parallelism;
+  if (parallelism.contains("world_size")) {
+    const int64_t stated = require_as<int64_t>(parallelism, "world_size", path + "/parallelism");
+    if (stated != p.world_size())
+      throw DataError("graph: " + path + "/parallelism/world_size: " + std::to_string(stated) + ", but tp*cp*pp*dp = " +
+                      std::to_string(p.world_size()));
+  }
+  const auto pp = static_cast<size_t>(p.pp);
+  auto require_per_rank = [&](size_t count, const std::string& key, size_t expected, const std::string& meaning) {
+    if (count != expected)
+      throw DataError("graph: " + path + "/" + key + ": " + std::to_string(count) + " entries, expected " + meaning + " " +
+                      std::to_string(expected));
+  };
+  require_per_rank(s.schedule.size(), "schedule", pp, "one per pipeline rank: pp =");
+  require_per_rank(s.stage_params_local.size(), "stage_params_local", pp, "one per pipeline rank: pp =");
+  if (!s.stage_expert_params_local.empty())
+    require_per_rank(s.stage_expert_params_local.size(), "stage_expert_params_local", pp, "one per pipeline rank: pp =");
+  require_per_rank(s.pp_layout.size(), "pp_layout", pp * static_cast<size_t>(p.vpp.value_or(1)),
+                   "one per virtual stage: pp*vpp =");
+}
+
 // The chunk of an op or slot at `where`: one of the `chunks` (vpp) model chunks of its rank.
 void check_chunk(int64_t chunk, int64_t chunks, const std::string& where) {
   if (chunk < 0 || chunk >= chunks)
@@ -342,6 +365,7 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
   if (j.contains("stage_expert_params_local"))
     s.stage_expert_params_local = require_as<std::vector<double>>(j, "stage_expert_params_local", path);
   s.schedule = schedule_from_json(require(j, "schedule", path), path + "/schedule", chunks, s.num_microbatches);
+  check_stated_twice(s, require(j, "parallelism", path), path);
   return s;
 }
 
