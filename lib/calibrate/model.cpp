@@ -128,7 +128,8 @@ std::vector<double> CalibratedModel::predict_us(const std::vector<Kernel>& kerne
     by_family[kernels[i].family].push_back(i);
   }
   std::vector<double> times(kernels.size());
-  for (const auto& [family, indices] : by_family) {
+  for (const auto& [family_key, indices] : by_family) {
+    const std::string& family = family_key;  // a lambda below captures it (clang 14 cannot capture a binding)
     const FamilyModel& model = impl_->families.at(family);
     std::vector<float> features;
     for (size_t i : indices) append_features(feature_kernel(kernels[i], model), features);
