@@ -439,6 +439,11 @@ TEST(ValidateRow, SkipReasonsSayWhatIsMissing) {
   EXPECT_EQ(reason("global_batch", ""), "column 'global_batch' is empty");
   EXPECT_EQ(reason("tp", ""), "column 'tp' is empty");
   EXPECT_EQ(reason("tp", "four"), "column 'tp': expected an integer, got 'four'");
+  // Parallel sizes are 1 to 2^20 (pp 0 once divided the layers by zero); other integers below
+  // 2^30, so that no product of two overflows.
+  EXPECT_EQ(reason("pp", "0"), "column 'pp': expected 1 to 1048576, got '0'");
+  EXPECT_EQ(reason("num_gpus", "2097152"), "column 'num_gpus': expected 1 to 1048576, got '2097152'");
+  EXPECT_EQ(reason("hidden", "4294967296"), "column 'hidden': expected an integer below 2^30, got '4294967296'");
   // A measurement is a positive, finite number: nothing else gives an error to report.
   for (const char* bad : {"0", "-14.72", "nan", "inf"})
     EXPECT_EQ(reason("measured_step_s", bad),

@@ -1,0 +1,519 @@
+// The plan of a measured row (docs/validation.md): the model, hardware preset, layout and
+// measured step time its cells describe, or why syssim cannot express it. Needs no simulation.
+#include "validate/plan.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <regex>
+
+#include "common/error.hpp"
+#include "common/text.hpp"
+#include "config/presets.hpp"
+#include "shard/shard.hpp"
+#include "validate/spellings.hpp"
+
+namespace syssim {
+
+namespace {
+
+constexpr int64_t kGpt2BpeVocab = 50257;  // GPT-2 BPE, which NeMo's GPT3 configs use
+// NeMo's performance scripts train Nemotron-3 and -4 with NullTokenizer(vocab_size=256000)
+// (NVIDIA/NeMo scripts/performance/llm/pretrain_nemotron{3_8b,3_22b,4_15b,4_340b}.py).
+constexpr int64_t kNemotronVocab = 256000;
+constexpr double kTera = 1e12;
+constexpr int64_t kMaxCell = int64_t{1} << 30;  // the largest integer cell: 2^30 (a billion tokens)
+
+// A row that cannot be simulated; the message is the reason shown for it.
+struct Unsupported {
+  std::string reason;
+};
+
+
+
+// The cell parsed whole by `parse` (std::stoll, std::stod), or nothing when it is empty.
+template <typename T, typename Parse>
+std::optional<T> parsed_cell(const MeasuredRow& row, const std::string& column, const char* expected, Parse parse) {
+  std::string text = cell(row, column);
+  if (text.empty()) return std::nullopt;
+  size_t used = 0;
+  T value = 0;
+  try {
+    value = parse(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size())
+    throw DataError("column '" + column + "': expected " + expected + ", got '" + text + "'");
+  return value;
+}
+
+
+
+// A parallel size, 1 to kMaxGpus, or nothing when the cell is empty: its products stay in range.
+std::optional<int64_t> size_cell(const MeasuredRow& row, const std::string& column) {
+  std::optional<int64_t> size = int_cell(row, column);
+  if (size && (*size < 1 || *size > kMaxGpus))
+    throw DataError("column '" + column + "': expected 1 to " + std::to_string(kMaxGpus) + ", got '" +
+                    cell(row, column) + "'");
+  return size;
+}
+
+int64_t required_size(const MeasuredRow& row, const std::string& column) {
+  std::optional<int64_t> size = size_cell(row, column);
+  if (!size) throw Unsupported{"column '" + column + "' is empty"};
+  return *size;
+}
+
+int64_t required_int(const MeasuredRow& row, const std::string& column) {
+  std::optional<int64_t> value = int_cell(row, column);
+  if (!value) throw Unsupported{"column '" + column + "' is empty"};
+  return *value;
+}
+
+
+// The `gpu` cells of the measured table's README, which name their presets exactly; any other
+// spelling (spellings.hpp) is listed among the row's assumptions.
+const std::vector<std::string> kTableGpus = {"H100-80GB", "A100-80GB", "GB200", "B200", "GB300",
+                                             "H100-96GB-HBM2e-500W"};
+
+
+// The row's `hardware` cell, else what --hardware-map says for its gpu, else the built-in
+// preset of the gpu: a preset name of hardware_dir or a YAML path.
+std::string hardware_preset(const MeasuredRow& row, const std::string& hardware_dir,
+                            const std::map<std::string, std::string>& hardware_map,
+                            std::vector<std::string>& assumptions) {
+  std::string gpu = cell(row, "gpu");
+  std::string chosen = cell(row, "hardware");
+  if (chosen.empty() && hardware_map.count(gpu)) chosen = hardware_map.at(gpu);
+  if (chosen.empty()) {
+    std::optional<std::string> preset = preset_of_gpu(gpu);
+    if (!preset) throw Unsupported{"no hardware preset for gpu '" + gpu + "'"};
+    chosen = *preset;
+    if (std::find(kTableGpus.begin(), kTableGpus.end(), gpu) == kTableGpus.end())
+      assumptions.push_back("hardware=" + chosen);
+  }
+  return preset_path(chosen, hardware_dir);
+}
+
+// Sources older than Megatron-LM's sequence parallelism and distributed optimizer (2022) that
+// reduce gradients after the backward pass: Narayanan et al. 2021 and BLOOM's Megatron-DeepSpeed
+// (its pipeline engine reduces gradients after the last micro-batch). Empty cells take these off.
+bool predates_megatron_2022(const MeasuredRow& row) {
+  std::string source = cell(row, "source_id");
+  return source == "NARAYANAN21" || source == "BLOOM_176B";
+}
+
+// Sources published before FlashAttention (Dao et al., May 2022) ran Megatron's unfused
+// attention: batched GEMMs around a fused scale-mask-softmax kernel (Korthikanti et al.'s
+// selective recomputation recomputes exactly that softmax and dropout).
+bool predates_flash_attention(const MeasuredRow& row) {
+  std::string source = cell(row, "source_id");
+  return source == "NARAYANAN21" || source == "KORTHIKANTI22" || source == "BLOOM_176B";
+}
+
+// The preset named like the model: lower case, spaces as dashes ("DeepSeek-V3" -> deepseek-v3),
+// if there is one.
+std::optional<std::string> preset_of_model(const std::string& model) {
+  std::string name;
+  for (char c : model) name += c == ' ' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (std::filesystem::is_regular_file(preset_dir(PresetKind::kModel) + "/" + name + ".yaml")) return name;
+  return std::nullopt;
+}
+
+// A model given by name: a model YAML path, a model preset, or a Hugging Face id (a local
+// folder or cache entry, or a config.json shipped in the data folder) at the row's sequence.
+ModelConfig named_model(const std::string& name, int64_t seq_length) {
+  const bool path = name.find(".yaml") != std::string::npos || name.find(".yml") != std::string::npos;
+  if (path) return load_model_yaml(name);
+  if (std::optional<std::string> preset = preset_of_model(name)) return load_model_yaml(*preset);
+  if (name.find('/') == std::string::npos)
+    throw Unsupported{"model_config '" + name + "' is neither a model YAML, a preset nor a Hugging Face id (org/name)"};
+  return load_model(name, seq_length);
+}
+
+// A model from a preset or the model_config column, checked against the row's own columns.
+ModelConfig configured_model(const MeasuredRow& row, const std::string& config, std::vector<std::string>& assumptions) {
+  ModelConfig model = named_model(config, required_int(row, "seq_length"));
+  for (const auto& [column, value] : {std::pair{"layers", model.num_layers}, {"hidden", model.hidden_size},
+                                      {"heads", model.num_attention_heads}})
+    if (std::optional<int64_t> given = int_cell(row, column); given && *given != value)
+      throw Unsupported{std::string("column '") + column + "' is " + std::to_string(*given) + " but model " + config +
+                        " has " + std::to_string(value)};
+  assumptions.push_back("model " + config);
+  return model;
+}
+
+// Architecture from the model's name: Llama* is Llama (RMSNorm, SwiGLU, RoPE, untied, no
+// biases); Nemotron-3 and -4 are NeMo's Nemotron (LayerNorm, squared-ReLU, RoPE, untied, no
+// biases); GPT* and BLOOM are Megatron's GPT (LayerNorm, GELU, biases, learned positions, tied
+// embeddings). BLOOM's ALiBi is taken as learned positions (same GEMMs). MPT is llm-foundry's
+// (LayerNorm, GELU, no biases, ALiBi taken as learned positions, tied embeddings, no dropout).
+// Other models by the preset named like them (the mixtures of experts), or by the row's
+// model_config.
+ModelConfig architecture(const MeasuredRow& row, std::vector<std::string>& assumptions) {
+  std::string name = cell(row, "model");
+  if (std::string config = cell(row, "model_config"); !config.empty()) return configured_model(row, config, assumptions);
+  ModelConfig model;
+  model.name = name;
+  bool llama = starts_with(name, "Llama");
+  bool nemotron = false;
+  for (const char* prefix : {"Nemotron3", "Nemotron-3", "Nemotron4", "Nemotron-4"}) nemotron |= starts_with(name, prefix);
+  const bool mpt = starts_with(name, "MPT");
+  bool gpt = starts_with(name, "GPT") || starts_with(name, "BLOOM") || mpt;
+  // Other models by their preset: the mixtures of experts (DeepSeek-V3, Qwen3-30B-A3B, GPT-OSS-120B, ...).
+  if (!llama && !nemotron && (!gpt || starts_with(name, "GPT-OSS")))
+    if (std::optional<std::string> preset = preset_of_model(name)) return configured_model(row, *preset, assumptions);
+  if (!llama && !nemotron && !gpt)
+    throw Unsupported{"no architecture known for model '" + name +
+                      "' (give a model_config column: a preset, a model YAML or a Hugging Face id)"};
+  model.num_layers = required_int(row, "layers");
+  model.hidden_size = required_int(row, "hidden");
+  model.num_attention_heads = required_int(row, "heads");
+  model.num_query_groups = int_cell(row, "kv_heads").value_or(model.num_attention_heads);
+  model.kv_channels = model.num_attention_heads > 0 ? model.hidden_size / model.num_attention_heads : 0;
+  model.seq_length = required_int(row, "seq_length");
+  model.max_position_embeddings = model.seq_length;
+  if (std::string backend = cell(row, "attention_backend"); !backend.empty()) {
+    model.attention_backend = backend;
+  } else if (predates_flash_attention(row)) {
+    model.attention_backend = "unfused";
+    assumptions.push_back("attention_backend=unfused (the source predates FlashAttention)");
+  }
+  if (llama) {
+    model.ffn_hidden_size = required_int(row, "ffn_hidden");
+    model.vocab_size = required_int(row, "vocab");
+    model.rms_norm_eps = 1e-5;
+    return model;
+  }
+  model.swiglu = false;
+  model.normalization = "LayerNorm";
+  model.rms_norm_eps = 1e-5;
+  if (nemotron) {
+    // NeMo's NemotronConfig (nemo/collections/llm/gpt/model/nemotron.py): squared_relu, RoPE
+    // (on half of each head, rotary_percent 0.5; syssim rotates all of it), LayerNorm with a
+    // zero-centred gamma (same kernel cost), no biases, untied embeddings, no dropout.
+    model.activation = "squared_relu";
+    model.ffn_hidden_size = required_int(row, "ffn_hidden");
+    std::optional<int64_t> vocab = int_cell(row, "vocab");
+    model.vocab_size = vocab.value_or(kNemotronVocab);
+    if (!vocab) assumptions.push_back("vocab=256000 (NeMo's Nemotron NullTokenizer)");
+    return model;
+  }
+  model.rope = false;
+  model.tie_word_embeddings = true;
+  if (mpt) {
+    // llm-foundry's scripts/train/yamls/pretrain/mpt-*.yaml: no_bias, ALiBi, dropout 0.
+    assumptions.push_back("MPT: no biases, ALiBi as learned positions, no dropout");
+  } else {
+    model.add_bias_linear = true;
+    model.hidden_dropout = 0.1;  // Megatron-LM's GPT default, as configs/models/gpt3-*.yaml
+    model.attention_dropout = 0.1;
+  }
+  model.ffn_hidden_size = int_cell(row, "ffn_hidden").value_or(4 * model.hidden_size);
+  if (cell(row, "ffn_hidden").empty()) assumptions.push_back("ffn_hidden=4*hidden");
+  std::optional<int64_t> vocab = int_cell(row, "vocab");
+  model.vocab_size = vocab.value_or(kGpt2BpeVocab);
+  if (!vocab) assumptions.push_back("vocab=50257 (GPT-2 BPE, padded)");
+  return model;
+}
+
+// Sharded data parallelism named in the distributed_optimizer column: Megatron-FSDP's
+// "megatron-fsdp (sharding group N)", PyTorch FSDP's FULL_SHARD ("FSDP FULL_SHARD (ZeRO-3)",
+// "FSDP2 (fully sharded)") shard the weights too; SHARD_GRAD_OP the gradients. A sharding group
+// smaller than the data-parallel ranks (hybrid sharding) is not simulated.
+// A cell in lower case, for labels written in either case.
+std::string lowercase_cell(const MeasuredRow& row, const std::string& column) {
+  std::string text = cell(row, column);
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+  return text;
+}
+
+DataParallelSharding sharding_of(const MeasuredRow& row, int64_t data_parallel) {
+  const std::string text = lowercase_cell(row, "distributed_optimizer");
+  if (text.find("fsdp") == std::string::npos) return DataParallelSharding::no_shard;
+  if (const size_t at = text.find("sharding group "); at != std::string::npos) {
+    const std::string group = text.substr(at + 15, text.find(')', at) - at - 15);
+    if (group != std::to_string(data_parallel))
+      throw Unsupported{"hybrid sharding (sharding group " + group + " of " + std::to_string(data_parallel) +
+                        " data-parallel ranks) is not simulated"};
+  }
+  if (text.find("shard_grad_op") != std::string::npos) return DataParallelSharding::optim_grads;
+  if (text.find("megatron-fsdp") != std::string::npos || text.find("full_shard") != std::string::npos ||
+      text.find("fully sharded") != std::string::npos)
+    return DataParallelSharding::optim_grads_params;
+  throw Unsupported{"sharding '" + cell(row, "distributed_optimizer") + "' not recognised"};
+}
+
+// dp: the data-parallel size; data_parallel: the ranks sharing the weights (dp x cp).
+TrainingConfig training(const MeasuredRow& row, int64_t dp, int64_t data_parallel, std::vector<std::string>& assumptions) {
+  TrainingConfig t;
+  // Papers and READMEs that leave it out: Megatron-LM's own GPT-3 example trains with micro-batch
+  // 1 (examples/gpt3/train_gpt3_175b_distributed.sh, --micro-batch-size 1).
+  std::optional<int64_t> micro_batch = int_cell(row, "micro_batch");
+  t.micro_batch = micro_batch.value_or(1);
+  if (!micro_batch) assumptions.push_back("micro_batch=1");
+  t.global_batch = required_int(row, "global_batch");
+  t.seq_length = required_int(row, "seq_length");
+  const std::string dtype = cell(row, "dtype");
+  const std::optional<Precision> precision = precision_of(dtype);
+  if (!precision)
+    throw Unsupported{"dtype '" + dtype +
+                      "' not recognised (bf16, fp16, fp8, fp8-cs / current scaling, fp8-ds / delayed scaling, "
+                      "fp8-mx / mxfp8, nvfp4)"};
+  t.dtype = precision->dtype;
+  if (precision->mixed_16bit || (t.dtype == "bf16" && dtype != "bf16")) assumptions.push_back("dtype=bf16");
+  std::string recompute = cell(row, "recompute");
+  std::string method = recompute.substr(0, recompute.find(' '));
+  if (method.empty()) method = "none";
+  if (method != "none" && method != "full" && method != "selective")
+    throw Unsupported{"recompute '" + recompute + "' not recognised"};
+  t.recompute = method;
+  const bool legacy = predates_megatron_2022(row);
+  std::optional<bool> distributed = flag_cell(row, "distributed_optimizer");
+  t.distributed_optimizer = distributed.value_or(!legacy);
+  if (!distributed) assumptions.push_back(legacy ? "distributed_optimizer=0" : "distributed_optimizer=1");
+  t.data_parallel_sharding = sharding_of(row, data_parallel);
+  if (t.shards_gradients()) {
+    // Whose schedule: torchtitan's FSDP2, else Megatron-FSDP's (Composer's FSDP1 runs the same).
+    if (lowercase_cell(row, "distributed_optimizer").find("fsdp2") != std::string::npos)
+      t.fsdp_implementation = FsdpImplementation::fsdp2;
+    assumptions.push_back(std::string("data_parallel_sharding_strategy=") + to_string(t.data_parallel_sharding));
+    assumptions.push_back(std::string("fsdp_implementation=") + to_string(t.fsdp_implementation));
+  }
+  // The recipe of an fp8 row: Megatron-Bridge's labels fp8-cs (per-tensor current scaling) and
+  // fp8-mx (MXFP8); its 25.09 table labels no precision, its rows are fp8 with current scaling
+  // (the table's footnote: the values in parentheses are the blockwise/MX variant). Other fp8
+  // rows name no recipe: NVIDIA's NeMo recipes run Transformer Engine's delayed scaling
+  // (nemo/collections/llm/recipes/precision/mixed_precision.py, bf16_with_fp8_mixed: fp8_recipe
+  // "delayed"; the NeMo performance scripts' --fp8_recipe defaults to "ds"). Both NeMo's and
+  // Megatron-Bridge's per-tensor recipes keep fp8 parameters (fp8_param_gather True; Megatron-
+  // Bridge's bf16_with_fp8_current_scaling_mixed), which syssim simulates with the distributed
+  // optimizer; its MXFP8 recipe's fp8 parameters are not simulated (bf16 parameters instead).
+  if (t.dtype == "fp8" || t.dtype == "fp4") {
+    const bool megatron_bridge = cell(row, "source_id") == "MB_PERF";
+    t.fp8_recipe = precision->recipe.value_or(megatron_bridge ? "current" : "delayed");
+    t.fp8_param_gather = (*t.fp8_recipe == "current" || *t.fp8_recipe == "delayed") && t.distributed_optimizer;
+    if (!precision->recipe || (dtype != "fp8-cs" && dtype != "fp8-mx"))
+      assumptions.push_back("fp8_recipe=" + *t.fp8_recipe);
+    assumptions.push_back(t.fp8_param_gather ? "fp8_param_gather=1" : "fp8_param_gather=0");
+  }
+  // Megatron recipes overlap the gradient reduction, and the parameter all-gather with the
+  // distributed optimizer; there is nothing to overlap without data parallelism.
+  t.overlap_grad_reduce = flag_cell(row, "overlap_grad_reduce").value_or(dp > 1 && !legacy);
+  t.overlap_param_gather =
+      flag_cell(row, "overlap_param_gather").value_or(t.overlap_grad_reduce && t.distributed_optimizer);
+  return t;
+}
+
+ShardOptions layout(const MeasuredRow& row, std::vector<std::string>& assumptions) {
+  ShardOptions options;
+  ParallelismConfig& p = options.parallelism;
+  int64_t gpus = required_size(row, "num_gpus");
+  p.tp = required_size(row, "tp");
+  p.pp = required_size(row, "pp");
+  p.cp = size_cell(row, "cp").value_or(1);
+  p.vpp = size_cell(row, "vpp");
+  p.ep = size_cell(row, "ep").value_or(1);
+  p.dp = size_cell(row, "dp").value_or(gpus / (p.tp * p.pp * p.cp));
+  std::optional<bool> sp = flag_cell(row, "sp");
+  p.sp = sp.value_or(p.tp > 1 && !predates_megatron_2022(row));  // NVIDIA recipes enable SP whenever tp > 1
+  if (!sp && p.tp > 1) assumptions.push_back(p.sp ? "sp=1" : "sp=0");
+  options.gpus = gpus;
+  options.training = training(row, p.dp, p.dp * p.cp, assumptions);
+  return options;
+}
+
+// Layers that pp*vpp does not divide: Megatron recipes count the embedding and the loss as a
+// layer each when that divides (NeMo's llama31_405b recipe sets account_for_embedding/loss_in_
+// pipeline_split; BLOOM's 'type:transformer|embedding' partition splits 70 layers and its two
+// tied embeddings as 72 blocks on 12 stages, bigscience train/tr11-176B-ml/README.md), else
+// Megatron-Bridge's uneven layouts (uneven_pipeline_layout, lib/shard/shard.hpp).
+void balance_pipeline(const ModelConfig& model, ShardOptions& options, std::vector<std::string>& assumptions) {
+  const ParallelismConfig& p = options.parallelism;
+  const int64_t stages = p.pp * p.vpp.value_or(1), layers = model.num_layers;
+  if (p.pp == 1 || layers % stages == 0) return;
+  if ((layers + 2) % stages == 0) {
+    options.account_for_embedding_in_pipeline_split = options.account_for_loss_in_pipeline_split = true;
+    assumptions.push_back("embedding and loss counted as pipeline layers");
+    return;
+  }
+  options.pp_layout = uneven_pipeline_layout(layers, stages);
+  if (options.pp_layout.empty()) return;  // more stages than layers: the shard stage says why
+  std::string text;
+  for (int64_t count : options.pp_layout) text += (text.empty() ? "" : ",") + std::to_string(count);
+  assumptions.push_back("pp_layout=" + text);
+}
+
+// torchtitan's runs without torch.compile run its Llama eagerly: PyTorch's RMSNorm, RoPE and
+// SwiGLU as chains of separate kernels (torchtitan/models/norms.py RMSNorm, model.py
+// apply_rotary_emb and FeedForward at the rows' commit); torch.compile fuses them.
+void eager_kernels(const MeasuredRow& row, ModelConfig& model, std::vector<std::string>& assumptions) {
+  if (cell(row, "source_id") != "TORCHTITAN" || cell(row, "notes").find("torch.compile") != std::string::npos) return;
+  // Each only where the model has the kernel (config.cpp refuses the others).
+  model.rms_norm_fusion = model.normalization != "RMSNorm";
+  model.apply_rope_fusion = !model.rope;
+  model.bias_swiglu_fusion = !model.swiglu;
+  assumptions.push_back("eager PyTorch: rms_norm_fusion, apply_rope_fusion, bias_swiglu_fusion off");
+}
+
+// A mixture of experts as the row's notes describe its run: the expert-TP size of a config table
+// ("ETP4"; default 1, as NVIDIA's MoE recipes set expert_tensor_parallel_size), token dropping of
+// Megatron-Bridge's "tokendrop" variant (apply_moe_token_drop: capacity factor 1.0, inputs padded
+// to capacity), multi-token prediction where the model label says "w/ MTP".
+void expert_settings(const MeasuredRow& row, ModelConfig& model, ShardOptions& options,
+                     std::vector<std::string>& assumptions) {
+  if (!model.is_moe()) return;
+  const std::string notes = cell(row, "notes");
+  std::optional<int64_t> etp = size_cell(row, "etp");
+  std::smatch match;
+  static const std::regex kExpertTp("\\bETP([0-9]{1,4})\\b");
+  if (!etp && std::regex_search(notes, match, kExpertTp)) etp = std::stoll(match[1]);
+  options.parallelism.etp = etp.value_or(1);
+  assumptions.push_back("etp=" + std::to_string(*options.parallelism.etp));
+  // "token-dropless" is the opposite: the default, dropless routing.
+  static const std::regex kTokenDrop("token-?drop(?!less)");
+  if (std::regex_search(notes, kTokenDrop)) {
+    options.training.moe_expert_capacity_factor = 1.0;
+    options.training.moe_pad_expert_input_to_capacity = true;
+    assumptions.push_back("moe_expert_capacity_factor=1, padded to capacity");
+  }
+  if (notes.find("w/ MTP") != std::string::npos) {
+    model.mtp_num_layers = 1;
+    assumptions.push_back("mtp_num_layers=1");
+  }
+}
+
+// FLOPs per step by the formulas the sources report their throughput with, for global batch B,
+// sequence s, l layers, hidden h, vocabulary V.
+enum class FlopsFormula {
+  // Narayanan et al. 2021 eq. 3, with the recomputed forward pass: 96 B s l h^2 (1 + s/6h +
+  // V/16lh); Megatron-DeepSpeed's throughput_calculator (megatron/utils.py) for BLOOM is the same.
+  kNarayananWithRecompute,
+  // Korthikanti et al. 2022 Section 6 model FLOPs (their MFU): 72 B s l h^2 (1 + s/6h + V/12lh).
+  kKorthikantiModel,
+  // Megatron-LM's num_floating_point_operations (megatron_model_flops).
+  kMegatronModel,
+};
+
+struct ThroughputConvention {
+  FlopsFormula formula;
+  std::string formula_name;
+  double mfu_peak_tflops;  // the peak the source's MFU divides by
+};
+
+// Sources whose throughput figures convert back to a step time (docs/validation.md).
+const std::map<std::string, ThroughputConvention> kThroughputConventions = {
+    {"NARAYANAN21", {FlopsFormula::kNarayananWithRecompute, "Narayanan et al. 2021 eq. 3", 312}},
+    {"BLOOM_176B", {FlopsFormula::kNarayananWithRecompute, "Narayanan et al. 2021 eq. 3", 312}},
+    {"KORTHIKANTI22", {FlopsFormula::kKorthikantiModel, "Korthikanti et al. 2022 model FLOPs", 312}},
+    // The README's MFU is its TFLOP/s over H100's 989 (465.9 / 989 = 0.471).
+    {"MLM_README_H100", {FlopsFormula::kMegatronModel, "Megatron-LM num_floating_point_operations", 989}},
+};
+
+double step_flops(FlopsFormula formula, const ModelConfig& m, const ShardOptions& o) {
+  const double B = o.training.global_batch, s = static_cast<double>(*o.training.seq_length);
+  const double l = m.num_layers, h = m.hidden_size, V = m.vocab_size;
+  switch (formula) {
+    case FlopsFormula::kNarayananWithRecompute:
+      return 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+    case FlopsFormula::kKorthikantiModel:
+      return 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+    case FlopsFormula::kMegatronModel:
+      return megatron_model_flops(m, o.training.global_batch, *o.training.seq_length, o.parallelism.tp);
+  }
+  return 0;
+}
+
+// The measured step time: the row's own, else recovered from its TFLOP/s per GPU or its MFU
+// with the source's FLOP formula. Sets plan.measured_step_s and plan.measured_from.
+void measured_step_time(const MeasuredRow& row, RowPlan& plan) {
+  // A measurement is a positive, finite number.
+  auto measured = [&](const std::string& column) {
+    std::optional<double> value = number_cell(row, column);
+    if (value && !(*value > 0 && std::isfinite(*value)))
+      throw DataError("column '" + column + "': expected a positive number, got '" + cell(row, column) + "'");
+    return value;
+  };
+  if (std::optional<double> step = measured("measured_step_s")) {
+    plan.measured_step_s = *step;
+    plan.measured_from = "measured_step_s";
+    return;
+  }
+  std::optional<double> tflops = measured("measured_tflops_per_gpu");
+  std::optional<double> mfu = measured("measured_mfu");
+  if (!tflops && !mfu) {
+    // A run that ran out of memory gave no step time: simulated for its OOM verdict alone.
+    if (flag_cell(row, "measured_oom").value_or(false)) {
+      plan.measured_from = RowResult::kOutOfMemoryOnly;
+      return;
+    }
+    throw Unsupported{"no measured step time"};
+  }
+  auto convention = kThroughputConventions.find(cell(row, "source_id"));
+  if (convention == kThroughputConventions.end())
+    throw Unsupported{"no measured step time, and the FLOP formula of source '" + cell(row, "source_id") +
+                      "' is not known"};
+  const ThroughputConvention& c = convention->second;
+  plan.measured_from = tflops ? "measured_tflops_per_gpu" : "measured_mfu";
+  double per_gpu_tflops = tflops ? *tflops : *mfu * c.mfu_peak_tflops;
+  plan.measured_step_s = step_flops(c.formula, plan.model, plan.options) /
+                         (per_gpu_tflops * kTera * static_cast<double>(*plan.options.gpus));
+  plan.assumptions.push_back("measured_step_s from " + plan.measured_from + " (" + c.formula_name + ")");
+}
+
+}  // namespace
+
+std::string cell(const MeasuredRow& row, const std::string& column) {
+  auto found = row.find(column);
+  return found == row.end() ? "" : found->second;
+}
+
+std::optional<int64_t> int_cell(const MeasuredRow& row, const std::string& column) {
+  std::optional<int64_t> value = parsed_cell<int64_t>(
+      row, column, "an integer", [](const std::string& text, size_t* used) { return std::stoll(text, used); });
+  // No count of a training run comes near; products of two such cells stay within 64 bits.
+  if (value && (*value > kMaxCell || *value < -kMaxCell))
+    throw DataError("column '" + column + "': expected an integer below 2^30, got '" + cell(row, column) + "'");
+  return value;
+}
+
+std::optional<double> number_cell(const MeasuredRow& row, const std::string& column) {
+  return parsed_cell<double>(row, column, "a number",
+                             [](const std::string& text, size_t* used) { return std::stod(text, used); });
+}
+
+std::optional<bool> flag_cell(const MeasuredRow& row, const std::string& column) {
+  std::string text = cell(row, column);
+  if (text.empty()) return std::nullopt;
+  for (const char* off : {"0", "no", "false", "off", "none"})
+    if (text == off) return false;
+  return true;
+}
+
+std::string preset_path(const std::string& chosen, const std::string& hardware_dir) {
+  bool is_path = chosen.find('/') != std::string::npos ||
+                 (chosen.size() > 5 && chosen.substr(chosen.size() - 5) == ".yaml");
+  return is_path ? chosen : hardware_dir + "/" + chosen + ".yaml";
+}
+
+RowPlan plan_row(const MeasuredRow& row, const std::string& hardware_dir,
+                 const std::map<std::string, std::string>& hardware_map) {
+  RowPlan plan;
+  try {
+    plan.hardware_path = hardware_preset(row, hardware_dir, hardware_map, plan.assumptions);
+    plan.options = layout(row, plan.assumptions);
+    plan.model = architecture(row, plan.assumptions);
+    expert_settings(row, plan.model, plan.options, plan.assumptions);
+    eager_kernels(row, plan.model, plan.assumptions);
+    balance_pipeline(plan.model, plan.options, plan.assumptions);
+    measured_step_time(row, plan);
+  } catch (const Unsupported& unsupported) {
+    plan.skip_reason = unsupported.reason;
+  } catch (const std::runtime_error& error) {  // DataError, UsageError: a cell syssim refuses
+    plan.skip_reason = error.what();
+  }
+  return plan;
+}
+
+}  // namespace syssim
