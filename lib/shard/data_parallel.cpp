@@ -3,9 +3,11 @@
 // sequence-parallel norm gradients, gradient-norm clipping, Adam, and the distributed
 // optimizer's parameter all-gather (docs/syssim-shard.md, "Communication overlap").
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <tuple>
 
 #include "common/error.hpp"
@@ -45,8 +47,6 @@ struct Bucket {
   double params = 0;
 };
 
-std::string json_number(double value) { return nlohmann::json(value).dump(); }
-
 // Megatron-LM's argument checks (arguments.py) and DDP bucketing rules.
 void check_step_options(const TrainingConfig& t) {
   if (t.overlap_param_gather && !t.distributed_optimizer)
@@ -58,7 +58,11 @@ void check_step_options(const TrainingConfig& t) {
   if (t.ddp_bucket_size && !t.overlap_grad_reduce)
     throw UsageError("ddp_bucket_size=" + std::to_string(*t.ddp_bucket_size) +
                      " needs --overlap-grad-reduce (without it Megatron-LM reduces all gradients in one bucket)");
-  if (!(t.clip_grad >= 0)) throw UsageError("clip_grad=" + json_number(t.clip_grad) + " must be at least 0");
+  if (!(t.clip_grad >= 0 && std::isfinite(t.clip_grad))) {
+    std::ostringstream text;  // "nan" and "inf" as they were given (JSON would write null)
+    text << t.clip_grad;
+    throw UsageError("clip_grad=" + text.str() + " must be 0 or more and finite (0 disables clipping)");
+  }
 }
 
 // The rank's gradients in the order backward finishes them (by last writer; gradients one op

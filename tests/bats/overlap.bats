@@ -37,7 +37,7 @@ run_report() {
   assert_output "syssim-shard: error: ddp_bucket_size=1000000 needs --overlap-grad-reduce (without it Megatron-LM reduces all gradients in one bucket)"
   run syssim-shard -i "$trace" --clip-grad -1
   assert_failure 2
-  assert_output "syssim-shard: error: clip_grad=-1.0 must be at least 0"
+  assert_output "syssim-shard: error: clip_grad=-1 must be 0 or more and finite (0 disables clipping)"
   run syssim-shard -i "$trace" --tp 2 --tp-comm-overlap
   assert_failure 2
   assert_output "syssim-shard: error: tp_comm_overlap needs --sp with tp > 1 (Megatron-LM overlaps TP communication only under sequence parallelism)"

@@ -4,6 +4,8 @@
 // expected numbers are worked out by hand from its sizes.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <algorithm>
 #include <map>
 
@@ -304,7 +306,11 @@ TEST(DataParallel, SettingsMegatronRefusesAreUsageErrors) {
             "bucket)");
   ShardOptions clip = layout(1, false, 2);
   clip.training.clip_grad = -1;
-  EXPECT_EQ(usage_error_of(clip), "clip_grad=-1.0 must be at least 0");
+  EXPECT_EQ(usage_error_of(clip), "clip_grad=-1 must be 0 or more and finite (0 disables clipping)");
+  clip.training.clip_grad = std::numeric_limits<double>::quiet_NaN();  // --clip-grad nan
+  EXPECT_EQ(usage_error_of(clip), "clip_grad=nan must be 0 or more and finite (0 disables clipping)");
+  clip.training.clip_grad = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(usage_error_of(clip), "clip_grad=inf must be 0 or more and finite (0 disables clipping)");
   ShardOptions tp_overlap = layout(2, false, 1);
   tp_overlap.training.tp_comm_overlap = true;
   EXPECT_EQ(usage_error_of(tp_overlap),
