@@ -425,16 +425,18 @@ double step_flops(FlopsFormula formula, const ModelConfig& m, const ShardOptions
   return 0;
 }
 
+// A measurement: a positive, finite number, or nothing when the cell is empty.
+std::optional<double> measurement_cell(const MeasuredRow& row, const std::string& column) {
+  std::optional<double> value = number_cell(row, column);
+  if (value && !(*value > 0 && std::isfinite(*value)))
+    throw DataError("column '" + column + "': expected a positive number, got '" + cell(row, column) + "'");
+  return value;
+}
+
 // The measured step time: the row's own, else recovered from its TFLOP/s per GPU or its MFU
 // with the source's FLOP formula. Sets plan.measured_step_s and plan.measured_from.
 void measured_step_time(const MeasuredRow& row, RowPlan& plan) {
-  // A measurement is a positive, finite number.
-  auto measured = [&](const std::string& column) {
-    std::optional<double> value = number_cell(row, column);
-    if (value && !(*value > 0 && std::isfinite(*value)))
-      throw DataError("column '" + column + "': expected a positive number, got '" + cell(row, column) + "'");
-    return value;
-  };
+  auto measured = [&](const std::string& column) { return measurement_cell(row, column); };
   if (std::optional<double> step = measured("measured_step_s")) {
     plan.measured_step_s = *step;
     plan.measured_from = "measured_step_s";
@@ -508,6 +510,7 @@ RowPlan plan_row(const MeasuredRow& row, const std::string& hardware_dir,
     eager_kernels(row, plan.model, plan.assumptions);
     balance_pipeline(plan.model, plan.options, plan.assumptions);
     measured_step_time(row, plan);
+    plan.measured_peak_mem_gb = measurement_cell(row, "measured_peak_mem_gb");
   } catch (const Unsupported& unsupported) {
     plan.skip_reason = unsupported.reason;
   } catch (const std::runtime_error& error) {  // DataError, UsageError: a cell syssim refuses

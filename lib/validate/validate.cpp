@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "common/csv.hpp"
@@ -255,7 +256,7 @@ ValidationResult validate_measured(const std::string& csv_text, const std::strin
         out.layout = layout_text(plan.options.parallelism, plan.options.training);
         out.measured_step_s = plan.measured_step_s;
         out.measured_from = plan.measured_from;
-        out.measured_peak_mem_gb = number_cell(row, "measured_peak_mem_gb");
+        out.measured_peak_mem_gb = plan.measured_peak_mem_gb;
         out.measured_oom = flag_cell(row, "measured_oom").value_or(false);
         validate(plan.model, source + ":" + std::to_string(out.line));
         if (!estimators.count(plan.hardware_path))
@@ -281,6 +282,12 @@ ValidationResult validate_measured(const std::string& csv_text, const std::strin
     }
     result.rows.push_back(out);
   }
+  // A gpu the map names and no row has is most likely a typo of one that some row has.
+  std::set<std::string> gpus;
+  for (const RowResult& row : result.rows) gpus.insert(row.gpu);
+  for (const auto& [gpu, chosen] : options.hardware_map)
+    if (!gpus.count(gpu))
+      result.warnings.push_back("--hardware-map=" + gpu + "=" + chosen + ": no row of " + source + " has gpu '" + gpu + "'");
   fit_bands(result, source);
   return result;
 }

@@ -25,6 +25,7 @@ struct RowPlan {
   std::vector<std::string> assumptions;  // defaults taken for cells the source leaves empty
   double measured_step_s = 0;
   std::string measured_from;  // the column the measured step time comes from (docs/validation.md)
+  std::optional<double> measured_peak_mem_gb;
 };
 
 // Maps a row's columns onto a model, a hardware preset (a file of hardware_dir, or what
@@ -73,7 +74,7 @@ constexpr double kStepTimeBandCoverage = 0.8;
 struct ValidationResult {
   std::vector<RowResult> rows;
   StepTimeBands bands;  // fitted on every simulated row (syssim validate --bands-out)
-  std::vector<std::string> warnings;  // for the tool to print (unknown columns)
+  std::vector<std::string> warnings;  // for the tool to print (unknown columns, --hardware-map gpus no row has)
 };
 
 struct ValidateOptions {

@@ -446,8 +446,8 @@ TEST(ValidateRow, SkipReasonsSayWhatIsMissing) {
   EXPECT_EQ(reason("hidden", "4294967296"), "column 'hidden': expected an integer below 2^30, got '4294967296'");
   // A measurement is a positive, finite number: nothing else gives an error to report.
   for (const char* bad : {"0", "-14.72", "nan", "inf"})
-    EXPECT_EQ(reason("measured_step_s", bad),
-              std::string("column 'measured_step_s': expected a positive number, got '") + bad + "'");
+    for (const std::string column : {"measured_step_s", "measured_peak_mem_gb"})
+      EXPECT_EQ(reason(column, bad), "column '" + column + "': expected a positive number, got '" + bad + "'");
   MeasuredRow from_mfu = llama_row();
   from_mfu["measured_step_s"] = "";
   from_mfu["measured_mfu"] = "-0.4";
@@ -472,6 +472,11 @@ TEST(ValidateRun, NamedHardwareThatDoesNotExistIsBadUsage) {
   EXPECT_EQ(error_of({presets, {{"GB200", "racks/nvl72.yaml"}}}),
             "--hardware-map=GB200=racks/nvl72.yaml: no such file racks/nvl72.yaml");
   EXPECT_EQ(error_of({presets, {{"GB200", "b200"}}}), "no error");
+  // A gpu no row has is a warning: the map probably misspells it.
+  const std::string row = "S,Llama3-8B,32,4096,14336,32,8,128256,8192,GB200,8,1,1,1,8,bf16,1.0\n";
+  EXPECT_EQ(validate_measured(csv + row, "t.csv", {presets, {{"GB-200", "b200"}}}).warnings,
+            std::vector<std::string>{"--hardware-map=GB-200=b200: no row of t.csv has gpu 'GB-200'"});
+  EXPECT_TRUE(validate_measured(csv + row, "t.csv", {presets, {{"GB200", "b200"}}}).warnings.empty());
 }
 
 TEST(ValidateStats, PercentilesInterpolateBetweenRanks) {
