@@ -247,3 +247,16 @@ text_from_json() {
   # TP2: a global batch of 8 sequences of 1,024 tokens on tp 2 x dp 4 = 8 GPUs.
   assert_close "$(jq '.tokens_per_s_per_gpu' <<< "$json")" "$(jq '8 * 1024 / (.step_time_ms / 1000 * 8)' <<< "$json")" 1e-12
 }
+
+@test "an MFU above 100% says why: the FLOP count takes attention in full, the kernels its causal half" {
+  # The tiny Llama at 65,536 tokens is mostly attention; on the bare roofline every kernel runs at
+  # the peak, so the causal count can reach at most 100% while Megatron's full count nearly doubles it.
+  graph="$BATS_TEST_TMPDIR/long.graph"
+  syssim-trace "$ROOT/tests/golden/tiny.yaml" | syssim-shard --seq-length 65536 | syssim-cost --hardware h100-sxm-80gb --roofline |
+    syssim-sim | syssim-mem > "$graph"
+  run syssim-report -i "$graph"
+  assert_success
+  assert_line --regexp '^  mfu += 1[0-9][0-9]\.[0-9]+% \(above 100%: the FLOP count takes attention in full, the simulated kernels its causal half; --mfu-convention causal counts half\)$'
+  causal=$(syssim-report -i "$graph" --mfu-convention causal --format json | jq '.mfu')
+  awk -v m="$causal" 'BEGIN { exit !(m > 0.5 && m <= 1) }' || { echo "causal mfu $causal"; false; }
+}

@@ -209,6 +209,16 @@ TEST(Presets, EveryHardwarePresetLoadsAndIsNamedAfterItsFile) {
     // HGX B300: 108 against 18 PFLOPS for 8 GPUs).
     const double fp4_ratio = name == "gb300-nvl72" || name == "b300" ? 6 : 4;
     if (hw.peak_tflops_mm_fp4) expect_near_rel(*hw.peak_tflops_mm_fp4, fp4_ratio * hw.peak_tflops_mm, 0.001, "fp4");
+    // No GPU runs its GEMMs at the datasheet peak (kernel ceilings: 60-80% on H100, MI300X and
+    // Blackwell): every preset prices them below it, with a bundle or a gemm share under 1.
+    const bool calibrated_gemm =
+        !hw.calibrated_model.empty() &&
+        (hw.calibrated_families.empty() ||
+         std::count(hw.calibrated_families.begin(), hw.calibrated_families.end(), "gemm") > 0);
+    if (!calibrated_gemm) {
+      ASSERT_TRUE(hw.efficiency.count("gemm")) << "GEMMs at 100% of the peak";
+      EXPECT_LT(hw.efficiency.at("gemm"), 0.9);
+    }
   }
 }
 
