@@ -317,7 +317,7 @@ double sharded_communication_lower_bound_ms(const ModelConfig& model, const Hard
   const double dense = std::max(params_total - expert_params - outside_layers, 0.0) / (static_cast<double>(p.tp) * pp);
   const double experts = expert_params / (static_cast<double>(p.ep * p.expert_tp()) * pp);
   const double microbatches = static_cast<double>(t.global_batch / (p.dp * t.micro_batch));
-  constexpr double kWeightBytes = 2, kGradientBytes = 4, kUsPerMs = 1e3;
+  constexpr double kWeightBytes = 2, kGradientBytes = 4;
   // Each group's collectives run one at a time on its stream. A collective of the summed bytes
   // takes no longer than the collectives it sums (their latencies add, their bandwidth does
   // not fall with size), so it bounds that stream's busy time, and the step's.

@@ -13,8 +13,8 @@ load common
   assert_equal "${missing[*]}" ""
 }
 
-@test "README and docs never point at ../shared, which users of the repository do not have" {
+@test "README, docs and the shipped configs never point at ../shared, which users of the repository do not have" {
   cd "$ROOT"
-  run grep -n '\.\./shared' README.md docs/*.md
+  run grep -rn '\.\./shared' README.md docs/*.md configs
   assert_failure 1
 }
