@@ -363,13 +363,14 @@ double bus_bandwidth_factor(const std::string& collective, int64_t ranks) {
 
 std::vector<int64_t> parse_sizes(const std::string& value, const std::string& flag) {
   auto one = [&](const std::string& text) {
-    static const std::regex size_re("([0-9]{1,18})([BKMG]?)");
+    static const std::regex size_re("0*([0-9]+)([BKMG]?)");
     std::smatch m;
-    if (!std::regex_match(text, m, size_re) || std::stoll(m[1]) == 0)
+    if (!std::regex_match(text, m, size_re) || m.str(1) == "0")
       throw UsageError(flag + ": expected a positive size like 8, 8B, 64K, 16M or 1G, got '" + value + "'");
     const std::string unit = m[2];
     int shift = unit == "K" ? 10 : unit == "M" ? 20 : unit == "G" ? 30 : 0;
-    if (std::stoll(m[1]) > (std::numeric_limits<int64_t>::max() >> shift))
+    // 19 digits and more may not fit std::stoll: compare by length first.
+    if (m.length(1) > 18 || std::stoll(m[1]) > (std::numeric_limits<int64_t>::max() >> shift))
       throw UsageError(flag + ": " + text + " bytes do not fit in 64 bits");
     return std::stoll(m[1]) << shift;
   };
@@ -378,7 +379,10 @@ std::vector<int64_t> parse_sizes(const std::string& value, const std::string& fl
   int64_t low = one(value.substr(0, colon)), high = one(value.substr(colon + 1));
   if (low > high) throw UsageError(flag + ": the first size must not exceed the second, got '" + value + "'");
   std::vector<int64_t> sizes;
-  for (int64_t size = low; size <= high; size *= 2) sizes.push_back(size);
+  for (int64_t size = low;; size *= 2) {
+    sizes.push_back(size);
+    if (size > high / 2) break;  // the next doubling passes high (or 64 bits)
+  }
   return sizes;
 }
 

@@ -19,6 +19,13 @@ busbw() { syssim collective --hardware "$H100" --format csv "$@" | awk -F, 'NR =
   run syssim collective --hardware "$H100" --op all_gather --gpus 8 --bytes 9000000000G
   assert_failure 2
   assert_output "syssim: error: --bytes: 9000000000G bytes do not fit in 64 bits"
+  # 2^64 = 18446744073709551616 (20 digits); leading zeros add nothing.
+  run syssim collective --hardware "$H100" --op all_gather --gpus 8 --bytes 18446744073709551616
+  assert_failure 2
+  assert_output "syssim: error: --bytes: 18446744073709551616 bytes do not fit in 64 bits"
+  run busbw --op all_gather --gpus 8 --bytes 0001073741824
+  assert_success
+  assert_close "$output" 369.9 0.01
 }
 
 @test "all_reduce on one H100 node, 1 GiB: NVLS at ~480 GB/s busbw, algbw ~275 (nccl-tests issue 212)" {
