@@ -361,120 +361,102 @@ double model_state_lower_bound_gb(double params_total, const ShardOptions& layou
   return (params * weight_bytes_per_param * states.weight_share + states.grad_bytes + states.optimizer_state_bytes) / kBytesPerGB;
 }
 
-SearchResult search_layouts(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& base,
-                            bool prune, const SweepSettings& settings) {
-  const std::vector<ShardOptions> layouts = enumerate_layouts(model, hardware, base);
-  SearchResult result;
-  result.enumerated = static_cast<int64_t>(layouts.size());
-  PointEvaluator evaluate(model, hardware, settings.use_cache);
-  // Layouts that differ only in their micro-batch form a group. Activations grow with the
-  // micro-batch, so once a layout is out of memory the same layout with a larger micro-batch
-  // is too, and is dropped without an estimate.
-  std::map<std::string, size_t> group_index;
-  std::vector<std::vector<size_t>> groups;
-  std::vector<size_t> group_of(layouts.size());
-  for (size_t i = 0; i < layouts.size(); ++i) {
-    auto [it, added] = group_index.emplace(inputs_but(layouts[i], "training.micro_batch"), groups.size());
-    if (added) groups.emplace_back();
-    groups[it->second].push_back(i);
-    group_of[i] = it->second;
+namespace {
+
+// The search of one base job (search_layouts), as the steps it takes over its layouts: lower
+// bounds first (model states, compute, sharded communication), then rounds that estimate and
+// simulate the open layouts in order of their bound while the front of simulated layouts
+// prunes the rest.
+class LayoutSearch {
+ public:
+  LayoutSearch(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& base, bool prune,
+               const SweepSettings& settings)
+      : model_(model),
+        hardware_(hardware),
+        base_(base),
+        prune_(prune),
+        settings_(settings),
+        layouts_(enumerate_layouts(model, hardware, base)),
+        evaluate_(model, hardware, settings.use_cache),
+        outcome_(layouts_.size(), Outcome::kOpen),
+        known_(layouts_.size()),
+        group_of_(layouts_.size()),
+        communication_bound_ms_(layouts_.size(), 0),
+        sibling_without_recompute_(layouts_.size()) {
+    group_by_micro_batch();
   }
-  std::vector<std::optional<int64_t>> smallest_oom(groups.size());  // per group: its smallest micro-batch out of memory
-  enum class Outcome { kOpen, kInvalid, kOom, kPrunedByBound, kSimulated };
-  std::vector<Outcome> outcome(layouts.size(), Outcome::kOpen);
-  std::vector<Candidate> known(layouts.size());
+
   // A layout whose weights, gradients and optimizer states alone exceed the GPU is out of
-  // memory whatever its micro-batch, and needs no estimate at all.
-  const std::optional<double> capacity_gb = hardware.gpu_memory_GB;
-  const double params_total = traced_parameters(evaluate.trace(), evaluate.trace().axes);
-  const double expert_params = expert_parameters(evaluate.trace());
-  // Sharded data parallelism's per-micro-batch collectives bound a layout's step from below
-  // as its compute does (the larger of the two holds).
-  std::vector<double> communication_bound_ms(layouts.size(), 0);
-  for (size_t i = 0; i < layouts.size(); ++i)
-    if (prune) communication_bound_ms[i] =
-        sharded_communication_lower_bound_ms(model, hardware, params_total, expert_params, layouts[i]);
-  for (size_t i = 0; i < layouts.size(); ++i) {
-    if (!capacity_gb) continue;
-    known[i].peak_memory_gb = model_state_lower_bound_gb(params_total, layouts[i], expert_params);
-    if (prune && known[i].peak_memory_gb > *capacity_gb) outcome[i] = Outcome::kOom;
+  // memory whatever its micro-batch, and needs no estimate at all. Sharded data parallelism's
+  // per-micro-batch collectives bound a layout's step from below as its compute does.
+  void bound_by_model_states() {
+    const double params_total = traced_parameters(evaluate_.trace(), evaluate_.trace().axes);
+    const double expert_params = expert_parameters(evaluate_.trace());
+    for (size_t i = 0; i < layouts_.size(); ++i)
+      if (prune_)
+        communication_bound_ms_[i] =
+            sharded_communication_lower_bound_ms(model_, hardware_, params_total, expert_params, layouts_[i]);
+    const std::optional<double> capacity_gb = hardware_.gpu_memory_GB;
+    if (!capacity_gb) return;
+    for (size_t i = 0; i < layouts_.size(); ++i) {
+      known_[i].peak_memory_gb = model_state_lower_bound_gb(params_total, layouts_[i], expert_params);
+      if (prune_ && known_[i].peak_memory_gb > *capacity_gb) outcome_[i] = Outcome::kOom;
+    }
   }
-  auto skipped_by_micro_batch = [&](size_t i) {
-    const std::optional<int64_t>& oom = smallest_oom[group_of[i]];
-    return prune && oom && *oom <= layouts[i].training.micro_batch;
-  };
-  auto record = [&](size_t i, const nlohmann::json& estimated) {
-    const std::string status = estimated["status"];
-    known[i].estimated = true;
-    if (status == "invalid") {
-      outcome[i] = Outcome::kInvalid;
-      return;
+
+  // Without pruning, every layout is estimated, a group per thread. With it, each starts from
+  // the compute of its busiest rank (one shard per tp, cp, micro-batch, recompute, ep and etp;
+  // docs/syssim-sweep.md) where the layers split evenly, and at least its communication bound.
+  void bound_by_compute() {
+    if (!prune_) {
+      for_each_point(groups_.size(), settings_, [&](size_t g) {
+        for (size_t i : groups_[g]) record(i, memory_estimate(evaluate_, layouts_[i], settings_.use_cache));
+      });
+    } else if (base_.pp_layout.empty() && !base_.decoder_first_pipeline_num_layers &&
+               !base_.decoder_last_pipeline_num_layers && !base_.account_for_embedding_in_pipeline_split &&
+               !base_.account_for_loss_in_pipeline_split) {  // the even split the compute bound assumes
+      std::map<std::tuple<int64_t, int64_t, int64_t, std::string, int64_t, int64_t>, size_t> family_index;
+      std::vector<size_t> family_layout;  // a layout of each family
+      std::vector<size_t> family_of(layouts_.size());
+      for (size_t i = 0; i < layouts_.size(); ++i) {
+        if (outcome_[i] != Outcome::kOpen) continue;
+        const ParallelismConfig& p = layouts_[i].parallelism;
+        const TrainingConfig& t = layouts_[i].training;
+        auto [it, added] = family_index.emplace(
+            std::tuple{p.tp, p.cp, t.micro_batch, t.recompute, p.ep, p.expert_tp()}, family_layout.size());
+        if (added) family_layout.push_back(i);
+        family_of[i] = it->second;
+      }
+      ModelConfig short_model = short_model_of(model_);
+      const TraceSection& short_trace = trace_of(short_model, base_.training.seq_length);
+      std::vector<nlohmann::json> family_compute(family_layout.size());
+      for_each_point(family_layout.size(), settings_, [&](size_t f) {
+        family_compute[f] =
+            layer_compute(evaluate_, short_model, short_trace, layouts_[family_layout[f]], settings_.use_cache);
+      });
+      for (size_t i = 0; i < layouts_.size(); ++i)
+        if (outcome_[i] == Outcome::kOpen)
+          known_[i].bound_ms = compute_lower_bound_ms(family_compute[family_of[i]], model_.num_layers, layouts_[i]);
     }
-    known[i].peak_memory_gb = estimated["peak_memory_gb"];
-    known[i].bound_ms = std::max(estimated["step_bound_ms"].get<double>(), communication_bound_ms[i]);
-    if (status == "oom") {
-      outcome[i] = Outcome::kOom;
-      std::optional<int64_t>& oom = smallest_oom[group_of[i]];
-      oom = std::min(oom.value_or(layouts[i].training.micro_batch), layouts[i].training.micro_batch);
-    }
-  };
-  // Without pruning, every layout is estimated, a group per thread. With it, each starts
-  // from lower bounds: its model states, and the compute of its busiest rank (one shard per
-  // tp, cp, micro-batch and recompute; docs/syssim-sweep.md).
-  if (!prune) {
-    for_each_point(groups.size(), settings, [&](size_t g) {
-      for (size_t i : groups[g]) record(i, memory_estimate(evaluate, layouts[i], settings.use_cache));
-    });
-  } else if (base.pp_layout.empty() && !base.decoder_first_pipeline_num_layers &&
-             !base.decoder_last_pipeline_num_layers && !base.account_for_embedding_in_pipeline_split &&
-             !base.account_for_loss_in_pipeline_split) {  // the even split the compute bound assumes
-    // (tp, cp, micro-batch, recompute, ep, etp)
-    std::map<std::tuple<int64_t, int64_t, int64_t, std::string, int64_t, int64_t>, size_t> family_index;
-    std::vector<size_t> family_layout;  // a layout of each family
-    std::vector<size_t> family_of(layouts.size());
-    for (size_t i = 0; i < layouts.size(); ++i) {
-      if (outcome[i] != Outcome::kOpen) continue;
-      const ParallelismConfig& p = layouts[i].parallelism;
-      const TrainingConfig& t = layouts[i].training;
-      auto [it, added] = family_index.emplace(std::tuple{p.tp, p.cp, t.micro_batch, t.recompute, p.ep, p.expert_tp()},
-                                              family_layout.size());
-      if (added) family_layout.push_back(i);
-      family_of[i] = it->second;
-    }
-    ModelConfig short_model = short_model_of(model);
-    const TraceSection& short_trace = trace_of(short_model, base.training.seq_length);
-    std::vector<nlohmann::json> family_compute(family_layout.size());
-    for_each_point(family_layout.size(), settings, [&](size_t f) {
-      family_compute[f] = layer_compute(evaluate, short_model, short_trace, layouts[family_layout[f]], settings.use_cache);
-    });
-    for (size_t i = 0; i < layouts.size(); ++i)
-      if (outcome[i] == Outcome::kOpen)
-        known[i].bound_ms = compute_lower_bound_ms(family_compute[family_of[i]], model.num_layers, layouts[i]);
+    for (size_t i = 0; i < layouts_.size(); ++i)
+      if (outcome_[i] == Outcome::kOpen) known_[i].bound_ms = std::max(known_[i].bound_ms, communication_bound_ms_[i]);
   }
-  for (size_t i = 0; i < layouts.size(); ++i)
-    if (outcome[i] == Outcome::kOpen) known[i].bound_ms = std::max(known[i].bound_ms, communication_bound_ms[i]);
+
   // Recomputation only adds work to the same step (ops on the compute stream and their
   // communication), so the bound of a layout without recompute, once estimated, bounds its
   // recomputing siblings' too.
-  std::vector<std::optional<size_t>> sibling_without_recompute(layouts.size());
-  {
+  void pair_recompute_siblings() {
     std::map<std::string, size_t> without_recompute;
-    for (size_t i = 0; i < layouts.size(); ++i)
-      if (layouts[i].training.recompute == "none") without_recompute.emplace(inputs_but(layouts[i], "training.recompute"), i);
-    for (size_t i = 0; i < layouts.size(); ++i) {
-      if (layouts[i].training.recompute == "none") continue;
-      auto sibling = without_recompute.find(inputs_but(layouts[i], "training.recompute"));
-      if (sibling != without_recompute.end()) sibling_without_recompute[i] = sibling->second;
+    for (size_t i = 0; i < layouts_.size(); ++i)
+      if (layouts_[i].training.recompute == "none")
+        without_recompute.emplace(inputs_but(layouts_[i], "training.recompute"), i);
+    for (size_t i = 0; i < layouts_.size(); ++i) {
+      if (layouts_[i].training.recompute == "none") continue;
+      auto sibling = without_recompute.find(inputs_but(layouts_[i], "training.recompute"));
+      if (sibling != without_recompute.end()) sibling_without_recompute_[i] = sibling->second;
     }
   }
-  // What is known of a layout now: its estimate, or its lower bounds, the sibling's included.
-  auto candidate = [&](size_t i) {
-    Candidate c = known[i];
-    const std::optional<size_t>& sibling = sibling_without_recompute[i];
-    if (!c.estimated && sibling && known[*sibling].estimated && outcome[*sibling] != Outcome::kInvalid)
-      c.bound_ms = std::max(c.bound_ms, known[*sibling].bound_ms);
-    return c;
-  };
+
   // The open layouts wait in order of their bound, lowest first, so that the layouts simulated
   // early prune the most: a lower bound until the layout is estimated, then its own. Each
   // round takes up to kRound layouts from the front of the line that the front of simulated
@@ -484,78 +466,164 @@ SearchResult search_layouts(const ModelConfig& model, const HardwareConfig& hard
   // for the estimate of its sibling without recompute when that is in the round. Each round
   // runs in parallel; its size is fixed, not one per thread, so that the counts do not
   // depend on the threads.
-  std::set<std::tuple<double, double, size_t>> line;  // (bound, memory, layout)
-  size_t open_count = 0;
-  for (size_t i = 0; i < layouts.size(); ++i)
-    if (outcome[i] == Outcome::kOpen) line.emplace(known[i].bound_ms, known[i].peak_memory_gb, i), ++open_count;
-  constexpr size_t kRound = 8;
-  SweepSettings round_settings = settings;
-  round_settings.progress = nullptr;
-  std::vector<SweepRow> front;
-  auto pruned_by_front = [&](const Candidate& c) {
-    return prune && std::any_of(front.begin(), front.end(), [&](const SweepRow& q) {
+  void simulate_in_rounds() {
+    for (size_t i = 0; i < layouts_.size(); ++i)
+      if (outcome_[i] == Outcome::kOpen) line_.emplace(known_[i].bound_ms, known_[i].peak_memory_gb, i), ++open_count_;
+    while (!line_.empty()) run_round();
+  }
+
+  SearchResult result() const {
+    SearchResult result;
+    result.enumerated = static_cast<int64_t>(layouts_.size());
+    for (Outcome o : outcome_) {
+      result.invalid += o == Outcome::kInvalid;
+      result.pruned_by_memory += o == Outcome::kOom;
+      result.pruned_by_bound += o == Outcome::kPrunedByBound;
+      result.simulated += o == Outcome::kSimulated;
+    }
+    result.front = front_;
+    std::stable_sort(result.front.begin(), result.front.end(), [](const SweepRow& a, const SweepRow& b) {
+      return a.step_time_ms != b.step_time_ms ? a.step_time_ms < b.step_time_ms : a.peak_memory_gb < b.peak_memory_gb;
+    });
+    return result;
+  }
+
+ private:
+  enum class Outcome { kOpen, kInvalid, kOom, kPrunedByBound, kSimulated };
+  static constexpr size_t kRound = 8;
+
+  // Layouts that differ only in their micro-batch form a group. Activations grow with the
+  // micro-batch, so once a layout is out of memory the same layout with a larger micro-batch
+  // is too, and is dropped without an estimate.
+  void group_by_micro_batch() {
+    std::map<std::string, size_t> group_index;
+    for (size_t i = 0; i < layouts_.size(); ++i) {
+      auto [it, added] = group_index.emplace(inputs_but(layouts_[i], "training.micro_batch"), groups_.size());
+      if (added) groups_.emplace_back();
+      groups_[it->second].push_back(i);
+      group_of_[i] = it->second;
+    }
+    smallest_oom_.resize(groups_.size());
+  }
+
+  bool skipped_by_micro_batch(size_t i) const {
+    const std::optional<int64_t>& oom = smallest_oom_[group_of_[i]];
+    return prune_ && oom && *oom <= layouts_[i].training.micro_batch;
+  }
+
+  // A layout's memory estimate: invalid, out of memory (its group's larger micro-batches too),
+  // or its peak and the bound on its step.
+  void record(size_t i, const nlohmann::json& estimated) {
+    const std::string status = estimated["status"];
+    known_[i].estimated = true;
+    if (status == "invalid") {
+      outcome_[i] = Outcome::kInvalid;
+      return;
+    }
+    known_[i].peak_memory_gb = estimated["peak_memory_gb"];
+    known_[i].bound_ms = std::max(estimated["step_bound_ms"].get<double>(), communication_bound_ms_[i]);
+    if (status == "oom") {
+      outcome_[i] = Outcome::kOom;
+      std::optional<int64_t>& oom = smallest_oom_[group_of_[i]];
+      oom = std::min(oom.value_or(layouts_[i].training.micro_batch), layouts_[i].training.micro_batch);
+    }
+  }
+
+  // What is known of a layout now: its estimate, or its lower bounds, the sibling's included.
+  Candidate candidate(size_t i) const {
+    Candidate c = known_[i];
+    const std::optional<size_t>& sibling = sibling_without_recompute_[i];
+    if (!c.estimated && sibling && known_[*sibling].estimated && outcome_[*sibling] != Outcome::kInvalid)
+      c.bound_ms = std::max(c.bound_ms, known_[*sibling].bound_ms);
+    return c;
+  }
+
+  bool pruned_by_front(const Candidate& c) const {
+    return prune_ && std::any_of(front_.begin(), front_.end(), [&](const SweepRow& q) {
              return q.peak_memory_gb <= c.peak_memory_gb && q.step_time_ms < c.bound_ms;
            });
-  };
-  while (!line.empty()) {
+  }
+
+  void run_round() {
     std::vector<size_t> to_estimate, to_simulate, waiting;
-    while (!line.empty() && to_estimate.size() + to_simulate.size() < kRound) {
-      const auto [bound_ms, memory_gb, i] = *line.begin();
-      line.erase(line.begin());
+    while (!line_.empty() && to_estimate.size() + to_simulate.size() < kRound) {
+      const auto [bound_ms, memory_gb, i] = *line_.begin();
+      line_.erase(line_.begin());
       const Candidate c = candidate(i);
-      const std::optional<size_t>& sibling = sibling_without_recompute[i];
+      const std::optional<size_t>& sibling = sibling_without_recompute_[i];
       if (pruned_by_front(c))
-        outcome[i] = Outcome::kPrunedByBound;
-      else if (known[i].estimated)
+        outcome_[i] = Outcome::kPrunedByBound;
+      else if (known_[i].estimated)
         to_simulate.push_back(i);
       else if (c.bound_ms > bound_ms)
-        line.emplace(c.bound_ms, c.peak_memory_gb, i);  // the sibling's estimate raised it
-      else if (sibling && outcome[*sibling] == Outcome::kOpen && !known[*sibling].estimated)
+        line_.emplace(c.bound_ms, c.peak_memory_gb, i);  // the sibling's estimate raised it
+      else if (sibling && outcome_[*sibling] == Outcome::kOpen && !known_[*sibling].estimated)
         waiting.push_back(i);
       else if (skipped_by_micro_batch(i))
-        outcome[i] = Outcome::kOom;
+        outcome_[i] = Outcome::kOom;
       else
         to_estimate.push_back(i);
     }
     std::vector<nlohmann::json> estimates(to_estimate.size());
     std::vector<SweepRow> rows(to_simulate.size());
+    SweepSettings round_settings = settings_;
+    round_settings.progress = nullptr;
     for_each_point(to_estimate.size() + to_simulate.size(), round_settings, [&](size_t k) {
       if (k < to_estimate.size()) {
-        estimates[k] = memory_estimate(evaluate, layouts[to_estimate[k]], settings.use_cache);
+        estimates[k] = memory_estimate(evaluate_, layouts_[to_estimate[k]], settings_.use_cache);
       } else {
         SweepRow& row = rows[k - to_estimate.size()];
-        row.inputs = layout_inputs(layouts[to_simulate[k - to_estimate.size()]]);
-        evaluate(layouts[to_simulate[k - to_estimate.size()]], row);
+        row.inputs = layout_inputs(layouts_[to_simulate[k - to_estimate.size()]]);
+        evaluate_(layouts_[to_simulate[k - to_estimate.size()]], row);
       }
     });
     for (size_t k = 0; k < to_estimate.size(); ++k) {
       const size_t i = to_estimate[k];
       record(i, estimates[k]);
-      if (outcome[i] == Outcome::kOpen) line.emplace(known[i].bound_ms, known[i].peak_memory_gb, i);
+      if (outcome_[i] == Outcome::kOpen) line_.emplace(known_[i].bound_ms, known_[i].peak_memory_gb, i);
     }
-    for (size_t i : waiting) line.emplace(known[i].bound_ms, known[i].peak_memory_gb, i);
+    for (size_t i : waiting) line_.emplace(known_[i].bound_ms, known_[i].peak_memory_gb, i);
     for (size_t k = 0; k < rows.size(); ++k) {
-      outcome[to_simulate[k]] = Outcome::kSimulated;
+      outcome_[to_simulate[k]] = Outcome::kSimulated;
       if (rows[k].status != "ok")
         throw DataError("search: the layout " + rows[k].inputs.dump() + " fit in the memory estimate but its "
                         "simulation reports: " + (rows[k].reason.empty() ? rows[k].status : rows[k].reason));
-      add_to_front(front, rows[k]);
+      add_to_front(front_, rows[k]);
     }
     // Progress restarts: the open layouts decided (simulated or pruned).
-    if (settings.progress)
-      settings.progress(static_cast<int64_t>(open_count - line.size()), static_cast<int64_t>(open_count));
+    if (settings_.progress)
+      settings_.progress(static_cast<int64_t>(open_count_ - line_.size()), static_cast<int64_t>(open_count_));
   }
-  for (Outcome o : outcome) {
-    result.invalid += o == Outcome::kInvalid;
-    result.pruned_by_memory += o == Outcome::kOom;
-    result.pruned_by_bound += o == Outcome::kPrunedByBound;
-    result.simulated += o == Outcome::kSimulated;
-  }
-  std::stable_sort(front.begin(), front.end(), [](const SweepRow& a, const SweepRow& b) {
-    return a.step_time_ms != b.step_time_ms ? a.step_time_ms < b.step_time_ms : a.peak_memory_gb < b.peak_memory_gb;
-  });
-  result.front = front;
-  return result;
+
+  const ModelConfig& model_;
+  const HardwareConfig& hardware_;
+  const ShardOptions& base_;
+  const bool prune_;
+  const SweepSettings& settings_;
+  const std::vector<ShardOptions> layouts_;
+  PointEvaluator evaluate_;
+  std::vector<Outcome> outcome_;
+  std::vector<Candidate> known_;
+  std::vector<std::vector<size_t>> groups_;  // by micro-batch group, its layouts
+  std::vector<size_t> group_of_;
+  std::vector<std::optional<int64_t>> smallest_oom_;  // per group: its smallest micro-batch out of memory
+  std::vector<double> communication_bound_ms_;
+  std::vector<std::optional<size_t>> sibling_without_recompute_;
+  std::set<std::tuple<double, double, size_t>> line_;  // (bound, memory, layout)
+  size_t open_count_ = 0;
+  std::vector<SweepRow> front_;
+};
+
+}  // namespace
+
+SearchResult search_layouts(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& base,
+                            bool prune, const SweepSettings& settings) {
+  LayoutSearch search(model, hardware, base, prune, settings);
+  search.bound_by_model_states();
+  search.bound_by_compute();
+  search.pair_recompute_siblings();
+  search.simulate_in_rounds();
+  return search.result();
 }
 
 }  // namespace syssim
