@@ -179,3 +179,13 @@ assert_schedule_svg() {
   assert_failure 2
   assert_output "syssim-report: error: --timeline-microbatches: expected FIRST:LAST, micro-batch indices from 0 with FIRST <= LAST, got '3:1'"
 }
+
+@test "syssim run writes its report and timeline all or none: an unwritable -o leaves an old timeline as it was" {
+  timeline="$BATS_TEST_TMPDIR/step.json"
+  echo OLD > "$timeline"
+  run syssim run "$ROOT/tests/golden/tiny.yaml" --timeline "$timeline" -o "$BATS_TEST_TMPDIR/no/such/folder/report.txt"
+  assert_failure 1
+  [ "${#lines[@]}" -eq 1 ]
+  assert_equal "$(cat "$timeline")" OLD
+  [ -z "$(ls "$BATS_TEST_TMPDIR" | grep -v '^step.json$')" ]  # no temporary left beside it
+}

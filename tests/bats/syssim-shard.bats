@@ -37,6 +37,12 @@ load common
   run syssim run "$ROOT/tests/golden/tiny.yaml" --dp 2 --global-batch 064 --format json
   assert_success
   assert_line --regexp '^ +"global_batch": 64,$'
+  run syssim run "$ROOT/tests/golden/tiny.yaml" --seq-length 010 --format json
+  assert_success
+  assert_line --regexp '^ +"seq_length": 10,$'
+  run syssim run "$ROOT/tests/golden/tiny.yaml" --clip-grad nan
+  assert_failure 2
+  assert_output "syssim: error: clip_grad=nan must be 0 or more and finite (0 disables clipping)"
 }
 
 @test "an order that leaves out a dimension of size 1 places the groups as the full order does" {
