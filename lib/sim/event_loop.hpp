@@ -317,7 +317,7 @@ class EventLoop {
         // A non-local instance of the slot waiting for a local one waits from outside the replay.
         for (uint32_t d = entry.deps_begin; d < entry.deps_end; ++d) {
           const Dep& dep = plan_.deps[d];
-          if (dep.kind == kSameSlot && plan_.local_queue[dep.queue])
+          if (dep.slot.is_same_slot() && plan_.local_queue[dep.queue])
             r.waited_outside[plan_.entry_in(k, dep.queue, dep.at)] = 1;
         }
         continue;
@@ -348,7 +348,7 @@ class EventLoop {
       const Entry& entry = kind.entries[e];
       for (uint32_t d = entry.deps_begin; d < entry.deps_end; ++d) {
         const Dep& dep = plan_.deps[d];
-        if (dep.kind == kSameSlot && plan_.local_queue[dep.queue]) continue;  // inside the replay
+        if (dep.slot.is_same_slot() && plan_.local_queue[dep.queue]) continue;  // inside the replay
         if (!finished(dep, s, slot.microbatch)) return false;
       }
     }
@@ -417,8 +417,8 @@ class EventLoop {
       copy.deps_begin = static_cast<uint32_t>(alone.deps.size());
       for (uint32_t d = entry.deps_begin; d < entry.deps_end; ++d) {
         const Dep& dep = plan_.deps[d];
-        if (dep.kind == kSameSlot && plan_.local_queue[dep.queue])
-          alone.deps.push_back(Dep{alone_queue(dep.queue), dep.at, kSameSlot});
+        if (dep.slot.is_same_slot() && plan_.local_queue[dep.queue])
+          alone.deps.push_back(Dep{alone_queue(dep.queue), dep.at, DepSlot::same_slot()});
       }
       copy.deps_end = static_cast<uint32_t>(alone.deps.size());
       part.on_queue[copy.queue].push_back(static_cast<uint32_t>(part.entries.size()));

@@ -142,13 +142,13 @@ void add_kind(Plan& plan, const PlanBuilder& builder, const std::vector<int64_t>
   auto add_dep = [&](size_t p, int64_t dep) {
     const uint32_t in_kind = scratch.entry_in_kind[dep];
     if (in_kind == kNone) {
-      plan.deps.push_back(Dep{kNone, static_cast<uint32_t>(dep), kSeveral});  // resolved across slots
+      plan.deps.push_back(Dep{kNone, static_cast<uint32_t>(dep), DepSlot::several()});  // resolved across slots
       plan.waited_across_slots[dep] = 1;
       return;
     }
     const Entry& target = kind.entries[in_kind];
     if (target.queue == kind.entries[p].queue && in_kind < p) return;  // stream order keeps it
-    plan.deps.push_back(Dep{target.queue, target.queue_pos, kSameSlot});
+    plan.deps.push_back(Dep{target.queue, target.queue_pos, DepSlot::same_slot()});
   };
   for (size_t p = 0; p < kind.entries.size(); ++p) {
     Entry& entry = kind.entries[p];
@@ -158,7 +158,7 @@ void add_kind(Plan& plan, const PlanBuilder& builder, const std::vector<int64_t>
     } else {
       if (issued) {
         const Entry& issue = kind.entries[list.size() + p];
-        plan.deps.push_back(Dep{issue.queue, issue.queue_pos, kSameSlot});
+        plan.deps.push_back(Dep{issue.queue, issue.queue_pos, DepSlot::same_slot()});
       }
       for (int64_t dep : builder.shard.ops[entry.op].deps) add_dep(p, dep);
     }
@@ -235,13 +235,13 @@ void resolve_deps_across_slots(Plan& plan, const std::vector<uint32_t>& queue_of
       const auto begin = static_cast<uint32_t>(deps.size());
       for (uint32_t d = entry.deps_begin; d < entry.deps_end; ++d) {
         Dep dep = plan.deps[d];
-        if (dep.kind == kSeveral) {
+        if (dep.slot.is_several()) {
           const uint32_t op = dep.at;
           dep.queue = queue_of[op];
           if (plan.homes_begin[op + 1] - plan.homes_begin[op] == 1) {
             const Plan::Home& home = plan.homes[plan.homes_begin[op]];
-            dep = Dep{dep.queue, home.queue_pos, home.kind};
-            if (dep.queue == entry.queue && always_before(dep.kind, k)) continue;
+            dep = Dep{dep.queue, home.queue_pos, DepSlot::of_kind(home.kind)};
+            if (dep.queue == entry.queue && always_before(home.kind, k)) continue;
           }
         }
         deps.push_back(dep);
@@ -314,8 +314,8 @@ void link_dependents(Plan& plan) {
     for (const Entry& entry : plan.kinds[k].entries)
       for (uint32_t d = entry.deps_begin; d < entry.deps_end; ++d) {
         const Dep& dep = plan.deps[d];
-        if (dep.kind != kSeveral) {
-          waits.emplace_back(global(dep.queue, dep.kind == kSameSlot ? k : dep.kind, dep.at), entry.queue);
+        if (!dep.slot.is_several()) {
+          waits.emplace_back(global(dep.queue, dep.slot.is_same_slot() ? k : dep.slot.kind(), dep.at), entry.queue);
           continue;
         }
         for (uint32_t h = plan.homes_begin[dep.at]; h < plan.homes_begin[dep.at + 1]; ++h)

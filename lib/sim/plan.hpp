@@ -38,16 +38,31 @@ struct Entry {
   bool host = false;  // the host issuing the op (docs/syssim-sim.md, "The host"), not the op itself
 };
 
+// Which slot holds the instance a dep waits for: the waiting instance's own slot, the slot
+// that runs a given kind for the micro-batch, or, for an op that several kinds list, wherever
+// the micro-batch runs it. One word, as the event loop reads it at every instance.
+class DepSlot {
+ public:
+  static DepSlot same_slot() { return DepSlot(kSameSlot); }
+  static DepSlot of_kind(uint32_t kind) { return DepSlot(kind); }
+  static DepSlot several() { return DepSlot(kSeveral); }
+  bool is_same_slot() const { return value_ == kSameSlot; }
+  bool is_several() const { return value_ == kSeveral; }
+  uint32_t kind() const { return value_; }  // only of an of_kind slot
+
+ private:
+  static constexpr uint32_t kSameSlot = kNone - 1, kSeveral = kNone;  // no kind has these numbers
+  explicit DepSlot(uint32_t value) : value_(value) {}
+  uint32_t value_;
+};
+
 // A dep of an entry that stream order does not keep already: the instance at queue_pos `at`
-// on queue `queue` of the slot that runs kind `kind` for the micro-batch; with kind kSameSlot,
-// of the waiting instance's own slot; with kind kSeveral, op `at`'s instance wherever the
-// micro-batch runs it (Plan::place_of), for an op that several kinds list.
-constexpr uint32_t kSameSlot = kNone - 1;
-constexpr uint32_t kSeveral = kNone;
+// on queue `queue` of its `slot`; for a `several` slot, `at` is the op's id and place_of finds
+// its instance.
 struct Dep {
   uint32_t queue = kNone;
   uint32_t at = 0;
-  uint32_t kind = kSeveral;
+  DepSlot slot = DepSlot::several();
 };
 
 // A step laid out for the event loop: the queues of every pipeline rank, each rank's slots in
@@ -112,10 +127,10 @@ struct Plan {
   // The place in its queue's issue order of the instance `dep` names, for an instance of rank
   // slot `slot` and micro-batch `microbatch` (the last micro-batch for a step op's dep).
   uint64_t place_of(const Dep& dep, uint32_t slot, int32_t microbatch) const {
-    if (dep.kind == kSameSlot) return queues[dep.queue].before[slot] + dep.at;
+    if (dep.slot.is_same_slot()) return queues[dep.queue].before[slot] + dep.at;
     if (microbatch < 0) microbatch = static_cast<int32_t>(microbatches - 1);
-    if (dep.kind != kSeveral) {
-      const uint32_t running = slot_running(dep.kind, microbatch);
+    if (!dep.slot.is_several()) {
+      const uint32_t running = slot_running(dep.slot.kind(), microbatch);
       if (running != kNone) return queues[dep.queue].before[running] + dep.at;
     } else {
       for (uint32_t h = homes_begin[dep.at]; h < homes_begin[dep.at + 1]; ++h) {
@@ -123,7 +138,9 @@ struct Plan {
         if (running != kNone) return queues[dep.queue].before[running] + homes[h].queue_pos;
       }
     }
-    const uint32_t op = dep.kind == kSeveral ? dep.at : kinds[dep.kind].entries[entry_in(dep.kind, dep.queue, dep.at)].op;
+    const uint32_t op = dep.slot.is_several()
+                            ? dep.at
+                            : kinds[dep.slot.kind()].entries[entry_in(dep.slot.kind(), dep.queue, dep.at)].op;
     throw DataError(op_path(op) + ": runs in no slot of the schedule for micro-batch " + std::to_string(microbatch) +
                     ", which an op waits for");
   }
