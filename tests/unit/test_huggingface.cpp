@@ -280,8 +280,9 @@ TEST_F(HfEnvironment, Gemma3NestedTextConfigTakesTheClassDefaults) {
   // A text_config that is not an object was read as one without keys: every default (issue 23).
   write(dir / "bad/config.json",
         R"({"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "text_config": "gemma3_text"})");
-  message = error_of([&] { load_hf(dir, "bad", "{seq_length: 1024}"); });
-  EXPECT_NE(message.find("key 'text_config' must be an object, got \"gemma3_text\""), std::string::npos) << message;
+  EXPECT_EQ(error_of([&] { load_hf(dir, "bad", "{seq_length: 1024}"); }),
+            (dir / "model.yaml").string() + ": huggingface: bad: " + (dir / "bad/config.json").string() +
+                ": key 'text_config' must be an object, got \"gemma3_text\"");
 }
 
 // Gemma 2 9B (huggingface.co/google/gemma-2-9b config.json): head_dim 256 x 16 heads = 4096 != 3584.
