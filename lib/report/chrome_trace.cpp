@@ -116,7 +116,7 @@ std::string render_chrome_trace(const Graph& g, const TimelineWindow& window) {
                                   {"other", sample.other_bytes / kBytesPerGB}}}});
     }
   json other = {{"generator", "syssim-report --format chrome-trace"},
-                {"pipeline_schedule", shard.pipeline_schedule},
+                {"pipeline_schedule", to_string(shard.pipeline_schedule)},
                 {"num_microbatches", shard.num_microbatches},
                 {"step_time_ms", g.sim->step_time_ms}};
   if (window.microbatches) other["microbatch_window"] = {window.microbatches->first, window.microbatches->second};

@@ -133,7 +133,7 @@ std::string integer(int64_t value) { return std::to_string(value); }
 // Per pipeline stage, with pp > 1 only; the simulated fields when `sim` is given.
 std::vector<std::string> pipeline_blocks(const ShardSection& shard, const MemSection& mem, const SimSection* sim) {
   if (shard.parallelism.pp == 1) return {};
-  std::vector<Field> fields = {{"schedule", shard.pipeline_schedule}};
+  std::vector<Field> fields = {{"schedule", to_string(shard.pipeline_schedule)}};
   if (sim) {
     fields.push_back({"bubble_fraction", percent(sim->bubble_fraction)});
     fields.push_back({"per_pp_rank_step_time_ms", list_text(sim->per_pp_rank_step_time_ms, ms)});
@@ -205,7 +205,7 @@ json memory_json(const Graph& g, const ShardSection& shard, const MemSection& me
           {"peak_memory_gb", mem.peak_memory_gb},
           {"pp_stage_memory_gb", mem.pp_stage_memory_gb},
           {"pp_stage_microbatches_in_flight", mem.pp_stage_microbatches_in_flight},
-          {"pipeline_schedule", shard.pipeline_schedule},
+          {"pipeline_schedule", to_string(shard.pipeline_schedule)},
           {"bottlenecks", {{"peak_module", mem.peak_module}, {"oom", oom_to_json(mem.oom)}}},
           {"model", g.model ? to_json(*g.model) : json()},
           {"parallelism", to_json(shard.parallelism)},

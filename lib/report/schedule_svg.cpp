@@ -179,7 +179,7 @@ std::vector<TimelineEntry> outside_fold(const std::vector<TimelineEntry>& timeli
 
 std::string title_of(const Graph& g, const ShardSection& shard, double span_ms) {
   std::string title = g.model ? g.model->name + " · " : "";
-  title += shard.pipeline_schedule + " · pp " + std::to_string(shard.parallelism.pp);
+  title += std::string(to_string(shard.pipeline_schedule)) + " · pp " + std::to_string(shard.parallelism.pp);
   if (shard.parallelism.vpp) title += ", vpp " + std::to_string(*shard.parallelism.vpp);
   title += " · " + std::to_string(shard.num_microbatches) + " micro-batches · step " + fixed(span_ms, 2) + " ms";
   if (shard.parallelism.pp > 1) title += " · bubble " + fixed(g.sim->bubble_fraction * 100, 1) + "%";

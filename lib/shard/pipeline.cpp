@@ -581,10 +581,11 @@ class PipelineRewriter {
 void plan_pipeline(const ModelConfig& model, const ShardOptions& options, ShardSection& shard) {
   const auto& p = options.parallelism;
   shard.pp_layout = pipeline_layout(model, options);
-  std::string name = options.pipeline_schedule;
-  if (name.empty()) name = p.vpp.value_or(1) > 1 ? "interleaved" : "1f1b";
-  if (p.pp == 1 && name != "1f1b") throw UsageError("pipeline_schedule=" + name + " needs pp > 1");
-  shard.pipeline_schedule = name;
+  const ScheduleKind kind = options.pipeline_schedule.value_or(
+      p.vpp.value_or(1) > 1 ? ScheduleKind::interleaved : ScheduleKind::one_f_one_b);
+  if (p.pp == 1 && kind != ScheduleKind::one_f_one_b)
+    throw UsageError(std::string("pipeline_schedule=") + to_string(kind) + " needs pp > 1");
+  shard.pipeline_schedule = kind;
 }
 
 void assign_pipeline_stages(ShardSection& shard) {

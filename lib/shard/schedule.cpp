@@ -87,16 +87,15 @@ std::vector<ScheduleSlot> zb_h1(int64_t pp, int64_t rank, int64_t m) {
 
 }  // namespace
 
-PipelineSchedule make_schedule(const std::string& name, int64_t pp, int64_t vpp, int64_t m, bool combined) {
-  if (name != "1f1b" && name != "interleaved" && name != "gpipe" && name != "zb-h1")
-    throw UsageError("pipeline_schedule=" + name + ": expected 1f1b, interleaved, gpipe or zb-h1");
-  if (combined && name != "1f1b" && name != "interleaved")
+PipelineSchedule make_schedule(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t m, bool combined) {
+  const std::string name = to_string(kind);
+  if (combined && kind != ScheduleKind::one_f_one_b && kind != ScheduleKind::interleaved)
     throw UsageError("pipeline_schedule=" + name +
                      " has no forward and backward to pair: the combined 1F1B schedule is 1f1b (pp 1) or interleaved");
   // Megatron-Core's combined 1F1B runs one more warm-up forward, so that the forward and the
   // backward of each 1F1B step are independent (schedules.py, get_pp_rank_microbatches).
   const int64_t extra_warmup = combined ? 1 : 0;
-  if (name == "interleaved") {
+  if (kind == ScheduleKind::interleaved) {
     if (vpp < 2) throw UsageError("pipeline_schedule=interleaved needs vpp > 1 (got vpp=" + str(vpp) + ")");
     if (m % pp != 0)
       throw UsageError("pipeline_schedule=interleaved needs num_microbatches a multiple of pp, as Megatron-LM does: "
@@ -107,14 +106,12 @@ PipelineSchedule make_schedule(const std::string& name, int64_t pp, int64_t vpp,
   }
   PipelineSchedule schedule;
   for (int64_t rank = 0; rank < pp; ++rank) {
-    if (name == "1f1b")
-      schedule.push_back(one_f_one_b(pp, rank, m, extra_warmup));
-    else if (name == "gpipe")
-      schedule.push_back(gpipe(m));
-    else if (name == "interleaved")
-      schedule.push_back(interleaved(pp, vpp, rank, m, extra_warmup));
-    else
-      schedule.push_back(zb_h1(pp, rank, m));
+    switch (kind) {
+      case ScheduleKind::one_f_one_b: schedule.push_back(one_f_one_b(pp, rank, m, extra_warmup)); break;
+      case ScheduleKind::gpipe: schedule.push_back(gpipe(m)); break;
+      case ScheduleKind::interleaved: schedule.push_back(interleaved(pp, vpp, rank, m, extra_warmup)); break;
+      case ScheduleKind::zb_h1: schedule.push_back(zb_h1(pp, rank, m)); break;
+    }
   }
   return schedule;
 }

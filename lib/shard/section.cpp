@@ -269,7 +269,7 @@ json to_json(const ShardSection& s) {
           {"model_flops_per_step", s.model_flops_per_step},
           {"buffers", buffers},
           {"ops", ops},
-          {"pipeline_schedule", s.pipeline_schedule},
+          {"pipeline_schedule", to_string(s.pipeline_schedule)},
           {"pp_layout", s.pp_layout},
           {"stage_params_local", s.stage_params_local},
           {"schedule", schedule_to_json(s.schedule)}};
@@ -359,7 +359,7 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
     }
     s.ops.push_back(std::move(op));
   }
-  s.pipeline_schedule = require_as<std::string>(j, "pipeline_schedule", path);
+  s.pipeline_schedule = require_enum<ScheduleKind>(j, "pipeline_schedule", path);
   s.pp_layout = require_as<std::vector<int64_t>>(j, "pp_layout", path);
   s.stage_params_local = require_as<std::vector<double>>(j, "stage_params_local", path);
   if (j.contains("stage_expert_params_local"))

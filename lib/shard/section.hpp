@@ -104,7 +104,7 @@ struct ShardSection {
   std::vector<ShardBuffer> buffers;
   std::vector<ShardOp> ops;
   // Pipeline parallelism (docs/parallelism.md).
-  std::string pipeline_schedule = "1f1b";    // 1f1b | interleaved | gpipe | zb-h1
+  ScheduleKind pipeline_schedule = ScheduleKind::one_f_one_b;
   std::vector<int64_t> pp_layout;            // decoder layers per virtual stage (chunk * pp + rank)
   std::vector<double> stage_params_local;    // parameters each pipeline rank holds
   std::vector<double> stage_expert_params_local;  // of them, the experts' (sharded over expert-DP); empty: none

@@ -17,9 +17,9 @@ struct ShardOptions {
   ParallelismConfig parallelism;
   TrainingConfig training;
   std::optional<int64_t> gpus;  // when given, must equal tp*cp*pp*dp
-  // Pipeline parallelism (docs/parallelism.md). Schedule: 1f1b | interleaved | gpipe | zb-h1;
-  // empty: interleaved when vpp > 1, else 1f1b.
-  std::string pipeline_schedule;
+  // Pipeline parallelism (docs/parallelism.md). Schedule: none given: interleaved when vpp > 1,
+  // else 1f1b.
+  std::optional<ScheduleKind> pipeline_schedule;
   std::vector<int64_t> pp_layout;  // decoder layers per virtual stage; empty: an even split
   std::optional<int64_t> decoder_first_pipeline_num_layers;  // Megatron-LM's uneven first/last
   std::optional<int64_t> decoder_last_pipeline_num_layers;   // pipeline rank (all its chunks)

@@ -309,7 +309,7 @@ class ShardedDataParallel {
 
 }  // namespace
 
-void check_sharded_data_parallel(const ShardOptions& options, const std::string& pipeline_schedule) {
+void check_sharded_data_parallel(const ShardOptions& options, ScheduleKind pipeline_schedule) {
   const TrainingConfig& t = options.training;
   if (!t.shards_gradients()) {
     if (t.fsdp_implementation != FsdpImplementation::megatron)
@@ -318,7 +318,7 @@ void check_sharded_data_parallel(const ShardOptions& options, const std::string&
     return;
   }
   const std::string strategy = to_string(t.data_parallel_sharding);
-  if (pipeline_schedule == "zb-h1")
+  if (pipeline_schedule == ScheduleKind::zb_h1)
     throw UsageError("data_parallel_sharding_strategy=" + strategy +
                      " with the zb-h1 schedule is not simulated yet (its weight pass splits a unit's backward)");
   if (t.overlap_moe_expert_parallel_comm)

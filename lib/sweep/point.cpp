@@ -332,7 +332,7 @@ std::string job_cache_key(const ModelConfig& model, const HardwareConfig& hardwa
                         {"parallelism", to_json(options.parallelism)},
                         {"training", to_json(options.training)},
                         {"gpus", nullable_to_json(options.gpus)},
-                        {"pipeline_schedule", options.pipeline_schedule},
+                        {"pipeline_schedule", options.pipeline_schedule ? to_string(*options.pipeline_schedule) : ""},
                         {"pp_layout", options.pp_layout},
                         {"decoder_first_pipeline_num_layers", nullable_to_json(options.decoder_first_pipeline_num_layers)},
                         {"decoder_last_pipeline_num_layers", nullable_to_json(options.decoder_last_pipeline_num_layers)},

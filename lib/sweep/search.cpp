@@ -197,7 +197,7 @@ nlohmann::json layer_compute(PointEvaluator& evaluate, const ModelConfig& short_
   p.pp = 1, p.vpp.reset();
   one_rank.pp_layout.clear();
   one_rank.gpus.reset();
-  one_rank.pipeline_schedule.clear();
+  one_rank.pipeline_schedule.reset();
   one_rank.training.global_batch = one_rank.training.micro_batch * p.dp;
   one_rank.training.distributed_optimizer = false;
   one_rank.training.data_parallel_sharding = DataParallelSharding::no_shard;
@@ -271,14 +271,14 @@ double compute_lower_bound_ms(const nlohmann::json& compute, int64_t num_layers,
     for (size_t pass = 0; pass < stage[v].size(); ++pass) stage[v][pass] = layers * layer[pass];
   }
   for (size_t pass = 0; pass < layer.size(); ++pass) stage.front()[pass] += embedding[pass], stage.back()[pass] += head[pass];
-  const std::string& schedule = layout.pipeline_schedule;
+  const std::optional<ScheduleKind> schedule = layout.pipeline_schedule;
   // A slot's parts run one after another on the compute stream, so their spans add up; where
   // the schedule moves the weight gradients to slots of their own (zero bubble), or where the
   // combined 1F1B schedule hides one slot's communication under the other's compute, only the
   // compute is counted.
   const bool whole_backward =
       !layout.training.overlap_moe_expert_parallel_comm &&
-      (schedule.empty() || schedule == "1f1b" || schedule == "interleaved" || schedule == "gpipe");
+      schedule != ScheduleKind::zb_h1;
   auto forward_ms = [&](const PassCompute& s) { return whole_backward ? s[kForwardSpan] : s[kForward]; };
   auto backward_ms = [&](const PassCompute& s) { return whole_backward ? s[kBackwardSpan] : s[kAllPasses] - s[kForward]; };
   // A part's input-gradient compute: its backward less the weight gradients and the
@@ -287,7 +287,7 @@ double compute_lower_bound_ms(const nlohmann::json& compute, int64_t num_layers,
   // 1F1B and its interleaved form end each rank with the last micro-batch's backward of its
   // first virtual stage, and only what follows the input gradient in that slot may run while
   // the stages before take that gradient back; zero-bubble and GPipe orders are not counted on.
-  const bool drains = whole_backward && schedule != "gpipe";
+  const bool drains = whole_backward && schedule != ScheduleKind::gpipe;
   const double microbatches = static_cast<double>(layout.training.global_batch / (p.dp * layout.training.micro_batch));
   double bound = 0, before = 0, after = 0;  // the first forward to rank r's first virtual stage; the last backward from it
   for (int64_t r = 0; r < p.pp; ++r) {

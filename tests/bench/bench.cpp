@@ -98,7 +98,7 @@ void BM_SimulateGPipe70B(benchmark::State& state) {
   g.model = llama3_70b();
   g.trace = trace_of(*g.model);
   ShardOptions options = layout_70b(1024, state.range(0));
-  options.pipeline_schedule = "gpipe";
+  options.pipeline_schedule = ScheduleKind::gpipe;
   shard_graph(g, options);
   h100().cost_graph(g);
   const double peak_before_mb = peak_resident_mb();

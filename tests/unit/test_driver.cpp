@@ -106,10 +106,10 @@ std::vector<ReplayCase> replay_cases() {
   interleaved.parallelism.vpp = 2;
   cases.push_back({"interleaved", interleaved, 0.5});
   ShardOptions gpipe = one_f_one_b;
-  gpipe.pipeline_schedule = "gpipe";
+  gpipe.pipeline_schedule = ScheduleKind::gpipe;
   cases.push_back({"gpipe", gpipe, 0.5});
   ShardOptions zero_bubble = one_f_one_b;
-  zero_bubble.pipeline_schedule = "zb-h1";
+  zero_bubble.pipeline_schedule = ScheduleKind::zb_h1;
   cases.push_back({"zb-h1", zero_bubble, 0.5});
   ShardOptions overlapped = small_job(8, 1, 4, 32);
   overlapped.training.distributed_optimizer = true;
@@ -269,7 +269,7 @@ TEST(Driver, OneFOneBSettlesWithinThreePipelineLengths) {
   const CostEstimator estimator(h100());
   int extrapolated_cases = 0;
   for (ReplayCase c : replay_cases()) {
-    if (!c.options.pipeline_schedule.empty() || c.options.parallelism.vpp) continue;  // 1f1b only
+    if (c.options.pipeline_schedule || c.options.parallelism.vpp) continue;  // 1f1b only
     SCOPED_TRACE(c.name);
     const int64_t pp = c.options.parallelism.pp;
     c.options.training.global_batch = (6 * pp + 4) * c.options.parallelism.dp;

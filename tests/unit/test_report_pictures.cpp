@@ -20,7 +20,7 @@ using nlohmann::json;
 Graph simulated(const std::vector<TestOp>& ops, const PipelineSchedule& schedule, int64_t num_microbatches,
                 const std::vector<std::pair<std::string, double>>& buffers = {}) {
   Graph g = graph_of(ops, num_microbatches, schedule, buffers);
-  g.shard->pipeline_schedule = "gpipe";
+  g.shard->pipeline_schedule = ScheduleKind::gpipe;
   simulate_graph(g, SimOptions{true});
   return g;
 }

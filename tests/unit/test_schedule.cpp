@@ -24,7 +24,7 @@ std::string text(const std::vector<ScheduleSlot>& slots, bool chunks = false) {
 
 TEST(Schedule, OneFOneBIsNarayananFigure4Top) {
   // Narayanan et al. 2021, Fig. 4 (top): 4 devices, 8 micro-batches, numbered from 0 here.
-  PipelineSchedule s = make_schedule("1f1b", 4, 1, 8, false);
+  PipelineSchedule s = make_schedule(ScheduleKind::one_f_one_b, 4, 1, 8, false);
   ASSERT_EQ(s.size(), 4u);
   EXPECT_EQ(text(s[0]), "F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7");
   EXPECT_EQ(text(s[1]), "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 F6 B4 F7 B5 B6 B7");
@@ -33,7 +33,7 @@ TEST(Schedule, OneFOneBIsNarayananFigure4Top) {
 }
 
 TEST(Schedule, OneFOneBWithFewerMicroBatchesThanStagesWarmsUpWithAll) {
-  PipelineSchedule s = make_schedule("1f1b", 4, 1, 2, false);
+  PipelineSchedule s = make_schedule(ScheduleKind::one_f_one_b, 4, 1, 2, false);
   EXPECT_EQ(text(s[0]), "F0 F1 B0 B1");
   EXPECT_EQ(text(s[3]), "F0 B0 F1 B1");
 }
@@ -41,19 +41,19 @@ TEST(Schedule, OneFOneBWithFewerMicroBatchesThanStagesWarmsUpWithAll) {
 TEST(Schedule, CombinedOneFOneBWarmsUpWithOneMoreForward) {
   // Megatron-Core's combined 1F1B without a pipeline (combined_1f1b_schedule_for_no_pipelining):
   // F0, then each forward beside the backward of the micro-batch before it, then the last backward.
-  PipelineSchedule s = make_schedule("1f1b", 1, 1, 3, true);
+  PipelineSchedule s = make_schedule(ScheduleKind::one_f_one_b, 1, 1, 3, true);
   EXPECT_EQ(text(s[0]), "F0 F1 B0 F2 B1 B2");
   // With the interleaved schedule: one more warm-up forward on each rank.
-  PipelineSchedule plain = make_schedule("interleaved", 2, 2, 4, false);
-  PipelineSchedule combined = make_schedule("interleaved", 2, 2, 4, true);
+  PipelineSchedule plain = make_schedule(ScheduleKind::interleaved, 2, 2, 4, false);
+  PipelineSchedule combined = make_schedule(ScheduleKind::interleaved, 2, 2, 4, true);
   EXPECT_EQ(text(plain[1], true), "F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 F2.0 B0.0 F3.0 B1.0 F2.1 B2.1 F3.1 B3.1 B2.0 B3.0");
   EXPECT_EQ(text(combined[1], true), "F0.0 F1.0 F0.1 F1.1 B0.1 F2.0 B1.1 F3.0 B0.0 F2.1 B1.0 F3.1 B2.1 B3.1 B2.0 B3.0");
-  EXPECT_THROW(make_schedule("gpipe", 2, 1, 4, true), UsageError);
+  EXPECT_THROW(make_schedule(ScheduleKind::gpipe, 2, 1, 4, true), UsageError);
 }
 
 TEST(Schedule, GPipeIsNarayananFigure3) {
   // Every forward, then every backward, on every device.
-  PipelineSchedule s = make_schedule("gpipe", 4, 1, 4, false);
+  PipelineSchedule s = make_schedule(ScheduleKind::gpipe, 4, 1, 4, false);
   for (const auto& rank : s) EXPECT_EQ(text(rank), "F0 F1 F2 F3 B0 B1 B2 B3");
 }
 
@@ -62,7 +62,7 @@ TEST(Schedule, InterleavedIsNarayananFigure4Bottom) {
   // forwards: micro-batches 0-3 through chunk 0, 0-3 through chunk 1, then 4 and 5 through
   // chunk 0 ((pp - 1) * 2 + (vpp - 1) * pp = 10); then forward 6 of chunk 0 and the first
   // backward, micro-batch 0 of chunk 1.
-  PipelineSchedule s = make_schedule("interleaved", 4, 2, 8, false);
+  PipelineSchedule s = make_schedule(ScheduleKind::interleaved, 4, 2, 8, false);
   std::vector<ScheduleSlot> start(s[0].begin(), s[0].begin() + 12);
   EXPECT_EQ(text(start, true), "F0.0 F1.0 F2.0 F3.0 F0.1 F1.1 F2.1 F3.1 F4.0 F5.0 F6.0 B0.1");
   // The last device warms up with (vpp - 1) * pp = 4 forwards.
@@ -74,14 +74,14 @@ TEST(Schedule, InterleavedTwoRanksTwoChunksByHand) {
   // pp 2, vpp 2, 4 micro-batches. Rank 0 warms up with (2-0-1)*2 + (2-1)*2 = 4 forwards; the
   // k-th forward runs micro-batch (k / 4) * 2 + k % 2 through chunk k % 4 / 2, the k-th
   // backward the same micro-batch through the other chunk.
-  PipelineSchedule s = make_schedule("interleaved", 2, 2, 4, false);
+  PipelineSchedule s = make_schedule(ScheduleKind::interleaved, 2, 2, 4, false);
   EXPECT_EQ(text(s[0], true), "F0.0 F1.0 F0.1 F1.1 F2.0 B0.1 F3.0 B1.1 F2.1 B0.0 F3.1 B1.0 B2.1 B3.1 B2.0 B3.0");
   EXPECT_EQ(text(s[1], true), "F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 F2.0 B0.0 F3.0 B1.0 F2.1 B2.1 F3.1 B3.1 B2.0 B3.0");
 }
 
 TEST(Schedule, InterleavedWithAsManyMicroBatchesAsStagesRunsAllForwardsFirst) {
   // Megatron-LM: num_microbatches == pp makes every forward a warm-up forward.
-  PipelineSchedule s = make_schedule("interleaved", 2, 2, 2, false);
+  PipelineSchedule s = make_schedule(ScheduleKind::interleaved, 2, 2, 2, false);
   EXPECT_EQ(text(s[1], true), "F0.0 F1.0 F0.1 F1.1 B0.1 B1.1 B0.0 B1.0");
 }
 
@@ -89,33 +89,32 @@ TEST(Schedule, ZeroBubbleH1IsQiFigure3) {
   // Qi et al. 2023, "Zero Bubble Pipeline Parallelism", Fig. 3 (ZB-H1), 4 stages, 8
   // micro-batches: the warm-up of 1F1B; stage i defers the weight pass of its first i
   // backwards and runs the deferred ones last.
-  PipelineSchedule s = make_schedule("zb-h1", 4, 1, 8, false);
+  PipelineSchedule s = make_schedule(ScheduleKind::zb_h1, 4, 1, 8, false);
   EXPECT_EQ(text(s[0]), "F0 F1 F2 F3 B0 W0 F4 B1 W1 F5 B2 W2 F6 B3 W3 F7 B4 W4 B5 W5 B6 W6 B7 W7");
   EXPECT_EQ(text(s[1]), "F0 F1 F2 B0 F3 B1 W0 F4 B2 W1 F5 B3 W2 F6 B4 W3 F7 B5 W4 B6 W5 B7 W6 W7");
   EXPECT_EQ(text(s[3]), "F0 B0 F1 B1 F2 B2 F3 B3 W0 F4 B4 W1 F5 B5 W2 F6 B6 W3 F7 B7 W4 W5 W6 W7");
 }
 
 TEST(Schedule, ImpossibleCombinationsAreUsageErrors) {
-  auto message = [](const std::string& name, int64_t pp, int64_t vpp, int64_t m) -> std::string {
+  auto message = [](ScheduleKind kind, int64_t pp, int64_t vpp, int64_t m) -> std::string {
     try {
-      make_schedule(name, pp, vpp, m, false);
+      make_schedule(kind, pp, vpp, m, false);
     } catch (const UsageError& e) {
       return e.what();
     }
     return "no error";
   };
-  EXPECT_EQ(message("interleaved", 4, 2, 6),
+  EXPECT_EQ(message(ScheduleKind::interleaved, 4, 2, 6),
             "pipeline_schedule=interleaved needs num_microbatches a multiple of pp, as Megatron-LM does: "
             "num_microbatches=6, pp=4");
-  EXPECT_EQ(message("interleaved", 4, 2, 2),
+  EXPECT_EQ(message(ScheduleKind::interleaved, 4, 2, 2),
             "pipeline_schedule=interleaved needs num_microbatches a multiple of pp, as Megatron-LM does: "
             "num_microbatches=2, pp=4");
-  EXPECT_EQ(message("interleaved", 4, 1, 8), "pipeline_schedule=interleaved needs vpp > 1 (got vpp=1)");
-  EXPECT_EQ(message("zb-h1", 4, 2, 8),
+  EXPECT_EQ(message(ScheduleKind::interleaved, 4, 1, 8), "pipeline_schedule=interleaved needs vpp > 1 (got vpp=1)");
+  EXPECT_EQ(message(ScheduleKind::zb_h1, 4, 2, 8),
             "pipeline_schedule=zb-h1 runs one model chunk per rank: vpp=2 needs pipeline_schedule=interleaved");
-  EXPECT_EQ(message("gpipe", 4, 2, 8),
+  EXPECT_EQ(message(ScheduleKind::gpipe, 4, 2, 8),
             "pipeline_schedule=gpipe runs one model chunk per rank: vpp=2 needs pipeline_schedule=interleaved");
-  EXPECT_EQ(message("dualpipe", 4, 1, 8), "pipeline_schedule=dualpipe: expected 1f1b, interleaved, gpipe or zb-h1");
 }
 
 // A hand-built pipeline of pp ranks and vpp chunks with no communication: virtual stage v
@@ -134,7 +133,7 @@ Graph pipeline_graph(const Pipeline& p, const std::string& schedule) {
   s.parallelism.pp = p.pp;
   s.parallelism.vpp = p.vpp;
   s.num_microbatches = p.microbatches;
-  s.schedule = make_schedule(schedule, p.pp, p.vpp, p.microbatches, false);
+  s.schedule = make_schedule(*parse_enum<ScheduleKind>(schedule), p.pp, p.vpp, p.microbatches, false);
   s.stage_params_local.assign(p.pp, 0.0);
   g.cost = CostSection{"roofline", HardwareConfig{}, {}, {}};
   const int64_t stages = p.pp * p.vpp;

@@ -569,7 +569,7 @@ std::string usage_error_of(const ShardOptions& options, const ModelConfig& model
 TEST(ShardedDataParallel, CombinationsNotSimulatedAreUsageErrors) {
   ShardOptions zb = layout(2, "optim_grads");
   zb.parallelism.pp = 2;
-  zb.pipeline_schedule = "zb-h1";
+  zb.pipeline_schedule = ScheduleKind::zb_h1;
   zb.training.global_batch = 8;
   EXPECT_EQ(usage_error_of(zb, tiny_llama()),
             "data_parallel_sharding_strategy=optim_grads with the zb-h1 schedule is not simulated yet (its weight "

@@ -139,12 +139,12 @@ std::vector<TestOp> all_to_all_between_computes() {
 // and 150-170, each time under an all-to-all: 60 us exposed.
 TEST(Simulation, CombinedOneFOneBHidesOneSidesAllToAllUnderTheOthersCompute) {
   const std::vector<TestOp> ops = all_to_all_between_computes();
-  Graph in_order = graph_of(ops, 3, make_schedule("1f1b", 1, 1, 3, false));
+  Graph in_order = graph_of(ops, 3, make_schedule(ScheduleKind::one_f_one_b, 1, 1, 3, false));
   simulate_graph(in_order);
   EXPECT_NEAR(in_order.sim->step_time_ms, 0.240, 1e-12);
   EXPECT_NEAR(in_order.sim->collective_exposed_ms, 0.120, 1e-12);
 
-  Graph combined = graph_of(ops, 3, make_schedule("1f1b", 1, 1, 3, true));
+  Graph combined = graph_of(ops, 3, make_schedule(ScheduleKind::one_f_one_b, 1, 1, 3, true));
   combined.shard->training.overlap_moe_expert_parallel_comm = true;
   simulate_graph(combined);
   EXPECT_NEAR(combined.sim->step_time_ms, 0.180, 1e-12);
@@ -160,7 +160,7 @@ TEST(Simulation, CombinedOneFOneBHidesOneSidesAllToAllUnderTheOthersCompute) {
 // both are the simulator's).
 TEST(Simulation, CombinedOneFOneBJumpsAsItSimulates) {
   const std::vector<TestOp> ops = all_to_all_between_computes();
-  Graph every = graph_of(ops, 40, make_schedule("1f1b", 1, 1, 40, true));
+  Graph every = graph_of(ops, 40, make_schedule(ScheduleKind::one_f_one_b, 1, 1, 40, true));
   every.shard->training.overlap_moe_expert_parallel_comm = true;
   Graph jumped = every;
   SimOptions full;

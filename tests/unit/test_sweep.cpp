@@ -354,7 +354,7 @@ TEST(SweepSearch, ComputeBoundIsAHandSumAndNeverAboveTheStepBound) {
           ShardOptions o = layout;
           o.parallelism.pp = pp, o.parallelism.cp = cp, o.training.recompute = recompute;
           if (interleaved) o.parallelism.vpp = 2;
-          else o.pipeline_schedule = schedule;
+          else o.pipeline_schedule = parse_enum<ScheduleKind>(schedule);  // "": the default
           SCOPED_TRACE("pp " + std::to_string(pp) + " " + schedule + " cp " + std::to_string(cp) + " " + recompute);
           Graph graph = estimate_memory(model, trace_of(model), estimator, o);
           const double bound = compute_lower_bound_ms(layer_compute(evaluate, short_model, trace_of(short_model), o, false), 8, o);

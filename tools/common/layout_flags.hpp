@@ -25,9 +25,11 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
   app.add_option("--order", p.order,
                  "Rank order, fastest dimension first, as Megatron's (default tp-cp-ep-dp-pp; tp-pp-dp is "
                  "--use-tp-pp-dp-mapping)");
-  app.add_option("--pipeline-schedule", options.pipeline_schedule,
-                 "Pipeline schedule (default: interleaved with --vpp > 1, else 1f1b)")
-      ->check(CLI::IsMember({"1f1b", "interleaved", "gpipe", "zb-h1"}));
+  app.add_option_function<std::string>(
+         "--pipeline-schedule",
+         [&options](const std::string& name) { options.pipeline_schedule = parse_enum<ScheduleKind>(name); },
+         "Pipeline schedule (default: interleaved with --vpp > 1, else 1f1b)")
+      ->check(CLI::IsMember(names_of<ScheduleKind>()));
   app.add_option("--pp-layout", options.pp_layout, "Decoder layers per virtual pipeline stage, comma-separated")
       ->delimiter(',');
   app.add_option("--decoder-first-pipeline-num-layers", options.decoder_first_pipeline_num_layers,
