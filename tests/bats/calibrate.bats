@@ -58,6 +58,13 @@ small_data() {
   syssim calibrate --data "$(small_data)" --dtype fp16 --hardware "$H100" -o "$BATS_TEST_TMPDIR/a" >/dev/null
   diff -r "$BATS_TEST_TMPDIR/a" "$BATS_TEST_TMPDIR/b"
   [ "$(ls "$BATS_TEST_TMPDIR")" = "$(printf 'a\nb')" ]
+  # A calibration that fails leaves the old bundle as it was, and nothing beside it.
+  mkdir "$BATS_FILE_TMPDIR/bad-rows"
+  printf 'M,N,K,t_measured_ms\n64,64,abc,0.02\n' >"$BATS_FILE_TMPDIR/bad-rows/gemm.csv"
+  run syssim calibrate --data "$BATS_FILE_TMPDIR/bad-rows" --dtype fp16 --hardware "$H100" -o "$BATS_TEST_TMPDIR/a"
+  assert_failure 1
+  diff -r "$BATS_TEST_TMPDIR/a" "$BATS_TEST_TMPDIR/b"
+  [ "$(ls "$BATS_TEST_TMPDIR")" = "$(printf 'a\nb')" ]
 }
 
 @test "calibrate names the file, line and column of a bad row, and a missing folder" {
