@@ -14,10 +14,6 @@
 namespace syssim::text_calls {
 namespace {
 
-using nlohmann::json;
-
-json parse(const std::string& text, const std::string& what) { return syssim::parse_json(text, what); }
-
 // One stage on a graph's text, as its tool runs it (text_calls.hpp).
 template <typename Stage>
 std::string apply_stage(const std::string& graph_text, const std::string& function,
@@ -31,13 +27,13 @@ std::string apply_stage(const std::string& graph_text, const std::string& functi
 }  // namespace
 
 syssim::ModelConfig checked_model(const std::string& text) {
-  syssim::ModelConfig model = syssim::model_from_json(parse(text, "model"), "model");
+  syssim::ModelConfig model = syssim::model_from_json(syssim::parse_json(text, "model"), "model");
   syssim::validate(model, "model");
   return model;
 }
 
 syssim::HardwareConfig checked_hardware(const std::string& text) {
-  syssim::HardwareConfig hardware = syssim::hardware_from_json(parse(text, "hardware"), "hardware");
+  syssim::HardwareConfig hardware = syssim::hardware_from_json(syssim::parse_json(text, "hardware"), "hardware");
   syssim::validate(hardware, "hardware");
   return hardware;
 }
@@ -45,7 +41,8 @@ syssim::HardwareConfig checked_hardware(const std::string& text) {
 Job job_of(const std::string& model, const std::string& hardware, const std::string& hardware_dir,
            const std::string& parallelism, const std::string& training) {
   Job job{checked_model(model), checked_hardware(hardware),
-          syssim::shard_options_from_json(parse(parallelism, "parallelism"), parse(training, "training"))};
+          syssim::shard_options_from_json(syssim::parse_json(parallelism, "parallelism"),
+                                          syssim::parse_json(training, "training"))};
   job.hardware.calibrated_model_dir = syssim::resolve_calibrated_model(job.hardware.calibrated_model, hardware_dir);
   return job;
 }
@@ -73,7 +70,8 @@ std::string trace_stage(const std::string& model) {
 
 std::string shard_stage(const std::string& graph, const std::string& parallelism, const std::string& training) {
   const syssim::ShardOptions options =
-      syssim::shard_options_from_json(parse(parallelism, "parallelism"), parse(training, "training"));
+      syssim::shard_options_from_json(syssim::parse_json(parallelism, "parallelism"),
+                                      syssim::parse_json(training, "training"));
   return apply_stage(graph, "syssim.stages.shard", {parallelism, training},
                      [&](syssim::Graph& g) { syssim::shard_graph(g, options); });
 }

@@ -392,8 +392,8 @@ class LayoutSearch {
   void bound_by_model_states() {
     const double params_total = traced_parameters(evaluate_.trace(), evaluate_.trace().axes);
     const double expert_params = expert_parameters(evaluate_.trace());
-    for (size_t i = 0; i < layouts_.size(); ++i)
-      if (prune_)
+    if (prune_)
+      for (size_t i = 0; i < layouts_.size(); ++i)
         communication_bound_ms_[i] =
             sharded_communication_lower_bound_ms(model_, hardware_, params_total, expert_params, layouts_[i]);
     const std::optional<double> capacity_gb = hardware_.gpu_memory_GB;

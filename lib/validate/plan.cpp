@@ -29,8 +29,6 @@ struct Unsupported {
   std::string reason;
 };
 
-
-
 // The cell parsed whole by `parse` (std::stoll, std::stod), or nothing when it is empty.
 template <typename T, typename Parse>
 std::optional<T> parsed_cell(const MeasuredRow& row, const std::string& column, const char* expected, Parse parse) {
@@ -48,8 +46,6 @@ std::optional<T> parsed_cell(const MeasuredRow& row, const std::string& column, 
   return value;
 }
 
-
-
 // A parallel size, 1 to kMaxGpus, or nothing when the cell is empty: its products stay in range.
 std::optional<int64_t> size_cell(const MeasuredRow& row, const std::string& column) {
   std::optional<int64_t> size = int_cell(row, column);
@@ -59,24 +55,20 @@ std::optional<int64_t> size_cell(const MeasuredRow& row, const std::string& colu
   return size;
 }
 
-int64_t required_size(const MeasuredRow& row, const std::string& column) {
-  std::optional<int64_t> size = size_cell(row, column);
-  if (!size) throw Unsupported{"column '" + column + "' is empty"};
-  return *size;
-}
-
-int64_t required_int(const MeasuredRow& row, const std::string& column) {
-  std::optional<int64_t> value = int_cell(row, column);
+// The cell as `read` reads it; a row with the cell empty cannot be simulated.
+int64_t required(std::optional<int64_t> (*read)(const MeasuredRow&, const std::string&), const MeasuredRow& row,
+                 const std::string& column) {
+  std::optional<int64_t> value = read(row, column);
   if (!value) throw Unsupported{"column '" + column + "' is empty"};
   return *value;
 }
-
+int64_t required_int(const MeasuredRow& row, const std::string& column) { return required(int_cell, row, column); }
+int64_t required_size(const MeasuredRow& row, const std::string& column) { return required(size_cell, row, column); }
 
 // The `gpu` cells of the measured table's README, which name their presets exactly; any other
 // spelling (spellings.hpp) is listed among the row's assumptions.
 const std::vector<std::string> kTableGpus = {"H100-80GB", "A100-80GB", "GB200", "B200", "GB300",
                                              "H100-96GB-HBM2e-500W"};
-
 
 // The row's `hardware` cell, else what --hardware-map says for its gpu, else the built-in
 // preset of the gpu: a preset name of hardware_dir or a YAML path.
@@ -436,14 +428,13 @@ std::optional<double> measurement_cell(const MeasuredRow& row, const std::string
 // The measured step time: the row's own, else recovered from its TFLOP/s per GPU or its MFU
 // with the source's FLOP formula. Sets plan.measured_step_s and plan.measured_from.
 void measured_step_time(const MeasuredRow& row, RowPlan& plan) {
-  auto measured = [&](const std::string& column) { return measurement_cell(row, column); };
-  if (std::optional<double> step = measured("measured_step_s")) {
+  if (std::optional<double> step = measurement_cell(row, "measured_step_s")) {
     plan.measured_step_s = *step;
     plan.measured_from = "measured_step_s";
     return;
   }
-  std::optional<double> tflops = measured("measured_tflops_per_gpu");
-  std::optional<double> mfu = measured("measured_mfu");
+  std::optional<double> tflops = measurement_cell(row, "measured_tflops_per_gpu");
+  std::optional<double> mfu = measurement_cell(row, "measured_mfu");
   if (!tflops && !mfu) {
     // A run that ran out of memory gave no step time: simulated for its OOM verdict alone.
     if (flag_cell(row, "measured_oom").value_or(false)) {
