@@ -42,14 +42,15 @@ std::string preset_dir(PresetKind kind) {
 }
 
 std::string preset_file(PresetKind kind, const std::string& name_or_path) {
-  // A path (a folder in it, or a file extension) is taken as given: its loader says when it
-  // cannot be opened.
+  // An existing file, or a path with a folder in it, is taken as given. A bare name is a preset
+  // where one of that name exists (names may hold dots: llama3.1-405b); otherwise a name with a
+  // file extension is a path, whose loader says that it cannot be opened.
   const fs::path given(name_or_path);
   std::error_code error;
-  if (name_or_path.empty() || given.has_parent_path() || given.has_extension() || fs::exists(given, error))
-    return name_or_path;
+  if (name_or_path.empty() || given.has_parent_path() || fs::exists(given, error)) return name_or_path;
   const fs::path preset = fs::path(preset_dir(kind)) / (name_or_path + kPresetSuffix);
   if (fs::is_regular_file(preset, error)) return preset.string();
+  if (given.has_extension()) return name_or_path;
   throw DataError(name_or_path + ": no such file, and no " + kind_name(kind) + " preset " + preset.string() +
                   " (`syssim presets` lists them)");
 }

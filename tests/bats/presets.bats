@@ -70,6 +70,18 @@ assert_oom_on() {
   [ "$by_file" = "$by_name" ]
 }
 
+# Plumbing: every preset loads by its name, dots included (llama3.1-405b is not a file with the
+# extension ".1-405b").
+@test "every model preset traces by its name" {
+  for file in "$MODELS"/*.yaml; do
+    name=$(basename "$file" .yaml)
+    syssim-trace "$name" > /dev/null || { echo "failed: $name"; false; }
+  done
+  run syssim run no-such-model.yaml
+  assert_failure 1
+  assert_output "syssim: error: no-such-model.yaml: cannot open file"
+}
+
 @test "syssim presets lists every preset file; an unknown name says where it looked" {
   run syssim presets
   assert_success
