@@ -11,8 +11,9 @@
 
 namespace syssim {
 
-// What an op computes, and so how the cost stage prices it.
-enum class OpKind : uint8_t { gemm, attention, math, memory, collective, optimizer };
+// What an op computes, and so how the cost stage prices it (host_copy: a copy between the
+// GPU's memory and its host's, over the host link).
+enum class OpKind : uint8_t { gemm, attention, math, memory, collective, optimizer, host_copy };
 // How often a step runs an op: once per micro-batch, once after them, once before them.
 enum class OpScope : uint8_t { microbatch, step, step_start };
 // Which part of the step an op belongs to (a traced op: fwd or bwd).
@@ -26,7 +27,8 @@ template <typename Enum>
 struct EnumNames;
 template <>
 struct EnumNames<OpKind> {
-  static constexpr std::array<const char*, 6> kNames = {"gemm", "attention", "math", "memory", "collective", "optimizer"};
+  static constexpr std::array<const char*, 7> kNames = {"gemm",       "attention", "math",     "memory",
+                                                        "collective", "optimizer", "host_copy"};
 };
 template <>
 struct EnumNames<OpScope> {

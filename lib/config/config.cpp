@@ -35,7 +35,7 @@ const std::vector<std::string> kModelKeys = {
 const std::vector<std::string> kHardwareKeys = {
     "name", "peak_tflops_mm", "peak_tflops_math", "peak_memory_bandwidth_GBps", "gpus_per_node",
     "peak_tflops_mm_fp8", "peak_tflops_mm_fp4", "sfu_peak", "gpu_memory_GB",
-    "inter_node_bandwidth_GBps", "inter_node_latency_us", "kernel_launch_us", "host", "topology",
+    "inter_node_bandwidth_GBps", "host_link_GBps", "inter_node_latency_us", "kernel_launch_us", "host", "topology",
     "estimator", "calibrated_model", "calibrated_families", "efficiency", "block_scaled_formats",
     "collective_algorithm"};
 
@@ -411,6 +411,7 @@ HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& n
   hw.sfu_peak = optional_double(node, "sfu_peak", name);
   hw.gpu_memory_GB = optional_double(node, "gpu_memory_GB", name);
   hw.inter_node_bandwidth_GBps = optional_double(node, "inter_node_bandwidth_GBps", name);
+  hw.host_link_GBps = optional_double(node, "host_link_GBps", name);
   hw.inter_node_latency_us = yaml_get<double>(node, "inter_node_latency_us", name, 0.0);
   hw.kernel_launch_us = yaml_get<double>(node, "kernel_launch_us", name, 0.0);
   if (YAML::Node host = node["host"]) {
@@ -562,7 +563,8 @@ void validate(const HardwareConfig& hw, const std::string& where) {
                                   std::pair{hw.peak_tflops_mm_fp4, "peak_tflops_mm_fp4"},
                                   std::pair{hw.sfu_peak, "sfu_peak"},
                                   std::pair{hw.gpu_memory_GB, "gpu_memory_GB"},
-                                  std::pair{hw.inter_node_bandwidth_GBps, "inter_node_bandwidth_GBps"}})
+                                  std::pair{hw.inter_node_bandwidth_GBps, "inter_node_bandwidth_GBps"},
+                                  std::pair{hw.host_link_GBps, "host_link_GBps"}})
     if (peak) require_positive(*peak, key, where);
   require_non_negative(hw.inter_node_latency_us, "inter_node_latency_us", where);
   require_non_negative(hw.kernel_launch_us, "kernel_launch_us", where);
@@ -772,6 +774,7 @@ nlohmann::json to_json(const HardwareConfig& hw) {
           {"topology", {{"levels", levels}}}};
   // Optional keys, written only when set so that graphs without them read as before.
   if (!hw.collective_algorithm.empty()) j["collective_algorithm"] = hw.collective_algorithm;
+  if (hw.host_link_GBps) j["host_link_GBps"] = *hw.host_link_GBps;  // new in 1.11
   if (hw.host.simulated())
     j["host"] = {{"op_us", hw.host.op_us}, {"module_us", hw.host.module_us}, {"launch_us", hw.host.launch_us}};
   return j;
@@ -790,6 +793,7 @@ HardwareConfig hardware_from_json(const nlohmann::json& j, const std::string& pa
   hw.sfu_peak = opt("sfu_peak");
   hw.gpu_memory_GB = opt("gpu_memory_GB");
   hw.inter_node_bandwidth_GBps = opt("inter_node_bandwidth_GBps");
+  if (j.contains("host_link_GBps")) hw.host_link_GBps = opt("host_link_GBps");
   hw.inter_node_latency_us = require_as<double>(j, "inter_node_latency_us", path);
   hw.kernel_launch_us = require_as<double>(j, "kernel_launch_us", path);
   if (j.contains("block_scaled_formats"))  // new in graph format 1.2
@@ -955,7 +959,7 @@ void normalize_sharding(TrainingConfig& t) {
 }
 
 const std::vector<std::string> kTrainingKeysWhenSet = {"data_parallel_sharding_strategy", "fsdp_implementation",
-                                                      "cuda_graph_scope"};
+                                                      "cuda_graph_scope", "cpu_offloading_num_layers"};
 
 nlohmann::json to_json(const TrainingConfig& t) {
   nlohmann::json j = {{"micro_batch", t.micro_batch},
@@ -982,6 +986,8 @@ nlohmann::json to_json(const TrainingConfig& t) {
             {"overlap_moe_expert_parallel_comm", t.overlap_moe_expert_parallel_comm}});
   // New in 1.8, written only when some scope is captured.
   if (!t.cuda_graph_scope.empty()) j["cuda_graph_scope"] = names_of(t.cuda_graph_scope);
+  // New in 1.11, written only when some layer offloads.
+  if (t.cpu_offloading_num_layers != 0) j["cpu_offloading_num_layers"] = t.cpu_offloading_num_layers;
   // New in 1.6, written only for the strategies beyond the distributed optimizer.
   if (t.shards_gradients()) {
     j["data_parallel_sharding_strategy"] = to_string(t.data_parallel_sharding);
@@ -1020,6 +1026,8 @@ TrainingConfig training_from_json(const nlohmann::json& j, const std::string& pa
     t.moe_shared_expert_overlap = require_as<bool>(j, "moe_shared_expert_overlap", path);
   if (j.contains("overlap_moe_expert_parallel_comm"))
     t.overlap_moe_expert_parallel_comm = require_as<bool>(j, "overlap_moe_expert_parallel_comm", path);
+  if (j.contains("cpu_offloading_num_layers"))
+    t.cpu_offloading_num_layers = require_as<int64_t>(j, "cpu_offloading_num_layers", path);
   if (j.contains("cuda_graph_scope")) {
     const std::string at = path + "/cuda_graph_scope";
     const nlohmann::json& scopes = j["cuda_graph_scope"];

@@ -115,6 +115,9 @@ struct HardwareConfig {
   std::optional<double> sfu_peak;
   std::optional<double> gpu_memory_GB;
   std::optional<double> inter_node_bandwidth_GBps;
+  // One direction of the GPU's link to its host's memory (PCIe, NVLink-C2C): what activation
+  // offloading copies over; none: the job cannot offload.
+  std::optional<double> host_link_GBps;
   double inter_node_latency_us = 0.0;
   double kernel_launch_us = 0.0;
   // The CPU thread that issues the kernels (docs/syssim-sim.md, "The host"); all 0: not simulated.
@@ -230,6 +233,10 @@ struct TrainingConfig {
   // forward beside the backward of another micro-batch, so that one's all-to-alls run during
   // the other's compute (docs/parallelism.md "Expert parallelism").
   bool overlap_moe_expert_parallel_comm = false;
+  // Megatron-Core's --cpu-offloading-num-layers (activations only): the tensors the first N
+  // decoder layers save for backward wait in host memory between their forward and backward
+  // passes (docs/memory.md "Activation offloading"); 0: none.
+  int64_t cpu_offloading_num_layers = 0;
   // CUDA graphs: the scopes captured; none, eager (every op issued by the host).
   std::vector<CudaGraphScope> cuda_graph_scope;
   bool captures(CudaGraphScope scope) const {

@@ -22,7 +22,8 @@ std::string family_of(const ShardOp& op) {
   switch (op.kind) {
     case OpKind::gemm: return "gemm";
     case OpKind::attention: return "attention";
-    case OpKind::collective: throw InternalError(op_path(op) + ": a collective has no kernel family");
+    case OpKind::collective:
+    case OpKind::host_copy: throw InternalError(op_path(op) + ": a " + to_string(op.kind) + " has no kernel family");
     case OpKind::math:
     case OpKind::memory:
     case OpKind::optimizer: break;
@@ -34,6 +35,15 @@ std::string family_of(const ShardOp& op) {
     if (op.name == reduction) return "reduction";
   if (op.name == "te::quantize" || op.name == "te::transpose") return "quantize";
   return "elementwise";
+}
+
+// A copy to or from host memory: one cudaMemcpyAsync, its bytes over one direction of the
+// host link.
+double host_copy_us(const ShardOp& op, const HardwareConfig& hw) {
+  if (!hw.host_link_GBps)
+    throw DataError("hardware " + hw.name + ": no host_link_GBps, needed by the copy to or from host memory at " +
+                    op_path(op));
+  return hw.kernel_launch_us + op.bytes / (*hw.host_link_GBps * 1e3);
 }
 
 Kernel kernel_of(const ShardOp& op) {
@@ -194,6 +204,10 @@ void CostEstimator::cost_graph(Graph& g) const {
       if (known == collective_times.end())
         known = collective_times.emplace(key, shard_collective_time(op, shard.parallelism, hardware_)).first;
       cost.ops[i] = {op.id, known->second.time_us, "network", known->second.phases};
+      continue;
+    }
+    if (op.kind == OpKind::host_copy) {
+      cost.ops[i] = {op.id, host_copy_us(op, hardware_), "host_link", {}};
       continue;
     }
     auto [first, added] = first_op_of.emplace(KernelKey(op), i);

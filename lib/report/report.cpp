@@ -184,6 +184,9 @@ std::string job_block(const Graph& g, const ShardSection& shard) {
                  " layer" + (t.recompute_num_layers.value_or(1) == 1 ? "" : "s") + ")";
   }
   fields.push_back({"recompute", recompute});
+  if (t.cpu_offloading_num_layers > 0)
+    fields.push_back({"cpu_offloading", "the activations of the first " + std::to_string(t.cpu_offloading_num_layers) +
+                                            " decoder layers, to host memory and back"});
   if (!t.cuda_graph_scope.empty()) fields.push_back({"cuda_graphs", join(names_of(t.cuda_graph_scope))});
   std::string data_parallel = std::string("sharding ") + to_string(t.data_parallel_sharding);
   if (t.shards_gradients()) data_parallel += std::string(" (") + to_string(t.fsdp_implementation) + ")";

@@ -103,6 +103,13 @@ void apply_recompute(const ShardContext& context, ShardSection& shard);
 // the model does not have (DataError).
 void check_recompute(const ModelConfig& model, const ShardOptions& options);
 
+// Activation offloading (--cpu-offloading-num-layers N, shard/offload.cpp): the tensors the
+// first N decoder layers save for backward are copied to host memory during the forward pass
+// and back during the backward pass, on their own streams (d2h, h2d); the backward ops read
+// the copies. Megatron-Core's refusals (UsageError) in check_activation_offloading.
+void apply_activation_offloading(const ShardContext& context, ShardSection& shard);
+void check_activation_offloading(const ModelConfig& model, const ShardOptions& options);
+
 // Sharded data parallelism beyond the distributed optimizer (optim_grads, optim_grads_params,
 // shard/sharded_data_parallel.cpp): per decoder layer and micro-batch, the reduce-scatter of
 // its gradients after its backward and the all-gathers of its weights before its forward and

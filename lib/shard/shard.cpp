@@ -31,6 +31,7 @@ void check_layout(const ModelConfig& model, const ShardOptions& options, int64_t
   if (options.gpus && *options.gpus > kMaxGpus)
     throw UsageError("gpus=" + str(*options.gpus) + " exceeds the " + str(kMaxGpus) + " GPUs a job can have");
   check_recompute(model, options);
+  check_activation_offloading(model, options);
   check_low_precision(options);
   check_expert_parallel(model, options);
   check_cuda_graphs(model, options);
@@ -292,6 +293,7 @@ ShardSection shard_trace(const ModelConfig& model, const TraceSection& trace, co
   add_step_ops(context, shard);
   apply_low_precision(context, shard);
   apply_tp_comm_overlap(context, shard);
+  apply_activation_offloading(context, shard);
   apply_sharded_data_parallel(context, shard);
   apply_pipeline_parallel(context, shard);
   mark_host_syncs(context, shard);

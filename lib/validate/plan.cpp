@@ -290,6 +290,9 @@ TrainingConfig training(const MeasuredRow& row, int64_t dp, int64_t data_paralle
       assumptions.push_back("fp8_recipe=" + *t.fp8_recipe);
     assumptions.push_back(t.fp8_param_gather ? "fp8_param_gather=1" : "fp8_param_gather=0");
   }
+  // Activation offloading, where the row states it (Megatron-Bridge's recipes name it
+  // cpu_offloading_num_layers; the published tables do not).
+  t.cpu_offloading_num_layers = int_cell(row, "cpu_offloading_num_layers").value_or(0);
   // Megatron recipes overlap the gradient reduction, and the parameter all-gather with the
   // distributed optimizer; there is nothing to overlap without data parallelism.
   t.overlap_grad_reduce = flag_cell(row, "overlap_grad_reduce").value_or(dp > 1 && !legacy);

@@ -159,3 +159,36 @@ run_json() {
   peak=$(jq -r .peak_memory_gb <<< "$output")
   awk -v p="$peak" 'BEGIN { hand = 38.98; exit !(p > 0.9 * hand && p < 1.1 * hand) }' || { echo "peak $peak GB"; return 1; }
 }
+
+# Activation offloading (docs/memory.md "Activation offloading"): Megatron-Bridge's recipe of
+# Llama-3-70B on 64 GB200 (v0.2.0, scripts/performance/configs/llama3/workload_base_configs.py,
+# LLAMA3_70B_GB200_FP8_CS_BASE_CONFIG: Megatron-FSDP, micro-batch 2, cpu_offloading_num_layers
+# 40) ran at 4,312 tokens/s per GPU (its 25.11 performance table): it fits the GPU.
+@test "Megatron-Bridge's GB200 recipe of Llama-3-70B fits only with its 40 offloaded layers" {
+  local job=(llama3-70b --hardware gb200-nvl72 --dp 64 --micro-batch 2 --global-batch 256
+             --data-parallel-sharding-strategy optim_grads_params --dtype fp8 --fp8-recipe current --format json)
+  run syssim run "${job[@]}"
+  assert_success
+  jq -e '.bottlenecks.oom != null' <<< "$output"
+  run syssim run "${job[@]}" --cpu-offloading-num-layers 40
+  assert_success
+  jq -e '.bottlenecks.oom == null' <<< "$output"
+}
+
+@test "offloading is refused where Megatron-Core refuses it, and without a host link" {
+  run syssim run llama3-8b --hardware "$H100" --pp 2 --cpu-offloading-num-layers 4
+  assert_failure 2
+  assert_output "syssim: error: cpu_offloading_num_layers=4 needs pp=1: Megatron-Core has no pipeline parallelism with CPU offloading"
+  run syssim run llama3-8b --hardware "$H100" --cpu-offloading-num-layers 32
+  assert_failure 2
+  assert_output "syssim: error: cpu_offloading_num_layers=32: CPU offloading can be done only for 1 to 31 layers (num_layers - 1)"
+  run syssim run llama3-8b --hardware mi300x --cpu-offloading-num-layers 4
+  assert_failure 1
+  assert_output --regexp "^syssim: error: hardware mi300x: no host_link_GBps, needed by the copy to or from host memory at /shard/ops/[0-9]+$"
+}
+
+@test "the report names the offloaded layers" {
+  run syssim run llama3-8b --hardware "$H100" --dp 8 --global-batch 16 --cpu-offloading-num-layers 8
+  assert_success
+  assert_line "  cpu_offloading = the activations of the first 8 decoder layers, to host memory and back"
+}

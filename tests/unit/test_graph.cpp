@@ -224,7 +224,7 @@ TEST(ShardSection, RefusesChunksRanksAndSizesNoJobHas) {
             "graph: /shard/num_microbatches: expected 1 to 524288, got 1048576");
   // An op's kind is one of the six, parsed once here.
   EXPECT_EQ(error_of("/ops/0/kind", "conv"),
-            "graph: /shard/ops/0/kind: expected gemm, attention, math, memory, collective or optimizer, got \"conv\"");
+            "graph: /shard/ops/0/kind: expected gemm, attention, math, memory, collective, optimizer or host_copy, got \"conv\"");
   EXPECT_EQ(error_of("/ops/0/kind", "gemm"), "no error");
 }
 

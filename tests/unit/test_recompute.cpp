@@ -4,7 +4,9 @@
 // docs/memory.md explains the one difference, the LayerNorm statistics.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
+#include <vector>
 
 #include "common/error.hpp"
 #include "driver/driver.hpp"
@@ -207,6 +209,95 @@ TEST(Recompute, BadCombinationsAreRefused) {
   o = layout(1, false, "selective");
   o.training.recompute_modules = {"moe_act"};
   EXPECT_EQ(message(o), "recompute_modules=moe_act needs a model with experts; gpt-korthikanti has none");
+}
+
+// Activation offloading (--cpu-offloading-num-layers N): the first N layers' saved tensors go
+// to host memory and back, the paper's bytes per layer each way.
+ShardOptions offloading(int64_t layers) {
+  ShardOptions options = layout(1, false);
+  options.training.cpu_offloading_num_layers = layers;
+  return options;
+}
+
+std::vector<const ShardOp*> host_copies(const Graph& g, OpPhase phase) {
+  std::vector<const ShardOp*> copies;
+  for (const ShardOp& op : g.shard->ops)
+    if (op.kind == OpKind::host_copy && op.phase == phase) copies.push_back(&op);
+  return copies;
+}
+
+TEST(Offloading, EachOffloadedLayerCopiesItsSavedActivationsBothWays) {
+  const double per_layer = s * b * h * (34 + 5 * a * s / h) + kLayerNormStatistics;
+  Graph g = sharded(gpt(4), offloading(2));
+  for (OpPhase phase : {OpPhase::fwd, OpPhase::bwd}) {
+    std::vector<const ShardOp*> copies = host_copies(g, phase);
+    ASSERT_EQ(copies.size(), 2u);
+    for (const ShardOp* copy : copies) {
+      EXPECT_DOUBLE_EQ(copy->bytes, per_layer) << copy->module.str();
+      EXPECT_EQ(copy->stream, phase == OpPhase::fwd ? "d2h" : "h2d");
+    }
+  }
+}
+
+TEST(Offloading, PeakActivationsLoseTheOffloadedLayers) {
+  auto peak_activations = [](const ShardOptions& options) {
+    Graph g = sharded(gpt(4), options);
+    account_memory(g);
+    return g.mem->activation_bytes;
+  };
+  const double per_layer = s * b * h * (34 + 5 * a * s / h) + kLayerNormStatistics;
+  EXPECT_DOUBLE_EQ(peak_activations(layout(1, false)) - peak_activations(offloading(3)), 3 * per_layer);
+}
+
+// Transformer Engine spreads the N copies over the L layers' forward pass (cpu_offload.py,
+// layer_window_map): with L = 5, N = 2 the windows end at layers 5 // 2 x 1 - 1 + 1 = 2 and
+// 5 // 2 x 2 - 1 + 1 = 4. The forward pass past a window's end waits for its copy; the copy back
+// starts when the backward pass reaches the window's end layer.
+TEST(Offloading, CopiesFollowTransformerEnginesWindows) {
+  Graph g = sharded(gpt(5), offloading(2));
+  const std::vector<ShardOp>& ops = g.shard->ops;
+  std::vector<const ShardOp*> to_host = host_copies(g, OpPhase::fwd), to_device = host_copies(g, OpPhase::bwd);
+  ASSERT_EQ(to_host.size(), 2u);
+  ASSERT_EQ(to_device.size(), 2u);
+  auto first_op = [&](int64_t layer, OpPhase phase) {
+    for (const ShardOp& op : ops)
+      if (op.layer == layer && op.phase == phase && op.kind != OpKind::host_copy) return &op;
+    return static_cast<const ShardOp*>(nullptr);
+  };
+  auto depends = [](const ShardOp* op, const ShardOp* on) {
+    return std::find(op->deps.begin(), op->deps.end(), on->id) != op->deps.end();
+  };
+  EXPECT_TRUE(depends(first_op(3, OpPhase::fwd), to_host[0]));
+  EXPECT_FALSE(depends(first_op(2, OpPhase::fwd), to_host[0]));
+  // Layer 1's copy back (window 1) starts with the backward of layer 4, before any of its ops;
+  // layer 0's (window 0) after the backward ops of layers 4 and 3, before those of layer 2.
+  ASSERT_EQ(to_device[0]->layer, 1);
+  ASSERT_EQ(to_device[1]->layer, 0);
+  EXPECT_LT(to_device[0]->id, first_op(4, OpPhase::bwd)->id);
+  EXPECT_GT(to_device[1]->id, first_op(3, OpPhase::bwd)->id);
+  EXPECT_LT(to_device[1]->id, first_op(2, OpPhase::bwd)->id);
+}
+
+TEST(Offloading, MegatronsRefusalsAreRefused) {
+  Graph g;
+  g.model = gpt(4);
+  g.trace = trace_of(*g.model);
+  auto message = [&](ShardOptions options) -> std::string {
+    try {
+      shard_graph(g, options);
+    } catch (const UsageError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(message(offloading(4)), "cpu_offloading_num_layers=4: CPU offloading can be done only for 1 to 3 layers (num_layers - 1)");
+  ShardOptions full = offloading(1);
+  full.training.recompute = "full";
+  EXPECT_EQ(message(full),
+            "cpu_offloading_num_layers=1 needs recompute=none: Megatron-Core's CPU offloading does not work with activation recomputation");
+  ShardOptions pipelined = offloading(1);
+  pipelined.parallelism.pp = 2;
+  EXPECT_EQ(message(pipelined), "cpu_offloading_num_layers=1 needs pp=1: Megatron-Core has no pipeline parallelism with CPU offloading");
 }
 
 // HFU counts the recomputed forward, MFU does not. With full recompute every layer's forward

@@ -62,6 +62,9 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
                  "--recompute full: uniform (checkpoints of N layers) or block (the first N layers); default uniform")
       ->check(CLI::IsMember({"uniform", "block"}));
   app.add_option("--recompute-num-layers", t.recompute_num_layers, "N of --recompute-method (default 1)");
+  app.add_option("--cpu-offloading-num-layers", t.cpu_offloading_num_layers,
+                 "Offload the activations the first N decoder layers save for backward to host memory, as "
+                 "Megatron-Core's --cpu-offloading (default 0: none)");
   app.add_flag("--distributed-optimizer", t.distributed_optimizer, "Shard optimizer state over data parallel ranks");
   app.add_option_function<std::string>(
          "--data-parallel-sharding-strategy",
