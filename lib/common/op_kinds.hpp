@@ -22,6 +22,23 @@ enum class OpPhase : uint8_t { fwd, bwd, optimizer };
 // through a chunk, or the step's own ops (a schedule slot is one of the first three).
 enum class OpPass : uint8_t { forward, backward, weight, step };
 
+// The ops a stage treats apart by what they are, not by their kind: the linears (whose operand
+// layout gives a GEMM's sizes), the attention variants, the norms, reductions and casts the
+// cost stage prices as their own families, and the ops a pass looks for. Every other op is
+// `other`. A Symbol knows the one its text names from when the text is first interned
+// (Symbol::named_op), so no stage compares op names.
+enum class NamedOp : uint8_t {
+  other,
+  linear, linear_dgrad, linear_wgrad,
+  qkv_linear, qkv_linear_dgrad, qkv_linear_wgrad,
+  stacked_linear, stacked_linear_dgrad, stacked_linear_wgrad,
+  grouped_linear, grouped_linear_dgrad, grouped_linear_wgrad,
+  flash_attn, flash_attn_backward, flash_attn_window, flash_attn_window_backward,
+  scale_mask_softmax, moe_permute,
+  rms_norm, rms_norm_backward, layer_norm, layer_norm_backward, grad_norm,
+  sum, cross_entropy, amax, quantize, transpose,
+};
+
 // Each enum's names, in the order of its values, as the graph format writes them.
 template <typename Enum>
 struct EnumNames;
@@ -41,6 +58,22 @@ struct EnumNames<OpPhase> {
 template <>
 struct EnumNames<OpPass> {
   static constexpr std::array<const char*, 4> kNames = {"forward", "backward", "weight", "step"};
+};
+
+template <>
+struct EnumNames<NamedOp> {
+  static constexpr std::array<const char*, 29> kNames = {
+      "",  // other: any name not below
+      "syssim::linear", "syssim::linear_dgrad", "syssim::linear_wgrad",
+      "syssim::qkv_linear", "syssim::qkv_linear_dgrad", "syssim::qkv_linear_wgrad",
+      "syssim::stacked_linear", "syssim::stacked_linear_dgrad", "syssim::stacked_linear_wgrad",
+      "syssim::grouped_linear", "syssim::grouped_linear_dgrad", "syssim::grouped_linear_wgrad",
+      "syssim::flash_attn", "syssim::flash_attn_backward", "syssim::flash_attn_window",
+      "syssim::flash_attn_window_backward",
+      "syssim::scale_mask_softmax", "syssim::moe_permute",
+      "syssim::rms_norm", "syssim::rms_norm_backward", "syssim::layer_norm", "syssim::layer_norm_backward",
+      "optimizer::grad_norm",
+      "aten::sum", "syssim::cross_entropy", "te::amax", "te::quantize", "te::transpose"};
 };
 
 template <typename Enum, typename = decltype(EnumNames<Enum>::kNames)>

@@ -10,7 +10,7 @@ namespace {
 struct Table {
   std::mutex lock;
   // Keyed by a view of the owned text, so a lookup allocates nothing; the texts never move.
-  std::unordered_map<std::string_view, std::unique_ptr<const std::string>> texts;
+  std::unordered_map<std::string_view, std::unique_ptr<const Symbol::Entry>> texts;
 };
 
 Table& table() {
@@ -18,24 +18,25 @@ Table& table() {
   return *t;
 }
 
-const std::string* intern(std::string_view text) {
+const Symbol::Entry* intern(std::string_view text) {
   Table& t = table();
   std::lock_guard<std::mutex> guard(t.lock);
   auto it = t.texts.find(text);
   if (it != t.texts.end()) return it->second.get();
-  auto owned = std::make_unique<const std::string>(text);
-  const std::string* interned = owned.get();
-  t.texts.emplace(*interned, std::move(owned));
+  auto owned = std::make_unique<const Symbol::Entry>(
+      Symbol::Entry{std::string(text), parse_enum<NamedOp>(text).value_or(NamedOp::other)});
+  const Symbol::Entry* interned = owned.get();
+  t.texts.emplace(interned->text, std::move(owned));
   return interned;
 }
 
 }  // namespace
 
 Symbol::Symbol() {
-  static const std::string* const empty = intern("");
-  text_ = empty;
+  static const Entry* const empty = intern("");
+  entry_ = empty;
 }
 
-Symbol::Symbol(std::string_view text) : text_(intern(text)) {}
+Symbol::Symbol(std::string_view text) : entry_(intern(text)) {}
 
 }  // namespace syssim

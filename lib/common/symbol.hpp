@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/op_kinds.hpp"
+
 namespace syssim {
 
 class Symbol {
@@ -22,27 +24,30 @@ class Symbol {
   Symbol(const std::string& text) : Symbol(std::string_view(text)) {}
   Symbol(const char* text) : Symbol(std::string_view(text)) {}
 
-  const std::string& str() const { return *text_; }
-  operator const std::string&() const { return *text_; }  // NOLINT
-  const char* c_str() const { return text_->c_str(); }
-  bool empty() const { return text_->empty(); }
-  size_t size() const { return text_->size(); }
-  bool starts_with(std::string_view prefix) const { return std::string_view(*text_).substr(0, prefix.size()) == prefix; }
+  const std::string& str() const { return entry_->text; }
+  operator const std::string&() const { return entry_->text; }  // NOLINT
+  const char* c_str() const { return entry_->text.c_str(); }
+  bool empty() const { return entry_->text.empty(); }
+  size_t size() const { return entry_->text.size(); }
+  bool starts_with(std::string_view prefix) const { return std::string_view(entry_->text).substr(0, prefix.size()) == prefix; }
+  // The op the text names where a stage treats it apart (common/op_kinds.hpp), else
+  // NamedOp::other: found once, when the text is first interned.
+  NamedOp named_op() const { return entry_->named_op; }
 
-  friend bool operator==(Symbol a, Symbol b) { return a.text_ == b.text_; }
-  friend bool operator!=(Symbol a, Symbol b) { return a.text_ != b.text_; }
-  friend bool operator==(Symbol a, std::string_view b) { return *a.text_ == b; }
-  friend bool operator!=(Symbol a, std::string_view b) { return *a.text_ != b; }
+  friend bool operator==(Symbol a, Symbol b) { return a.entry_ == b.entry_; }
+  friend bool operator!=(Symbol a, Symbol b) { return a.entry_ != b.entry_; }
+  friend bool operator==(Symbol a, std::string_view b) { return a.entry_->text == b; }
+  friend bool operator!=(Symbol a, std::string_view b) { return a.entry_->text != b; }
   // Against a literal (op.stream == "compute", a common test): its length is known at
   // compile time, so this is a length test and a fixed-size compare, inlined.
   template <size_t N>
   friend bool operator==(Symbol a, const char (&literal)[N]) {
-    return a.text_->size() == N - 1 && std::memcmp(a.text_->data(), literal, N - 1) == 0;
+    return a.entry_->text.size() == N - 1 && std::memcmp(a.entry_->text.data(), literal, N - 1) == 0;
   }
   template <size_t N>
   friend bool operator!=(Symbol a, const char (&literal)[N]) { return !(a == literal); }
-  friend bool operator==(Symbol a, const std::string& b) { return *a.text_ == b; }
-  friend bool operator!=(Symbol a, const std::string& b) { return *a.text_ != b; }
+  friend bool operator==(Symbol a, const std::string& b) { return a.entry_->text == b; }
+  friend bool operator!=(Symbol a, const std::string& b) { return a.entry_->text != b; }
   friend bool operator==(std::string_view a, Symbol b) { return b == a; }
   friend bool operator!=(std::string_view a, Symbol b) { return b != a; }
   template <size_t N>
@@ -52,18 +57,24 @@ class Symbol {
   friend bool operator==(const std::string& a, Symbol b) { return b == a; }
   friend bool operator!=(const std::string& a, Symbol b) { return b != a; }
   // By text, so that maps and sorts keyed by symbols do not depend on the order of interning.
-  friend bool operator<(Symbol a, Symbol b) { return a.text_ != b.text_ && *a.text_ < *b.text_; }
+  friend bool operator<(Symbol a, Symbol b) { return a.entry_ != b.entry_ && a.entry_->text < b.entry_->text; }
   // One value per text, for lookup tables whose order never shows (cheaper to compare).
-  uintptr_t identity() const { return reinterpret_cast<uintptr_t>(text_); }
+  uintptr_t identity() const { return reinterpret_cast<uintptr_t>(entry_); }
 
-  friend std::string operator+(const std::string& a, Symbol b) { return a + *b.text_; }
-  friend std::string operator+(Symbol a, const std::string& b) { return *a.text_ + b; }
-  friend std::string operator+(const char* a, Symbol b) { return a + *b.text_; }
-  friend std::string operator+(Symbol a, const char* b) { return *a.text_ + b; }
-  friend std::ostream& operator<<(std::ostream& out, Symbol s) { return out << *s.text_; }
+  friend std::string operator+(const std::string& a, Symbol b) { return a + b.entry_->text; }
+  friend std::string operator+(Symbol a, const std::string& b) { return a.entry_->text + b; }
+  friend std::string operator+(const char* a, Symbol b) { return a + b.entry_->text; }
+  friend std::string operator+(Symbol a, const char* b) { return a.entry_->text + b; }
+  friend std::ostream& operator<<(std::ostream& out, Symbol s) { return out << s.entry_->text; }
+
+  // One interned text.
+  struct Entry {
+    std::string text;
+    NamedOp named_op;
+  };
 
  private:
-  const std::string* text_;
+  const Entry* entry_;
 };
 
 // As JSON strings, in json and ordered_json alike.

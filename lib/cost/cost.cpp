@@ -28,13 +28,19 @@ std::string family_of(const ShardOp& op) {
     case OpKind::memory:
     case OpKind::optimizer: break;
   }
-  for (std::string_view norm : {"syssim::rms_norm", "syssim::rms_norm_backward", "syssim::layer_norm",
-                                 "syssim::layer_norm_backward", "optimizer::grad_norm"})
-    if (op.name == norm) return "norm";
-  for (std::string_view reduction : {"aten::sum", "syssim::cross_entropy", "te::amax"})
-    if (op.name == reduction) return "reduction";
-  if (op.name == "te::quantize" || op.name == "te::transpose") return "quantize";
-  return "elementwise";
+  switch (op.name.named_op()) {
+    case NamedOp::rms_norm:
+    case NamedOp::rms_norm_backward:
+    case NamedOp::layer_norm:
+    case NamedOp::layer_norm_backward:
+    case NamedOp::grad_norm: return "norm";
+    case NamedOp::sum:
+    case NamedOp::cross_entropy:
+    case NamedOp::amax: return "reduction";
+    case NamedOp::quantize:
+    case NamedOp::transpose: return "quantize";
+    default: return "elementwise";
+  }
 }
 
 // A copy to or from host memory: one cudaMemcpyAsync, its bytes over one direction of the

@@ -28,9 +28,9 @@ class ContextParallelRewriter {
 
   void run() {
     for (const ShardOp& op : rewriter_.old_ops()) {
-      if (op.name == "syssim::flash_attn")
+      if (op.name.named_op() == NamedOp::flash_attn)
         all_gather() ? gather_forward(op) : ring_forward(op);
-      else if (op.name == "syssim::flash_attn_backward")
+      else if (op.name.named_op() == NamedOp::flash_attn_backward)
         all_gather() ? gather_backward(op) : ring_backward(op);
       else
         rewriter_.keep(op.id);

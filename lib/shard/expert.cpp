@@ -311,7 +311,7 @@ void mark_host_syncs(const ShardContext& context, ShardSection& shard) {
   };
   for (size_t p = 0; p < ops.size(); ++p) {
     const ShardOp& permute = ops[p];
-    if (permute.name != "syssim::moe_permute" || permute.phase != OpPhase::fwd) continue;
+    if (permute.name.named_op() != NamedOp::moe_permute || permute.phase != OpPhase::fwd) continue;
     // The token counts are copied after the router's ops, the ones issued before the permutation.
     std::optional<size_t> counted;
     for (size_t q = p; q-- > 0 && !counted;)

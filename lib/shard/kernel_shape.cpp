@@ -61,12 +61,13 @@ class Operands {
 KernelShape grouped_gemm_shape(const TraceOp& op, const AxisValues& axes, double flops, const std::string& where) {
   const Operands in(op, "inputs", 2, where);
   double groups = 0, n = 0, k = 0, tokens = 0;
-  if (op.name == "syssim::grouped_linear") {  // x [T, K], weight [E, N, K] -> [T, N]
+  const NamedOp name = op.name.named_op();
+  if (name == NamedOp::grouped_linear) {  // x [T, K], weight [E, N, K] -> [T, N]
     const Dims& weight = in(1, 3).dims;
     groups = value(weight[0], axes, where);
     n = value(weight[1], axes, where);
     k = last(in(0, 1), axes, where);
-  } else if (op.name == "syssim::grouped_linear_dgrad") {  // grad [T, N], weight [E, N, K] -> [T, K]
+  } else if (name == NamedOp::grouped_linear_dgrad) {  // grad [T, N], weight [E, N, K] -> [T, K]
     const Dims& weight = in(1, 3).dims;
     groups = value(weight[0], axes, where);
     n = value(weight[2], axes, where);
@@ -88,44 +89,45 @@ KernelShape grouped_gemm_shape(const TraceOp& op, const AxisValues& axes, double
 KernelShape gemm_shape(const TraceOp& op, const AxisValues& axes, double flops, const std::string& where) {
   auto inputs = [&](size_t count) { return Operands(op, "inputs", count, where); };
   double n = 0, k = 0;
-  if (op.name == "syssim::linear") {  // x [.., K], weight [N, K]
+  const NamedOp name = op.name.named_op();
+  if (name == NamedOp::linear) {  // x [.., K], weight [N, K]
     const Operands in = inputs(2);
     n = first(in(1, 2), axes, where);
     k = last(in(0, 1), axes, where);
-  } else if (op.name == "syssim::linear_dgrad") {  // grad [.., N], weight [N, K] -> [.., K]
+  } else if (name == NamedOp::linear_dgrad) {  // grad [.., N], weight [N, K] -> [.., K]
     const Operands in = inputs(2);
     n = last(in(1, 1), axes, where);
     k = last(in(0, 1), axes, where);
-  } else if (op.name == "syssim::linear_wgrad") {  // grad [T, N]^T x [T, K] -> [N, K]
+  } else if (name == NamedOp::linear_wgrad) {  // grad [T, N]^T x [T, K] -> [N, K]
     const Operands in = inputs(2);
     n = last(in(1, 1), axes, where);
     k = elements(in(1, 1), axes, where) / n;
-  } else if (op.name == "syssim::qkv_linear") {  // x [.., K], wq/wk/wv [N_i, K]
+  } else if (name == NamedOp::qkv_linear) {  // x [.., K], wq/wk/wv [N_i, K]
     const Operands in = inputs(4);
     for (int w = 1; w <= 3; ++w) n += first(in(w, 2), axes, where);
     k = last(in(0, 1), axes, where);
-  } else if (op.name == "syssim::qkv_linear_dgrad") {  // grads [.., N_i], weights [N_i, K] -> [.., K]
+  } else if (name == NamedOp::qkv_linear_dgrad) {  // grads [.., N_i], weights [N_i, K] -> [.., K]
     const Operands in = inputs(6);
     n = last(in(3, 2), axes, where);
     for (int w = 3; w <= 5; ++w) k += first(in(w, 2), axes, where);
-  } else if (op.name == "syssim::qkv_linear_wgrad") {  // grads^T x x [T, K] -> [N_i, K]
+  } else if (name == NamedOp::qkv_linear_wgrad) {  // grads^T x x [T, K] -> [N_i, K]
     const Operands in = inputs(4);
     n = last(in(3, 1), axes, where);
     k = elements(in(3, 1), axes, where) / n;
-  } else if (op.name == "syssim::stacked_linear") {  // x [.., K], w1/w2 [N_i, K]
+  } else if (name == NamedOp::stacked_linear) {  // x [.., K], w1/w2 [N_i, K]
     const Operands in = inputs(3);
     n = first(in(1, 2), axes, where) + first(in(2, 2), axes, where);
     k = last(in(0, 1), axes, where);
-  } else if (op.name == "syssim::stacked_linear_dgrad") {  // grads [.., N_i], weights [N_i, K] -> [.., K]
+  } else if (name == NamedOp::stacked_linear_dgrad) {  // grads [.., N_i], weights [N_i, K] -> [.., K]
     const Operands in = inputs(4);
     n = last(in(2, 2), axes, where);
     k = first(in(2, 2), axes, where) + first(in(3, 2), axes, where);
-  } else if (op.name == "syssim::stacked_linear_wgrad") {  // grads^T x x [T, K] -> [N_i, K]
+  } else if (name == NamedOp::stacked_linear_wgrad) {  // grads^T x x [T, K] -> [N_i, K]
     const Operands in = inputs(3);
     n = last(in(2, 1), axes, where);
     k = elements(in(2, 1), axes, where) / n;
-  } else if (op.name == "syssim::grouped_linear" || op.name == "syssim::grouped_linear_dgrad" ||
-             op.name == "syssim::grouped_linear_wgrad") {
+  } else if (name == NamedOp::grouped_linear || name == NamedOp::grouped_linear_dgrad ||
+             name == NamedOp::grouped_linear_wgrad) {
     return grouped_gemm_shape(op, axes, flops, where);
   } else {  // aten::mm / bmm / baddbmm: [.., M, K] x [.., K, N]
     const Operands in = inputs(2);
@@ -142,7 +144,8 @@ KernelShape gemm_shape(const TraceOp& op, const AxisValues& axes, double flops, 
 // A sliding window is taken as each query attending to the window's keys unmasked.
 KernelShape attention_shape(const TraceOp& op, const AxisValues& axes, const std::string& where) {
   const bool backward = op.outputs.size() > 1;
-  const bool window = op.name == "syssim::flash_attn_window" || op.name == "syssim::flash_attn_window_backward";
+  const bool window = op.name.named_op() == NamedOp::flash_attn_window ||
+                      op.name.named_op() == NamedOp::flash_attn_window_backward;
   const size_t query = backward ? 1 : 0;
   const Operands in(op, "inputs", backward ? 5 : 3, where);
   const Dims& q = in(query, 4).dims;
@@ -169,7 +172,7 @@ KernelShape kernel_shape(const TraceOp& op, const AxisValues& axes, double flops
   if (op.kind == OpKind::gemm) return gemm_shape(op, axes, flops, where);
   if (op.kind == OpKind::attention) return attention_shape(op, axes, where);
   // Reductions sweep their input; every other kernel its output.
-  const bool reduction = op.name == "aten::sum" || op.name == "syssim::cross_entropy";
+  const bool reduction = op.name.named_op() == NamedOp::sum || op.name.named_op() == NamedOp::cross_entropy;
   const auto& refs = reduction || op.outputs.empty() ? op.inputs : op.outputs;
   return refs.empty() ? KernelShape{} : rows_shape(refs.front(), axes, where);
 }

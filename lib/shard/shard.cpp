@@ -67,7 +67,7 @@ void check_layout(const ModelConfig& model, const ShardOptions& options, int64_t
 void check_softmax_kernels(const ModelConfig& model, const TraceSection& trace, int64_t seq) {
   if (model.attention_backend != "unfused") return;
   const bool traced_fused = std::any_of(trace.ops.begin(), trace.ops.end(),
-                                        [](const TraceOp& op) { return op.name == "syssim::scale_mask_softmax"; });
+                                        [](const TraceOp& op) { return op.name.named_op() == NamedOp::scale_mask_softmax; });
   if (traced_fused == runs_fused_softmax_kernel(model, seq)) return;
   throw DataError("seq_length=" + str(seq) + " runs the unfused attention's softmax " +
                   (traced_fused ? "in PyTorch but the trace holds the fused kernel"

@@ -5,6 +5,8 @@
 #include <set>
 
 #include "common/error.hpp"
+#include "common/symbol.hpp"
+#include "trace/op_rules.hpp"
 #include "trace/recorder.hpp"
 #include "trace/trace.hpp"
 #include "trace_builder.hpp"
@@ -91,6 +93,21 @@ class LlamaTrace : public ::testing::Test {
   static const TraceSection* trace_;
 };
 const TraceSection* LlamaTrace::trace_ = nullptr;
+
+// The ops a stage treats apart by name (common/op_kinds.hpp) are known to their symbols; each
+// name is one the tracer's rules know, or one syssim-shard inserts (the gradient norm and
+// Transformer Engine's amax and casts), so a misspelt entry cannot go unnoticed.
+TEST(NamedOp, EachNameIsAnOpTheStagesMake) {
+  const std::set<std::string> inserted = {"optimizer::grad_norm", "te::amax", "te::quantize", "te::transpose"};
+  const std::vector<std::string> names = names_of<NamedOp>();
+  for (size_t i = 1; i < names.size(); ++i) {
+    EXPECT_EQ(Symbol(names[i]).named_op(), static_cast<NamedOp>(i)) << names[i];
+    EXPECT_TRUE(inserted.count(names[i]) || trace_detail::find_op_rule(names[i])) << names[i];
+  }
+  EXPECT_EQ(Symbol("aten::mm").named_op(), NamedOp::other);
+  EXPECT_EQ(Symbol("syssim::linear_").named_op(), NamedOp::other);
+  EXPECT_EQ(Symbol().named_op(), NamedOp::other);
+}
 
 TEST_F(LlamaTrace, ParameterCountIsTheClosedForm) {
   const double h = 4096, heads = 32, groups = 8, d = 128, f = 14336, v = 128256, layers = 32;
