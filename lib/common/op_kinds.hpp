@@ -22,6 +22,21 @@ enum class OpPhase : uint8_t { fwd, bwd, optimizer };
 // through a chunk, or the step's own ops (a schedule slot is one of the first three).
 enum class OpPass : uint8_t { forward, backward, weight, step };
 
+// A collective's operation (send_recv: one step of a ring, each rank sending to the next of its
+// group; all_to_all: each rank sending a share to every other) and the ranks it runs over:
+// the tensor-, context- and data-parallel groups, the pipeline's (pp, and embedding: the
+// first and last stages holding the tied embeddings), and the expert layers' groups
+// (docs/graph-format.md).
+enum class Collective : uint8_t { all_reduce, all_gather, reduce_scatter, send_recv, all_to_all };
+enum class CommGroup : uint8_t { tp, cp, dp, pp, embedding, ep, etp, edp };
+// How tensor (and expert) parallelism splits a traced op (docs/graph-format.md, `tp_role`):
+// Megatron's column- and row-parallel linears, the vocabulary-parallel embedding, output
+// layer and loss, the routed experts' grouped fc1 and fc2 and their other ops, the token
+// permutation to expert order and back; none: replicated, or split by the sequence alone.
+enum class TpRole : uint8_t {
+  none, column, row, vocab_embedding, vocab_output, vocab_loss, expert_column, expert_row, expert, expert_dispatch
+};
+
 // The ops a stage treats apart by what they are, not by their kind: the linears (whose operand
 // layout gives a GEMM's sizes), the attention variants, the norms, reductions and casts the
 // cost stage prices as their own families, and the ops a pass looks for. Every other op is
@@ -60,6 +75,21 @@ struct EnumNames<OpPass> {
   static constexpr std::array<const char*, 4> kNames = {"forward", "backward", "weight", "step"};
 };
 
+template <>
+struct EnumNames<Collective> {
+  static constexpr std::array<const char*, 5> kNames = {"all_reduce", "all_gather", "reduce_scatter", "send_recv",
+                                                        "all_to_all"};
+};
+template <>
+struct EnumNames<CommGroup> {
+  static constexpr std::array<const char*, 8> kNames = {"tp", "cp", "dp", "pp", "embedding", "ep", "etp", "edp"};
+};
+template <>
+struct EnumNames<TpRole> {
+  static constexpr std::array<const char*, 10> kNames = {"none",          "column",     "row",    "vocab_embedding",
+                                                         "vocab_output",  "vocab_loss", "expert_column",
+                                                         "expert_row",    "expert",     "expert_dispatch"};
+};
 template <>
 struct EnumNames<NamedOp> {
   static constexpr std::array<const char*, 29> kNames = {

@@ -204,7 +204,7 @@ void CostEstimator::cost_graph(Graph& g) const {
     const ShardOp& op = shard.ops[i];
     if (op.kind == OpKind::collective) {
       // Every layer's collectives repeat: each distinct one is placed and timed once.
-      CollectiveKey key{op.collective.identity(), op.group.identity(), static_cast<uintptr_t>(op.phase), op.group_size, op.stage,
+      CollectiveKey key{static_cast<uintptr_t>(op.collective), static_cast<uintptr_t>(op.group), static_cast<uintptr_t>(op.phase), op.group_size, op.stage,
                         op.chunk, op.message_bytes};
       auto known = collective_times.find(key);
       if (known == collective_times.end())

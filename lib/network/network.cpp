@@ -182,12 +182,12 @@ std::string op_path(const ShardOp& op) { return "/shard/ops/" + std::to_string(o
 // dp x cp (Megatron's data-parallel group with CP), Transformer Engine's amax reduction every
 // rank of a pipeline stage.
 std::vector<std::string> dimensions_of(const ShardOp& op, const ParallelismConfig& p) {
-  if (op.group == "tp" && op.group_size == p.tp) return {"tp"};
-  if (op.group == "cp" && op.group_size == p.cp) return {"cp"};
-  if (op.group == "dp" && op.group_size == p.dp) return {"dp"};
-  if (op.group == "dp" && op.group_size == p.dp * p.cp) return {"cp", "dp"};
-  if (op.group == "dp" && op.group_size == p.tp * p.cp * p.dp) return {"tp", "cp", "dp"};
-  throw DataError(op_path(op) + "/group: a " + op.group + " group of " + std::to_string(op.group_size) +
+  if (op.group == CommGroup::tp && op.group_size == p.tp) return {"tp"};
+  if (op.group == CommGroup::cp && op.group_size == p.cp) return {"cp"};
+  if (op.group == CommGroup::dp && op.group_size == p.dp) return {"dp"};
+  if (op.group == CommGroup::dp && op.group_size == p.dp * p.cp) return {"cp", "dp"};
+  if (op.group == CommGroup::dp && op.group_size == p.tp * p.cp * p.dp) return {"tp", "cp", "dp"};
+  throw DataError(op_path(op) + "/group: a " + to_string(op.group) + " group of " + std::to_string(op.group_size) +
                   " ranks matches no parallel dimensions of tp=" + std::to_string(p.tp) + " cp=" + std::to_string(p.cp) +
                   " dp=" + std::to_string(p.dp));
 }
@@ -196,9 +196,9 @@ std::vector<std::string> dimensions_of(const ShardOp& op, const ParallelismConfi
 // the virtual stage it receives from (the previous one in the forward direction, the next in
 // the backward one); the embedding group is the first and last stage, the pp group all.
 std::vector<int64_t> pipeline_stages(const ShardOp& op, const ParallelismConfig& p) {
-  if (op.group == "embedding") return {0, p.pp - 1};
+  if (op.group == CommGroup::embedding) return {0, p.pp - 1};
   std::vector<int64_t> stages;
-  if (op.collective != "send_recv") {
+  if (op.collective != Collective::send_recv) {
     for (int64_t s = 0; s < p.pp; ++s) stages.push_back(s);
     return stages;
   }
@@ -213,14 +213,16 @@ std::vector<int64_t> pipeline_stages(const ShardOp& op, const ParallelismConfig&
 // The expert layers' groups (Megatron-Core's expert RankGenerator over etp, ep, expert-dp and
 // pp): the expert-parallel group (its all-to-all), with the expert-TP ranks for the allgather
 // dispatcher (ep group of etp x ep ranks), the expert-TP group and the expert-data-parallel one.
-bool is_expert_group(const ShardOp& op) { return op.group == "ep" || op.group == "etp" || op.group == "edp"; }
+bool is_expert_group(const ShardOp& op) {
+  return op.group == CommGroup::ep || op.group == CommGroup::etp || op.group == CommGroup::edp;
+}
 
 std::vector<std::string> expert_dimensions_of(const ShardOp& op, const ParallelismConfig& p) {
-  if (op.group == "ep" && op.group_size == p.ep) return {"ep"};
-  if (op.group == "ep" && op.group_size == p.ep * p.expert_tp()) return {"tp", "ep"};
-  if (op.group == "etp" && op.group_size == p.expert_tp()) return {"tp"};
-  if (op.group == "edp" && op.group_size == p.expert_dp()) return {"dp"};
-  throw DataError(op_path(op) + "/group: a " + op.group + " group of " + std::to_string(op.group_size) +
+  if (op.group == CommGroup::ep && op.group_size == p.ep) return {"ep"};
+  if (op.group == CommGroup::ep && op.group_size == p.ep * p.expert_tp()) return {"tp", "ep"};
+  if (op.group == CommGroup::etp && op.group_size == p.expert_tp()) return {"tp"};
+  if (op.group == CommGroup::edp && op.group_size == p.expert_dp()) return {"dp"};
+  throw DataError(op_path(op) + "/group: a " + to_string(op.group) + " group of " + std::to_string(op.group_size) +
                   " ranks matches no expert-parallel dimensions of ep=" + std::to_string(p.ep) +
                   " etp=" + std::to_string(p.expert_tp()) + " expert-dp=" + std::to_string(p.expert_dp()));
 }
@@ -240,7 +242,7 @@ std::vector<int64_t> group_ranks(const ShardOp& op, const ParallelismConfig& p) 
   // A dimension the order leaves out has size 1: only its index 0 exists.
   for (const char* name : {"tp", "cp", "ep", "dp", "pp"}) stride_and_size.try_emplace(name, stride, 1);
   const int64_t pp_stride = stride_and_size.at("pp").first;
-  if (op.group == "pp" || op.group == "embedding") {
+  if (op.group == CommGroup::pp || op.group == CommGroup::embedding) {
     std::vector<int64_t> ranks;
     for (int64_t stage : pipeline_stages(op, p)) ranks.push_back(stage * pp_stride);
     return ranks;
@@ -335,12 +337,9 @@ CollectiveTime collective_time(const std::string& collective, double bytes, cons
 // The shard section names the point-to-point exchange send_recv and the all-to-all all_to_all;
 // nccl-tests sendrecv and alltoall.
 CollectiveTime shard_collective_time(const ShardOp& op, const ParallelismConfig& p, const HardwareConfig& hw) {
-  const std::string collective = op.collective == "send_recv"    ? "sendrecv"
-                                 : op.collective == "all_to_all" ? "alltoall"
-                                                                 : op.collective.str();
-  if (collective != "all_reduce" && collective != "all_gather" && collective != "reduce_scatter" &&
-      collective != "sendrecv" && collective != "alltoall")
-    throw DataError(op_path(op) + "/collective: unknown collective \"" + op.collective + "\"");
+  const std::string collective = op.collective == Collective::send_recv    ? "sendrecv"
+                                 : op.collective == Collective::all_to_all ? "alltoall"
+                                                                           : to_string(op.collective);
   if (op.group_size < 1)
     throw DataError(op_path(op) + "/group_size: expected at least 1, got " + std::to_string(op.group_size));
   if (op.group_size == 1) return {};
@@ -348,7 +347,7 @@ CollectiveTime shard_collective_time(const ShardOp& op, const ParallelismConfig&
   try {
     return collective_time(collective, op.message_bytes, group, hw);
   } catch (const DataError& e) {
-    throw DataError(std::string(e.what()) + ", needed by the " + op.group + " " + op.collective + " at " + op_path(op));
+    throw DataError(std::string(e.what()) + ", needed by the " + to_string(op.group) + " " + to_string(op.collective) + " at " + op_path(op));
   }
 }
 

@@ -60,11 +60,11 @@ json op_event(const TimelineEntry& e, const ShardOp& op, int64_t tid) {
   json event = {{"name", op.name}, {"cat", e.host() ? kHostStream : to_string(op.kind)}, {"ph", "X"},  {"ts", e.start_ms * kUsPerMs},
                 {"dur", (e.end_ms - e.start_ms) * kUsPerMs}, {"pid", e.rank}, {"tid", tid}};
   if (op.kind == OpKind::collective) {
-    args.update({{"collective", op.collective},
-                 {"group", op.group},
+    args.update({{"collective", to_string(op.collective)},
+                 {"group", to_string(op.group)},
                  {"group_size", op.group_size},
                  {"message_bytes", op.message_bytes}});
-    auto color = kGroupColor.find(op.group);
+    auto color = kGroupColor.find(to_string(op.group));
     if (!e.host()) event["cname"] = color != kGroupColor.end() ? color->second : kOtherGroupColor;
   }
   event["args"] = std::move(args);

@@ -118,8 +118,10 @@ std::vector<RankRows> rows_of(const ShardSection& shard, const std::vector<Timel
         ++passes.back().ops;
       } else {
         std::vector<CommBox>& lane = rows[rank].lanes[e->stream];
-        if (lane.empty() || lane.back().group != op.group || e->start_ms > lane.back().end_ms + ms_per_pixel)
-          lane.push_back(CommBox{op.group, e->start_ms, e->end_ms, 0});
+        // A collective's group, or the stream of another op off the compute stream (a host copy's).
+        const std::string group = op.kind == OpKind::collective ? to_string(op.group) : e->stream;
+        if (lane.empty() || lane.back().group != group || e->start_ms > lane.back().end_ms + ms_per_pixel)
+          lane.push_back(CommBox{group, e->start_ms, e->end_ms, 0});
         lane.back().end_ms = std::max(lane.back().end_ms, e->end_ms);
         ++lane.back().ops;
       }

@@ -59,8 +59,8 @@ class ContextParallelRewriter {
   }
 
 
-  ShardOp exchange(const ShardOp& attention, const std::string& collective, double message_bytes) const {
-    ShardOp c = make_collective(context_, collective, "cp", message_bytes, attention.phase, attention.scope);
+  ShardOp exchange(const ShardOp& attention, Collective collective, double message_bytes) const {
+    ShardOp c = make_collective(context_, collective, CommGroup::cp, message_bytes, attention.phase, attention.scope);
     place_with(attention, c);
     return c;
   }
@@ -86,7 +86,7 @@ class ContextParallelRewriter {
     for (int64_t step = 0; step < cp_; ++step) {
       std::vector<int64_t> next_block;
       if (step + 1 < cp_) {
-        ShardOp send_recv = exchange(attention, "send_recv", block_bytes);
+        ShardOp send_recv = exchange(attention, Collective::send_recv, block_bytes);
         next_block = {add_buffer(block_bytes, "comm")};
         send_recv.reads = block;
         send_recv.writes = next_block;
@@ -119,7 +119,7 @@ class ContextParallelRewriter {
     std::optional<int64_t> accumulated;  // dK/dV summed over the ranks that held the block so far
     for (int64_t step = 0; step < cp_; ++step) {
       const bool last = step + 1 == cp_;
-      ShardOp send_recv = exchange(attention, "send_recv", 0);
+      ShardOp send_recv = exchange(attention, Collective::send_recv, 0);
       std::optional<int64_t> next_block, received_grads;
       if (!last) {
         send_recv.reads = block;
@@ -176,7 +176,7 @@ class ContextParallelRewriter {
     check_operands(attention, 3, 1);
     double block_bytes = key_value_block(attention, kKey, kValue).bytes;
     int64_t gathered = add_buffer(block_bytes * cp_, "comm");
-    ShardOp gather = exchange(attention, "all_gather", block_bytes * cp_);
+    ShardOp gather = exchange(attention, Collective::all_gather, block_bytes * cp_);
     gather.reads = {attention.reads[kKey], attention.reads[kValue]};
     gather.writes = {gathered};
     rewriter_.add(gather, rewriter_.emitter().writers_of(attention.reads));
@@ -194,7 +194,7 @@ class ContextParallelRewriter {
     double block_bytes = key_value_block(attention, kBackwardKey, kBackwardValue).bytes;
     const auto& r = attention.reads;
     int64_t gathered = add_buffer(block_bytes * cp_, "comm");
-    ShardOp gather = exchange(attention, "all_gather", block_bytes * cp_);
+    ShardOp gather = exchange(attention, Collective::all_gather, block_bytes * cp_);
     gather.reads = {r[kBackwardKey], r[kBackwardValue]};
     gather.writes = {gathered};
     rewriter_.add(gather, rewriter_.emitter().writers_of(attention.reads));
@@ -207,7 +207,7 @@ class ContextParallelRewriter {
     compute.bytes = attention.bytes + 2 * block_bytes * (cp_ - 1);  // every K/V block and its gradient
     rewriter_.keep(attention.id, compute);
 
-    ShardOp scatter = exchange(attention, "reduce_scatter", block_bytes * cp_);
+    ShardOp scatter = exchange(attention, Collective::reduce_scatter, block_bytes * cp_);
     scatter.reads = {full_grads};
     scatter.writes = {attention.writes[kKeyGrad], attention.writes[kValueGrad]};
     rewriter_.add(scatter);

@@ -133,8 +133,7 @@ ShardOp step_op(const std::string& name, OpKind kind, const std::string& module)
   return op;
 }
 
-ShardOp step_collective(const ShardContext& context, const std::string& collective, const std::string& group,
-                        double message_bytes, const std::string& module, OpScope scope = OpScope::step) {
+ShardOp step_collective(const ShardContext& context, Collective collective, CommGroup group, double message_bytes, const std::string& module, OpScope scope = OpScope::step) {
   ShardOp c = make_collective(context, collective, group, message_bytes, OpPhase::optimizer, scope);
   c.pass = OpPass::step;
   c.module = module;
@@ -146,7 +145,7 @@ std::string bucket_module(const std::string& what, size_t bucket) { return what 
 // The gradient buckets of one data-parallel group: the dense parameters' over dp x cp ranks
 // ("dp"), the experts' over the expert-data-parallel ranks ("edp").
 struct BucketGroup {
-  std::string group;
+  CommGroup group;
   int64_t ranks = 1;
   std::string prefix;  // of the buckets' module names
   std::vector<Bucket> buckets;
@@ -155,7 +154,7 @@ struct BucketGroup {
 // The distributed optimizer's all-gather of one bucket's updated 16-bit weights.
 ShardOp param_gather(const ShardContext& context, const BucketGroup& group, size_t index, OpScope scope) {
   const Bucket& bucket = group.buckets[index];
-  ShardOp c = step_collective(context, "all_gather", group.group,
+  ShardOp c = step_collective(context, Collective::all_gather, group.group,
                               bucket.params * dtype_size(context.options.training.dtype),
                               bucket_module(group.prefix + "distributed_optimizer_params", index), scope);
   c.writes = bucket.weights;
@@ -189,13 +188,13 @@ void add_grad_norm_and_clip(const ShardContext& context, OpRewriter& rewriter, c
   // The experts' gradients are split over ep x etp ranks too (Megatron-Core's expert model-
   // parallel group), and sharded over the expert-data-parallel ranks.
   const ParallelismConfig& p = context.options.parallelism;
-  std::vector<std::string> groups;
-  if (context.tp() > 1) groups.push_back("tp");
-  if (distributed) groups.push_back("dp");
-  if (context.model.is_moe() && p.ep > 1) groups.push_back("ep");
-  if (context.model.is_moe() && distributed && p.expert_dp() > 1) groups.push_back("edp");
-  for (const std::string& group : groups) {
-    ShardOp c = step_collective(context, "all_reduce", group, kFp32Bytes, "optimizer.clip_grad");
+  std::vector<CommGroup> groups;
+  if (context.tp() > 1) groups.push_back(CommGroup::tp);
+  if (distributed) groups.push_back(CommGroup::dp);
+  if (context.model.is_moe() && p.ep > 1) groups.push_back(CommGroup::ep);
+  if (context.model.is_moe() && distributed && p.expert_dp() > 1) groups.push_back(CommGroup::edp);
+  for (CommGroup group : groups) {
+    ShardOp c = step_collective(context, Collective::all_reduce, group, kFp32Bytes, "optimizer.clip_grad");
     c.reads = c.writes = {norm};
     rewriter.add(c);
   }
@@ -221,10 +220,10 @@ void add_step_ops(const ShardContext& context, ShardSection& shard) {
   std::vector<LocalGrad> local_grads = grads_in_backward_order(context, rewriter.old_ops());
   shard.training.ddp_bucket_size = bucket_size(context);  // as simulated: none for one bucket
   std::vector<BucketGroup> bucket_groups = {
-      {"dp", data_parallel, "", make_buckets(local_grads, shard.training.ddp_bucket_size, false)}};
+      {CommGroup::dp, data_parallel, "", make_buckets(local_grads, shard.training.ddp_bucket_size, false)}};
   if (context.model.is_moe())
     bucket_groups.push_back(
-        {"edp", expert_data_parallel, "expert_", make_buckets(local_grads, shard.training.ddp_bucket_size, true)});
+        {CommGroup::edp, expert_data_parallel, "expert_", make_buckets(local_grads, shard.training.ddp_bucket_size, true)});
   // --overlap-param-gather: the next step's forward waits for each bucket's weights; they are
   // gathered in forward order, the reverse of the buckets. Weights sharded by layer
   // (optim_grads_params) are gathered in each micro-batch instead (sharded_data_parallel.cpp).
@@ -254,7 +253,7 @@ void add_step_ops(const ShardContext& context, ShardSection& shard) {
     if (group.ranks == 1 || t.shards_gradients()) continue;
     for (size_t i = 0; i < group.buckets.size(); ++i) {
       if (group.buckets[i].grads.empty()) continue;
-      ShardOp c = step_collective(context, t.distributed_optimizer ? "reduce_scatter" : "all_reduce", group.group,
+      ShardOp c = step_collective(context, t.distributed_optimizer ? Collective::reduce_scatter : Collective::all_reduce, group.group,
                                   group.buckets[i].params * kFp32Bytes,
                                   bucket_module(group.prefix + "data_parallel_grads", i));
       c.reads = c.writes = group.buckets[i].grads;
@@ -264,7 +263,7 @@ void add_step_ops(const ShardContext& context, ShardSection& shard) {
   // Megatron-LM's finalize_model_grads: after the DP reduction, the TP all-reduce of the
   // gradients of the SP-replicated weights.
   if (context.sequence_parallel() && !replicated_grads.empty()) {
-    ShardOp c = step_collective(context, "all_reduce", "tp", replicated_grad_bytes, "sequence_parallel_norm_grads");
+    ShardOp c = step_collective(context, Collective::all_reduce, CommGroup::tp, replicated_grad_bytes, "sequence_parallel_norm_grads");
     c.reads = c.writes = replicated_grads;
     rewriter.add(c);
   }

@@ -32,7 +32,7 @@ bool allgather_dispatcher(const ShardContext& context) {
 // under the alltoall dispatcher (they make and take its send buffer) and move to the experts'
 // side under the allgather dispatcher (they pick the local experts' tokens from everyone's).
 bool on_expert_side(const TraceOp& op, const ShardContext& context) {
-  if (op.tp_role == "expert_dispatch") return allgather_dispatcher(context);
+  if (op.tp_role == TpRole::expert_dispatch) return allgather_dispatcher(context);
   return is_expert_role(op.tp_role);
 }
 
@@ -78,7 +78,7 @@ class ExpertExchange {
         continue;
       }
       const bool expert = old.trace_op && on_expert_side(context_.trace.ops[*old.trace_op], context_);
-      if (old.trace_op && context_.trace.ops[*old.trace_op].tp_role == "expert_dispatch") dispatcher_ = old.module;
+      if (old.trace_op && context_.trace.ops[*old.trace_op].tp_role == TpRole::expert_dispatch) dispatcher_ = old.module;
       ShardOp op = rewriter_.take(old.id);
       for (int64_t& b : op.reads) b = readable(b, expert, op);
       const int64_t id = rewriter_.keep(old.id, std::move(op));
@@ -115,7 +115,7 @@ class ExpertExchange {
     return static_cast<size_t>(b) < context_.trace.tensors.size() && has_axis(context_.trace.tensors[b].dims, "h");
   }
 
-  int64_t collective(const std::string& kind, const std::string& group, int64_t group_size, int64_t from,
+  int64_t collective(Collective kind, CommGroup group, int64_t group_size, int64_t from,
                      double written_bytes, double message_bytes, const ShardOp& reader) {
     const int64_t to = rewriter_.emitter().add_buffer(written_bytes, "comm");
     ShardOp c = make_collective(context_, kind, group, message_bytes, reader.phase, reader.scope);
@@ -147,12 +147,12 @@ class ExpertExchange {
     const int64_t etp = p_.expert_tp();
     if (allgather_dispatcher(context_)) {
       const double gathered = bytes(b) * static_cast<double>(etp * p_.ep);
-      return collective("all_gather", "ep", etp * p_.ep, b, gathered, gathered, reader);
+      return collective(Collective::all_gather, CommGroup::ep, etp * p_.ep, b, gathered, gathered, reader);
     }
     const bool tokens = is_tokens(b);
     const double received = bytes(b) * context_.expert_load.received / context_.expert_load.sent;
-    int64_t at = collective("all_to_all", "ep", p_.ep, b, received, received, reader);
-    if (etp > 1) at = collective("all_gather", "etp", etp, at, received * etp, received * etp, reader);
+    int64_t at = collective(Collective::all_to_all, CommGroup::ep, p_.ep, b, received, received, reader);
+    if (etp > 1) at = collective(Collective::all_gather, CommGroup::etp, etp, at, received * etp, received * etp, reader);
     if (tokens && local_experts_ > 1) at = sort_chunks(at, reader);
     return at;
   }
@@ -162,13 +162,13 @@ class ExpertExchange {
     const int64_t etp = p_.expert_tp();
     if (allgather_dispatcher(context_)) {
       const double full = bytes(b);
-      return collective("reduce_scatter", "ep", etp * p_.ep, b, full / static_cast<double>(etp * p_.ep), full, reader);
+      return collective(Collective::reduce_scatter, CommGroup::ep, etp * p_.ep, b, full / static_cast<double>(etp * p_.ep), full, reader);
     }
     int64_t at = b;
     if (is_tokens(b) && local_experts_ > 1) at = sort_chunks(at, reader);
-    if (etp > 1) at = collective("reduce_scatter", "etp", etp, at, bytes(at) / static_cast<double>(etp), bytes(at), reader);
+    if (etp > 1) at = collective(Collective::reduce_scatter, CommGroup::etp, etp, at, bytes(at) / static_cast<double>(etp), bytes(at), reader);
     const double sent = bytes(at) * context_.expert_load.sent / context_.expert_load.received;
-    return collective("all_to_all", "ep", p_.ep, at, sent, bytes(at), reader);
+    return collective(Collective::all_to_all, CommGroup::ep, p_.ep, at, sent, bytes(at), reader);
   }
 
   const ShardContext& context_;
@@ -185,8 +185,8 @@ class ExpertExchange {
 
 }  // namespace
 
-bool is_expert_role(Symbol tp_role) {
-  return tp_role == "expert_column" || tp_role == "expert_row" || tp_role == "expert";
+bool is_expert_role(TpRole tp_role) {
+  return tp_role == TpRole::expert_column || tp_role == TpRole::expert_row || tp_role == TpRole::expert;
 }
 
 namespace {
@@ -321,7 +321,7 @@ void mark_host_syncs(const ShardContext& context, ShardSection& shard) {
     for (size_t next = p + 1; next < ops.size(); ++next) {
       ShardOp& op = ops[next];
       if (!same_pass(op, permute)) continue;
-      const bool first_expert_op = exchanged ? op.kind == OpKind::collective && (op.group == "ep" || op.group == "etp")
+      const bool first_expert_op = exchanged ? op.kind == OpKind::collective && (op.group == CommGroup::ep || op.group == CommGroup::etp)
                                              : op.module != permute.module;
       if (!first_expert_op) continue;
       op.host_waits_for = ops[*counted].id;

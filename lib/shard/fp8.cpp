@@ -90,13 +90,13 @@ Usage weight_usage(GemmRole role) { return role == GemmRole::kDgrad ? Usage::kCo
 using ScalingGroup = std::tuple<int64_t, int64_t, bool>;  // stage, chunk, backward
 
 bool is_tp_gather(const ShardOp& op) {
-  return op.kind == OpKind::collective && op.collective == "all_gather" && op.group == "tp" && op.scope == OpScope::microbatch &&
+  return op.kind == OpKind::collective && op.collective == Collective::all_gather && op.group == CommGroup::tp && op.scope == OpScope::microbatch &&
          op.reads.size() == 1 && op.writes.size() == 1;
 }
 
 // The distributed optimizer's all-gather of updated weights.
 bool is_param_gather(const ShardOp& op, const ShardSection& shard) {
-  return op.kind == OpKind::collective && op.collective == "all_gather" && !op.writes.empty() &&
+  return op.kind == OpKind::collective && op.collective == Collective::all_gather && !op.writes.empty() &&
          std::all_of(op.writes.begin(), op.writes.end(), [&](int64_t b) { return shard.buffers[b].role == "param"; });
 }
 
@@ -137,8 +137,8 @@ class LowPrecision {
   std::optional<GemmRole> role_of(const ShardOp& op) const {
     if (op.kind != OpKind::gemm || op.scope != OpScope::microbatch || !op.layer || !op.trace_op) return std::nullopt;
     const TraceOp& traced = context_.trace.ops[*op.trace_op];
-    const bool linear = traced.tp_role == "column" || traced.tp_role == "row" || traced.tp_role == "expert_column" ||
-                        traced.tp_role == "expert_row";
+    const bool linear = traced.tp_role == TpRole::column || traced.tp_role == TpRole::row ||
+                        traced.tp_role == TpRole::expert_column || traced.tp_role == TpRole::expert_row;
     if (!linear) return std::nullopt;
     if (traced.phase == OpPhase::fwd) return GemmRole::kForward;
     bool reads_weight = std::any_of(op.reads.begin(), op.reads.end(), [&](int64_t b) { return is_weight(b); });
@@ -221,8 +221,8 @@ class LowPrecision {
   }
 
   // A collective of `group` inserted for `consumer`, in its pass and pipeline place.
-  ShardOp inserted_collective(const ShardOp& consumer, const std::string& group, double message_bytes) const {
-    ShardOp c = make_collective(context_, "all_reduce", group, message_bytes, consumer.phase, consumer.scope);
+  ShardOp inserted_collective(const ShardOp& consumer, CommGroup group, double message_bytes) const {
+    ShardOp c = make_collective(context_, Collective::all_reduce, group, message_bytes, consumer.phase, consumer.scope);
     place_with(consumer, c);
     return c;
   }
@@ -247,7 +247,7 @@ class LowPrecision {
     op.bytes = bytes_of(op.reads) + kFp32Bytes;
     rewriter_.add(op);
     if (gathered && context_.tp() > 1) {
-      ShardOp reduce = inserted_collective(consumer, "tp", kFp32Bytes);
+      ShardOp reduce = inserted_collective(consumer, CommGroup::tp, kFp32Bytes);
       reduce.reads = reduce.writes = {amax};
       rewriter_.add(reduce);
     }
@@ -393,7 +393,7 @@ class LowPrecision {
     update.dtype = "fp32";
     if (ranks > 1) {
       int64_t reduced = rewriter_.emitter().add_buffer(tensors * kFp32Bytes, "comm");
-      ShardOp reduce = inserted_collective(last, "dp", tensors * kFp32Bytes);
+      ShardOp reduce = inserted_collective(last, CommGroup::dp, tensors * kFp32Bytes);
       reduce.group_size = ranks;
       reduce.stream = "amax";
       reduce.reads = amaxes;

@@ -8,7 +8,7 @@ namespace syssim {
 namespace {
 
 // Roles of the ops that Megatron-LM wraps with tensor-parallel communication.
-const std::set<std::string> kParallelLinearRoles = {"column", "row", "vocab_embedding", "vocab_output"};
+const std::set<TpRole> kParallelLinearRoles = {TpRole::column, TpRole::row, TpRole::vocab_embedding, TpRole::vocab_output};
 // Megatron-LM's vocab-parallel cross entropy all-reduces max, predicted logit and sum of exp.
 constexpr int kCrossEntropyAllReduces = 3;
 constexpr double kFp32Bytes = 4;
@@ -33,10 +33,10 @@ class Instantiator {
   // on the rank's experts and the tokens dispatched to them.
   const AxisValues& axes_of(const TraceOp& op) const {
     if (is_expert_role(op.tp_role)) return context_.expert_axes;
-    if (op.tp_role == "expert_dispatch")
+    if (op.tp_role == TpRole::expert_dispatch)
       return context_.options.training.moe_token_dispatcher_type == "allgather" ? context_.expert_axes
                                                                                  : context_.sequence_axes;
-    if (op.tp_role != "none") return context_.full_axes;
+    if (op.tp_role != TpRole::none) return context_.full_axes;
     bool hidden = false;
     for (const auto* refs : {&op.inputs, &op.outputs})
       for (const auto& r : *refs) {
@@ -66,8 +66,8 @@ class Instantiator {
           if (replicated_activation(r)) backward_gather_sources_[*op.fwd_op].insert(r.tensor);
   }
 
-  ShardOp collective(const std::string& kind, double message_bytes, const TraceOp& origin, OpPass pass) {
-    ShardOp c = make_collective(context_, kind, "tp", message_bytes, origin.phase, OpScope::microbatch);
+  ShardOp collective(Collective kind, double message_bytes, const TraceOp& origin, OpPass pass) {
+    ShardOp c = make_collective(context_, kind, CommGroup::tp, message_bytes, origin.phase, OpScope::microbatch);
     c.layer = origin.layer;
     c.module = origin.module;
     c.pass = pass;
@@ -78,7 +78,7 @@ class Instantiator {
   int64_t gather(int64_t buffer, const TraceOp& origin, const std::vector<int64_t>& launch_after) {
     double full = shard_.buffers[buffer].bytes * context_.tp();
     int64_t gathered = emitter_.add_buffer(full, "comm");
-    ShardOp c = collective("all_gather", full, origin, origin.phase == OpPhase::fwd ? OpPass::forward : OpPass::backward);
+    ShardOp c = collective(Collective::all_gather, full, origin, origin.phase == OpPhase::fwd ? OpPass::forward : OpPass::backward);
     c.reads = {buffer};
     c.writes = {gathered};
     emitter_.emit(c, launch_after);
@@ -89,7 +89,7 @@ class Instantiator {
   void reduce(int64_t buffer, const TraceOp& origin, OpPass pass) {
     double full = shard_.buffers[buffer].bytes;
     bool scatter = context_.sequence_parallel();
-    ShardOp c = collective(scatter ? "reduce_scatter" : "all_reduce", full, origin, pass);
+    ShardOp c = collective(scatter ? Collective::reduce_scatter : Collective::all_reduce, full, origin, pass);
     c.reads = {buffer};
     if (scatter) {
       int64_t scattered = emitter_.add_buffer(full / context_.tp(), "comm");
@@ -158,11 +158,11 @@ class Instantiator {
           if (gathered.count(b)) b = gathered[b];
       }
     }
-    if (context_.tp() > 1 && op.tp_role == "vocab_loss" && op.phase == OpPhase::fwd) {
+    if (context_.tp() > 1 && op.tp_role == TpRole::vocab_loss && op.phase == OpPhase::fwd) {
       double tokens = context_.full_axes.at("s") * context_.full_axes.at("b");
       std::vector<int64_t> previous = emitter_.writers_of(s.reads);
       for (int i = 0; i < kCrossEntropyAllReduces; ++i)
-        previous = {emitter_.emit(collective("all_reduce", tokens * kFp32Bytes, op, OpPass::forward), previous)};
+        previous = {emitter_.emit(collective(Collective::all_reduce, tokens * kFp32Bytes, op, OpPass::forward), previous)};
       extra_deps = previous;
     }
     const OpPass pass = s.pass;

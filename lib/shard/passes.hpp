@@ -64,7 +64,7 @@ void instantiate_trace(const ShardContext& context, ShardSection& shard);
 
 // Mixture of experts: whether a traced op runs on the experts' side (tp_role expert_*),
 // and the expert-parallel checks and the rank's view of the experts (axes, load).
-bool is_expert_role(Symbol tp_role);
+bool is_expert_role(TpRole tp_role);
 void check_expert_parallel(const ModelConfig& model, const ShardOptions& options);
 void set_expert_axes(ShardContext& context);
 // Exchanges what crosses between the rank's tokens and its experts' tokens: the token
@@ -157,8 +157,8 @@ void place_with(const ShardOp& anchor, ShardOp& op);
 // A compute-stream op inserted for `anchor`: in its phase, scope and place (place_with).
 ShardOp compute_op_for(const ShardOp& anchor, Symbol name, OpKind kind, Symbol dtype);
 
-// A collective op of `group` (tp, cp or dp) moving `message_bytes`, not yet emitted.
-ShardOp make_collective(const ShardContext& context, const std::string& collective, const std::string& group,
-                        double message_bytes, OpPhase phase, OpScope scope);
+// A collective op of `group` moving `message_bytes`, not yet emitted; on the group's stream.
+ShardOp make_collective(const ShardContext& context, Collective collective, CommGroup group, double message_bytes,
+                        OpPhase phase, OpScope scope);
 
 }  // namespace syssim

@@ -347,7 +347,7 @@ class PipelineRewriter {
     int64_t copy = rewriter_.emitter().add_buffer(shard_.buffers[b].bytes, "comm");
     // Receives from the previous virtual stage in the forward direction, from the next in
     // the backward one (docs/parallelism.md); runs in the slot of the op that needs it.
-    ShardOp recv = make_collective(context_, "send_recv", "pp", shard_.buffers[b].bytes, v == w + 1 ? OpPhase::fwd : OpPhase::bwd,
+    ShardOp recv = make_collective(context_, Collective::send_recv, CommGroup::pp, shard_.buffers[b].bytes, v == w + 1 ? OpPhase::fwd : OpPhase::bwd,
                                    OpScope::microbatch);
     recv.group_size = 2;
     recv.layer = reader.layer;
@@ -462,7 +462,7 @@ class PipelineRewriter {
   void reduce_over_pipeline(int64_t b, const std::map<int64_t, int64_t>& copies) {
     std::vector<int64_t> ranks;
     for (const auto& [rank, id] : copies) ranks.push_back(rank);
-    all_reduce_across(b, ranks, "pp", shard_.buffers[b].bytes, shard_.ops[copies.begin()->second].module);
+    all_reduce_across(b, ranks, CommGroup::pp, shard_.buffers[b].bytes, shard_.ops[copies.begin()->second].module);
   }
 
   // Megatron-LM's _allreduce_embedding_grads: after the DP reduction, every rank holding a
@@ -473,13 +473,13 @@ class PipelineRewriter {
       const RankSet& ranks = analysis_.holders[t.id];
       if (t.role != "grad" || ranks.size() < 2) continue;
       double elements = numel_at(t.dims, context_.tensor_axes(t.id), "/trace/tensors/" + str(t.id));
-      all_reduce_across(t.id, ranks.ranks(), "embedding", elements * kFp32Bytes, "tied_embedding_grads");
+      all_reduce_across(t.id, ranks.ranks(), CommGroup::embedding, elements * kFp32Bytes, "tied_embedding_grads");
     }
   }
 
   // An all-reduce of buffer b (each rank's copy) between ranks: each rank's instance starts
   // when every rank has written its copy, as the collective needs them all.
-  void all_reduce_across(int64_t b, const std::vector<int64_t>& ranks, const std::string& group, double message_bytes,
+  void all_reduce_across(int64_t b, const std::vector<int64_t>& ranks, CommGroup group, double message_bytes,
                          const std::string& module) {
     std::vector<int64_t> ready;
     for (int64_t rank : ranks) {
@@ -487,7 +487,7 @@ class PipelineRewriter {
       ready.insert(ready.end(), w.begin(), w.end());
     }
     for (int64_t rank : ranks) {
-      ShardOp c = make_collective(context_, "all_reduce", group, message_bytes, OpPhase::optimizer, OpScope::step);
+      ShardOp c = make_collective(context_, Collective::all_reduce, group, message_bytes, OpPhase::optimizer, OpScope::step);
       c.pass = OpPass::step;
       c.module = module;
       c.group_size = static_cast<int64_t>(ranks.size());

@@ -217,7 +217,7 @@ std::string op_label(const ShardOp& op, bool any_layer) {
   const std::string_view name = op.name.str();
   const size_t colons = name.find("::");
   std::string label = module + " " + std::string(colons == std::string_view::npos ? name : name.substr(colons + 2));
-  if (op.kind == OpKind::collective) label += " " + std::string(op.group.str());
+  if (op.kind == OpKind::collective) label += std::string(" ") + to_string(op.group);
   if (op.recompute) label += " (recompute)";
   return label;
 }
@@ -249,8 +249,8 @@ json to_json(const ShardSection& s) {
     if (op.host_waits_for) o["host_waits_for"] = *op.host_waits_for;
     if (op.cuda_graph) o["cuda_graph"] = to_string(*op.cuda_graph);
     if (op.kind == OpKind::collective) {
-      o["collective"] = op.collective;
-      o["group"] = op.group;
+      o["collective"] = to_string(op.collective);
+      o["group"] = to_string(op.group);
       o["group_size"] = op.group_size;
       o["message_bytes"] = op.message_bytes;
     }
@@ -352,8 +352,8 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
     check_buffers(op.reads, p + "/reads");
     check_buffers(op.writes, p + "/writes");
     if (op.kind == OpKind::collective) {
-      op.collective = require_as<std::string>(o, "collective", p);
-      op.group = require_as<std::string>(o, "group", p);
+      op.collective = require_enum<Collective>(o, "collective", p);
+      op.group = require_enum<CommGroup>(o, "group", p);
       op.group_size = require_as<int64_t>(o, "group_size", p);
       op.message_bytes = require_as<double>(o, "message_bytes", p);
     }

@@ -75,8 +75,8 @@ struct ShardOp {
   std::vector<int64_t> reads;
   std::vector<int64_t> writes;
   // Collectives only.
-  Symbol collective;  // all_reduce | all_gather | reduce_scatter | send_recv
-  Symbol group;       // tp | cp | dp | pp | embedding
+  Collective collective = Collective::all_reduce;
+  CommGroup group = CommGroup::tp;
   int64_t group_size = 1;
   double message_bytes = 0;  // the full (unsharded) buffer the collective operates on
 };

@@ -232,25 +232,35 @@ ShardOp compute_op_for(const ShardOp& anchor, Symbol name, OpKind kind, Symbol d
   return op;
 }
 
-ShardOp make_collective(const ShardContext& context, const std::string& collective, const std::string& group,
-                        double message_bytes, OpPhase phase, OpScope scope) {
+// The ranks of a group in one job: the pp and embedding groups' are set where they are made.
+int64_t group_size(const ShardContext& context, CommGroup group) {
   const auto& p = context.options.parallelism;
+  switch (group) {
+    case CommGroup::tp: return p.tp;
+    case CommGroup::cp: return p.cp;
+    case CommGroup::ep: return p.ep;
+    case CommGroup::etp: return p.expert_tp();
+    case CommGroup::edp: return p.expert_dp();
+    case CommGroup::dp:
+    case CommGroup::pp:
+    case CommGroup::embedding: break;
+  }
+  return context.data_parallel_size();
+}
+
+ShardOp make_collective(const ShardContext& context, Collective collective, CommGroup group, double message_bytes,
+                        OpPhase phase, OpScope scope) {
   ShardOp c;
-  c.name = "collective::" + collective;
+  c.name = std::string("collective::") + to_string(collective);
   c.kind = OpKind::collective;
   c.phase = phase;
   c.pass = scope == OpScope::step ? OpPass::step : phase == OpPhase::fwd ? OpPass::forward : OpPass::backward;
   c.scope = scope;
-  c.stream = group;
+  c.stream = to_string(group);
   c.dtype = high_precision_dtype(context.options.training);
   c.collective = collective;
   c.group = group;
-  c.group_size = group == "tp"    ? p.tp
-                 : group == "cp"  ? p.cp
-                 : group == "ep"  ? p.ep
-                 : group == "etp" ? p.expert_tp()
-                 : group == "edp" ? p.expert_dp()
-                                  : context.data_parallel_size();
+  c.group_size = group_size(context, group);
   c.message_bytes = message_bytes;
   c.bytes = message_bytes;
   return c;

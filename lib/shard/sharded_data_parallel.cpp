@@ -57,12 +57,12 @@ class ShardedDataParallel {
 
  private:
   struct Group {
-    const char* name;
+    CommGroup group;
     int64_t ranks;
   };
   Group group(int part) const {
-    return part == 0 ? Group{"dp", context_.data_parallel_size()}
-                     : Group{"edp", context_.options.parallelism.expert_dp()};
+    return part == 0 ? Group{CommGroup::dp, context_.data_parallel_size()}
+                     : Group{CommGroup::edp, context_.options.parallelism.expert_dp()};
   }
 
   // The unit of a microbatch op, in op order.
@@ -249,7 +249,7 @@ class ShardedDataParallel {
     for (int part = 0; part < 2; ++part) {
       auto gathered = gathered_.find({key, part});
       if (gathered == gathered_.end()) continue;
-      ShardOp c = make_collective(context_, "all_gather", group(part).name, shard_.buffers[gathered->second].bytes,
+      ShardOp c = make_collective(context_, Collective::all_gather, group(part).group, shard_.buffers[gathered->second].bytes,
                                   std::get<2>(key) ? OpPhase::bwd : OpPhase::fwd, OpScope::microbatch);
       place_with(issuer, c);
       c.recompute = false;
@@ -269,7 +269,7 @@ class ShardedDataParallel {
       auto unreduced = unreduced_.find({key, part});
       if (unreduced == unreduced_.end()) continue;
       const ShardedPart& p = units_.at(key).part[part];
-      ShardOp c = make_collective(context_, "reduce_scatter", group(part).name,
+      ShardOp c = make_collective(context_, Collective::reduce_scatter, group(part).group,
                                   p.grad_params * kReduceBytesPerParam, OpPhase::bwd, OpScope::microbatch);
       place_with(last_writer, c);
       c.recompute = false;

@@ -29,7 +29,7 @@ std::string_view layer_of_shared_op(const ShardOp& op) {
 // The MoE layer of a token dispatcher's all-to-all, empty for other ops.
 std::string_view layer_of_all_to_all(const ShardOp& op) {
   const std::string& module = op.module.str();
-  if (op.collective != "all_to_all" || module.size() < kDispatcher.size() ||
+  if (op.collective != Collective::all_to_all || module.size() < kDispatcher.size() ||
       module.compare(module.size() - kDispatcher.size(), kDispatcher.size(), kDispatcher) != 0)
     return {};
   return std::string_view(module).substr(0, module.size() - kDispatcher.size());

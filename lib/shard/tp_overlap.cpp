@@ -20,8 +20,8 @@ namespace {
 // TE's default num_splits of a "pipeline" overlap.
 constexpr int64_t kPipelineSplits = 4;
 
-bool tp_microbatch_collective(const ShardOp& op, const std::string& collective) {
-  return op.kind == OpKind::collective && op.collective == collective && op.group == "tp" && op.scope == OpScope::microbatch;
+bool tp_microbatch_collective(const ShardOp& op, Collective collective) {
+  return op.kind == OpKind::collective && op.collective == collective && op.group == CommGroup::tp && op.scope == OpScope::microbatch;
 }
 
 // A GEMM of a transformer layer (TE's linears; the output layer is Megatron's own
@@ -45,9 +45,9 @@ class Planner {
   OverlapPlan run() {
     std::map<int64_t, int64_t> last_writer;
     for (const ShardOp& op : ops_) {
-      if (tp_microbatch_collective(op, "all_gather") && op.reads.size() == 1 && op.writes.size() == 1)
+      if (tp_microbatch_collective(op, Collective::all_gather) && op.reads.size() == 1 && op.writes.size() == 1)
         plan_ring_exchange(op);
-      if (tp_microbatch_collective(op, "reduce_scatter") && op.reads.size() == 1 && last_writer.count(op.reads[0]))
+      if (tp_microbatch_collective(op, Collective::reduce_scatter) && op.reads.size() == 1 && last_writer.count(op.reads[0]))
         plan_pipeline(ops_[last_writer[op.reads[0]]], op);
       for (int64_t b : op.writes) last_writer[b] = op.id;
     }
@@ -127,7 +127,7 @@ ShardOp ring_step(const ShardOp& gather, int64_t step, int64_t tp, const Overlap
   const std::vector<int64_t>& pieces = plan.pieces_of_buffer.at(gather.writes[0]);
   ShardOp send_recv = gather;
   send_recv.name = "collective::send_recv";
-  send_recv.collective = "send_recv";
+  send_recv.collective = Collective::send_recv;
   send_recv.message_bytes = gather.message_bytes / static_cast<double>(tp);
   send_recv.bytes = send_recv.message_bytes;
   send_recv.reads = {pieces[step - 1]};
@@ -151,7 +151,7 @@ void apply_tp_comm_overlap(const ShardContext& context, ShardSection& shard) {
       kept.reads = with_all_pieces(op.reads, plan);
       kept.writes = with_all_pieces(op.writes, plan);
       rewriter.keep(op.id, kept);
-    } else if (op.collective == "all_gather") {
+    } else if (op.collective == Collective::all_gather) {
       for (int64_t step = 1; step < context.tp(); ++step) rewriter.keep(op.id, ring_step(op, step, context.tp(), plan));
     } else {
       for (int64_t i = 0; i < split->second; ++i) rewriter.keep(op.id, chunk_of(op, i, split->second, plan));

@@ -36,7 +36,7 @@ SimSection sim_section(const ShardSection& shard, const CostSection& cost, const
     sim.by_op_type_ms[to_string(op.kind)] += ms;
     if (op.kind == OpKind::collective) {
       sim.collective_total_ms += ms;
-      sim.collective_by_group_ms[op.group].total_ms += ms;
+      sim.collective_by_group_ms[to_string(op.group)].total_ms += ms;
       collective_standalone_ms += totals.standalone_us[op.id] * kMsPerUs;
     } else {
       (op.phase == OpPhase::fwd ? sim.forward_ms : op.phase == OpPhase::bwd ? sim.backward_ms : sim.optimizer_ms) += ms;

@@ -243,7 +243,7 @@ class StepRecorder {
                              plan.queues[q].host};
     }
     for (const ShardOp& op : shard.ops)  // check_ops refused stages the schedule does not have
-      if (op.kind == OpKind::collective) group_of_[op.id] = coverage_[op.stage].group_index(op.group);
+      if (op.kind == OpKind::collective) group_of_[op.id] = coverage_[op.stage].group_index(to_string(op.group));
     totals_.finish_us.assign(plan.slots.size(), 0.0);
     totals_.host_busy_us.assign(plan.slots.size(), 0.0);
     op_sums_.resize(shard.ops.size());

@@ -322,18 +322,18 @@ double sharded_communication_lower_bound_ms(const ModelConfig& model, const Hard
   // takes no longer than the collectives it sums (their latencies add, their bandwidth does
   // not fall with size), so it bounds that stream's busy time, and the step's.
   double bound_us = 0;
-  auto stream_bound = [&](const char* group, int64_t ranks, double params) {
+  auto stream_bound = [&](CommGroup group, int64_t ranks, double params) {
     if (ranks == 1 || params <= 0) return;
     ShardOp collective;
     collective.kind = OpKind::collective;
     collective.group = group;
     collective.group_size = ranks;
-    collective.collective = "reduce_scatter";
+    collective.collective = Collective::reduce_scatter;
     collective.message_bytes = microbatches * params * kGradientBytes;
     try {
       double us = shard_collective_time(collective, p, hardware).time_us;
       if (t.shards_weights()) {  // gathered before forward and again before backward
-        collective.collective = "all_gather";
+        collective.collective = Collective::all_gather;
         collective.message_bytes = microbatches * 2 * params * kWeightBytes;
         us += shard_collective_time(collective, p, hardware).time_us;
       }
@@ -341,8 +341,8 @@ double sharded_communication_lower_bound_ms(const ModelConfig& model, const Hard
     } catch (const DataError&) {  // a group the hardware cannot place: the estimate says why
     }
   };
-  stream_bound("dp", p.dp * p.cp, dense);
-  stream_bound("edp", p.expert_dp(), experts);
+  stream_bound(CommGroup::dp, p.dp * p.cp, dense);
+  stream_bound(CommGroup::edp, p.expert_dp(), experts);
   return bound_us / kUsPerMs;
 }
 

@@ -31,7 +31,7 @@ class TrainingStep {
       const std::string prefix = "mtp.layers." + std::to_string(depth);
       x = mtp_layer(prefix, x);
       Tensor mtp_loss = language_model_loss(prefix + ".", norm(prefix + ".final_layernorm", x));
-      ModuleScope scope(prefix + ".loss", "none");
+      ModuleScope scope(prefix + ".loss", TpRole::none);
       total = total + mtp_loss;
     }
     return total;
@@ -58,7 +58,7 @@ class TrainingStep {
   Tensor language_model_loss(const std::string& prefix, const Tensor& x) {
     Tensor logits;
     {
-      ModuleScope scope(prefix + "output_layer", "vocab_output");
+      ModuleScope scope(prefix + "output_layer", TpRole::vocab_output);
       if (model_.tie_word_embeddings)
         output_weight_ = word_embeddings_;
       else if (!output_weight_.defined())
@@ -68,10 +68,10 @@ class TrainingStep {
     Tensor labels = token_ids();
     Tensor per_token;
     {
-      ModuleScope scope(prefix + "loss", "vocab_loss");
+      ModuleScope scope(prefix + "loss", TpRole::vocab_loss);
       per_token = call("syssim::cross_entropy", {logits, labels})[0];
     }
-    ModuleScope scope(prefix + "loss", "none");
+    ModuleScope scope(prefix + "loss", TpRole::none);
     return per_token.sum();
   }
 
@@ -83,29 +83,29 @@ class TrainingStep {
   Tensor mtp_layer(const std::string& prefix, const Tensor& hidden) {
     Tensor embedded;
     {
-      ModuleScope scope(prefix + ".embedding", "vocab_embedding");
+      ModuleScope scope(prefix + ".embedding", TpRole::vocab_embedding);
       embedded = call("syssim::embedding", {word_embeddings_, token_ids()})[0];
     }
     Tensor joined;
     {
       Tensor e = norm(prefix + ".enorm", embedded);
       Tensor h = norm(prefix + ".hnorm", hidden);
-      ModuleScope scope(prefix, "none");
+      ModuleScope scope(prefix, TpRole::none);
       joined = call("syssim::concat", {e, h})[0];
     }
-    Tensor projected = linear(prefix + ".eh_proj", "none", joined, n_.h);
+    Tensor projected = linear(prefix + ".eh_proj", TpRole::none, joined, n_.h);
     return decoder_layer(model_.num_layers - 1, prefix + ".transformer_layer", projected);
   }
 
   Tensor embedding() {
     Tensor x;
     {
-      ModuleScope scope("embedding.word_embeddings", "vocab_embedding");
+      ModuleScope scope("embedding.word_embeddings", TpRole::vocab_embedding);
       word_embeddings_ = parameter("embedding.word_embeddings.weight", {n_.v, n_.h});
       x = call("syssim::embedding", {word_embeddings_, token_ids()})[0];
     }
     if (!model_.rope) {
-      ModuleScope scope("embedding.position_embeddings", "none");
+      ModuleScope scope("embedding.position_embeddings", TpRole::none);
       Tensor table = parameter("embedding.position_embeddings.weight", {n_.p, n_.h});
       Tensor positions = call("syssim::embedding", {table, recorder_.input(meta({n_.s}, at::kLong))})[0];
       x = x + positions.unsqueeze(1);  // broadcast over the batch
@@ -129,17 +129,17 @@ class TrainingStep {
   // Dropout with probability p (none when p is 0), keeping its mask for backward.
   Tensor dropout(const std::string& module, const Tensor& x, double p) {
     if (p == 0) return x;
-    ModuleScope scope(module, "none");
+    ModuleScope scope(module, TpRole::none);
     return call("syssim::dropout", {x, p})[0];
   }
 
   Tensor residual(const std::string& module, const Tensor& x, const Tensor& branch) {
-    ModuleScope scope(module, "none");
+    ModuleScope scope(module, TpRole::none);
     return x + branch;
   }
 
   Tensor norm(const std::string& module, const Tensor& x) {
-    ModuleScope scope(module, "none");
+    ModuleScope scope(module, TpRole::none);
     int64_t width = x.size(-1);
     Tensor weight = parameter(module + ".weight", {width});
     if (model_.normalization == "LayerNorm")
@@ -157,7 +157,7 @@ class TrainingStep {
     return scaled.to(x.scalar_type()) * weight;
   }
 
-  Tensor linear(const std::string& module, const std::string& tp_role, const Tensor& x, int64_t out_features) {
+  Tensor linear(const std::string& module, TpRole tp_role, const Tensor& x, int64_t out_features) {
     ModuleScope scope(module, tp_role);
     Tensor weight = parameter(module + ".weight", {out_features, x.size(-1)});
     return call("syssim::linear", {x, weight, bias(module + ".bias", model_.add_bias_linear, out_features)})[0];
@@ -167,7 +167,7 @@ class TrainingStep {
     Tensor q, k, v;
     {
       const std::string qkv = module + ".linear_qkv";
-      ModuleScope scope(qkv, "column");
+      ModuleScope scope(qkv, TpRole::column);
       const int64_t q_width = n_.g * n_.r * n_.d, kv_width = n_.g * n_.d;
       const bool with_bias = model_.add_qkv_bias || model_.add_bias_linear;
       Tensor wq = parameter(qkv + ".weight_q", {q_width, n_.h});
@@ -184,12 +184,12 @@ class TrainingStep {
       k = norm(module + ".k_layernorm", k);
     }
     if (model_.rope) {
-      ModuleScope scope(module, "none");
+      ModuleScope scope(module, TpRole::none);
       q = model_.apply_rope_fusion ? call("syssim::rope", {q})[0] : eager_rope(q);
       k = model_.apply_rope_fusion ? call("syssim::rope", {k})[0] : eager_rope(k);
     }
     Tensor context = core_attention(layer, module + ".core_attention", q, k, v);
-    return linear(module + ".linear_proj", "row", context, n_.h);
+    return linear(module + ".linear_proj", TpRole::row, context, n_.h);
   }
 
   // Megatron-Core's MLASelfAttention with fused RoPE (DeepSeek-V2/V3): queries from a low-rank
@@ -202,16 +202,16 @@ class TrainingStep {
     const int64_t heads = n_.g * n_.r;
     Tensor q;
     if (model_.q_lora_rank > 0) {
-      Tensor latent = linear(module + ".linear_q_down_proj", "none", x, n_.q);
+      Tensor latent = linear(module + ".linear_q_down_proj", TpRole::none, x, n_.q);
       if (model_.qk_layernorm) latent = norm(module + ".q_layernorm", latent);
-      q = linear(module + ".linear_q_up_proj", "column", latent, heads * n_.d);
+      q = linear(module + ".linear_q_up_proj", TpRole::column, latent, heads * n_.d);
     } else {
-      q = linear(module + ".linear_q_proj", "column", x, heads * n_.d);
+      q = linear(module + ".linear_q_proj", TpRole::column, x, heads * n_.d);
     }
     Tensor kv_latent, k_pe;
     {
       const std::string down = module + ".linear_kv_down_proj";
-      ModuleScope scope(down, "none");
+      ModuleScope scope(down, TpRole::none);
       std::vector<Tensor> out = call("syssim::stacked_linear", {x, parameter(down + ".weight_kv", {n_.c, n_.h}),
                                                                 parameter(down + ".weight_k_pe", {n_.t, n_.h})});
       kv_latent = out[0], k_pe = out[1];
@@ -220,29 +220,29 @@ class TrainingStep {
     Tensor k_nope, v;
     {
       const std::string up = module + ".linear_kv_up_proj";
-      ModuleScope scope(up, "column");
+      ModuleScope scope(up, TpRole::column);
       std::vector<Tensor> out = call("syssim::stacked_linear", {kv_latent, parameter(up + ".weight_k", {heads * n_.n, n_.c}),
                                                                 parameter(up + ".weight_v", {heads * n_.w, n_.c})});
       k_nope = out[0].view({n_.s, n_.b, heads, n_.n}), v = out[1].view({n_.s, n_.b, heads, n_.w});
     }
     Tensor query, key, value;
     {
-      ModuleScope scope(module + ".mla_rope", "none");
+      ModuleScope scope(module + ".mla_rope", TpRole::none);
       query = call("syssim::mla_rope_q", {q.view({n_.s, n_.b, heads, n_.d})})[0];
     }
     {
-      ModuleScope scope(module + ".mla_rope", "column");
+      ModuleScope scope(module + ".mla_rope", TpRole::column);
       std::vector<Tensor> kv = call("syssim::mla_rope_kv", {k_nope, v, k_pe, n_.d});
       key = kv[0], value = kv[1];
     }
     Tensor context = core_attention(-1, module + ".core_attention", query, key, value);
-    return linear(module + ".linear_proj", "row", context, n_.h);
+    return linear(module + ".linear_proj", TpRole::row, context, n_.h);
   }
 
   // Causal attention of q [s, b, g*r, d] over k [s, b, g, d] and v [s, b, g, d_v]; returns
   // [s, b, g*r*d_v]. `layer` decides a sliding window (-1: none).
   Tensor core_attention(int64_t layer, const std::string& module, const Tensor& q, const Tensor& k, const Tensor& v) {
-    ModuleScope scope(module, "none");
+    ModuleScope scope(module, TpRole::none);
     const int64_t heads = n_.g * n_.r;
     if (model_.attention_backend == "flash") {
       OptionalTensor sinks;
@@ -304,16 +304,16 @@ class TrainingStep {
   }
 
   Tensor mlp(const std::string& module, const Tensor& x, int64_t width) {
-    Tensor hidden = linear(module + ".linear_fc1", "column", x, model_.swiglu ? 2 * width : width);
+    Tensor hidden = linear(module + ".linear_fc1", TpRole::column, x, model_.swiglu ? 2 * width : width);
     Tensor activated;
     {
-      ModuleScope scope(module, "none");
+      ModuleScope scope(module, TpRole::none);
       if (!model_.swiglu)
         activated = plain_activation(hidden);
       else
         activated = model_.bias_swiglu_fusion ? call("syssim::swiglu", {hidden})[0] : eager_swiglu(hidden);
     }
-    return linear(module + ".linear_fc2", "row", activated, n_.h);
+    return linear(module + ".linear_fc2", TpRole::row, activated, n_.h);
   }
 
   // The activation of an MLP without a gate: NeMo's squared ReLU or GELU.
@@ -333,7 +333,7 @@ class TrainingStep {
     Tensor probs, routing_map;
     {
       const std::string router = module + ".router";
-      ModuleScope scope(router, "none");
+      ModuleScope scope(router, TpRole::none);
       Tensor logits = call("syssim::linear", {x, parameter(router + ".weight", {n_.e, n_.h}),
                                               bias(router + ".bias", model_.add_bias_linear, n_.e)})[0];
       std::vector<Tensor> routed = call("syssim::moe_router", {logits, n_.k});
@@ -341,23 +341,23 @@ class TrainingStep {
     }
     Tensor aux_loss;
     if (model_.moe_router_load_balancing_type != "none") {
-      ModuleScope scope(module + ".router", "none");
+      ModuleScope scope(module + ".router", TpRole::none);
       aux_loss = call("syssim::moe_aux_loss", {probs, routing_map})[0];
     }
     Tensor tokens, token_probs;
     {
-      ModuleScope scope(module + ".token_dispatcher", "expert_dispatch");
+      ModuleScope scope(module + ".token_dispatcher", TpRole::expert_dispatch);
       std::vector<Tensor> permuted = call("syssim::moe_permute", {x, routing_map, probs, n_.k});
       tokens = permuted[0], token_probs = permuted[1];
     }
     Tensor expert_out = experts(module + ".experts", tokens, token_probs);
     Tensor out;
     {
-      ModuleScope scope(module + ".token_dispatcher", "expert_dispatch");
+      ModuleScope scope(module + ".token_dispatcher", TpRole::expert_dispatch);
       out = call("syssim::moe_unpermute", {expert_out, routing_map, n_.k})[0];
     }
     if (shared.defined()) {
-      ModuleScope scope(module, "none");
+      ModuleScope scope(module, TpRole::none);
       out = out + shared;
     }
     // Megatron's MoEAuxLossAutoScaler: the loss's gradient enters backward here, in the layer.
@@ -369,17 +369,17 @@ class TrainingStep {
   // fused for SwiGLU (weighted_bias_swiglu), otherwise the activation and then the multiply
   // (activation_func_with_probs).
   Tensor experts(const std::string& module, const Tensor& tokens, const Tensor& probs) {
-    auto grouped = [&](const std::string& name, const std::string& role, const Tensor& in, int64_t out) {
+    auto grouped = [&](const std::string& name, TpRole role, const Tensor& in, int64_t out) {
       ModuleScope scope(module + "." + name, role);
       Tensor weight = parameter(module + "." + name + ".weight", {n_.e, out, in.size(-1)});
       OptionalTensor b;
       if (model_.add_bias_linear) b = parameter(module + "." + name + ".bias", {n_.e, out});
       return call("syssim::grouped_linear", {in, weight, b})[0];
     };
-    Tensor hidden = grouped("linear_fc1", "expert_column", tokens, model_.swiglu ? 2 * n_.m : n_.m);
+    Tensor hidden = grouped("linear_fc1", TpRole::expert_column, tokens, model_.swiglu ? 2 * n_.m : n_.m);
     Tensor activated;
     {
-      ModuleScope scope(module + ".activation_func", "expert");
+      ModuleScope scope(module + ".activation_func", TpRole::expert);
       // The fp32 probabilities promote the product, cast back as Megatron does.
       if (model_.swiglu && model_.bias_swiglu_fusion)
         activated = call("syssim::weighted_swiglu", {hidden, probs})[0];
@@ -387,7 +387,7 @@ class TrainingStep {
         activated = ((model_.swiglu ? eager_swiglu(hidden) : plain_activation(hidden)) * probs.unsqueeze(-1))
                         .to(hidden.scalar_type());
     }
-    return grouped("linear_fc2", "expert_row", activated, n_.h);
+    return grouped("linear_fc2", TpRole::expert_row, activated, n_.h);
   }
 
   // NeMo's squared_relu (nemo/collections/llm/fn/activation.py): torch.pow(relu(x), 2), run
@@ -407,7 +407,7 @@ class TrainingStep {
 
 void run_training_step(const ModelConfig& model, const AxisSizes& sizes, Recorder& recorder) {
   Tensor loss = TrainingStep(model, sizes, recorder).loss();
-  ModuleScope scope("loss", "none");  // for the seed gradient, which no forward op produces
+  ModuleScope scope("loss", TpRole::none);  // for the seed gradient, which no forward op produces
   recorder.backward(loss);
 }
 

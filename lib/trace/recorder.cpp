@@ -10,7 +10,8 @@ namespace syssim::trace_detail {
 namespace {
 
 struct Scope {
-  std::string module, tp_role;
+  std::string module;
+  TpRole tp_role;
 };
 thread_local std::vector<Scope> scope_stack;
 
@@ -127,7 +128,7 @@ struct Recorder::State {
       op.tp_role = from.tp_role;
       op.layer = from.layer;
     } else {
-      Scope scope = scope_stack.empty() ? Scope{"", "none"} : scope_stack.back();
+      Scope scope = scope_stack.empty() ? Scope{"", TpRole::none} : scope_stack.back();
       op.module = scope.module;
       op.tp_role = scope.tp_role;
       op.layer = layer_of(scope.module);
@@ -194,7 +195,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
 
 }  // namespace
 
-ModuleScope::ModuleScope(const std::string& path, const std::string& tp_role) {
+ModuleScope::ModuleScope(const std::string& path, TpRole tp_role) {
   scope_stack.push_back(Scope{path, tp_role});
 }
 

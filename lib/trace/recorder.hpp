@@ -13,7 +13,7 @@ namespace syssim::trace_detail {
 // "decoder.layers.3.mlp.linear_fc1") whose tensor-parallel role is `tp_role`.
 class ModuleScope {
  public:
-  ModuleScope(const std::string& path, const std::string& tp_role);
+  ModuleScope(const std::string& path, TpRole tp_role);
   ~ModuleScope();
   ModuleScope(const ModuleScope&) = delete;
   ModuleScope& operator=(const ModuleScope&) = delete;

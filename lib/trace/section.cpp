@@ -228,7 +228,7 @@ json to_json(const TraceSection& t) {
     for (const auto& r : op.inputs) inputs.push_back(ref_to_json(r));
     for (const auto& r : op.outputs) outputs.push_back(ref_to_json(r));
     ops.push_back({{"id", op.id}, {"name", op.name}, {"kind", to_string(op.kind)}, {"phase", to_string(op.phase)},
-                   {"layer", nullable_to_json(op.layer)}, {"module", op.module}, {"tp_role", op.tp_role},
+                   {"layer", nullable_to_json(op.layer)}, {"module", op.module}, {"tp_role", to_string(op.tp_role)},
                    {"inputs", inputs}, {"outputs", outputs}, {"deps", op.deps}, {"fwd_op", nullable_to_json(op.fwd_op)},
                    {"flops", op.flops.to_string()}, {"bytes", op.bytes.to_string()}});
   }
@@ -263,7 +263,7 @@ TraceSection trace_from_json(const json& j, const std::string& path) {
     op.phase = require_enum<OpPhase>(o, "phase", p, {OpPhase::fwd, OpPhase::bwd});
     op.layer = read_nullable<int64_t>(o, "layer", p);
     op.module = require_as<std::string>(o, "module", p);
-    op.tp_role = require_as<std::string>(o, "tp_role", p);
+    op.tp_role = require_enum<TpRole>(o, "tp_role", p);
     op.inputs = refs_from_json(o, "inputs", p, polys);
     op.outputs = refs_from_json(o, "outputs", p, polys);
     op.deps = require_as<std::vector<int64_t>>(o, "deps", p);
@@ -294,7 +294,8 @@ std::string trace_to_binary(const TraceSection& t) {
   }
   out.number(static_cast<uint32_t>(t.ops.size()));
   for (const TraceOp& op : t.ops) {
-    for (const Symbol* text : {&op.name, &op.module, &op.tp_role}) out.text(*text);
+    for (const Symbol* text : {&op.name, &op.module}) out.text(*text);
+    out.text(to_string(op.tp_role));
     out.number(static_cast<uint32_t>(op.kind));
     out.number(static_cast<uint32_t>(op.phase));
     out.optional(op.layer);
@@ -330,7 +331,11 @@ TraceSection trace_from_binary(const std::string& bytes, const std::string& sour
     const std::string where = "/trace/ops/" + std::to_string(i);
     TraceOp& op = t.ops[i];
     op.id = static_cast<int64_t>(i);
-    for (Symbol* text : {&op.name, &op.module, &op.tp_role}) *text = in.text();
+    for (Symbol* text : {&op.name, &op.module}) *text = in.text();
+    const std::string& role = in.text();
+    const std::optional<TpRole> tp_role = parse_enum<TpRole>(role);
+    if (!tp_role) in.fail(where + "/tp_role: " + role + " is not a tensor-parallel role");
+    op.tp_role = *tp_role;
     const auto kind = in.number<uint32_t>();
     if (kind > static_cast<uint32_t>(OpKind::memory)) in.fail(where + "/kind: " + std::to_string(kind) + " is not a traced kind");
     op.kind = static_cast<OpKind>(kind);

@@ -36,7 +36,7 @@ struct TraceOp {
   OpPhase phase = OpPhase::fwd;  // fwd | bwd
   std::optional<int64_t> layer;
   Symbol module;   // e.g. "decoder.layers.3.mlp.linear_fc1"
-  Symbol tp_role;  // none | column | row | vocab_embedding | vocab_output | vocab_loss
+  TpRole tp_role = TpRole::none;
   std::vector<TensorRef> inputs;
   std::vector<TensorRef> outputs;
   std::vector<int64_t> deps;   // ops that wrote a buffer this op reads (read after write)

@@ -24,7 +24,8 @@ struct ConcreteOperand {
 };
 
 struct ConcreteOp {
-  std::string name, module, tp_role;
+  std::string name, module;
+  TpRole tp_role = TpRole::none;
   OpPhase phase = OpPhase::fwd;
   OpKind kind = OpKind::math;
   std::optional<int64_t> layer, fwd_op;

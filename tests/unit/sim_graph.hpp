@@ -59,7 +59,7 @@ inline Graph graph_of(const std::vector<TestOp>& ops, int64_t num_microbatches =
     op.stage = ops[i].stage;
     op.reads = ops[i].reads;
     op.writes = ops[i].writes;
-    if (op.kind == OpKind::collective) op.group = ops[i].group;
+    if (op.kind == OpKind::collective) op.group = parse_enum<CommGroup>(ops[i].group).value();
     op.host_waits_for = ops[i].host_waits_for;
     g.shard->ops.push_back(op);
     g.cost->ops.push_back(OpCost{op.id, ops[i].time_us, "compute", {}});

@@ -65,7 +65,7 @@ ShardSection shard_with(const ShardOptions& options) {
 std::vector<const ShardOp*> ops_named(const ShardSection& s, const std::string& name, const std::string& phase = "") {
   std::vector<const ShardOp*> out;
   for (const auto& op : s.ops)
-    if ((op.name == name || op.collective == name) && (phase.empty() || to_string(op.phase) == phase)) out.push_back(&op);
+    if ((op.name == name || (op.kind == OpKind::collective && to_string(op.collective) == name)) && (phase.empty() || to_string(op.phase) == phase)) out.push_back(&op);
   return out;
 }
 
@@ -118,7 +118,7 @@ TEST(ContextParallel, RingForwardSendsCpMinusOneKeyValueBlocksOverlappedWithComp
   ASSERT_EQ(exchanges.size(), 3u);
   for (const ShardOp* e : exchanges) {
     EXPECT_EQ(e->kind, OpKind::collective);
-    EXPECT_EQ(e->group, "cp");
+    EXPECT_EQ(e->group, CommGroup::cp);
     EXPECT_EQ(e->stream, "cp");
     EXPECT_EQ(e->group_size, cp);
     EXPECT_DOUBLE_EQ(e->message_bytes, key_value_block_bytes(cp));  // 2 * 2048 * 8 * 128 * 2 = 8 MiB
@@ -168,7 +168,7 @@ TEST(ContextParallel, AllGatherGathersKeyValuesAndReduceScattersTheirGradients) 
   ASSERT_EQ(gathers.size(), 2u);  // forward, and again in backward
   ASSERT_EQ(scatters.size(), 1u);
   for (const ShardOp* c : {gathers[0], gathers[1], scatters[0]}) {
-    EXPECT_EQ(c->group, "cp");
+    EXPECT_EQ(c->group, CommGroup::cp);
     EXPECT_DOUBLE_EQ(c->message_bytes, 2 * kSeq * kGroups * kHeadDim * kBf16);  // the whole sequence's K and V
   }
   auto forward = ops_named(s, "syssim::flash_attn");
@@ -186,7 +186,7 @@ TEST(ContextParallel, GradientsAreReducedOverDataAndContextParallelRanks) {
   ShardSection s = shard_with(o);
   auto reductions = ops_named(s, "reduce_scatter");
   ASSERT_EQ(reductions.size(), 1u);
-  EXPECT_EQ(reductions[0]->group, "dp");
+  EXPECT_EQ(reductions[0]->group, CommGroup::dp);
   EXPECT_EQ(reductions[0]->group_size, 8);
   const double params = kHidden * (kHeads + 2 * kGroups) * kHeadDim;
   EXPECT_DOUBLE_EQ(reductions[0]->message_bytes, params * 4);  // fp32 gradients, whole buffer

@@ -37,8 +37,8 @@ ShardOp collective_op(const std::string& collective, const std::string& group, i
                       double message_bytes) {
   ShardOp op;
   op.kind = OpKind::collective;
-  op.collective = collective;
-  op.group = group;
+  op.collective = parse_enum<Collective>(collective).value();
+  op.group = parse_enum<CommGroup>(group).value();
   op.group_size = group_size;
   op.message_bytes = message_bytes;
   return op;

@@ -129,8 +129,8 @@ TEST(DataParallel, BucketsFollowBackwardOrderAndCloseOnceFull) {
   auto buckets = ops_of(s, "data_parallel_grads");
   ASSERT_EQ(buckets.size(), 2u);
   EXPECT_EQ(buckets[0]->module, "data_parallel_grads.bucket_0");
-  EXPECT_EQ(buckets[0]->collective, "all_reduce");
-  EXPECT_EQ(buckets[0]->group, "dp");
+  EXPECT_EQ(buckets[0]->collective, Collective::all_reduce);
+  EXPECT_EQ(buckets[0]->group, CommGroup::dp);
   EXPECT_EQ(buckets[0]->scope, OpScope::step);
   EXPECT_DOUBLE_EQ(buckets[0]->message_bytes, 2 * kLinearParams * 4);  // fp32 gradients
   EXPECT_DOUBLE_EQ(buckets[1]->message_bytes, kNormParams * 4);
@@ -208,8 +208,8 @@ TEST(DataParallel, DistributedOptimizerGathersEachBucketAfterAdam) {
   const ShardOp& adam = op_named(s, "optimizer::adam");
   double gathered = 0;
   for (size_t i = 0; i < gathers.size(); ++i) {
-    EXPECT_EQ(scatters[i]->collective, "reduce_scatter");
-    EXPECT_EQ(gathers[i]->collective, "all_gather");
+    EXPECT_EQ(scatters[i]->collective, Collective::reduce_scatter);
+    EXPECT_EQ(gathers[i]->collective, Collective::all_gather);
     EXPECT_EQ(gathers[i]->module, "distributed_optimizer_params.bucket_" + std::to_string(i));
     EXPECT_EQ(gathers[i]->scope, OpScope::step);
     EXPECT_TRUE(depends_on(*gathers[i], adam.id));
@@ -266,8 +266,8 @@ TEST(DataParallel, GradNormIsSummedOverTpAndWithTheDistributedOptimizerOverDp) {
   ShardSection s = shard_of(o);
   auto clip_ops = ops_of(s, "optimizer.clip_grad");
   ASSERT_EQ(clip_ops.size(), 4u);  // norm, all-reduce over tp, over dp, clip
-  EXPECT_EQ(clip_ops[1]->group, "tp");
-  EXPECT_EQ(clip_ops[2]->group, "dp");
+  EXPECT_EQ(clip_ops[1]->group, CommGroup::tp);
+  EXPECT_EQ(clip_ops[2]->group, CommGroup::dp);
   for (int i : {1, 2}) EXPECT_DOUBLE_EQ(clip_ops[i]->message_bytes, 4);
   // A rank holds half of the linears (tp 2) and the whole norm, and the optimizer a half of that.
   EXPECT_DOUBLE_EQ(clip_ops[0]->bytes, (kLinearParams + kNormParams) / 2 * 4 + 4);
@@ -322,8 +322,8 @@ TEST(DataParallel, SettingsMegatronRefusesAreUsageErrors) {
 std::map<std::string, double> totals(const ShardSection& s) {
   std::map<std::string, double> sums;
   for (const ShardOp& op : s.ops) {
-    if (op.kind == OpKind::collective && op.group == "tp" && op.scope == OpScope::microbatch)
-      sums[std::string(to_string(op.phase)) + ":" + op.collective] += op.message_bytes;
+    if (op.kind == OpKind::collective && op.group == CommGroup::tp && op.scope == OpScope::microbatch)
+      sums[std::string(to_string(op.phase)) + ":" + to_string(op.collective)] += op.message_bytes;
     if (op.kind == OpKind::gemm) sums[std::string(to_string(op.phase)) + ":gemm"] += op.flops;
   }
   return sums;
@@ -339,7 +339,7 @@ std::vector<const ShardOp*> instances(const ShardSection& s, int64_t trace_op) {
 std::vector<const ShardOp*> collectives(const ShardSection& s, const std::string& phase, const std::string& kind) {
   std::vector<const ShardOp*> out;
   for (const ShardOp& op : s.ops)
-    if (to_string(op.phase) == phase && op.collective == kind && op.scope == OpScope::microbatch) out.push_back(&op);
+    if (to_string(op.phase) == phase && to_string(op.collective) == kind && op.scope == OpScope::microbatch) out.push_back(&op);
   return out;
 }
 

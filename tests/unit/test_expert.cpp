@@ -58,7 +58,7 @@ std::vector<const ShardOp*> named(const ShardSection& shard, const std::string& 
   return forward_ops(shard, [&](const ShardOp& op) { return op.name == name; });
 }
 std::vector<const ShardOp*> collectives(const ShardSection& shard, const std::string& group) {
-  return forward_ops(shard, [&](const ShardOp& op) { return op.kind == OpKind::collective && op.group == group; });
+  return forward_ops(shard, [&](const ShardOp& op) { return op.kind == OpKind::collective && to_string(op.group) == group; });
 }
 
 TEST(Experts, RoutedFlopsAndGemmShapesOfARank) {
@@ -101,7 +101,7 @@ TEST(Experts, AllToAllMovesEachRoutedTokenOnce) {
   auto exchanges = collectives(shard, "ep");
   ASSERT_EQ(exchanges.size(), 3u);  // tokens, probabilities, then the combine
   for (const ShardOp* op : exchanges) {
-    EXPECT_EQ(op->collective, "all_to_all");
+    EXPECT_EQ(op->collective, Collective::all_to_all);
     EXPECT_EQ(op->group_size, 4);
     EXPECT_EQ(op->stream, "ep");
   }
@@ -114,9 +114,9 @@ TEST(Experts, AllToAllMovesEachRoutedTokenOnce) {
   EXPECT_DOUBLE_EQ(collectives(split, "ep")[0]->message_bytes, s / 2 * k * h * 2);
   auto gathers = collectives(split, "etp");
   ASSERT_EQ(gathers.size(), 3u);
-  EXPECT_EQ(gathers[0]->collective, "all_gather");
+  EXPECT_EQ(gathers[0]->collective, Collective::all_gather);
   EXPECT_DOUBLE_EQ(gathers[0]->message_bytes, s * k * h * 2);
-  EXPECT_EQ(gathers[2]->collective, "reduce_scatter");
+  EXPECT_EQ(gathers[2]->collective, Collective::reduce_scatter);
   EXPECT_DOUBLE_EQ(gathers[2]->message_bytes, s * k * h * 2);
 }
 
@@ -129,9 +129,9 @@ TEST(Experts, AllGatherDispatcherGathersTheTokensOfTheExpertGroup) {
   ShardSection shard = sharded(options);
   auto exchanges = collectives(shard, "ep");
   ASSERT_FALSE(exchanges.empty());
-  EXPECT_EQ(exchanges.front()->collective, "all_gather");
+  EXPECT_EQ(exchanges.front()->collective, Collective::all_gather);
   EXPECT_EQ(exchanges.front()->group_size, 4);
-  EXPECT_EQ(exchanges.back()->collective, "reduce_scatter");
+  EXPECT_EQ(exchanges.back()->collective, Collective::reduce_scatter);
   EXPECT_DOUBLE_EQ(exchanges.back()->message_bytes, 4 * s * h * 2);
   // The experts compute as much as with the alltoall dispatcher.
   EXPECT_DOUBLE_EQ(named(shard, "syssim::grouped_linear")[0]->flops, 2 * (s * k) * h * (2 * m));
@@ -185,8 +185,8 @@ TEST(Experts, DroplessRoutingMakesTheHostWaitOncePerMoeLayerForward) {
   auto found = waits(dropless);
   ASSERT_EQ(found.size(), 2u);
   for (auto [op, waited] : found) {
-    EXPECT_EQ(op->collective, "all_to_all");
-    EXPECT_EQ(op->group, "ep");
+    EXPECT_EQ(op->collective, Collective::all_to_all);
+    EXPECT_EQ(op->group, CommGroup::ep);
     EXPECT_EQ(op->phase, OpPhase::fwd);
     const ShardOp& permute = dropless.ops[waited->id + 1];
     EXPECT_EQ(permute.name, "syssim::moe_permute");
@@ -234,7 +234,7 @@ TEST(Experts, ExpertGradientsAreReducedOverTheExpertDataParallelGroup) {
   auto reduced = [&](const std::string& group) {
     double bytes = 0;
     for (const ShardOp& op : shard.ops)
-      if (op.kind == OpKind::collective && op.group == group && op.collective == "reduce_scatter" && op.scope == OpScope::step)
+      if (op.kind == OpKind::collective && to_string(op.group) == group && op.collective == Collective::reduce_scatter && op.scope == OpScope::step)
         bytes += op.message_bytes;
     return bytes;
   };
@@ -350,7 +350,7 @@ TEST(Experts, SharedExpertOverlapHidesTheSharedExpertsBehindTheAllToAlls) {
   for (const ShardOp& op : shard.ops) {
     if (op.scope != OpScope::microbatch) continue;
     const double us = overlapped.cost->ops[op.id].time_us;
-    if (op.collective == "all_to_all") {
+    if (op.collective == Collective::all_to_all) {
       shortest_all_to_all_us = std::min(shortest_all_to_all_us, us);
       group_us = 0.0;
     } else if (op.module.str().find("shared_experts") != std::string::npos && op.name != "aten::add") {

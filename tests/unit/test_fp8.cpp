@@ -79,7 +79,7 @@ size_t count(const ShardSection& shard, const std::string& name, OpScope scope =
 
 size_t tp_collectives(const ShardSection& shard, const std::string& collective) {
   size_t n = 0;
-  for (const ShardOp& op : shard.ops) n += op.kind == OpKind::collective && op.group == "tp" && op.collective == collective;
+  for (const ShardOp& op : shard.ops) n += op.kind == OpKind::collective && op.group == CommGroup::tp && to_string(op.collective) == collective;
   return n;
 }
 
@@ -215,7 +215,7 @@ TEST(SequenceParallel, QuantizedCopiesAreAllGathered) {
   EXPECT_EQ(tp_collectives(shard, "all_gather"), 4u);
   const double piece = s / 2 * b * h;
   for (const ShardOp& op : shard.ops)
-    if (op.kind == OpKind::collective && op.collective == "all_gather") {
+    if (op.kind == OpKind::collective && op.collective == Collective::all_gather) {
       EXPECT_DOUBLE_EQ(op.message_bytes, 2 * (piece + kScale));
       EXPECT_EQ(shard.buffers[op.reads[0]].bytes, piece + kScale);
     }
@@ -224,7 +224,7 @@ TEST(SequenceParallel, QuantizedCopiesAreAllGathered) {
   ShardSection current = sharded(layout("fp8", "current", 2));
   size_t amax_reductions = 0;
   for (const ShardOp& op : current.ops)
-    amax_reductions += op.kind == OpKind::collective && op.collective == "all_reduce" && op.message_bytes == 4;
+    amax_reductions += op.kind == OpKind::collective && op.collective == Collective::all_reduce && op.message_bytes == 4;
   EXPECT_EQ(amax_reductions, 2u);
 }
 
@@ -236,7 +236,7 @@ TEST(DelayedScaling, AmaxesAreReducedOverTheStageRanksAfterEachPass) {
   for (const ShardOp& op : shard.ops)
     if (op.kind == OpKind::collective && op.stream == "amax") {
       EXPECT_EQ(op.group_size, 4);
-      EXPECT_EQ(op.collective, "all_reduce");
+      EXPECT_EQ(op.collective, Collective::all_reduce);
       messages.push_back(op.message_bytes);
     }
   EXPECT_EQ(messages, (std::vector<double>{16, 8}));
@@ -262,7 +262,7 @@ TEST(Fp8Parameters, WeightsAreFp8AndGatheredInFp8) {
   // The distributed optimizer's all-gather (one bucket) moves the two fp8 weights.
   std::vector<double> gathers;
   for (const ShardOp& op : shard.ops)
-    if (op.kind == OpKind::collective && op.collective == "all_gather" && op.group == "dp") gathers.push_back(op.message_bytes);
+    if (op.kind == OpKind::collective && op.collective == Collective::all_gather && op.group == CommGroup::dp) gathers.push_back(op.message_bytes);
   EXPECT_EQ(gathers, std::vector<double>{2 * (f * h + kScale)});
 }
 
@@ -273,7 +273,7 @@ TEST(Fp8Parameters, OnlyThemAreGatheredInFp8) {
   auto dp_gathers = [](const ShardSection& shard) {
     std::vector<double> messages;
     for (const ShardOp& op : shard.ops)
-      if (op.kind == OpKind::collective && op.collective == "all_gather" && op.group == "dp")
+      if (op.kind == OpKind::collective && op.collective == Collective::all_gather && op.group == CommGroup::dp)
         messages.push_back(op.message_bytes);
     return messages;
   };

@@ -198,8 +198,8 @@ TEST(Oversubscription, AllToAllAcrossLeavesIsUplinkBound) {
 ShardOp collective_op(const std::string& collective, const std::string& group, int64_t size, int64_t stage = 0) {
   ShardOp op;
   op.kind = OpKind::collective;
-  op.collective = collective;
-  op.group = group;
+  op.collective = parse_enum<Collective>(collective).value();
+  op.group = parse_enum<CommGroup>(group).value();
   op.group_size = size;
   op.stage = stage;
   op.phase = OpPhase::fwd;

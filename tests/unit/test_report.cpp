@@ -255,7 +255,7 @@ TEST(Report, TextNamesOpsByModuleAndRole) {
     return o;
   };
   op(0, "syssim::linear_wgrad", "gemm", "decoder.layers.17.mlp.linear_fc2");
-  op(1, "collective::all_gather", "collective", "decoder.layers.3.self_attention.linear_qkv").group = "tp";
+  op(1, "collective::all_gather", "collective", "decoder.layers.3.self_attention.linear_qkv").group = CommGroup::tp;
   op(2, "syssim::flash_attn", "attention", "decoder.layers.3.self_attention.core_attention").recompute = true;
   g.sim->top_ops = {{"0_syssim::linear_wgrad", 5}, {"2_syssim::flash_attn", 4}, {"1_other", 3}};
   g.sim->longest_collective = {"1_collective::all_gather", 2};

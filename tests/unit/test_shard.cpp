@@ -78,8 +78,8 @@ TEST(Shard, WithoutSequenceParallelTheRowOutputAndColumnInputGradAreAllReduced) 
   auto c = collectives(*g.shard);
   ASSERT_EQ(c.size(), 2u);
   for (const auto* op : c) {
-    EXPECT_EQ(op->collective, "all_reduce");
-    EXPECT_EQ(op->group, "tp");
+    EXPECT_EQ(op->collective, Collective::all_reduce);
+    EXPECT_EQ(op->group, CommGroup::tp);
     EXPECT_EQ(op->group_size, 2);
     EXPECT_DOUBLE_EQ(op->message_bytes, kTokens * 1024 * 2);  // [s, b, h] in bf16
   }
@@ -94,7 +94,7 @@ TEST(Shard, SequenceParallelGathersBeforeColumnAndScattersAfterRow) {
   shard_graph(g, layout(2, true));
   auto c = collectives(*g.shard);
   std::vector<std::string> kinds;
-  for (const auto* op : c) kinds.push_back(std::string(to_string(op->phase)) + ":" + op->collective);
+  for (const auto* op : c) kinds.push_back(std::string(to_string(op->phase)) + ":" + to_string(op->collective));
   // Forward: gather the norm output, reduce-scatter fc2's output. Backward: gather the
   // output gradient for fc2's dgrad+wgrad (once), gather fc1's input for its wgrad (launched
   // before fc1's dgrad), reduce-scatter fc1's input gradient.
@@ -163,7 +163,7 @@ TEST(Shard, DataParallelAddsGradientReductionAndAdam) {
   EXPECT_EQ(g.shard->num_microbatches, 8);  // 64 / (2 * 4)
   auto c = collectives(*g.shard);
   ASSERT_EQ(c.size(), 1u);
-  EXPECT_EQ(c[0]->collective, "all_reduce");
+  EXPECT_EQ(c[0]->collective, Collective::all_reduce);
   EXPECT_EQ(c[0]->scope, OpScope::step);
   EXPECT_DOUBLE_EQ(c[0]->message_bytes, 2.0 * 1024 * 4096 * 4);  // fp32 gradients
   const ShardOp& adam =
@@ -197,8 +197,8 @@ TEST(Shard, DistributedOptimizerReduceScattersAndGathers) {
   shard_graph(g, o);
   auto c = collectives(*g.shard);
   ASSERT_EQ(c.size(), 2u);
-  EXPECT_EQ(c[0]->collective, "reduce_scatter");
-  EXPECT_EQ(c[1]->collective, "all_gather");
+  EXPECT_EQ(c[0]->collective, Collective::reduce_scatter);
+  EXPECT_EQ(c[1]->collective, Collective::all_gather);
   EXPECT_DOUBLE_EQ(c[1]->message_bytes, 2.0 * 1024 * 4096 * 2);  // bf16 weights
   // Adam updates a quarter of the parameters.
   EXPECT_DOUBLE_EQ(g.shard->ops[c[1]->id - 1].bytes, 2.0 * 1024 * 4096 / 4 * 30);

@@ -97,7 +97,7 @@ bool is_fsdp(const ShardOp& op) { return op.module.str().find(".fsdp_") != std::
 std::vector<const ShardOp*> fsdp_collectives(const ShardSection& shard, const std::string& collective,
                                              const std::string& pass = "") {
   return ops_where(shard, [&](const ShardOp& op) {
-    return is_fsdp(op) && op.collective == collective && (pass.empty() || to_string(op.pass) == pass);
+    return is_fsdp(op) && to_string(op.collective) == collective && (pass.empty() || to_string(op.pass) == pass);
   });
 }
 
@@ -106,7 +106,7 @@ std::vector<const ShardOp*> fsdp_collectives(const ShardSection& shard, const st
 std::vector<const ShardOp*> step_collectives(const ShardSection& shard, const std::string& collective) {
   return ops_where(shard, [&](const ShardOp& op) {
     const std::string module = op.module.str();
-    return op.scope != OpScope::microbatch && op.collective == collective &&
+    return op.scope != OpScope::microbatch && to_string(op.collective) == collective &&
            (module.find("data_parallel_grads") != std::string::npos ||
             module.find("distributed_optimizer_params") != std::string::npos);
   });
@@ -197,7 +197,7 @@ TEST(ShardedDataParallel, OptimGradsReduceScattersEachUnitInEveryMicrobatch) {
   std::map<std::string, double> by_module;
   for (const ShardOp* op : scatters) {
     EXPECT_EQ(op->scope, OpScope::microbatch);
-    EXPECT_EQ(op->group, "dp");
+    EXPECT_EQ(op->group, CommGroup::dp);
     EXPECT_EQ(op->group_size, 4);
     by_module[op->module.str()] = op->message_bytes;
   }
@@ -256,7 +256,7 @@ TEST(ShardedDataParallel, OptimGradsGroupSpansTheContextParallelRanks) {
   auto scatters = fsdp_collectives(shard, "reduce_scatter");
   ASSERT_EQ(scatters.size(), 4u);
   for (const ShardOp* op : scatters) {
-    EXPECT_EQ(op->group, "dp");
+    EXPECT_EQ(op->group, CommGroup::dp);
     EXPECT_EQ(op->group_size, 4);
   }
   EXPECT_DOUBLE_EQ(message_bytes(scatters), kGradBytes * local_params(2));
@@ -280,7 +280,7 @@ TEST(ShardedDataParallel, OptimGradsParamsGathersEachUnitBeforeItsForwardAndItsB
   for (const auto* ops : {&forward, &backward})
     for (const ShardOp* op : *ops) {
       EXPECT_EQ(op->scope, OpScope::microbatch);
-      EXPECT_EQ(op->group, "dp");
+      EXPECT_EQ(op->group, CommGroup::dp);
       EXPECT_EQ(op->group_size, 4);
       EXPECT_EQ(op->stream, "dp");
     }
@@ -533,11 +533,11 @@ TEST(ShardedDataParallel, ExpertGradientsGoToTheExpertDataParallelGroup) {
     auto dense = ops_where(shard, [&](const ShardOp& op) { return op.module == prefix + ".fsdp_grads"; });
     ASSERT_EQ(expert.size(), 1u);
     ASSERT_EQ(dense.size(), 1u);
-    EXPECT_EQ(expert[0]->collective, "reduce_scatter");
-    EXPECT_EQ(expert[0]->group, "edp");
+    EXPECT_EQ(expert[0]->collective, Collective::reduce_scatter);
+    EXPECT_EQ(expert[0]->group, CommGroup::edp);
     EXPECT_EQ(expert[0]->group_size, 2);
     EXPECT_DOUBLE_EQ(expert[0]->message_bytes, kGradBytes * kExpertLayerParams);  // 786,432
-    EXPECT_EQ(dense[0]->group, "dp");
+    EXPECT_EQ(dense[0]->group, CommGroup::dp);
     EXPECT_EQ(dense[0]->group_size, 8);
     EXPECT_DOUBLE_EQ(dense[0]->message_bytes, kGradBytes * kDenseMoeLayerParams);  // 796,672
   }
@@ -552,7 +552,7 @@ TEST(ShardedDataParallel, ExpertGradientsGoToTheExpertDataParallelGroup) {
     return op.module == "decoder.layers.0.fsdp_expert_params" && op.pass == OpPass::forward;
   });
   ASSERT_EQ(gathers.size(), 1u);
-  EXPECT_EQ(gathers[0]->group, "edp");
+  EXPECT_EQ(gathers[0]->group, CommGroup::edp);
   EXPECT_EQ(gathers[0]->group_size, 2);
   EXPECT_DOUBLE_EQ(gathers[0]->message_bytes, kWeightBytes * kExpertLayerParams);
 }

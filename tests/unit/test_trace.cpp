@@ -149,7 +149,7 @@ TEST_F(LlamaTrace, RmsNormKeepsItsFp32ReciprocalStandardDeviation) {
 TEST_F(LlamaTrace, Fc1IsAColumnParallelGemmOverTheFusedGateAndUp) {
   const TraceOp& fc1 = find_op(*trace_, "decoder.layers.0.mlp.linear_fc1", "syssim::linear", "fwd");
   EXPECT_EQ(fc1.kind, OpKind::gemm);
-  EXPECT_EQ(fc1.tp_role, "column");
+  EXPECT_EQ(fc1.tp_role, TpRole::column);
   EXPECT_EQ(fc1.layer, 0);
   ASSERT_EQ(fc1.inputs.size(), 2u);
   EXPECT_EQ(dims_to_strings(fc1.inputs[0].dims), (std::vector<std::string>{"s", "b", "h"}));
@@ -166,7 +166,7 @@ TEST_F(LlamaTrace, BackwardOpsPointAtTheirForwardOp) {
   const TraceOp& wgrad = find_op(*trace_, "decoder.layers.5.mlp.linear_fc2", "syssim::linear_wgrad", "bwd");
   EXPECT_EQ(dgrad.fwd_op, fc2.id);
   EXPECT_EQ(wgrad.fwd_op, fc2.id);
-  EXPECT_EQ(dgrad.tp_role, "row");
+  EXPECT_EQ(dgrad.tp_role, TpRole::row);
   EXPECT_EQ(dgrad.flops.to_string(), fc2.flops.to_string());
   for (const TraceOp& op : trace_->ops) {
     if (op.phase == OpPhase::fwd) {
@@ -534,7 +534,7 @@ TEST(Trace, SquaredReluRunsAsNemoEagerKernelsAndKeepsTheReluOutput) {
 TEST(Trace, OpWithoutCostRuleFails) {
   trace_detail::Recorder recorder;
   {
-    trace_detail::ModuleScope scope("decoder.layers.0.mlp", "none");
+    trace_detail::ModuleScope scope("decoder.layers.0.mlp", TpRole::none);
     at::exp(at::empty({2, 3}, at::TensorOptions().device(at::kMeta)));
   }
   try {

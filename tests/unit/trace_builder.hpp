@@ -67,7 +67,7 @@ struct TraceBuilder {
     o.phase = parse_enum<OpPhase>(phase).value();
     o.layer = 0;
     o.module = module;
-    o.tp_role = tp_role;
+    o.tp_role = parse_enum<TpRole>(tp_role).value();
     o.inputs = std::move(inputs);
     o.outputs = std::move(outputs);
     o.fwd_op = fwd_op;
