@@ -34,45 +34,59 @@ class Offloader {
 
   void run() {
     find_saved_buffers();
+    offload_of_.assign(groups_, -1);
+    next_reload_ = groups_ - 1;
     const std::vector<ShardOp>& ops = rewriter_.old_ops();
-    std::vector<int64_t> offload_of(groups_, -1);
-    int64_t next_offload = 0;   // the group whose copy to the host is issued next
-    int64_t waited = 0;         // the group whose copy the compute stream waits for next
-    int64_t next_reload = groups_ - 1;
-    int64_t last_compute = -1;  // new id
     for (size_t id = 0; id < ops.size(); ++id) {
-      const ShardOp& op = ops[id];
-      const bool forward = is_microbatch_forward(op);
-      std::vector<int64_t> extra;
-      // The forward pass past a window's last layer waits for that window's copy to finish.
-      while (forward && waited < next_offload && waited < groups_ && past_layer(op, window_end(waited, groups_, layers_))) {
-        extra.push_back(offload_of[waited]);
-        ++waited;
-      }
-      // A window's copy back starts when the backward pass reaches the window's last layer.
-      while (next_reload >= 0 && is_microbatch_backward(op) && op.layer &&
-             *op.layer <= window_end(next_reload, groups_, layers_)) {
-        reload(next_reload, last_compute);
-        --next_reload;
-      }
-      ShardOp kept = rewriter_.take(static_cast<int64_t>(id));
-      if (is_microbatch_backward(kept))
-        for (int64_t& b : kept.reads)
-          if (auto fresh = reloaded_.find(b); fresh != reloaded_.end()) b = fresh->second;
-      const int64_t new_id = rewriter_.keep(static_cast<int64_t>(id), std::move(kept));
-      for (int64_t dep : extra) rewriter_.emitter().shard().ops[new_id].deps.push_back(dep);
-      sort_unique(rewriter_.emitter().shard().ops[new_id].deps);
-      if (op.stream == "compute") last_compute = new_id;
-      // Group 0's copy starts after layer 0's forward; group g's after window g - 1 ends, by
-      // when layer g's forward is done too.
-      if (forward && next_offload < groups_ && ends_forward_of(ops, id, next_offload == 0 ? 0 : window_end(next_offload - 1, groups_, layers_))) {
-        offload_of[next_offload] = offload(next_offload, new_id);
-        ++next_offload;
-      }
+      const std::vector<int64_t> waits = copies_to_wait_for(ops[id]);
+      start_copies_back(ops[id]);
+      const int64_t new_id = keep(static_cast<int64_t>(id), waits);
+      start_copy_to_host(ops, id, new_id);
     }
   }
 
  private:
+  // The forward pass past a window's last layer waits for that window's copy to finish.
+  std::vector<int64_t> copies_to_wait_for(const ShardOp& op) {
+    std::vector<int64_t> waits;
+    if (!is_microbatch_forward(op)) return waits;
+    while (waited_ < next_offload_ && past_layer(op, window_end(waited_, groups_, layers_)))
+      waits.push_back(offload_of_[waited_++]);
+    return waits;
+  }
+
+  // A window's copy back starts when the backward pass reaches the window's last layer.
+  void start_copies_back(const ShardOp& op) {
+    while (next_reload_ >= 0 && is_microbatch_backward(op) && op.layer &&
+           *op.layer <= window_end(next_reload_, groups_, layers_))
+      reload(next_reload_--, last_compute_);
+  }
+
+  // Keeps op `id`, its backward reads on the copies back, waiting for `waits` too.
+  int64_t keep(int64_t id, const std::vector<int64_t>& waits) {
+    ShardOp kept = rewriter_.take(id);
+    if (is_microbatch_backward(kept))
+      for (int64_t& b : kept.reads)
+        if (auto fresh = reloaded_.find(b); fresh != reloaded_.end()) b = fresh->second;
+    const bool compute = kept.stream == "compute";
+    const int64_t new_id = rewriter_.keep(id, std::move(kept));
+    std::vector<int64_t>& deps = rewriter_.emitter().shard().ops[new_id].deps;
+    deps.insert(deps.end(), waits.begin(), waits.end());
+    sort_unique(deps);
+    if (compute) last_compute_ = new_id;
+    return new_id;
+  }
+
+  // Group 0's copy starts after layer 0's forward; group g's after window g - 1 ends, by when
+  // layer g's forward is done too.
+  void start_copy_to_host(const std::vector<ShardOp>& ops, size_t id, int64_t new_id) {
+    if (next_offload_ == groups_ || !is_microbatch_forward(ops[id])) return;
+    const int64_t after_layer = next_offload_ == 0 ? 0 : window_end(next_offload_ - 1, groups_, layers_);
+    if (!ends_forward_of(ops, id, after_layer)) return;
+    offload_of_[next_offload_] = offload(next_offload_, new_id);
+    ++next_offload_;
+  }
+
   static bool is_microbatch_forward(const ShardOp& op) {
     return op.scope == OpScope::microbatch && op.phase == OpPhase::fwd && !op.recompute;
   }
@@ -148,6 +162,11 @@ class Offloader {
   std::string dtype_;  // of the copied activations
   std::vector<std::vector<int64_t>> saved_;  // by offloaded layer: its saved buffers
   std::map<int64_t, int64_t> reloaded_;      // saved buffer -> its copy back on the device
+  std::vector<int64_t> offload_of_;          // by group: its copy to the host (new id)
+  int64_t next_offload_ = 0;                 // the group whose copy to the host is issued next
+  int64_t waited_ = 0;                       // the group whose copy the forward pass waits for next
+  int64_t next_reload_ = -1;                 // the group whose copy back is issued next
+  int64_t last_compute_ = -1;                // the last compute-stream op kept (new id)
 };
 
 }  // namespace
