@@ -37,6 +37,11 @@ enum class TpRole : uint8_t {
   none, column, row, vocab_embedding, vocab_output, vocab_loss, expert_column, expert_row, expert, expert_dispatch
 };
 
+// What a traced tensor or a shard buffer holds: a weight, a weight's gradient, the step's input
+// (token ids, labels, positions), an activation; the shard stage adds the buffers collectives
+// create (comm) and the fp8/fp4 copies of a weight kept for the step (quantized_weight).
+enum class TensorRole : uint8_t { param, grad, input, activation, comm, quantized_weight };
+
 // The ops a stage treats apart by what they are, not by their kind: the linears (whose operand
 // layout gives a GEMM's sizes), the attention variants, the norms, reductions and casts the
 // cost stage prices as their own families, and the ops a pass looks for. Every other op is
@@ -83,6 +88,10 @@ struct EnumNames<Collective> {
 template <>
 struct EnumNames<CommGroup> {
   static constexpr std::array<const char*, 8> kNames = {"tp", "cp", "dp", "pp", "embedding", "ep", "etp", "edp"};
+};
+template <>
+struct EnumNames<TensorRole> {
+  static constexpr std::array<const char*, 6> kNames = {"param", "grad", "input", "activation", "comm", "quantized_weight"};
 };
 template <>
 struct EnumNames<TpRole> {

@@ -65,7 +65,7 @@ class ContextParallelRewriter {
     return c;
   }
 
-  int64_t add_buffer(double bytes, const std::string& role) { return rewriter_.emitter().add_buffer(bytes, role); }
+  int64_t add_buffer(double bytes, TensorRole role) { return rewriter_.emitter().add_buffer(bytes, role); }
 
   static void check_operands(const ShardOp& op, size_t reads, size_t writes) {
     if (op.reads.size() != reads || op.writes.size() != writes || !op.trace_op)
@@ -87,7 +87,7 @@ class ContextParallelRewriter {
       std::vector<int64_t> next_block;
       if (step + 1 < cp_) {
         ShardOp send_recv = exchange(attention, Collective::send_recv, block_bytes);
-        next_block = {add_buffer(block_bytes, "comm")};
+        next_block = {add_buffer(block_bytes, TensorRole::comm)};
         send_recv.reads = block;
         send_recv.writes = next_block;
         rewriter_.add(send_recv, step == 0 ? launch_after : std::vector<int64_t>{});
@@ -123,13 +123,13 @@ class ContextParallelRewriter {
       std::optional<int64_t> next_block, received_grads;
       if (!last) {
         send_recv.reads = block;
-        next_block = add_buffer(block_bytes, "comm");
+        next_block = add_buffer(block_bytes, TensorRole::comm);
         send_recv.writes.push_back(*next_block);
         send_recv.message_bytes += block_bytes;
       }
       if (accumulated) {
         send_recv.reads.push_back(*accumulated);
-        received_grads = add_buffer(block_bytes, "comm");
+        received_grads = add_buffer(block_bytes, TensorRole::comm);
         send_recv.writes.push_back(*received_grads);
         send_recv.message_bytes += block_bytes;
       }
@@ -140,7 +140,7 @@ class ContextParallelRewriter {
       compute.reads = {r[kOutputGrad], r[kBackwardQuery], r[kOutput]};
       compute.reads.insert(compute.reads.end(), block.begin(), block.end());
       if (step > 0) compute.reads.push_back(query_grad);
-      const int64_t step_grads = add_buffer(block_bytes, "activation");
+      const int64_t step_grads = add_buffer(block_bytes, TensorRole::activation);
       compute.writes = {query_grad, step_grads};
       if (last)
         rewriter_.keep(attention.id, compute);
@@ -175,7 +175,7 @@ class ContextParallelRewriter {
   void gather_forward(const ShardOp& attention) {
     check_operands(attention, 3, 1);
     double block_bytes = key_value_block(attention, kKey, kValue).bytes;
-    int64_t gathered = add_buffer(block_bytes * cp_, "comm");
+    int64_t gathered = add_buffer(block_bytes * cp_, TensorRole::comm);
     ShardOp gather = exchange(attention, Collective::all_gather, block_bytes * cp_);
     gather.reads = {attention.reads[kKey], attention.reads[kValue]};
     gather.writes = {gathered};
@@ -193,13 +193,13 @@ class ContextParallelRewriter {
     check_operands(attention, 5, 3);
     double block_bytes = key_value_block(attention, kBackwardKey, kBackwardValue).bytes;
     const auto& r = attention.reads;
-    int64_t gathered = add_buffer(block_bytes * cp_, "comm");
+    int64_t gathered = add_buffer(block_bytes * cp_, TensorRole::comm);
     ShardOp gather = exchange(attention, Collective::all_gather, block_bytes * cp_);
     gather.reads = {r[kBackwardKey], r[kBackwardValue]};
     gather.writes = {gathered};
     rewriter_.add(gather, rewriter_.emitter().writers_of(attention.reads));
 
-    int64_t full_grads = add_buffer(block_bytes * cp_, "activation");
+    int64_t full_grads = add_buffer(block_bytes * cp_, TensorRole::activation);
     ShardOp compute = attention;
     compute.reads = {r[kOutputGrad], r[kBackwardQuery], r[kOutput], gathered};
     compute.writes = {attention.writes[kQueryGrad], full_grads};

@@ -75,10 +75,10 @@ std::vector<LocalGrad> grads_in_backward_order(const ShardContext& context, cons
         if (b < static_cast<int64_t>(last_writer.size())) last_writer[b] = op.id;
   std::map<uintptr_t, int64_t> weight_named;  // by the name's identity
   for (const auto& t : context.trace.tensors)
-    if (t.role == "param") weight_named[t.param.identity()] = t.id;
+    if (t.role == TensorRole::param) weight_named[t.param.identity()] = t.id;
   std::vector<LocalGrad> grads;
   for (const auto& t : context.trace.tensors) {
-    if (t.role != "grad") continue;
+    if (t.role != TensorRole::grad) continue;
     std::string where = "/trace/tensors/" + std::to_string(t.id);
     auto weight = weight_named.find(t.param.identity());
     if (weight == weight_named.end()) throw DataError(where + "/param: no weight named '" + t.param + "'");
@@ -178,7 +178,7 @@ std::vector<int64_t> end_of_backward(const std::vector<ShardOp>& ops) {
 // ranks hold a shard each), then every gradient scaled by clip_grad / norm.
 void add_grad_norm_and_clip(const ShardContext& context, OpRewriter& rewriter, const std::vector<int64_t>& grads,
                             double norm_params, bool distributed) {
-  int64_t norm = rewriter.emitter().add_buffer(kFp32Bytes, "activation");
+  int64_t norm = rewriter.emitter().add_buffer(kFp32Bytes, TensorRole::activation);
   ShardOp squared_norm = step_op("optimizer::grad_norm", OpKind::math, "optimizer.clip_grad");
   squared_norm.flops = norm_params * kNormFlopsPerParam;
   squared_norm.bytes = norm_params * kFp32Bytes + kFp32Bytes;

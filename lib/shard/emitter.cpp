@@ -16,14 +16,14 @@ int64_t OpEmitter::emit(ShardOp op, const std::vector<int64_t>& extra_deps) {
   sort_unique(op.deps);
   for (int64_t b : op.writes) {
     ShardBuffer& buffer = shard_.buffers[b];
-    if (!buffer.producer && buffer.role != "param" && buffer.role != "grad") buffer.producer = op.id;
+    if (!buffer.producer && buffer.role != TensorRole::param && buffer.role != TensorRole::grad) buffer.producer = op.id;
     last_writer_[b] = op.id;
   }
   shard_.ops.push_back(std::move(op));
   return shard_.ops.back().id;
 }
 
-int64_t OpEmitter::add_buffer(double bytes, const std::string& role) {
+int64_t OpEmitter::add_buffer(double bytes, TensorRole role) {
   int64_t id = static_cast<int64_t>(shard_.buffers.size());
   shard_.buffers.push_back(ShardBuffer{id, bytes, role, "", std::nullopt});
   last_writer_.push_back(-1);

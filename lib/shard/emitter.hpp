@@ -21,7 +21,7 @@ class OpEmitter {
 
   // Appends `op`; its deps become the last writers of what it reads plus `extra_deps`.
   int64_t emit(ShardOp op, const std::vector<int64_t>& extra_deps = {});
-  int64_t add_buffer(double bytes, const std::string& role);
+  int64_t add_buffer(double bytes, TensorRole role);
   // The ops that last wrote these buffers (those not written yet are skipped).
   std::vector<int64_t> writers_of(const std::vector<int64_t>& buffers) const;
   ShardSection& shard() { return shard_; }

@@ -117,7 +117,7 @@ class ExpertExchange {
 
   int64_t collective(Collective kind, CommGroup group, int64_t group_size, int64_t from,
                      double written_bytes, double message_bytes, const ShardOp& reader) {
-    const int64_t to = rewriter_.emitter().add_buffer(written_bytes, "comm");
+    const int64_t to = rewriter_.emitter().add_buffer(written_bytes, TensorRole::comm);
     ShardOp c = make_collective(context_, kind, group, message_bytes, reader.phase, reader.scope);
     place_with(reader, c);
     c.module = dispatcher_;
@@ -130,7 +130,7 @@ class ExpertExchange {
 
   // Megatron's sort of the received tokens by local expert (and back): one pass over them.
   int64_t sort_chunks(int64_t from, const ShardOp& reader) {
-    const int64_t to = rewriter_.emitter().add_buffer(bytes(from), "activation");
+    const int64_t to = rewriter_.emitter().add_buffer(bytes(from), TensorRole::activation);
     ShardOp sort = compute_op_for(reader, "moe::sort_chunks", OpKind::memory, reader.dtype);
     sort.module = dispatcher_;
     sort.bytes = 2 * bytes(from);
@@ -263,7 +263,7 @@ void set_expert_axes(ShardContext& context) {
     if (is_expert_role(op.tp_role))
       for (const auto* refs : {&op.inputs, &op.outputs})
         for (const TensorRef& r : *refs)
-          if (context.trace.tensors[r.tensor].role == "param" || context.trace.tensors[r.tensor].role == "grad")
+          if (context.trace.tensors[r.tensor].role == TensorRole::param || context.trace.tensors[r.tensor].role == TensorRole::grad)
             context.expert_tensors[r.tensor] = 1;
   const ParallelismConfig& p = context.options.parallelism;
   context.expert_load = expert_load(context.model, context.options.training, p.ep);

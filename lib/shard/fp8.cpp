@@ -97,7 +97,7 @@ bool is_tp_gather(const ShardOp& op) {
 // The distributed optimizer's all-gather of updated weights.
 bool is_param_gather(const ShardOp& op, const ShardSection& shard) {
   return op.kind == OpKind::collective && op.collective == Collective::all_gather && !op.writes.empty() &&
-         std::all_of(op.writes.begin(), op.writes.end(), [&](int64_t b) { return shard.buffers[b].role == "param"; });
+         std::all_of(op.writes.begin(), op.writes.end(), [&](int64_t b) { return shard.buffers[b].role == TensorRole::param; });
 }
 
 class LowPrecision {
@@ -153,11 +153,11 @@ class LowPrecision {
 
   // A weight matrix, or the experts' stack of them; a bias stays in 16 bits.
   bool is_weight(int64_t b) const {
-    if (shard_.buffers[b].role != "param" || b >= static_cast<int64_t>(context_.trace.tensors.size())) return false;
+    if (shard_.buffers[b].role != TensorRole::param || b >= static_cast<int64_t>(context_.trace.tensors.size())) return false;
     const size_t dims = context_.trace.tensors[b].dims.size();
     return dims == (context_.is_expert_tensor(b) ? 3 : 2);
   }
-  bool is_activation_operand(int64_t b) const { return shard_.buffers[b].role != "param"; }
+  bool is_activation_operand(int64_t b) const { return shard_.buffers[b].role != TensorRole::param; }
 
   // Which GEMMs run in low precision; what each bf16 tensor is quantized for (a tensor a TP
   // all-gather gathers is quantized before it and its quantized copies are gathered, as TE
@@ -239,7 +239,7 @@ class LowPrecision {
   // when the quantized tensor is all-gathered: the ranks need one scale (TE docs: "Tensors
   // that are gathered ... require amax synchronization before quantization").
   int64_t amax_pass(const std::vector<int64_t>& sources, const ShardOp& consumer, bool gathered) {
-    int64_t amax = rewriter_.emitter().add_buffer(kFp32Bytes, "activation");
+    int64_t amax = rewriter_.emitter().add_buffer(kFp32Bytes, TensorRole::activation);
     ShardOp op = inserted(consumer, "te::amax", OpKind::math);
     op.reads = sources;
     op.writes = {amax};
@@ -263,14 +263,14 @@ class LowPrecision {
     for (int64_t source : sources) {
       const std::set<Usage>& usages = source_usages_.at(source);
       for (Usage usage : usages) {
-        int64_t copy = rewriter_.emitter().add_buffer(copy_bytes(recipe_, elements_of(source)), "activation");
+        int64_t copy = rewriter_.emitter().add_buffer(copy_bytes(recipe_, elements_of(source)), TensorRole::activation);
         quantized_[source][usage] = copy;
         cast.writes.push_back(copy);
       }
       cast.flops += cast_flops(recipe_, elements_of(source), usages.size());
     }
     if (recipe_.delayed) {
-      int64_t amax = rewriter_.emitter().add_buffer(kFp32Bytes, "activation");
+      int64_t amax = rewriter_.emitter().add_buffer(kFp32Bytes, TensorRole::activation);
       cast.writes.push_back(amax);
       if (!consumer.recompute) amaxes_of_group_[{consumer.stage, consumer.chunk, consumer.phase == OpPhase::bwd}].push_back(amax);
     }
@@ -292,7 +292,7 @@ class LowPrecision {
       copy.dtype = recipe_.gemm_dtype;
       copy.message_bytes = copy.bytes = full;
       copy.reads = {piece};
-      copy.writes = {rewriter_.emitter().add_buffer(full, "comm")};
+      copy.writes = {rewriter_.emitter().add_buffer(full, TensorRole::comm)};
       gathered_[gather.writes[0]][usage] = copy.writes[0];
       if (first)
         rewriter_.keep(gather.id, copy);
@@ -365,7 +365,7 @@ class LowPrecision {
         else
           cast.flops += cast_flops(recipe_, elements, usages.size());
         for (Usage usage : usages) {
-          int64_t copy = rewriter_.emitter().add_buffer(copy_bytes(recipe_, elements), "quantized_weight");
+          int64_t copy = rewriter_.emitter().add_buffer(copy_bytes(recipe_, elements), TensorRole::quantized_weight);
           shard_.buffers[copy].param = shard_.buffers[w].param;
           weight_copies_[w][usage] = copy;
           cast.writes.push_back(copy);
@@ -392,7 +392,7 @@ class LowPrecision {
     ShardOp update = inserted(last, "te::amax_and_scale_update", OpKind::math);
     update.dtype = "fp32";
     if (ranks > 1) {
-      int64_t reduced = rewriter_.emitter().add_buffer(tensors * kFp32Bytes, "comm");
+      int64_t reduced = rewriter_.emitter().add_buffer(tensors * kFp32Bytes, TensorRole::comm);
       ShardOp reduce = inserted_collective(last, CommGroup::dp, tensors * kFp32Bytes);
       reduce.group_size = ranks;
       reduce.stream = "amax";
@@ -402,7 +402,7 @@ class LowPrecision {
       amaxes = {reduced};
     }
     update.reads = amaxes;
-    update.writes = {rewriter_.emitter().add_buffer(tensors * kScaleStateBytes, "activation")};
+    update.writes = {rewriter_.emitter().add_buffer(tensors * kScaleStateBytes, TensorRole::activation)};
     update.flops = tensors * kScaleUpdateFlops;
     update.bytes = bytes_of(update.reads) + bytes_of(update.writes);
     rewriter_.add(update);

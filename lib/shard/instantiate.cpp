@@ -49,7 +49,7 @@ class Instantiator {
   // A full-sequence activation that every TP rank holds whole: Megatron gathers it under
   // SP before a parallel linear reads it, and reduces it when a parallel linear writes it.
   bool replicated_activation(const TensorRef& ref) const {
-    return trace_.tensors[ref.tensor].role == "activation" && has_axis(ref.dims, "s") &&
+    return trace_.tensors[ref.tensor].role == TensorRole::activation && has_axis(ref.dims, "s") &&
            !has_tensor_parallel_axis(ref.dims);
   }
 
@@ -77,7 +77,7 @@ class Instantiator {
   // All-gathers the s/tp pieces of `buffer` into a new full-sequence buffer.
   int64_t gather(int64_t buffer, const TraceOp& origin, const std::vector<int64_t>& launch_after) {
     double full = shard_.buffers[buffer].bytes * context_.tp();
-    int64_t gathered = emitter_.add_buffer(full, "comm");
+    int64_t gathered = emitter_.add_buffer(full, TensorRole::comm);
     ShardOp c = collective(Collective::all_gather, full, origin, origin.phase == OpPhase::fwd ? OpPass::forward : OpPass::backward);
     c.reads = {buffer};
     c.writes = {gathered};
@@ -92,7 +92,7 @@ class Instantiator {
     ShardOp c = collective(scatter ? Collective::reduce_scatter : Collective::all_reduce, full, origin, pass);
     c.reads = {buffer};
     if (scatter) {
-      int64_t scattered = emitter_.add_buffer(full / context_.tp(), "comm");
+      int64_t scattered = emitter_.add_buffer(full / context_.tp(), TensorRole::comm);
       c.writes = {scattered};
       renamed_[buffer] = scattered;
     } else {
@@ -111,7 +111,7 @@ class Instantiator {
   OpPass pass_of(const TraceOp& op) const {
     if (op.phase == OpPhase::fwd) return OpPass::forward;
     for (const auto& r : op.outputs)
-      if (trace_.tensors[r.tensor].role != "grad") return OpPass::backward;
+      if (trace_.tensors[r.tensor].role != TensorRole::grad) return OpPass::backward;
     return op.outputs.empty() ? OpPass::backward : OpPass::weight;
   }
 

@@ -19,7 +19,7 @@ constexpr double kFp32Bytes = 4;  // Megatron's main gradients
 
 std::string str(int64_t v) { return std::to_string(v); }
 
-bool is_model_state(const ShardBuffer& b) { return b.role == "param" || b.role == "grad"; }
+bool is_model_state(const ShardBuffer& b) { return b.role == TensorRole::param || b.role == TensorRole::grad; }
 
 // Megatron-LM's split of each pipeline rank's layers: the first and last ranks take the given
 // counts, the others share the rest evenly; each rank's layers split evenly over its chunks.
@@ -195,13 +195,13 @@ RankAnalysis analyze(const std::vector<ShardOp>& ops, const ShardSection& shard,
   a.reader_ranks.resize(buffers);
   std::map<uintptr_t, int64_t> weight_named;  // by the name's identity
   for (const ShardBuffer& b : shard.buffers)
-    if (b.role == "param") weight_named.emplace(b.param.identity(), b.id);
+    if (b.role == TensorRole::param) weight_named.emplace(b.param.identity(), b.id);
   for (const ShardOp& op : ops) {
     if (op.scope == OpScope::microbatch) {
       int64_t v = a.virtual_stage[op.id] = stages.virtual_stage(op);
       for (int64_t b : op.reads) {
         a.reader_ranks[b].insert(stages.rank(v));
-        if (shard.buffers[b].role == "param") a.holders[b].insert(stages.rank(v));
+        if (shard.buffers[b].role == TensorRole::param) a.holders[b].insert(stages.rank(v));
       }
     }
   }
@@ -215,7 +215,7 @@ RankAnalysis analyze(const std::vector<ShardOp>& ops, const ShardSection& shard,
       bool shared_weight_grad = false;
       for (int64_t b : op.writes) {
         const ShardBuffer& buffer = shard.buffers[b];
-        if (buffer.role != "grad") continue;
+        if (buffer.role != TensorRole::grad) continue;
         auto weight = weight_named.find(buffer.param.identity());
         if (weight != weight_named.end() && a.holders[weight->second].size() > 1) shared_weight_grad = true;
       }
@@ -227,7 +227,7 @@ RankAnalysis analyze(const std::vector<ShardOp>& ops, const ShardSection& shard,
         }
       if (!others.empty()) a.partial_sums[op.id] = others;
       for (int64_t b : op.writes)
-        if (shard.buffers[b].role == "grad") {
+        if (shard.buffers[b].role == TensorRole::grad) {
           a.holders[b].insert(rank);
           for (const auto& [other, w] : others) a.holders[b].insert(other);
         }
@@ -344,7 +344,7 @@ class PipelineRewriter {
     if (v != w + 1 && v != w - 1)
       throw DataError("/shard/ops/" + str(reader.id) + ": virtual pipeline stage " + str(v) + " reads buffer " +
                       str(b) + " of virtual stage " + str(w) + ", which is not its neighbour");
-    int64_t copy = rewriter_.emitter().add_buffer(shard_.buffers[b].bytes, "comm");
+    int64_t copy = rewriter_.emitter().add_buffer(shard_.buffers[b].bytes, TensorRole::comm);
     // Receives from the previous virtual stage in the forward direction, from the next in
     // the backward one (docs/parallelism.md); runs in the slot of the op that needs it.
     ShardOp recv = make_collective(context_, Collective::send_recv, CommGroup::pp, shard_.buffers[b].bytes, v == w + 1 ? OpPhase::fwd : OpPhase::bwd,
@@ -453,7 +453,7 @@ class PipelineRewriter {
   // sums Megatron-LM all-reduces over the model-parallel group, pipeline ranks included.
   bool reduces_gradients_to_scalar(const ShardOp& op) const {
     bool reads_grads = std::any_of(op.reads.begin(), op.reads.end(),
-                                   [&](int64_t b) { return shard_.buffers[b].role == "grad"; });
+                                   [&](int64_t b) { return shard_.buffers[b].role == TensorRole::grad; });
     bool writes_other = std::any_of(op.writes.begin(), op.writes.end(),
                                     [&](int64_t b) { return !is_model_state(shard_.buffers[b]); });
     return op.kind != OpKind::collective && reads_grads && writes_other;
@@ -471,7 +471,7 @@ class PipelineRewriter {
     if (pp_ == 1) return;
     for (const auto& t : context_.trace.tensors) {
       const RankSet& ranks = analysis_.holders[t.id];
-      if (t.role != "grad" || ranks.size() < 2) continue;
+      if (t.role != TensorRole::grad || ranks.size() < 2) continue;
       double elements = numel_at(t.dims, context_.tensor_axes(t.id), "/trace/tensors/" + str(t.id));
       all_reduce_across(t.id, ranks.ranks(), CommGroup::embedding, elements * kFp32Bytes, "tied_embedding_grads");
     }
@@ -551,7 +551,7 @@ class PipelineRewriter {
     shard_.stage_params_local.assign(pp_, 0.0);
     if (context_.model.is_moe()) shard_.stage_expert_params_local.assign(pp_, 0.0);
     for (const auto& t : context_.trace.tensors) {
-      if (t.role != "param") continue;
+      if (t.role != TensorRole::param) continue;
       double elements = numel_at(t.dims, context_.tensor_axes(t.id), "/trace/tensors/" + str(t.id));
       for (int64_t rank : analysis_.holders[t.id].ranks()) {
         shard_.stage_params_local[rank] += elements;

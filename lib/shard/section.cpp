@@ -236,7 +236,7 @@ std::vector<RankProgram> rank_programs(const ShardSection& shard) {
 json to_json(const ShardSection& s) {
   json buffers = json::array();
   for (const auto& b : s.buffers)
-    buffers.push_back({{"id", b.id}, {"bytes", b.bytes}, {"role", b.role}, {"param", b.param},
+    buffers.push_back({{"id", b.id}, {"bytes", b.bytes}, {"role", to_string(b.role)}, {"param", b.param},
                        {"producer", nullable_to_json(b.producer)}});
   json ops = json::array();
   for (const auto& op : s.ops) {
@@ -299,7 +299,7 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
   for (size_t i = 0; i < buffers.size(); ++i) {
     std::string p = path + "/buffers/" + std::to_string(i);
     ShardBuffer b{require_as<int64_t>(buffers[i], "id", p), require_as<double>(buffers[i], "bytes", p),
-                  require_as<std::string>(buffers[i], "role", p), require_as<std::string>(buffers[i], "param", p),
+                  require_enum<TensorRole>(buffers[i], "role", p), require_as<std::string>(buffers[i], "param", p),
                   read_nullable<int64_t>(buffers[i], "producer", p)};
     if (b.id != static_cast<int64_t>(i)) throw DataError("graph: " + p + "/id: expected " + std::to_string(i));
     s.buffers.push_back(b);

@@ -21,18 +21,18 @@ namespace syssim {
 struct ShardBuffer {
   int64_t id = 0;
   double bytes = 0;
-  Symbol role;  // param | grad | input | activation | comm
+  TensorRole role = TensorRole::activation;
   Symbol param;
   std::optional<int64_t> producer;  // op that writes it first (none for params and inputs)
 };
 
 // The weights a rank keeps for the whole step: its parameters and the low-precision copies
 // Transformer Engine caches of them (docs/memory.md "Low precision").
-inline bool is_weight(const ShardBuffer& buffer) { return buffer.role == "param" || buffer.role == "quantized_weight"; }
+inline bool is_weight(const ShardBuffer& buffer) { return buffer.role == TensorRole::param || buffer.role == TensorRole::quantized_weight; }
 
 // A buffer that lives per micro-batch (or per step): not a weight or gradient, which are model
 // states, live all step long and counted per rank (syssim-mem, the report's memory track).
-inline bool is_transient(const ShardBuffer& buffer) { return !is_weight(buffer) && buffer.role != "grad"; }
+inline bool is_transient(const ShardBuffer& buffer) { return !is_weight(buffer) && buffer.role != TensorRole::grad; }
 
 // The most passes of a micro-batch through a model chunk one pipeline rank runs in a step (vpp x
 // num_microbatches): a job or section beyond them, or beyond kMaxGpus, is refused before anything

@@ -101,7 +101,7 @@ void count_parameters(const ShardContext& context, ShardSection& shard) {
   shard.params_active = active_parameters(context.model, context.trace);
   shard.params_local = 0;
   for (const TraceTensor& t : context.trace.tensors)
-    if (t.role == "param")
+    if (t.role == TensorRole::param)
       shard.params_local += numel_at(t.dims, context.tensor_axes(t.id), "/trace/tensors/" + std::to_string(t.id));
 }
 
@@ -112,7 +112,7 @@ double expert_parameters(const TraceSection& trace) {
   for (const TraceOp& op : trace.ops)
     if (is_expert_role(op.tp_role))
       for (const TensorRef& r : op.inputs)
-        if (trace.tensors[r.tensor].role == "param") expert_weight[r.tensor] = 1;
+        if (trace.tensors[r.tensor].role == TensorRole::param) expert_weight[r.tensor] = 1;
   double experts = 0;
   for (const TraceTensor& t : trace.tensors)
     if (expert_weight[t.id]) experts += numel_at(t.dims, trace.axes, "/trace/tensors/" + std::to_string(t.id));

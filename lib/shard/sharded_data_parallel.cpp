@@ -83,7 +83,7 @@ class ShardedDataParallel {
       op_unit_[op.id] = unit_of(op);
       bool uses = false;
       for (int64_t b : op.reads) uses |= is_weight(shard_.buffers[b]);
-      for (int64_t b : op.writes) uses |= shard_.buffers[b].role == "grad";
+      for (int64_t b : op.writes) uses |= shard_.buffers[b].role == TensorRole::grad;
       if (!uses) continue;
       auto [it, added] = units_.try_emplace(op_unit_.at(op.id));
       if (added) {
@@ -95,7 +95,7 @@ class ShardedDataParallel {
       for (int64_t b : op.reads)
         if (is_weight(shard_.buffers[b])) add_weight(unit, b);
       for (int64_t b : op.writes)
-        if (shard_.buffers[b].role == "grad") {
+        if (shard_.buffers[b].role == TensorRole::grad) {
           add_grad(unit, b);
           unit.last_grad_writer = op.id;
           unit.weight_pass_grads |= op.pass == OpPass::weight;
@@ -105,10 +105,10 @@ class ShardedDataParallel {
 
   // A weight's part: a quantized copy's is its weight's (shard/fp8.cpp names the weight).
   int part_of(int64_t buffer) {
-    if (shard_.buffers[buffer].role != "quantized_weight") return context_.is_expert_tensor(buffer);
+    if (shard_.buffers[buffer].role != TensorRole::quantized_weight) return context_.is_expert_tensor(buffer);
     if (expert_weight_named_.empty())
       for (const ShardBuffer& b : shard_.buffers)
-        if (b.role == "param") expert_weight_named_[b.param] = context_.is_expert_tensor(b.id);
+        if (b.role == TensorRole::param) expert_weight_named_[b.param] = context_.is_expert_tensor(b.id);
     auto found = expert_weight_named_.find(shard_.buffers[buffer].param);
     return found != expert_weight_named_.end() && found->second;
   }
@@ -119,7 +119,7 @@ class ShardedDataParallel {
     ShardedPart& part = unit.part[part_of(buffer)];
     if (std::find(part.weights.begin(), part.weights.end(), buffer) != part.weights.end()) return;
     part.weights.push_back(buffer);
-    if (shard_.buffers[buffer].role == "param") part.weight_bytes += shard_.buffers[buffer].bytes;
+    if (shard_.buffers[buffer].role == TensorRole::param) part.weight_bytes += shard_.buffers[buffer].bytes;
   }
 
   void add_grad(Unit& unit, int64_t buffer) {
@@ -181,10 +181,10 @@ class ShardedDataParallel {
       for (int part = 0; part < 2; ++part) {
         if (group(part).ranks == 1) continue;
         if (context_.options.training.shards_weights() && !unit.part[part].weights.empty() && !forward_twin_kept(key))
-          gathered_[{key, part}] = rewriter_.emitter().add_buffer(gathered_bytes(key, part), "comm");
+          gathered_[{key, part}] = rewriter_.emitter().add_buffer(gathered_bytes(key, part), TensorRole::comm);
         if (unit.part[part].grad_params > 0)
           unreduced_[{key, part}] =
-              rewriter_.emitter().add_buffer(unit.part[part].grad_params * kReduceBytesPerParam, "comm");
+              rewriter_.emitter().add_buffer(unit.part[part].grad_params * kReduceBytesPerParam, TensorRole::comm);
       }
     }
     for (const UnitKey& key : order_)
@@ -240,7 +240,7 @@ class ShardedDataParallel {
     if (std::get<3>(key) < 0 || !forward) return own.weight_bytes;
     double bytes = own.weight_bytes;
     for (int64_t w : units_.at(*forward).part[part].weights)
-      if (shard_.buffers[w].role == "param" && std::find(own.weights.begin(), own.weights.end(), w) == own.weights.end())
+      if (shard_.buffers[w].role == TensorRole::param && std::find(own.weights.begin(), own.weights.end(), w) == own.weights.end())
         bytes += shard_.buffers[w].bytes;
     return bytes;
   }

@@ -84,7 +84,7 @@ class Planner {
   void add_pieces(int64_t buffer, int64_t count, int64_t parts, std::vector<int64_t>& pieces) {
     const ShardBuffer& whole = emitter_.shard().buffers[buffer];
     double bytes = whole.bytes / static_cast<double>(parts);
-    std::string role = whole.role;
+    const TensorRole role = whole.role;
     for (int64_t i = 0; i < count; ++i) pieces.push_back(emitter_.add_buffer(bytes, role));
   }
 

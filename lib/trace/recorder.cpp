@@ -83,7 +83,7 @@ struct Recorder::State {
     if (inserted) {
       storages.push_back(storage);
       writer.emplace_back();
-      trace.tensors.push_back(ConcreteTensor{it->second, t.sizes().vec(), dtype_of(t), "activation", ""});
+      trace.tensors.push_back(ConcreteTensor{it->second, t.sizes().vec(), dtype_of(t), TensorRole::activation, ""});
     }
     return it->second;
   }
@@ -222,14 +222,14 @@ Recorder::~Recorder() {
 
 at::Tensor Recorder::parameter(const std::string& name, const at::Tensor& tensor) {
   ConcreteTensor& buffer = state_->trace.tensors[state_->buffer_of(tensor)];
-  buffer.role = "param";
+  buffer.role = TensorRole::param;
   buffer.param = name;
   state_->parameters.emplace_back(name, tensor);
   return tensor;
 }
 
 at::Tensor Recorder::input(const at::Tensor& tensor) {
-  state_->trace.tensors[state_->buffer_of(tensor)].role = "input";
+  state_->trace.tensors[state_->buffer_of(tensor)].role = TensorRole::input;
   return tensor;
 }
 
@@ -244,7 +244,7 @@ ConcreteTrace Recorder::finish() {
   for (const auto& [name, parameter] : state.parameters) {
     if (!parameter.grad().defined()) continue;
     ConcreteTensor& buffer = state.trace.tensors[state.buffer_of(parameter.grad())];
-    buffer.role = "grad";
+    buffer.role = TensorRole::grad;
     buffer.param = name;
   }
   if (!state.error.empty()) throw DataError(state.error);

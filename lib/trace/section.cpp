@@ -213,14 +213,14 @@ AxisValues architecture_axes(const ModelConfig& model) {
 double traced_parameters(const TraceSection& trace, const AxisValues& axes) {
   double params = 0;
   for (const TraceTensor& t : trace.tensors)
-    if (t.role == "param") params += numel_at(t.dims, axes, "/trace/tensors/" + std::to_string(t.id));
+    if (t.role == TensorRole::param) params += numel_at(t.dims, axes, "/trace/tensors/" + std::to_string(t.id));
   return params;
 }
 
 json to_json(const TraceSection& t) {
   json tensors = json::array();
   for (const auto& x : t.tensors)
-    tensors.push_back({{"id", x.id}, {"dims", dims_to_strings(x.dims)}, {"dtype", x.dtype}, {"role", x.role},
+    tensors.push_back({{"id", x.id}, {"dims", dims_to_strings(x.dims)}, {"dtype", x.dtype}, {"role", to_string(x.role)},
                        {"param", x.param}});
   json ops = json::array();
   for (const auto& op : t.ops) {
@@ -246,7 +246,7 @@ TraceSection trace_from_json(const json& j, const std::string& path) {
     const json& x = tensors[i];
     t.tensors.push_back(TraceTensor{require_as<int64_t>(x, "id", p),
                                     polys.dims(x, p),
-                                    require_as<std::string>(x, "dtype", p), require_as<std::string>(x, "role", p),
+                                    require_as<std::string>(x, "dtype", p), require_enum<TensorRole>(x, "role", p, {TensorRole::param, TensorRole::grad, TensorRole::input, TensorRole::activation}),
                                     require_as<std::string>(x, "param", p)});
     if (t.tensors.back().id != static_cast<int64_t>(i)) throw DataError("graph: " + p + "/id: expected " + std::to_string(i));
   }
@@ -289,7 +289,7 @@ std::string trace_to_binary(const TraceSection& t) {
   for (const TraceTensor& x : t.tensors) {
     out.dims(x.dims);
     out.text(x.dtype);
-    out.text(x.role);
+    out.text(to_string(x.role));
     out.text(x.param);
   }
   out.number(static_cast<uint32_t>(t.ops.size()));
@@ -323,7 +323,11 @@ TraceSection trace_from_binary(const std::string& bytes, const std::string& sour
     x.id = static_cast<int64_t>(i);
     x.dims = in.dims("/trace/tensors/" + std::to_string(i));
     x.dtype = in.text();
-    x.role = in.text();
+    const std::string& role = in.text();
+    const std::optional<TensorRole> traced_role = parse_enum<TensorRole>(role);
+    if (!traced_role || *traced_role > TensorRole::activation)
+      in.fail("/trace/tensors/" + std::to_string(i) + "/role: " + role + " is not a traced tensor's role");
+    x.role = *traced_role;
     x.param = in.text();
   }
   t.ops.resize(in.count(5 * sizeof(uint32_t)));

@@ -25,7 +25,7 @@ struct TraceTensor {
   int64_t id = 0;
   Dims dims;
   Symbol dtype;
-  Symbol role;     // param | grad | input | activation
+  TensorRole role = TensorRole::activation;  // param | grad | input | activation
   Symbol param;    // parameter name when role == param or grad
 };
 

@@ -36,7 +36,9 @@ struct ConcreteOp {
 struct ConcreteTensor {
   int64_t id = 0;
   std::vector<int64_t> shape;
-  std::string dtype, role, param;
+  std::string dtype;
+  TensorRole role = TensorRole::activation;
+  std::string param;
 };
 
 struct ConcreteTrace {

@@ -43,7 +43,7 @@ inline Graph graph_of(const std::vector<TestOp>& ops, int64_t num_microbatches =
   g.shard->parallelism.pp = static_cast<int64_t>(schedule.size());
   g.shard->schedule = schedule;
   for (size_t i = 0; i < buffers.size(); ++i)
-    g.shard->buffers.push_back(ShardBuffer{static_cast<int64_t>(i), buffers[i].second, buffers[i].first, "", {}});
+    g.shard->buffers.push_back(ShardBuffer{static_cast<int64_t>(i), buffers[i].second, parse_enum<TensorRole>(buffers[i].first).value(), "", {}});
   g.cost = CostSection{"roofline", HardwareConfig{}, {}, {}};
   for (size_t i = 0; i < ops.size(); ++i) {
     ShardOp op;

@@ -164,7 +164,7 @@ TEST(Casts, WeightsAreQuantizedOncePerStepBeforeTheFirstMicroBatch) {
   EXPECT_EQ(fc1.reads[2], 2);
   EXPECT_EQ(fc1_dgrad.reads[1], casts[0]->writes[1]);
   EXPECT_EQ(std::count(fc1.deps.begin(), fc1.deps.end(), casts[0]->id), 1);
-  EXPECT_EQ(shard.buffers[casts[0]->writes[0]].role, "quantized_weight");
+  EXPECT_EQ(shard.buffers[casts[0]->writes[0]].role, TensorRole::quantized_weight);
 }
 
 TEST(Gemms, RunInFp8OnQuantizedOperands) {

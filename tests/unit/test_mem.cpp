@@ -8,7 +8,9 @@
 namespace syssim {
 namespace {
 
-ShardBuffer buffer(int64_t id, double bytes, const std::string& role) { return ShardBuffer{id, bytes, role, "", {}}; }
+ShardBuffer buffer(int64_t id, double bytes, const std::string& role) {
+  return ShardBuffer{id, bytes, parse_enum<TensorRole>(role).value(), "", {}};
+}
 
 ShardOp op(int64_t id, const std::string& module, const std::string& phase, std::vector<int64_t> reads,
            std::vector<int64_t> writes, OpScope scope = OpScope::microbatch) {
@@ -201,8 +203,8 @@ TEST(ModelStates, EachPipelineRankCountsTheParametersItHolds) {
 // fp8 copies, 1e6 one-byte elements and a 4-byte scale each, which the layer's ops read in
 // every micro-batch.
 ShardSection with_fp8_weight_copies(ShardSection s) {
-  s.buffers.push_back(ShardBuffer{8, 1e6 + 4, "quantized_weight", "weight", {}});
-  s.buffers.push_back(ShardBuffer{9, 1e6 + 4, "quantized_weight", "weight", {}});
+  s.buffers.push_back(ShardBuffer{8, 1e6 + 4, TensorRole::quantized_weight, "weight", {}});
+  s.buffers.push_back(ShardBuffer{9, 1e6 + 4, TensorRole::quantized_weight, "weight", {}});
   s.ops.push_back(op(4, "cast", "fwd", {0}, {8, 9}, OpScope::step_start));
   s.ops[1].reads.push_back(8);
   s.ops[3].reads.push_back(9);

@@ -159,7 +159,7 @@ Graph pipeline_graph(const Pipeline& p, const std::string& schedule) {
   };
   std::vector<int64_t> forward(stages), backward(stages);
   for (int64_t v = 0; v < stages; ++v) {
-    s.buffers.push_back(ShardBuffer{v, p.activation_bytes, "activation", "", std::nullopt});
+    s.buffers.push_back(ShardBuffer{v, p.activation_bytes, TensorRole::activation, "", std::nullopt});
     forward[v] = add("f" + std::to_string(v), "fwd", "forward", v, p.tf, v ? std::vector<int64_t>{forward[v - 1]}
                                                                                : std::vector<int64_t>{},
                      {}, {v});

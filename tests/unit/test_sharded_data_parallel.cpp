@@ -144,12 +144,12 @@ bool depends_transitively(const ShardSection& shard, int64_t id, int64_t on) {
 
 bool reads_role(const ShardSection& shard, const ShardOp& op, const std::string& role) {
   for (int64_t b : op.reads)
-    if (shard.buffers[b].role == role) return true;
+    if (to_string(shard.buffers[b].role) == role) return true;
   return false;
 }
 bool writes_role(const ShardSection& shard, const ShardOp& op, const std::string& role) {
   for (int64_t b : op.writes)
-    if (shard.buffers[b].role == role) return true;
+    if (to_string(shard.buffers[b].role) == role) return true;
   return false;
 }
 

@@ -75,7 +75,7 @@ AxisValues with_batch(const TraceSection& trace, double b, double s) {
 double parameter_count(const TraceSection& trace) {
   double total = 0;
   for (const TraceTensor& t : trace.tensors)
-    if (t.role == "param") total += numel(t.dims).evaluate(trace.axes, "param " + t.param);
+    if (t.role == TensorRole::param) total += numel(t.dims).evaluate(trace.axes, "param " + t.param);
   return total;
 }
 
@@ -203,8 +203,8 @@ TEST_F(LlamaTrace, DepsAreEarlierWritersOfTheInputs) {
 TEST_F(LlamaTrace, EveryParameterHasAGradientOfItsShape) {
   std::map<std::string, std::vector<std::string>> params, grads;
   for (const TraceTensor& t : trace_->tensors) {
-    if (t.role == "param") params[t.param] = dims_to_strings(t.dims);
-    if (t.role == "grad") grads[t.param] = dims_to_strings(t.dims);
+    if (t.role == TensorRole::param) params[t.param] = dims_to_strings(t.dims);
+    if (t.role == TensorRole::grad) grads[t.param] = dims_to_strings(t.dims);
   }
   EXPECT_EQ(params.size(),
             2 + 32 * 8 + 1u);  // embedding, output; per layer q, k, v, proj, fc1, fc2, 2 norms; final norm

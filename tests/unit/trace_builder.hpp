@@ -54,7 +54,7 @@ struct TraceBuilder {
 
   void tensor(const std::vector<std::string>& dims, const std::string& role, const std::string& param = "") {
     trace.tensors.push_back(
-        TraceTensor{static_cast<int64_t>(trace.tensors.size()), dims_from_strings(dims, "test"), "bf16", role, param});
+        TraceTensor{static_cast<int64_t>(trace.tensors.size()), dims_from_strings(dims, "test"), "bf16", parse_enum<TensorRole>(role).value(), param});
   }
 
   void op(const std::string& name, const std::string& kind, const std::string& phase, const std::string& tp_role,
