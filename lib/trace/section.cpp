@@ -146,6 +146,15 @@ class BinaryReader {
     return dims;
   }
   bool done() const { return at_ == bytes_.size(); }
+  // A value of Enum written as its name, no later than `last`.
+  template <typename Enum>
+  Enum text_enum(Enum last, const std::string& where) {
+    const std::string& name = text();
+    const std::optional<Enum> value = parse_enum<Enum>(name);
+    if (!value || *value > last) fail(where + ": " + name + " is not a value it can take");
+    return *value;
+  }
+
   [[noreturn]] void fail(const std::string& why) const {
     throw DataError(source_ + ": " + why + " (byte " + std::to_string(at_) + ")");
   }
@@ -323,11 +332,7 @@ TraceSection trace_from_binary(const std::string& bytes, const std::string& sour
     x.id = static_cast<int64_t>(i);
     x.dims = in.dims("/trace/tensors/" + std::to_string(i));
     x.dtype = in.text();
-    const std::string& role = in.text();
-    const std::optional<TensorRole> traced_role = parse_enum<TensorRole>(role);
-    if (!traced_role || *traced_role > TensorRole::activation)
-      in.fail("/trace/tensors/" + std::to_string(i) + "/role: " + role + " is not a traced tensor's role");
-    x.role = *traced_role;
+    x.role = in.text_enum(TensorRole::activation, "/trace/tensors/" + std::to_string(i) + "/role");
     x.param = in.text();
   }
   t.ops.resize(in.count(5 * sizeof(uint32_t)));
@@ -336,10 +341,7 @@ TraceSection trace_from_binary(const std::string& bytes, const std::string& sour
     TraceOp& op = t.ops[i];
     op.id = static_cast<int64_t>(i);
     for (Symbol* text : {&op.name, &op.module}) *text = in.text();
-    const std::string& role = in.text();
-    const std::optional<TpRole> tp_role = parse_enum<TpRole>(role);
-    if (!tp_role) in.fail(where + "/tp_role: " + role + " is not a tensor-parallel role");
-    op.tp_role = *tp_role;
+    op.tp_role = in.text_enum(TpRole::expert_dispatch, where + "/tp_role");
     const auto kind = in.number<uint32_t>();
     if (kind > static_cast<uint32_t>(OpKind::memory)) in.fail(where + "/kind: " + std::to_string(kind) + " is not a traced kind");
     op.kind = static_cast<OpKind>(kind);
