@@ -35,9 +35,13 @@ const std::vector<std::string> kModelKeys = {
 const std::vector<std::string> kHardwareKeys = {
     "name", "peak_tflops_mm", "peak_tflops_math", "peak_memory_bandwidth_GBps", "gpus_per_node",
     "peak_tflops_mm_fp8", "peak_tflops_mm_fp4", "sfu_peak", "gpu_memory_GB",
-    "inter_node_bandwidth_GBps", "host_link_GBps", "inter_node_latency_us", "kernel_launch_us", "host", "topology",
+    "inter_node_bandwidth_GBps", "host_link_GBps", "compute_slowdown_under_communication", "inter_node_latency_us", "kernel_launch_us", "host", "topology",
     "estimator", "calibrated_model", "calibrated_families", "efficiency", "block_scaled_formats",
     "collective_algorithm"};
+
+// A kernel eleven times as long beside communication is far past anything measured (twice as
+// long beside a copy kernel on half the SMs, tests/data/calibration/h200/interference.csv).
+constexpr double kMostComputeSlowdown = 10;
 
 // Transformer Engine's block-scaled recipes, which need tensor cores with block scaling (Blackwell).
 const std::vector<std::string> kBlockScaledFormats = {"mxfp8", "nvfp4"};
@@ -412,6 +416,7 @@ HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& n
   hw.gpu_memory_GB = optional_double(node, "gpu_memory_GB", name);
   hw.inter_node_bandwidth_GBps = optional_double(node, "inter_node_bandwidth_GBps", name);
   hw.host_link_GBps = optional_double(node, "host_link_GBps", name);
+  hw.compute_slowdown_under_communication = yaml_get<double>(node, "compute_slowdown_under_communication", name, 0.0);
   hw.inter_node_latency_us = yaml_get<double>(node, "inter_node_latency_us", name, 0.0);
   hw.kernel_launch_us = yaml_get<double>(node, "kernel_launch_us", name, 0.0);
   if (YAML::Node host = node["host"]) {
@@ -568,6 +573,13 @@ void validate(const HardwareConfig& hw, const std::string& where) {
     if (peak) require_positive(*peak, key, where);
   require_non_negative(hw.inter_node_latency_us, "inter_node_latency_us", where);
   require_non_negative(hw.kernel_launch_us, "kernel_launch_us", where);
+  require_non_negative(hw.compute_slowdown_under_communication, "compute_slowdown_under_communication", where);
+  if (hw.compute_slowdown_under_communication > kMostComputeSlowdown) {  // a bound keeps slowed times finite
+    std::ostringstream text;
+    text << where << ": key 'compute_slowdown_under_communication' must be at most " << kMostComputeSlowdown
+         << ", got " << hw.compute_slowdown_under_communication;
+    throw DataError(text.str());
+  }
   require_non_negative(hw.host.op_us, "host.op_us", where);
   require_non_negative(hw.host.module_us, "host.module_us", where);
   require_non_negative(hw.host.launch_us, "host.launch_us", where);
@@ -775,6 +787,8 @@ nlohmann::json to_json(const HardwareConfig& hw) {
   // Optional keys, written only when set so that graphs without them read as before.
   if (!hw.collective_algorithm.empty()) j["collective_algorithm"] = hw.collective_algorithm;
   if (hw.host_link_GBps) j["host_link_GBps"] = *hw.host_link_GBps;  // new in 1.11
+  if (hw.compute_slowdown_under_communication > 0)  // new in 1.12
+    j["compute_slowdown_under_communication"] = hw.compute_slowdown_under_communication;
   if (hw.host.simulated())
     j["host"] = {{"op_us", hw.host.op_us}, {"module_us", hw.host.module_us}, {"launch_us", hw.host.launch_us}};
   return j;
@@ -794,6 +808,8 @@ HardwareConfig hardware_from_json(const nlohmann::json& j, const std::string& pa
   hw.gpu_memory_GB = opt("gpu_memory_GB");
   hw.inter_node_bandwidth_GBps = opt("inter_node_bandwidth_GBps");
   if (j.contains("host_link_GBps")) hw.host_link_GBps = opt("host_link_GBps");
+  if (j.contains("compute_slowdown_under_communication"))
+    hw.compute_slowdown_under_communication = require_as<double>(j, "compute_slowdown_under_communication", path);
   hw.inter_node_latency_us = require_as<double>(j, "inter_node_latency_us", path);
   hw.kernel_launch_us = require_as<double>(j, "kernel_launch_us", path);
   if (j.contains("block_scaled_formats"))  // new in graph format 1.2

@@ -118,6 +118,9 @@ struct HardwareConfig {
   // One direction of the GPU's link to its host's memory (PCIe, NVLink-C2C): what activation
   // offloading copies over; none: the job cannot offload.
   std::optional<double> host_link_GBps;
+  // How much longer a compute-stream kernel takes while a collective of its GPU runs (NCCL's
+  // kernels take SMs and memory bandwidth): 0.2 is 20% longer; 0: no slowdown.
+  double compute_slowdown_under_communication = 0.0;
   double inter_node_latency_us = 0.0;
   double kernel_launch_us = 0.0;
   // The CPU thread that issues the kernels (docs/syssim-sim.md, "The host"); all 0: not simulated.

@@ -23,6 +23,8 @@ namespace syssim::sim_detail {
 constexpr double kDoneFraction = 1e-9;
 // Times equal up to rounding, relative to the time they are read at (EventLoop::repeats).
 constexpr double kSettled = 1e-9;
+// The instances of one queue a replay looks at before it gives up (EventLoop::alone_beside_communication).
+constexpr uint32_t kMostLookedAt = 64;
 
 // An op instance as it ran: the entry of its rank's slot `slot` on `queue`.
 struct RanInstance {
@@ -54,6 +56,9 @@ struct KindReplay {
   std::vector<char> ends_queue_use;   // by entry: its queue's last local entry of the kind
   std::vector<char> waited_outside;   // by entry: an instance outside the replayed part may wait for it
   std::vector<uint32_t> queues;       // the local queues it uses
+  bool communicates = false;          // a local entry slows compute
+  std::vector<double> queue_end_us;   // by queue of `queues`: when its last instance finishes
+  double compute_end_us = 0;          // when its last instance on a slowed queue finishes
   std::vector<double> start_us, finish_us, duration_us;
   std::vector<LinkState> links;  // traffic of one replay on the rank's links
 };
@@ -72,10 +77,11 @@ struct AloneTimes {
 };
 
 // The event loop: an instance starts when it heads its stream queue, the stream is idle and
-// its deps have finished. An instance without phases then lasts its standalone time; one with
-// phases runs each phase's latency, then its flow over the rank's links, sharing them with the
-// rank's other flows (docs/syssim-sim.md, "Network flows"). Events are ordered by time, then
-// by the order they were made.
+// its deps have finished. An instance without phases then lasts its standalone time, on the
+// compute stream longer while a collective runs on its rank (docs/syssim-sim.md, "Compute
+// beside communication"); one with phases runs each phase's latency, then its flow
+// over the rank's links, sharing them with the rank's other flows (docs/syssim-sim.md,
+// "Network flows"). Events are ordered by time, then by the order they were made.
 //
 // Given a Lookout, the loop also looks for a steady state (docs/syssim-sim.md, "Extrapolated
 // micro-batches"): each time rank 0 starts the marker slot (its first micro-batch slot's
@@ -96,6 +102,7 @@ class EventLoop {
       // Slots of the combined schedule overlap each other: none runs as it did alone.
       : plan_(plan), observer_(observer), replay_slots_(replay_slots && !plan.combined), lookout_(lookout),
         queues_(plan.queues.size()), flows_(plan.queues.size()), replays_(replay_slots_ ? plan.kinds.size() : 0) {
+    prepare_slowdown();
     if (!plan.cost->links.empty()) {
       RankNetwork network;
       for (const Link& link : plan.cost->links) network.links.push_back(LinkState{link.bandwidth_GBps * kBytesPerUsPerGBps});
@@ -121,12 +128,16 @@ class EventLoop {
       const Event event = events_.back();
       events_.pop_back();
       switch (event.kind) {
-        case Kind::kFinish: finish(event.queue, event.time_us); break;
+        case Kind::kFinish:
+          if (queues_[event.queue].version == event.tag) finish(event.queue, event.time_us);
+          break;
         case Kind::kLatencyEnd: start_flow(event.queue, event.time_us); break;
         case Kind::kFlowEnd:
           if (flows_[event.queue].version == event.tag) end_flow(event.queue, event.time_us);
           break;
         case Kind::kReplayedFinish: finish_replayed(event.queue, event.tag, event.time_us); break;
+        case Kind::kReplayedCommStart: communicate(plan_.queues[event.queue].rank, +1, event.time_us); break;
+        case Kind::kReplayedCommEnd: communicate(plan_.queues[event.queue].rank, -1, event.time_us); break;
       }
       if (marker_ >= 0) at_marker(event.time_us);
     }
@@ -139,12 +150,15 @@ class EventLoop {
   }
 
  private:
-  enum class Kind : uint8_t { kFinish, kLatencyEnd, kFlowEnd, kReplayedFinish };
+  // kReplayedCommStart and kReplayedCommEnd: a replayed instance that slows compute starts or ends.
+  enum class Kind : uint8_t { kFinish, kLatencyEnd, kFlowEnd, kReplayedFinish, kReplayedCommStart, kReplayedCommEnd };
   struct Event {  // 32 bytes: the heap moves them on every push and pop
     double time_us;
     uint64_t sequence;
     uint32_t queue;
-    uint32_t tag;  // kFlowEnd: the flow's version when it was made; kReplayedFinish: the entry
+    // kFinish: the queue's version when it was made; kFlowEnd: the flow's; the kReplayed
+    // kinds: the entry
+    uint32_t tag;
     Kind kind;
   };
   struct Later {
@@ -164,8 +178,15 @@ class EventLoop {
     int32_t microbatch = -1;  // of the slot
     uint64_t finished = 0;  // its first `finished` instances in issue order have finished
     bool busy = false;
+    bool replaying = false;  // busy with a replay
     bool flowing = false;  // the running instance has phases
     double start_us = 0;   // of the running instance, or of the replay the queue runs
+    // A slowed queue's running instance without phases (not replayed): its standalone time
+    // still to run as of `work_updated_us`, at `rate` (1: full speed); `version` is bumped at
+    // every start and rate change, and older finish events are stale.
+    bool timed = false;
+    double work_left_us = 0, work_updated_us = 0, rate = 1;
+    uint32_t version = 0;
   };
   // The loop's state at a marker, between two events.
   struct Snapshot {
@@ -188,6 +209,13 @@ class EventLoop {
   }
 
   bool done(uint32_t queue) const { return queues_[queue].head == nullptr; }
+
+  // Whether an event still acts: a finish or flow end made before a rate change does not.
+  bool live(const Event& event) const {
+    if (event.kind == Kind::kFinish) return queues_[event.queue].version == event.tag;
+    if (event.kind == Kind::kFlowEnd) return flows_[event.queue].version == event.tag;
+    return true;
+  }
 
   // Moves the cursor on by one instance.
   void step(uint32_t queue) {
@@ -269,9 +297,15 @@ class EventLoop {
     state.busy = true;
     state.start_us = now_us;
     observer_.started(queue, entry, now_us);
+    if (slowing_ && entry.slows_compute) communicate(rank, +1, now_us);
     state.flowing = entry.phases != nullptr;
     if (!state.flowing) {
-      push(now_us + entry.time_us, queue, Kind::kFinish);
+      if (!slowed_[queue]) return push(now_us + entry.time_us, queue, Kind::kFinish);
+      state.timed = true;
+      state.work_left_us = entry.time_us;
+      state.work_updated_us = now_us;
+      state.rate = rate_of(rank);
+      push(now_us + entry.time_us / state.rate, queue, Kind::kFinish, ++state.version);
       return;
     }
     Flow& flow = flows_[queue];
@@ -284,11 +318,14 @@ class EventLoop {
   void finish(uint32_t queue, double now_us) {
     QueueState& state = queues_[queue];
     const Entry& entry = *state.head;
-    // Without phases it lasts its cost exactly: now is start + time_us.
-    const double duration_us = state.flowing ? now_us - state.start_us : entry.time_us;
-    observer_.ran(RanInstance{queue, plan_.queues[queue].rank, state.slot, state.microbatch, &entry, state.head_index,
-                              state.start_us, now_us, duration_us});
+    // Without phases and never slowed it lasts its cost exactly: now is start + time_us.
+    const double duration_us = state.flowing || state.timed ? now_us - state.start_us : entry.time_us;
+    const int64_t rank = plan_.queues[queue].rank;
+    observer_.ran(RanInstance{queue, rank, state.slot, state.microbatch, &entry, state.head_index, state.start_us,
+                              now_us, duration_us});
+    if (slowing_ && entry.slows_compute) communicate(rank, -1, now_us);
     state.busy = false;
+    state.timed = false;
     ++state.finished;
     step(queue);
     try_start(queue, now_us);
@@ -296,7 +333,6 @@ class EventLoop {
     for (uint32_t d = entry.dependents_begin; d < entry.dependents_end; ++d) try_start(plan_.dependent_queues[d], now_us);
     // The twin is free now, and the other side's slots may have come in reach.
     if (plan_.combined) {
-      const int64_t rank = plan_.queues[queue].rank;
       for (uint32_t q = plan_.first_queue[rank]; q < plan_.first_queue[rank + 1]; ++q) try_start(q, now_us);
     }
   }
@@ -323,6 +359,7 @@ class EventLoop {
         continue;
       }
       r.local[e] = 1;
+      r.communicates |= entry.slows_compute;
       if (r.first_local == kNone) r.first_local = e;
       r.waited_outside[e] |= plan_.waited_across_slots[entry.op];
       if (std::find(r.queues.begin(), r.queues.end(), entry.queue) == r.queues.end()) r.queues.push_back(entry.queue);
@@ -356,14 +393,24 @@ class EventLoop {
       const QueueState& state = queues_[queue];
       if (state.busy || state.slot != s || state.pos != 0) return false;
     }
+    if (slowing_ && !alone_beside_communication(rank, s, r)) return false;
     observer_.replayed(rank, s, slot.kind, r, now_us);
     for (uint32_t e = 0; e < kind.entries.size(); ++e) {
       if (!r.local[e]) continue;
       ++replayed_;
-      if (r.ends_queue_use[e] || r.waited_outside[e])
-        push(now_us + r.finish_us[e], kind.entries[e].queue, Kind::kReplayedFinish, e);
+      const Entry& entry = kind.entries[e];
+      if (r.ends_queue_use[e] || r.waited_outside[e]) push(now_us + r.finish_us[e], entry.queue, Kind::kReplayedFinish, e);
+      // Its collectives still running when its compute is done slow the compute after it.
+      if (slowing_ && entry.slows_compute && r.finish_us[e] > r.compute_end_us) {
+        push(now_us + r.start_us[e], entry.queue, Kind::kReplayedCommStart, e);
+        push(now_us + r.finish_us[e], entry.queue, Kind::kReplayedCommEnd, e);
+      }
     }
-    for (uint32_t queue : r.queues) queues_[queue].busy = true, queues_[queue].start_us = now_us;
+    for (uint32_t queue : r.queues) {
+      QueueState& state = queues_[queue];
+      state.busy = state.replaying = true;
+      state.start_us = now_us;
+    }
     if (!networks_.empty()) {
       RankNetwork& network = networks_[rank];
       for (size_t l = 0; l < network.links.size(); ++l) {
@@ -375,6 +422,92 @@ class EventLoop {
     return true;
   }
 
+  // Under the slowdown of compute beside communication, a replay runs as its slot did alone
+  // only when nothing outside it changes the speed of its compute: no instance outside it that
+  // slows compute can start before the replay's compute ends. On each queue of the rank, the
+  // first such instance after the replay's (or, off the replay, from the one running) must
+  // wait for a compute instance after the replay's, or an instance before it on the queue
+  // must. A replay without compute must have nothing that slows compute, or the rank's
+  // compute must be done.
+  bool alone_beside_communication(int64_t rank, uint32_t s, const KindReplay& r) {
+    const uint32_t begin = plan_.first_queue[rank], end = plan_.first_queue[rank + 1];
+    uint32_t compute = kNone;
+    for (uint32_t q = begin; q < end; ++q)
+      if (slowed_[q]) compute = q;
+    if (compute == kNone) return true;
+    const auto replay_index = [&](uint32_t q) {
+      return static_cast<size_t>(std::find(r.queues.begin(), r.queues.end(), q) - r.queues.begin());
+    };
+    if (replay_index(compute) == r.queues.size()) return done(compute) || !r.communicates;
+    const uint64_t after_replay = plan_.queues[compute].before[s + 1];
+    const std::vector<Plan::Slot>& slots = plan_.slots[rank];
+    auto waits_after_replay = [&](const QueuePlace& at) {
+      const Entry& entry = entry_at(rank, at);
+      for (uint32_t d = entry.deps_begin; d < entry.deps_end; ++d)
+        if (plan_.deps[d].queue == compute &&
+            plan_.place_of(plan_.deps[d], at.slot, slots[at.slot].microbatch) >= after_replay)
+          return true;
+      return false;
+    };
+    for (uint32_t q = begin; q < end; ++q) {
+      if (!communicates_[q] || done(q)) continue;
+      QueuePlace from{q, s + 1, 0};  // the first instance to look at
+      if (const size_t i = replay_index(q); i < r.queues.size()) {
+        if (r.queue_end_us[i] >= r.compute_end_us) continue;  // busy with the replay until its compute ends
+      } else {
+        from.slot = queues_[q].slot, from.pos = queues_[q].pos;
+        if (queues_[q].busy && (queues_[q].replaying || queues_[q].head->slows_compute)) return false;
+        from.pos += queues_[q].busy;
+      }
+      const QueuePlace slowing = first_slowing(rank, from);
+      if (slowing.slot == slots.size() || waits_after_replay(slowing)) continue;
+      bool waits = false;
+      for (uint32_t looked = 0; !waits && next_place(rank, from) && from < slowing; ++from.pos)
+        if (++looked > kMostLookedAt) return false;
+        else waits = waits_after_replay(from);
+      if (!waits) return false;
+    }
+    return true;
+  }
+
+  // An instance of a queue in its rank's issue order: the slot and the place among the slot's
+  // entries on the queue.
+  struct QueuePlace {
+    uint32_t queue = 0, slot = 0, pos = 0;
+    bool operator<(const QueuePlace& o) const { return std::tie(slot, pos) < std::tie(o.slot, o.pos); }
+  };
+  const Entry& entry_at(int64_t rank, const QueuePlace& at) const {
+    const Plan::Kind& kind = plan_.kinds[plan_.slots[rank][at.slot].kind];
+    return kind.entries[kind.on_queue[at.queue - plan_.first_queue[rank]][at.pos]];
+  }
+  // Moves `at` to the first instance at or after it; false when there is none.
+  bool next_place(int64_t rank, QueuePlace& at) const {
+    const std::vector<Plan::Slot>& slots = plan_.slots[rank];
+    for (; at.slot < slots.size(); ++at.slot, at.pos = 0)
+      if (at.pos < plan_.kinds[slots[at.slot].kind].on_queue[at.queue - plan_.first_queue[rank]].size()) return true;
+    return false;
+  }
+  // The first instance at or after `from` that slows compute (slot: the rank's slot count
+  // when none). Replays ask in issue order: the last answer is kept, and holds for every
+  // place from the one it was asked for up to it.
+  QueuePlace first_slowing(int64_t rank, QueuePlace from) {
+    auto& [asked, answer] = slowing_asked_[from.queue];
+    if (!(from < asked) && !(answer < from)) return answer;
+    asked = from;
+    const size_t slots = plan_.slots[rank].size();
+    for (; next_place(rank, from); ++from.pos) {
+      const std::vector<uint32_t>& first = first_slowing_pos_[plan_.slots[rank][from.slot].kind];
+      const uint32_t in_kind = first[from.queue - plan_.first_queue[rank]];
+      if (in_kind == kNone) {
+        from.pos = kNone - 1;  // on to the next slot
+        continue;
+      }
+      from.pos = std::max(from.pos, in_kind);
+      if (entry_at(rank, from).slows_compute) return answer = from;
+    }
+    return answer = QueuePlace{from.queue, static_cast<uint32_t>(slots), 0};
+  }
+
   // A replayed instance finishes: its queue has finished up to it, and is free again when it
   // is the slot's last there; the queues waiting for it are tried.
   void finish_replayed(uint32_t queue, uint32_t e, double now_us) {
@@ -384,7 +517,7 @@ class EventLoop {
     state.finished = std::max(state.finished, plan_.queues[queue].before[state.slot] + entry.queue_pos + 1);
     const bool frees_queue = replays_[kind_index].ends_queue_use[e];
     if (frees_queue) {
-      state.busy = false;
+      state.busy = state.replaying = false;
       state.pos = static_cast<uint32_t>(state.on_queue->size());  // the cursor is still at the slot
       settle(queue);
       try_start(queue, now_us);
@@ -444,8 +577,60 @@ class EventLoop {
       r.finish_us[entry_of[a]] = times.finish_us[a];
       r.duration_us[entry_of[a]] = times.duration_us[a];
     }
+    r.queue_end_us.assign(r.queues.size(), 0);
+    for (size_t a = 0; a < entry_of.size(); ++a) {
+      const uint32_t q = part.entries[a].queue;
+      r.queue_end_us[q] = std::max(r.queue_end_us[q], times.finish_us[a]);
+      if (slowed_[r.queues[q]]) r.compute_end_us = std::max(r.compute_end_us, times.finish_us[a]);
+    }
     if (!loop.networks().empty()) r.links = loop.networks().front().links;
     r.replayable = !entry_of.empty();
+  }
+
+  // Compute beside communication (docs/syssim-sim.md): the rank's compute queues slow down
+  // by the hardware's factor while an instance of the rank that slows compute runs.
+  void prepare_slowdown() {
+    const double slowdown = plan_.cost->hardware.compute_slowdown_under_communication;
+    slowing_ = slowdown > 0;
+    slowed_rate_ = 1 / (1 + slowdown);
+    slowed_.assign(plan_.queues.size(), 0);
+    communicates_.assign(plan_.queues.size(), 0);
+    communicating_.assign(plan_.slots.size(), 0);
+    if (!slowing_) return;
+    for (uint32_t q = 0; q < plan_.queues.size(); ++q)
+      slowed_[q] = !plan_.queues[q].host && plan_.queues[q].stream == "compute";
+    first_slowing_pos_.resize(plan_.kinds.size());
+    for (size_t k = 0; k < plan_.kinds.size(); ++k) {
+      const Plan::Kind& kind = plan_.kinds[k];
+      first_slowing_pos_[k].assign(kind.on_queue.size(), kNone);
+      for (size_t q = 0; q < kind.on_queue.size(); ++q)
+        for (uint32_t pos = 0; pos < kind.on_queue[q].size(); ++pos)
+          if (const Entry& entry = kind.entries[kind.on_queue[q][pos]]; entry.slows_compute) {
+            communicates_[entry.queue] = 1;
+            if (first_slowing_pos_[k][q] == kNone) first_slowing_pos_[k][q] = pos;
+          }
+    }
+    for (uint32_t q = 0; q < plan_.queues.size(); ++q)  // nothing asked yet: past every place
+      slowing_asked_.push_back({QueuePlace{q, kNone, kNone}, QueuePlace{q, kNone, kNone}});
+  }
+
+  double rate_of(int64_t rank) const { return communicating_[rank] > 0 ? slowed_rate_ : 1.0; }
+
+  // `change` (+1, -1) instances that slow compute run on the rank from now: where that starts
+  // or ends its communication, its running compute instances go on at the other rate.
+  void communicate(int64_t rank, int32_t change, double now_us) {
+    const bool was = communicating_[rank] > 0;
+    communicating_[rank] += change;
+    if (was == (communicating_[rank] > 0)) return;
+    const double rate = rate_of(rank);
+    for (uint32_t q = plan_.first_queue[rank]; q < plan_.first_queue[rank + 1]; ++q) {
+      QueueState& state = queues_[q];
+      if (!state.timed) continue;
+      state.work_left_us = std::max(0.0, state.work_left_us - (now_us - state.work_updated_us) * state.rate);
+      state.work_updated_us = now_us;
+      state.rate = rate;
+      push(now_us + state.work_left_us / rate, q, Kind::kFinish, ++state.version);
+    }
   }
 
   // The phase's latency first, through an event even when it is 0, so that a chain of empty
@@ -573,7 +758,7 @@ class EventLoop {
     snapshot.networks = networks_;
     snapshot.events.clear();
     for (const Event& event : events_)
-      if (event.kind != Kind::kFlowEnd || flows_[event.queue].version == event.tag) snapshot.events.push_back(event);
+      if (live(event)) snapshot.events.push_back(event);
     snapshot.events_ordered = false;
     observer_.snapshot(snapshot.observed);
   }
@@ -606,7 +791,9 @@ class EventLoop {
         if (x.head != y.head) return false;
         continue;
       }
-      if (x.pos != y.pos || x.busy != y.busy || x.flowing != y.flowing) return false;
+      if (x.pos != y.pos || x.busy != y.busy || x.replaying != y.replaying || x.flowing != y.flowing || x.timed != y.timed ||
+          (x.timed && x.rate != y.rate))
+        return false;
       const std::vector<uint64_t>& before = plan_.queues[q].before;
       if (x.finished - before[x.slot] != y.finished - before[y.slot]) return false;
       if (plan_.kinds[x.kind].once || plan_.kinds[y.kind].once) {
@@ -643,7 +830,8 @@ class EventLoop {
     const std::vector<Event>& b_events = ordered_events(b);
     for (size_t e = 0; e < a_events.size(); ++e) {
       const Event &x = a_events[e], &y = b_events[e];
-      if (x.kind != y.kind || x.queue != y.queue || (x.kind == Kind::kReplayedFinish && x.tag != y.tag) ||
+      const bool tagged_by_entry = x.kind != Kind::kFinish && x.kind != Kind::kFlowEnd;
+      if (x.kind != y.kind || x.queue != y.queue || (tagged_by_entry && x.tag != y.tag) ||
           !same_time(x.time_us, y.time_us))
         return false;
     }
@@ -706,7 +894,7 @@ class EventLoop {
       state.on_queue = &kind.on_queue[q - plan_.first_queue[plan_.queues[q].rank]];
       state.head_index = (*state.on_queue)[state.pos];
       state.head = &kind.entries[state.head_index];
-      if (state.busy) state.start_us += shift_us;
+      if (state.busy) state.start_us += shift_us, state.work_updated_us += shift_us;
     }
     for (size_t r = 0; r < networks_.size(); ++r) {
       RankNetwork& network = networks_[r];
@@ -738,6 +926,17 @@ class EventLoop {
   std::vector<KindReplay> replays_;  // by kind
   std::vector<RankNetwork> networks_;  // by pipeline rank; empty when the cost has no links
   int64_t replayed_ = 0;
+  // Compute beside communication: whether the hardware slows it, its rate then, by queue
+  // whether it is a compute queue and whether it runs instances that slow compute, by rank
+  // those instances running now.
+  bool slowing_ = false;
+  double slowed_rate_ = 1;
+  std::vector<char> slowed_, communicates_;
+  std::vector<int32_t> communicating_;
+  // By kind and queue of its rank: the place of the first entry that slows compute (kNone:
+  // none); by queue, the last first_slowing asked and its answer.
+  std::vector<std::vector<uint32_t>> first_slowing_pos_;
+  std::vector<std::pair<QueuePlace, QueuePlace>> slowing_asked_;
   std::vector<Event> events_;  // a heap (Later)
   uint64_t sequence_ = 0;
 

@@ -125,6 +125,8 @@ void add_kind(Plan& plan, const PlanBuilder& builder, const std::vector<int64_t>
     entry.time_us = builder.cost.ops[op].time_us;
     entry.flops = builder.shard.ops[op].flops;
     if (!builder.cost.ops[op].phases.empty()) entry.phases = &builder.cost.ops[op].phases;
+    const ShardOp& shard_op = builder.shard.ops[op];
+    entry.slows_compute = shard_op.kind == OpKind::collective && shard_op.collective != Collective::send_recv;
     on_queue.push_back(static_cast<uint32_t>(p));
     scratch.entry_in_kind[op] = static_cast<uint32_t>(p);
   }

@@ -36,6 +36,9 @@ struct Entry {
   double flops = 0;
   const std::vector<Phase>* phases = nullptr;  // null without phases
   bool host = false;  // the host issuing the op (docs/syssim-sim.md, "The host"), not the op itself
+  // A collective over many channels, whose kernels slow the compute beside them; not a
+  // point-to-point transfer, which runs on a few (docs/syssim-sim.md, "Compute beside communication").
+  bool slows_compute = false;
 };
 
 // Which slot holds the instance a dep waits for: the waiting instance's own slot, the slot

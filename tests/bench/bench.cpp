@@ -89,7 +89,7 @@ BENCHMARK(BM_Run70B)
 
 // The simulation alone of a step that is simulated micro-batch by micro-batch (GPipe, whose
 // ranks of unequal speed never settle), Llama-3-70B on 1,024 GPUs as BM_Run70B. Arg:
-// micro-batches per pipeline. Counters: op instances simulated, and how far the simulation
+// micro-batches per pipeline. Counters: op instances simulated, of them replayed, and how far the simulation
 // raised the process's peak resident set above what the graph already took (MB): the
 // simulator keeps no per-instance list, so it stays flat as the step grows
 // (docs/syssim-sim.md, "Memory").
@@ -105,6 +105,7 @@ void BM_SimulateGPipe70B(benchmark::State& state) {
   SimStats stats;
   for (auto _ : state) stats = simulate_graph(g);
   state.counters["instances"] = static_cast<double>(stats.instances);
+  state.counters["replayed"] = static_cast<double>(stats.replayed);
   state.counters["peak_rise_MB"] = peak_resident_mb() - peak_before_mb;
 }
 BENCHMARK(BM_SimulateGPipe70B)->Arg(64)->Arg(512)->Arg(2048)->ArgName("microbatches")->Unit(benchmark::kMillisecond);

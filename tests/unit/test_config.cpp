@@ -731,6 +731,10 @@ TEST(Loader, HardwareNumbersOutOfRangeAreNamed) {
   EXPECT_EQ(error_with("kernel_launch_us: -4\n"), "h.yaml: key 'kernel_launch_us' must be 0 or more and finite, got -4");
   EXPECT_EQ(error_with("kernel_launch_us: .inf\n"),
             "h.yaml: key 'kernel_launch_us' must be 0 or more and finite, got inf");
+  EXPECT_EQ(error_with("compute_slowdown_under_communication: -0.1\n"),
+            "h.yaml: key 'compute_slowdown_under_communication' must be 0 or more and finite, got -0.1");
+  EXPECT_EQ(error_with("compute_slowdown_under_communication: 12\n"),
+            "h.yaml: key 'compute_slowdown_under_communication' must be at most 10, got 12");
   EXPECT_EQ(error_with("inter_node_latency_us: .nan\n"),
             "h.yaml: key 'inter_node_latency_us' must be 0 or more and finite, got nan");
   EXPECT_EQ(replaced("      bandwidth_GBps: 100", "      bandwidth_GBps: .inf"),

@@ -449,6 +449,56 @@ double op_ms(const SimSection& sim, const std::string& name) {
   return -1;
 }
 
+// Compute beside communication (docs/syssim-sim.md): with a slowdown of 0.2 a compute op
+// runs at 1 / 1.2 of its speed while a collective of its rank runs.
+Graph slowed_graph(const std::vector<TestOp>& ops, int64_t num_microbatches = 1) {
+  Graph g = graph_of(ops, num_microbatches);
+  g.cost->hardware.compute_slowdown_under_communication = 0.2;
+  return g;
+}
+
+TEST(ComputeBesideCommunication, ACollectiveSlowsTheComputeBesideIt) {
+  // mm (100 us) beside ar (50 us) from 0: by 50 us mm has done 50 / 1.2 = 41.667 us of its
+  // work; the other 58.333 us at full speed end it at 108.333 us.
+  Graph g = slowed_graph({{"mm", "gemm", "fwd", "compute", 100}, {"ar", "collective", "fwd", "tp", 50}});
+  simulate_graph(g);
+  EXPECT_NEAR(g.sim->step_time_ms, (50 + 100 - 50 / 1.2) * 1e-3, 1e-12);
+  EXPECT_NEAR(op_ms(*g.sim, "0_mm"), (50 + 100 - 50 / 1.2) * 1e-3, 1e-12);
+  EXPECT_DOUBLE_EQ(op_ms(*g.sim, "1_ar"), 0.05);  // the collective keeps its time
+}
+
+TEST(ComputeBesideCommunication, OverlappingCollectivesSlowItOnce) {
+  // ar (tp) runs 0-50 us, gr (dp) 25-75 us after a 25 us op on another stream: communication
+  // runs from 0 to 75 us, slowing mm by 0.2 however many collectives run. mm does 75 / 1.2 =
+  // 62.5 us of its work by then and ends at 75 + 37.5 = 112.5 us.
+  Graph g = slowed_graph({{"mm", "gemm", "fwd", "compute", 100},
+                          {"ar", "collective", "fwd", "tp", 50},
+                          {"wait", "math", "fwd", "cp", 25},
+                          {"gr", "collective", "fwd", "dp", 50, {2}, "microbatch", 0, 0, "dp"}});
+  simulate_graph(g);
+  EXPECT_NEAR(g.sim->step_time_ms, 0.1125, 1e-12);
+}
+
+TEST(ComputeBesideCommunication, APointToPointTransferDoesNotSlowCompute) {
+  // A pipeline send_recv runs on a few of NCCL's channels: mm keeps its 100 us.
+  Graph g = slowed_graph({{"mm", "gemm", "fwd", "compute", 100}, {"p2p", "collective", "fwd", "pp", 50, {}, "microbatch", 0, 0, "pp"}});
+  g.shard->ops[1].collective = Collective::send_recv;
+  simulate_graph(g);
+  EXPECT_DOUBLE_EQ(g.sim->step_time_ms, 0.1);
+}
+
+TEST(ComputeBesideCommunication, ComputeGoesBackToFullSpeedWhenTheCollectiveEnds) {
+  // a (20 us) runs beside ar (tp, 0-60 us), at 1 / 1.2 throughout: it ends at 24 us. mm
+  // (100 us) then runs slowed until 60 us, doing 36 / 1.2 = 30 us of its work, and the other
+  // 70 us at full speed: it ends at 130 us.
+  Graph g = slowed_graph({{"a", "math", "fwd", "compute", 20},
+                          {"mm", "gemm", "fwd", "compute", 100, {0}},
+                          {"ar", "collective", "fwd", "tp", 60}});
+  simulate_graph(g);
+  EXPECT_NEAR(op_ms(*g.sim, "0_a"), 0.024, 1e-12);
+  EXPECT_NEAR(g.sim->step_time_ms, 0.13, 1e-12);
+}
+
 TEST(NetworkFlows, ACollectiveAloneLastsTheSumOfItsPhases) {
   // Phase 0: 2 us, then 1e6 bytes capped at 80 GB/s on the 100 GB/s nvlink: 12.5 us.
   // Phase 1: 3 us, then 4e6 bytes at 50 GB/s on the network: 80 us. Phase 2: 1.5 us, no bytes.
