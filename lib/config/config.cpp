@@ -393,13 +393,20 @@ void validate(const ModelConfig& m, const std::string& where) {
 
 const std::vector<std::string> kOpFamilies = {"gemm", "attention", "norm", "elementwise", "reduction", "quantize"};
 
-const std::map<std::string, std::vector<std::string>> kCollectiveAlgorithms = {
-    {"all_reduce", {"ring", "tree", "nvls", "hierarchical"}},
-    {"all_gather", {"ring"}},
-    {"reduce_scatter", {"ring"}},
-    {"alltoall", {"pairwise"}},
-    {"broadcast", {"ring"}},
-    {"sendrecv", {"p2p"}}};
+const std::vector<CollectiveAlgorithm>& algorithms_of(NcclCollective collective) {
+  using A = CollectiveAlgorithm;
+  static const std::vector<A> all_reduce = {A::ring, A::tree, A::nvls, A::hierarchical}, ring = {A::ring},
+                              pairwise = {A::pairwise}, p2p = {A::p2p};
+  switch (collective) {
+    case NcclCollective::all_reduce: return all_reduce;
+    case NcclCollective::alltoall: return pairwise;
+    case NcclCollective::sendrecv: return p2p;
+    case NcclCollective::all_gather:
+    case NcclCollective::reduce_scatter:
+    case NcclCollective::broadcast: break;
+  }
+  return ring;
+}
 
 HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& name, const std::string& base_dir) {
   YAML::Node node = load_yaml_text(text, name);
@@ -468,16 +475,15 @@ HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& n
   }
   if (YAML::Node forced = node["collective_algorithm"]) {
     if (!forced.IsMap()) throw DataError(name + ": key 'collective_algorithm' must be a map like {all_reduce: ring}");
-    std::vector<std::string> collectives;
-    for (const auto& [collective, algorithms] : kCollectiveAlgorithms) collectives.push_back(collective);
-    check_keys(forced, collectives, name + ": collective_algorithm");
-    for (const auto& [collective, algorithms] : kCollectiveAlgorithms) {
+    check_keys(forced, names_of<NcclCollective>(), name + ": collective_algorithm");
+    for (const std::string& collective : names_of<NcclCollective>()) {
       if (!forced[collective]) continue;
+      const NcclCollective which = *parse_enum<NcclCollective>(collective);
       std::string algorithm = yaml_require<std::string>(forced, collective, name + ": collective_algorithm");
-      std::vector<std::string> allowed = algorithms;
+      std::vector<std::string> allowed = names_of(algorithms_of(which));
       allowed.push_back("auto");
       require_one_of(algorithm, allowed, "collective_algorithm." + collective, name);
-      if (algorithm != "auto") hw.collective_algorithm[collective] = algorithm;
+      if (algorithm != "auto") hw.collective_algorithm[which] = *parse_enum<CollectiveAlgorithm>(algorithm);
     }
   }
   validate(hw, name);
@@ -785,7 +791,8 @@ nlohmann::json to_json(const HardwareConfig& hw) {
           {"calibrated_families", hw.calibrated_families},
           {"topology", {{"levels", levels}}}};
   // Optional keys, written only when set so that graphs without them read as before.
-  if (!hw.collective_algorithm.empty()) j["collective_algorithm"] = hw.collective_algorithm;
+  for (const auto& [collective, algorithm] : hw.collective_algorithm)
+    j["collective_algorithm"][to_string(collective)] = to_string(algorithm);
   if (hw.host_link_GBps) j["host_link_GBps"] = *hw.host_link_GBps;  // new in 1.11
   if (hw.compute_slowdown_under_communication > 0)  // new in 1.12
     j["compute_slowdown_under_communication"] = hw.compute_slowdown_under_communication;
@@ -837,8 +844,18 @@ HardwareConfig hardware_from_json(const nlohmann::json& j, const std::string& pa
                                             ? read_nullable<double>(levels[i], "nvls_bus_bandwidth_GBps", p)
                                             : std::optional<double>()});
   }
-  if (j.contains("collective_algorithm"))
-    hw.collective_algorithm = require_as<std::map<std::string, std::string>>(j, "collective_algorithm", path);
+  if (j.contains("collective_algorithm")) {
+    const nlohmann::json& forced = require(j, "collective_algorithm", path);
+    const std::string at = path + "/collective_algorithm";
+    if (!forced.is_object()) throw DataError("graph: " + at + ": expected an object, got " + forced.dump());
+    for (const auto& [collective, algorithm] : forced.items()) {
+      const std::optional<NcclCollective> which = parse_enum<NcclCollective>(collective);
+      if (!which)
+        throw DataError("graph: " + at + ": expected keys among " + either_of(names_of<NcclCollective>()) + ", got \"" +
+                        collective + "\"");
+      hw.collective_algorithm[*which] = require_enum(forced, collective, at, algorithms_of(*which));
+    }
+  }
   if (j.contains("host")) {  // new in graph format 1.8
     const nlohmann::json& host = j["host"];
     const std::string at = path + "/host";

@@ -100,9 +100,22 @@ struct TopologyLevel {
   std::optional<double> nvls_bus_bandwidth_GBps = std::nullopt;
 };
 
-// The algorithms lib/network prices for each collective (nccl-tests names); the hardware key
-// collective_algorithm may force one of them, or auto (the fastest predicted).
-extern const std::map<std::string, std::vector<std::string>> kCollectiveAlgorithms;
+// A collective as nccl-tests names it (lib/network prices these), and the algorithms
+// lib/network prices them with; the hardware key collective_algorithm may force one of a
+// collective's algorithms, or auto (the fastest predicted).
+enum class NcclCollective : uint8_t { all_reduce, all_gather, reduce_scatter, alltoall, broadcast, sendrecv };
+enum class CollectiveAlgorithm : uint8_t { ring, tree, nvls, hierarchical, pairwise, p2p };
+template <>
+struct EnumNames<NcclCollective> {
+  static constexpr std::array<const char*, 6> kNames = {"all_reduce", "all_gather", "reduce_scatter",
+                                                        "alltoall",   "broadcast",  "sendrecv"};
+};
+template <>
+struct EnumNames<CollectiveAlgorithm> {
+  static constexpr std::array<const char*, 6> kNames = {"ring", "tree", "nvls", "hierarchical", "pairwise", "p2p"};
+};
+// The algorithms lib/network prices `collective` with.
+const std::vector<CollectiveAlgorithm>& algorithms_of(NcclCollective collective);
 
 struct HardwareConfig {
   std::string name;
@@ -131,8 +144,8 @@ struct HardwareConfig {
     bool simulated() const { return op_us > 0 || module_us > 0 || launch_us > 0; }
   } host;
   std::vector<TopologyLevel> topology;  // innermost level first
-  // Collective (all_reduce, ...) -> the algorithm to use instead of the fastest one; none: auto.
-  std::map<std::string, std::string> collective_algorithm;
+  // Collective -> the algorithm to use instead of the fastest one; none: auto.
+  std::map<NcclCollective, CollectiveAlgorithm> collective_algorithm;
   // Block-scaled low-precision formats the tensor cores run natively (Blackwell): mxfp8, nvfp4.
   std::vector<std::string> block_scaled_formats;
   // Uncalibrated estimator: the share of the roofline each op family reaches (gemm, attention,

@@ -260,29 +260,32 @@ std::vector<int64_t> group_ranks(const ShardOp& op, const ParallelismConfig& p) 
 }
 
 struct Candidate {
-  std::string algorithm;
+  CollectiveAlgorithm algorithm;
   bool applies;
   std::function<std::vector<Phase>()> phases;
 };
 
-std::vector<Candidate> candidates(const std::string& collective, double bytes, const Route& route) {
+// The algorithms of algorithms_of(collective), in its order.
+std::vector<Candidate> candidates(NcclCollective collective, double bytes, const Route& route) {
+  using A = CollectiveAlgorithm;
   const GroupPlacement& group = route.group;
-  if (collective == "all_reduce")
-    return {{"ring", true, [&, bytes] { return ring(2, bytes, route); }},
-            {"tree", true, [&, bytes] { return tree_all_reduce(bytes, route); }},
-            {"nvls", nvls_applies(group, route.hw), [&, bytes] { return nvls_all_reduce(bytes, route); }},
-            {"hierarchical", group.nodes() > 1 && group.ranks_per_node > 1,
-             [&, bytes] { return hierarchical_all_reduce(bytes, route); }}};
-  if (collective == "all_gather" || collective == "reduce_scatter")
-    return {{"ring", true, [&, bytes] { return ring(1, bytes, route); }}};
-  if (collective == "alltoall") return {{"pairwise", true, [&, bytes] { return pairwise_alltoall(bytes, route); }}};
-  if (collective == "broadcast") return {{"ring", true, [&, bytes] { return ring_broadcast(bytes, route); }}};
-  if (collective == "sendrecv") return {{"p2p", true, [&, bytes] { return sendrecv(bytes, route); }}};
-  throw UsageError("collective: expected all_reduce|all_gather|reduce_scatter|alltoall|broadcast|sendrecv, got '" +
-                   collective + "'");
+  switch (collective) {
+    case NcclCollective::all_reduce:
+      return {{A::ring, true, [&, bytes] { return ring(2, bytes, route); }},
+              {A::tree, true, [&, bytes] { return tree_all_reduce(bytes, route); }},
+              {A::nvls, nvls_applies(group, route.hw), [&, bytes] { return nvls_all_reduce(bytes, route); }},
+              {A::hierarchical, group.nodes() > 1 && group.ranks_per_node > 1,
+               [&, bytes] { return hierarchical_all_reduce(bytes, route); }}};
+    case NcclCollective::all_gather:
+    case NcclCollective::reduce_scatter: return {{A::ring, true, [&, bytes] { return ring(1, bytes, route); }}};
+    case NcclCollective::alltoall: return {{A::pairwise, true, [&, bytes] { return pairwise_alltoall(bytes, route); }}};
+    case NcclCollective::broadcast: return {{A::ring, true, [&, bytes] { return ring_broadcast(bytes, route); }}};
+    case NcclCollective::sendrecv: break;
+  }
+  return {{A::p2p, true, [&, bytes] { return sendrecv(bytes, route); }}};
 }
 
-CollectiveTime timed(const std::string& algorithm, std::vector<Phase> phases) {
+CollectiveTime timed(CollectiveAlgorithm algorithm, std::vector<Phase> phases) {
   CollectiveTime t{0, algorithm, std::move(phases)};
   for (const Phase& phase : t.phases) t.time_us += phase_us(phase);
   return t;
@@ -307,12 +310,9 @@ GroupPlacement place_ranks(const std::vector<int64_t>& ranks, const HardwareConf
   return group;
 }
 
-CollectiveTime collective_time(const std::string& collective, double bytes, const GroupPlacement& group,
+CollectiveTime collective_time(NcclCollective collective, double bytes, const GroupPlacement& group,
                                const HardwareConfig& hw) {
-  if (group.size < 2) {
-    bus_bandwidth_factor(collective, 2);  // rejects an unknown collective
-    return {};
-  }
+  if (group.size < 2) return {};
   Route route(hw, group);
   std::vector<Candidate> options = candidates(collective, bytes, route);
   auto forced = hw.collective_algorithm.find(collective);
@@ -320,8 +320,8 @@ CollectiveTime collective_time(const std::string& collective, double bytes, cons
     for (const Candidate& c : options)
       if (c.algorithm == forced->second) {
         if (!c.applies)
-          throw DataError("hardware " + hw.name + ": collective_algorithm." + collective + ": " + c.algorithm +
-                          " does not apply to " + describe(group));
+          throw DataError("hardware " + hw.name + ": collective_algorithm." + to_string(collective) + ": " +
+                          to_string(c.algorithm) + " does not apply to " + describe(group));
         return timed(c.algorithm, c.phases());
       }
   }
@@ -329,17 +329,29 @@ CollectiveTime collective_time(const std::string& collective, double bytes, cons
   for (const Candidate& c : options) {
     if (!c.applies) continue;
     CollectiveTime t = timed(c.algorithm, c.phases());
-    if (best.algorithm.empty() || t.time_us < best.time_us) best = std::move(t);
+    if (!best.algorithm || t.time_us < best.time_us) best = std::move(t);
   }
   return best;
 }
 
-// The shard section names the point-to-point exchange send_recv and the all-to-all all_to_all;
-// nccl-tests sendrecv and alltoall.
+namespace {
+
+// The shard section's collective as nccl-tests names it.
+NcclCollective nccl_collective(Collective collective) {
+  switch (collective) {
+    case Collective::all_reduce: return NcclCollective::all_reduce;
+    case Collective::all_gather: return NcclCollective::all_gather;
+    case Collective::reduce_scatter: return NcclCollective::reduce_scatter;
+    case Collective::all_to_all: return NcclCollective::alltoall;
+    case Collective::send_recv: break;
+  }
+  return NcclCollective::sendrecv;
+}
+
+}  // namespace
+
 CollectiveTime shard_collective_time(const ShardOp& op, const ParallelismConfig& p, const HardwareConfig& hw) {
-  const std::string collective = op.collective == Collective::send_recv    ? "sendrecv"
-                                 : op.collective == Collective::all_to_all ? "alltoall"
-                                                                           : to_string(op.collective);
+  const NcclCollective collective = nccl_collective(op.collective);
   if (op.group_size < 1)
     throw DataError(op_path(op) + "/group_size: expected at least 1, got " + std::to_string(op.group_size));
   if (op.group_size == 1) return {};
@@ -351,13 +363,17 @@ CollectiveTime shard_collective_time(const ShardOp& op, const ParallelismConfig&
   }
 }
 
-double bus_bandwidth_factor(const std::string& collective, int64_t ranks) {
+double bus_bandwidth_factor(NcclCollective collective, int64_t ranks) {
   double n = static_cast<double>(ranks);
-  if (collective == "all_reduce") return 2 * (n - 1) / n;
-  if (collective == "all_gather" || collective == "reduce_scatter" || collective == "alltoall") return (n - 1) / n;
-  if (collective == "broadcast" || collective == "sendrecv") return 1;
-  throw UsageError("collective: expected all_reduce|all_gather|reduce_scatter|alltoall|broadcast|sendrecv, got '" +
-                   collective + "'");
+  switch (collective) {
+    case NcclCollective::all_reduce: return 2 * (n - 1) / n;
+    case NcclCollective::all_gather:
+    case NcclCollective::reduce_scatter:
+    case NcclCollective::alltoall: return (n - 1) / n;
+    case NcclCollective::broadcast:
+    case NcclCollective::sendrecv: break;
+  }
+  return 1;
 }
 
 std::vector<int64_t> parse_sizes(const std::string& value, const std::string& flag) {
@@ -386,7 +402,10 @@ std::vector<int64_t> parse_sizes(const std::string& value, const std::string& fl
 }
 
 std::string collective_report(const CollectiveRequest& request, const HardwareConfig& hw) {
-  bus_bandwidth_factor(request.collective, 2);  // rejects an unknown collective first
+  const std::optional<NcclCollective> collective = parse_enum<NcclCollective>(request.collective);
+  if (!collective)
+    throw UsageError("collective: expected all_reduce|all_gather|reduce_scatter|alltoall|broadcast|sendrecv, got '" +
+                     request.collective + "'");
   if (request.format != "table" && request.format != "csv" && request.format != "json")
     throw UsageError("--format: expected table, csv or json, got '" + request.format + "'");
   if (request.gpus < 2 || request.gpus > kMaxGpus)
@@ -400,7 +419,7 @@ std::string collective_report(const CollectiveRequest& request, const HardwareCo
   std::vector<int64_t> ranks(static_cast<size_t>(request.gpus));
   for (int64_t rank = 0; rank < request.gpus; ++rank) ranks[rank] = rank;
   const GroupPlacement group = place_ranks(ranks, hw);
-  const double factor = bus_bandwidth_factor(request.collective, request.gpus);
+  const double factor = bus_bandwidth_factor(*collective, request.gpus);
 
   nlohmann::json rows = nlohmann::json::array();
   std::ostringstream out;
@@ -416,20 +435,21 @@ std::string collective_report(const CollectiveRequest& request, const HardwareCo
     out << "size,time_us,algbw_GBps,busbw_GBps,algorithm\n";
   }
   for (int64_t size : sizes) {
-    CollectiveTime t = collective_time(request.collective, static_cast<double>(size), group, hw);
+    CollectiveTime t = collective_time(*collective, static_cast<double>(size), group, hw);
+    const char* algorithm = to_string(*t.algorithm);
     double algbw = static_cast<double>(size) / kBytesPerGB / (t.time_us / kUsPerS);
     double busbw = algbw * factor;
     if (request.format == "table") {
       std::snprintf(line, sizeof line, "%14lld %12.2f %11.2f %11.2f  %s\n", static_cast<long long>(size), t.time_us,
-                    algbw, busbw, t.algorithm.c_str());
+                    algbw, busbw, algorithm);
       out << line;
     } else if (request.format == "csv") {
       std::snprintf(line, sizeof line, "%lld,%.4f,%.4f,%.4f,%s\n", static_cast<long long>(size), t.time_us, algbw,
-                    busbw, t.algorithm.c_str());
+                    busbw, algorithm);
       out << line;
     } else {
       rows.push_back({{"size", size}, {"time_us", t.time_us}, {"algbw_GBps", algbw}, {"busbw_GBps", busbw},
-                      {"algorithm", t.algorithm}});
+                      {"algorithm", algorithm}});
     }
   }
   if (request.format == "json")

@@ -4,6 +4,7 @@
 // collective.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,16 +54,15 @@ GroupPlacement place_ranks(const std::vector<int64_t>& ranks, const HardwareConf
 
 struct CollectiveTime {
   double time_us = 0;
-  std::string algorithm;
+  std::optional<CollectiveAlgorithm> algorithm;  // none: a group of one rank, which moves nothing
   std::vector<Phase> phases;  // in order; time_us is the sum of their times alone
 };
 
-// The time of one collective (nccl-tests names: all_reduce, all_gather, reduce_scatter,
-// alltoall, broadcast, sendrecv) of `bytes` per rank (nccl-tests' size). The hardware's
+// The time of one collective of `bytes` per rank (nccl-tests' size). The hardware's
 // collective_algorithm forces an algorithm; otherwise the fastest applicable one is taken.
 // Throws DataError when the hardware lacks a link the group needs or the forced algorithm
-// does not apply, UsageError for an unknown collective.
-CollectiveTime collective_time(const std::string& collective, double bytes, const GroupPlacement& group,
+// does not apply.
+CollectiveTime collective_time(NcclCollective collective, double bytes, const GroupPlacement& group,
                                const HardwareConfig& hw);
 
 // The time of a collective op of the shard section (its group placed in the parallelism's rank
@@ -70,10 +70,10 @@ CollectiveTime collective_time(const std::string& collective, double bytes, cons
 CollectiveTime shard_collective_time(const ShardOp& op, const ParallelismConfig& p, const HardwareConfig& hw);
 
 // nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md): busbw = algbw * factor.
-double bus_bandwidth_factor(const std::string& collective, int64_t ranks);
+double bus_bandwidth_factor(NcclCollective collective, int64_t ranks);
 
 struct CollectiveRequest {
-  std::string collective;
+  std::string collective;  // nccl-tests' name; collective_report refuses another
   int64_t gpus = 0;
   std::string bytes;  // one size (8, 1K, 16M, 1G: powers of two as nccl-tests' -b/-e) ...
   std::string sweep;  // ... or MIN:MAX, doubling from MIN

@@ -55,17 +55,22 @@ TEST(CudaGraphs, AttnAndMlpCaptureTheirPartOfEachLayerWithItsResidualAdd) {
                                       "decoder.layers.0.self_attention.linear_proj syssim::linear",
                                       "decoder.layers.0 aten::add"}));
   // Outside the decoder layers, and the MLP without its scope, nothing is captured.
-  for (const ShardOp& op : attn.ops)
-    if (!op.layer || op.module.str().find(".mlp") != std::string::npos || op.scope != OpScope::microbatch)
+  for (const ShardOp& op : attn.ops) {
+    if (!op.layer || op.module.str().find(".mlp") != std::string::npos || op.scope != OpScope::microbatch) {
       EXPECT_FALSE(op.cuda_graph.has_value()) << op.module << " " << op.name;
+    }
+  }
   ShardSection both = sharded(dense(), layout({CudaGraphScope::attn, CudaGraphScope::mlp}));
   const std::vector<std::string> mlp = captured(both, CudaGraphScope::mlp);
   ASSERT_FALSE(mlp.empty());
   EXPECT_EQ(mlp.front(), "decoder.layers.0.pre_mlp_layernorm syssim::rms_norm");
   EXPECT_EQ(mlp.back(), "decoder.layers.0 aten::add");
   // Every op of a layer is in one of the two graphs, backward ops too.
-  for (const ShardOp& op : both.ops)
-    if (op.layer) EXPECT_TRUE(op.cuda_graph.has_value()) << op.module << " " << op.name;
+  for (const ShardOp& op : both.ops) {
+    if (op.layer) {
+      EXPECT_TRUE(op.cuda_graph.has_value()) << op.module << " " << op.name;
+    }
+  }
 }
 
 TEST(CudaGraphs, DroplessMoeGraphsTheRouterAndThePreprocessingBeforeTheSync) {
@@ -80,15 +85,22 @@ TEST(CudaGraphs, DroplessMoeGraphsTheRouterAndThePreprocessingBeforeTheSync) {
   EXPECT_EQ(captured(shard, CudaGraphScope::moe_preprocess),
             (std::vector<std::string>{"decoder.layers.0.mlp.token_dispatcher syssim::moe_permute"}));
   for (const ShardOp& op : shard.ops) {
-    if (op.host_waits_for) EXPECT_FALSE(op.cuda_graph.has_value()) << "a graph holds the host sync at op " << op.id;
-    if (op.module.str().find("mlp.experts") != std::string::npos) EXPECT_FALSE(op.cuda_graph.has_value());
+    if (op.host_waits_for) {
+      EXPECT_FALSE(op.cuda_graph.has_value()) << "a graph holds the host sync at op " << op.id;
+    }
+    if (op.module.str().find("mlp.experts") != std::string::npos) {
+      EXPECT_FALSE(op.cuda_graph.has_value());
+    }
   }
   // Padded to a capacity the whole MoE layer is one graph.
   ShardOptions padded = layout({CudaGraphScope::moe}, 4);
   padded.training.moe_expert_capacity_factor = 1;
   padded.training.moe_pad_expert_input_to_capacity = true;
-  for (const ShardOp& op : sharded(moe(), padded).ops)
-    if (op.layer == 0 && op.module.str().find(".mlp") != std::string::npos) EXPECT_EQ(op.cuda_graph, CudaGraphScope::moe);
+  for (const ShardOp& op : sharded(moe(), padded).ops) {
+    if (op.layer == 0 && op.module.str().find(".mlp") != std::string::npos) {
+      EXPECT_EQ(op.cuda_graph, CudaGraphScope::moe);
+    }
+  }
 }
 
 TEST(CudaGraphs, ScopesMegatronRefusesAreUsageErrors) {

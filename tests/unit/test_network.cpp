@@ -16,40 +16,39 @@ constexpr double kGiB = 1073741824.0;
 HardwareConfig h100() { return load_hardware_yaml(std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-80gb.yaml"); }
 
 // nccl-tests: algbw = size / time, busbw = algbw * factor, in GB/s (1e9 B/s).
-double busbw_GBps(const std::string& collective, double bytes, int64_t ranks, const CollectiveTime& t) {
+double busbw_GBps(NcclCollective collective, double bytes, int64_t ranks, const CollectiveTime& t) {
   return bytes / (t.time_us * 1e3) * bus_bandwidth_factor(collective, ranks);
 }
 
 TEST(BusBandwidth, FactorsAreNcclTests) {
   // nccl-tests doc/PERFORMANCE.md.
-  EXPECT_DOUBLE_EQ(bus_bandwidth_factor("all_reduce", 8), 2.0 * 7 / 8);
-  EXPECT_DOUBLE_EQ(bus_bandwidth_factor("all_gather", 8), 7.0 / 8);
-  EXPECT_DOUBLE_EQ(bus_bandwidth_factor("reduce_scatter", 4), 3.0 / 4);
-  EXPECT_DOUBLE_EQ(bus_bandwidth_factor("alltoall", 16), 15.0 / 16);
-  EXPECT_DOUBLE_EQ(bus_bandwidth_factor("broadcast", 8), 1.0);
-  EXPECT_DOUBLE_EQ(bus_bandwidth_factor("sendrecv", 8), 1.0);
-  EXPECT_THROW(bus_bandwidth_factor("allreduce", 8), UsageError);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(NcclCollective::all_reduce, 8), 2.0 * 7 / 8);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(NcclCollective::all_gather, 8), 7.0 / 8);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(NcclCollective::reduce_scatter, 4), 3.0 / 4);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(NcclCollective::alltoall, 16), 15.0 / 16);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(NcclCollective::broadcast, 8), 1.0);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(NcclCollective::sendrecv, 8), 1.0);
 }
 
 TEST(H100, AllGatherOfOneNodeReachesTheNvlinkBusBandwidth) {
   // NCCL maintainer, nccl-tests issue 212: 370 GB/s effective of the 450 GB/s line rate.
   // The ring: 7/8 * 2^30 B / (450e9 * 0.822) s + 7 * 1.9 us.
   HardwareConfig hw = h100();
-  CollectiveTime t = collective_time("all_gather", kGiB, GroupPlacement{8, 8, {}}, hw);
-  EXPECT_EQ(t.algorithm, "ring");
+  CollectiveTime t = collective_time(NcclCollective::all_gather, kGiB, GroupPlacement{8, 8, {}}, hw);
+  EXPECT_EQ(t.algorithm, CollectiveAlgorithm::ring);
   EXPECT_NEAR(t.time_us, 7.0 / 8 * kGiB / (450e9 * 0.822) * 1e6 + 7 * 1.9, 1e-6);
-  EXPECT_NEAR(busbw_GBps("all_gather", kGiB, 8, t), 450 * 0.822, 0.01 * 450 * 0.822);
+  EXPECT_NEAR(busbw_GBps(NcclCollective::all_gather, kGiB, 8, t), 450 * 0.822, 0.01 * 450 * 0.822);
 }
 
 TEST(H100, AllReduceOfTheWholeNodeTakesNvlsAt480) {
   // Same issue: "On 8 GPUs, you should reach a peak busBw of ~480GB/s (algbw ~275GB/s)".
   HardwareConfig hw = h100();
-  CollectiveTime t = collective_time("all_reduce", kGiB, GroupPlacement{8, 8, {}}, hw);
-  EXPECT_EQ(t.algorithm, "nvls");
-  EXPECT_NEAR(busbw_GBps("all_reduce", kGiB, 8, t), 480, 4.8);
+  CollectiveTime t = collective_time(NcclCollective::all_reduce, kGiB, GroupPlacement{8, 8, {}}, hw);
+  EXPECT_EQ(t.algorithm, CollectiveAlgorithm::nvls);
+  EXPECT_NEAR(busbw_GBps(NcclCollective::all_reduce, kGiB, 8, t), 480, 4.8);
   EXPECT_NEAR(kGiB / (t.time_us * 1e3), 275, 2.75);
   // A group smaller than the NVLink domain keeps the ring (or the tree).
-  EXPECT_EQ(collective_time("all_reduce", kGiB, GroupPlacement{4, 4, {}}, hw).algorithm, "ring");
+  EXPECT_EQ(collective_time(NcclCollective::all_reduce, kGiB, GroupPlacement{4, 4, {}}, hw).algorithm, CollectiveAlgorithm::ring);
 }
 
 TEST(H100, RingAllReduceAcrossTwoNodesReachesThePublishedBusBandwidth) {
@@ -58,12 +57,12 @@ TEST(H100, RingAllReduceAcrossTwoNodesReachesThePublishedBusBandwidth) {
   // carries 1/8 of the ring (2 * 15/16 * M / 8) at 50 * 0.94 = 47 GB/s, its NVLink the other 7/8
   // (7 * 47 = 329 < 369.9 GB/s: the NIC binds), plus 30 steps of 4 us.
   HardwareConfig hw = h100();
-  hw.collective_algorithm["all_reduce"] = "ring";
+  hw.collective_algorithm[NcclCollective::all_reduce] = CollectiveAlgorithm::ring;
   const double bytes = 8 * kGiB;
-  CollectiveTime t = collective_time("all_reduce", bytes, GroupPlacement{16, 8, {}}, hw);
-  EXPECT_EQ(t.algorithm, "ring");
+  CollectiveTime t = collective_time(NcclCollective::all_reduce, bytes, GroupPlacement{16, 8, {}}, hw);
+  EXPECT_EQ(t.algorithm, CollectiveAlgorithm::ring);
   EXPECT_NEAR(t.time_us, 2 * 15.0 / 16 * bytes / 8 / 47e9 * 1e6 + 30 * 4.0, 1e-6);
-  double busbw = busbw_GBps("all_reduce", bytes, 16, t);
+  double busbw = busbw_GBps(NcclCollective::all_reduce, bytes, 16, t);
   EXPECT_GE(busbw, 368);
   EXPECT_LE(busbw, 384);
 }
@@ -72,40 +71,40 @@ TEST(H100, HierarchicalAllReduceByHand) {
   // Reduce-scatter in each node (7 steps of M/8 on NVLink), a 2-node ring all-reduce of M/8 on
   // each GPU's NIC (2 * 1/2 * M/8 at 47 GB/s, 2 steps of 4 us), all-gather in the node.
   HardwareConfig hw = h100();
-  hw.collective_algorithm["all_reduce"] = "hierarchical";
+  hw.collective_algorithm[NcclCollective::all_reduce] = CollectiveAlgorithm::hierarchical;
   const double nvlink = 450e9 * 0.822;
   double rs_us = 7.0 / 8 * kGiB / nvlink * 1e6 + 7 * 1.9;
   double inter_us = 2 * 0.5 * (kGiB / 8) / 47e9 * 1e6 + 2 * 4.0;
-  CollectiveTime t = collective_time("all_reduce", kGiB, GroupPlacement{16, 8, {}}, hw);
-  EXPECT_EQ(t.algorithm, "hierarchical");
+  CollectiveTime t = collective_time(NcclCollective::all_reduce, kGiB, GroupPlacement{16, 8, {}}, hw);
+  EXPECT_EQ(t.algorithm, CollectiveAlgorithm::hierarchical);
   EXPECT_NEAR(t.time_us, 2 * rs_us + inter_us, 1e-6);
   ASSERT_EQ(t.phases.size(), 3u);
   EXPECT_EQ(t.phases[1].links, (std::vector<int64_t>{1}));
   // Unforced, the flat ring is faster: its NVLink and NIC hops run at once.
-  EXPECT_EQ(collective_time("all_reduce", kGiB, GroupPlacement{16, 8, {}}, h100()).algorithm, "ring");
+  EXPECT_EQ(collective_time(NcclCollective::all_reduce, kGiB, GroupPlacement{16, 8, {}}, h100()).algorithm, CollectiveAlgorithm::ring);
 }
 
 TEST(Choice, TreeWinsSmallMessagesRingLargeOnes) {
   // 4 GPUs in one node: tree 2M/B + 2*log2(4) λ, ring 1.5 M/B + 6 λ. They cross where
   // 0.5 M/B = 2 λ: M = 4 λ B = 4 * 1.9e-6 s * 369.9e9 B/s = 2.81 MB.
   HardwareConfig hw = h100();
-  CollectiveTime small = collective_time("all_reduce", 8, GroupPlacement{4, 4, {}}, hw);
-  EXPECT_EQ(small.algorithm, "tree");
+  CollectiveTime small = collective_time(NcclCollective::all_reduce, 8, GroupPlacement{4, 4, {}}, hw);
+  EXPECT_EQ(small.algorithm, CollectiveAlgorithm::tree);
   EXPECT_NEAR(small.time_us, 2 * 8 / (450e9 * 0.822) * 1e6 + 4 * 1.9, 1e-9);
-  EXPECT_EQ(collective_time("all_reduce", 2.7e6, GroupPlacement{4, 4, {}}, hw).algorithm, "tree");
-  EXPECT_EQ(collective_time("all_reduce", 2.9e6, GroupPlacement{4, 4, {}}, hw).algorithm, "ring");
+  EXPECT_EQ(collective_time(NcclCollective::all_reduce, 2.7e6, GroupPlacement{4, 4, {}}, hw).algorithm, CollectiveAlgorithm::tree);
+  EXPECT_EQ(collective_time(NcclCollective::all_reduce, 2.9e6, GroupPlacement{4, 4, {}}, hw).algorithm, CollectiveAlgorithm::ring);
   // Across 2 nodes, 8 bytes: tree 2*log2(16) = 8 steps of 4 us = 32 us beats the hierarchical
   // 2*7*1.9 + 2*4 = 34.6 us and the ring's 30 steps.
-  EXPECT_EQ(collective_time("all_reduce", 8, GroupPlacement{16, 8, {}}, hw).algorithm, "tree");
+  EXPECT_EQ(collective_time(NcclCollective::all_reduce, 8, GroupPlacement{16, 8, {}}, hw).algorithm, CollectiveAlgorithm::tree);
 }
 
 TEST(Choice, HardwareKeyForcesAnAlgorithm) {
   HardwareConfig hw = h100();
-  hw.collective_algorithm["all_reduce"] = "tree";
-  EXPECT_EQ(collective_time("all_reduce", kGiB, GroupPlacement{8, 8, {}}, hw).algorithm, "tree");
-  hw.collective_algorithm["all_reduce"] = "nvls";
+  hw.collective_algorithm[NcclCollective::all_reduce] = CollectiveAlgorithm::tree;
+  EXPECT_EQ(collective_time(NcclCollective::all_reduce, kGiB, GroupPlacement{8, 8, {}}, hw).algorithm, CollectiveAlgorithm::tree);
+  hw.collective_algorithm[NcclCollective::all_reduce] = CollectiveAlgorithm::nvls;
   try {
-    collective_time("all_reduce", kGiB, GroupPlacement{4, 4, {}}, hw);
+    collective_time(NcclCollective::all_reduce, kGiB, GroupPlacement{4, 4, {}}, hw);
     FAIL() << "expected DataError";
   } catch (const DataError& e) {
     EXPECT_STREQ(e.what(),
@@ -118,11 +117,11 @@ TEST(Collectives, AllToAllBroadcastSendRecvClosedForms) {
   HardwareConfig hw = h100();
   const double nvlink = 450e9 * 0.822;
   // All-to-all: 7 pairwise steps of M/8, each with its latency.
-  EXPECT_NEAR(collective_time("alltoall", kGiB, GroupPlacement{8, 8, {}}, hw).time_us, 7 * (kGiB / 8 / nvlink * 1e6 + 1.9), 1e-6);
+  EXPECT_NEAR(collective_time(NcclCollective::alltoall, kGiB, GroupPlacement{8, 8, {}}, hw).time_us, 7 * (kGiB / 8 / nvlink * 1e6 + 1.9), 1e-6);
   // Broadcast: M pipelined along the ring, 7 hops of latency.
-  EXPECT_NEAR(collective_time("broadcast", kGiB, GroupPlacement{8, 8, {}}, hw).time_us, kGiB / nvlink * 1e6 + 7 * 1.9, 1e-6);
+  EXPECT_NEAR(collective_time(NcclCollective::broadcast, kGiB, GroupPlacement{8, 8, {}}, hw).time_us, kGiB / nvlink * 1e6 + 7 * 1.9, 1e-6);
   // Send/receive across nodes: M on the NIC (47 GB/s) plus one hop.
-  EXPECT_NEAR(collective_time("sendrecv", kGiB, GroupPlacement{2, 1, {}}, hw).time_us, kGiB / 47e9 * 1e6 + 4.0, 1e-6);
+  EXPECT_NEAR(collective_time(NcclCollective::sendrecv, kGiB, GroupPlacement{2, 1, {}}, hw).time_us, kGiB / 47e9 * 1e6 + 4.0, 1e-6);
 }
 
 HardwareConfig preset(const std::string& name) {
@@ -159,7 +158,7 @@ TEST(Topology, PlacementCountsNodesAndLeaves) {
 // The data-parallel reduce-scatter of tp=8 (one rank per node) on 8 nodes: 7/8 of M per rank on
 // its NIC share, 7 steps of 4 us.
 double reduce_scatter_us(const HardwareConfig& hw, double bytes) {
-  return collective_time("reduce_scatter", bytes, place_ranks({0, 8, 16, 24, 32, 40, 48, 56}, hw), hw).time_us;
+  return collective_time(NcclCollective::reduce_scatter, bytes, place_ranks({0, 8, 16, 24, 32, 40, 48, 56}, hw), hw).time_us;
 }
 
 TEST(Oversubscription, ReduceScatterScalesWithTheNicAndTheUplinks) {
@@ -191,7 +190,7 @@ TEST(Oversubscription, AllToAllAcrossLeavesIsUplinkBound) {
   std::vector<int64_t> ranks;
   for (int64_t node = 0; node < 32; ++node) ranks.push_back(node * 8);
   const double nic = 12.5e9 / 8 * 0.94;
-  CollectiveTime t = collective_time("alltoall", kGiB, place_ranks(ranks, hw), hw);
+  CollectiveTime t = collective_time(NcclCollective::alltoall, kGiB, place_ranks(ranks, hw), hw);
   EXPECT_NEAR(t.time_us, 31.0 / 32 * kGiB / (nic / 4 * 31 / 16) * 1e6 + 31 * 4.0, 1e-6);
 }
 
@@ -246,12 +245,23 @@ TEST(Config, CollectiveAlgorithmIsStrict) {
   const std::string base =
       "peak_tflops_mm: 1\npeak_tflops_math: 1\npeak_memory_bandwidth_GBps: 1\ngpus_per_node: 1\n";
   EXPECT_EQ(parse_hardware_yaml(base + "collective_algorithm: {all_reduce: tree}\n", "x.yaml")
-                .collective_algorithm.at("all_reduce"),
-            "tree");
+                .collective_algorithm.at(NcclCollective::all_reduce),
+            CollectiveAlgorithm::tree);
   EXPECT_TRUE(parse_hardware_yaml(base + "collective_algorithm: {all_reduce: auto}\n", "x.yaml").collective_algorithm.empty());
   EXPECT_THROW(parse_hardware_yaml(base + "collective_algorithm: {all_reduce: nvlsx}\n", "x.yaml"), DataError);
   EXPECT_THROW(parse_hardware_yaml(base + "collective_algorithm: {allreduce: ring}\n", "x.yaml"), DataError);
   EXPECT_THROW(parse_hardware_yaml(base + "collective_algorithm: {all_gather: tree}\n", "x.yaml"), DataError);
+  // The graph's hardware reads the forced algorithms back, and refuses one its collective lacks.
+  HardwareConfig hw = parse_hardware_yaml(base + "collective_algorithm: {all_reduce: tree, alltoall: pairwise}\n", "x.yaml");
+  EXPECT_EQ(hardware_from_json(to_json(hw), "/cost/hardware").collective_algorithm, hw.collective_algorithm);
+  nlohmann::json wrong = to_json(hw);
+  wrong["collective_algorithm"]["alltoall"] = "ring";
+  try {
+    hardware_from_json(wrong, "/cost/hardware");
+    ADD_FAILURE() << "a ring all-to-all was read";
+  } catch (const DataError& e) {
+    EXPECT_STREQ(e.what(), "graph: /cost/hardware/collective_algorithm/alltoall: expected pairwise, got \"ring\"");
+  }
 }
 
 }  // namespace
