@@ -164,6 +164,13 @@ all 6.6"
   # runs lies inside it for 70-90% of the runs, as an 80% band should when held out.
   local held_out=$(echo "$output" | awk '/step-time band/ { band = 1 } band && $1 == "all" { sub("%", "", $3); print $3 }')
   awk -v c="$held_out" 'BEGIN { exit !(c >= 70 && c <= 90) }' || { echo "held-out coverage $held_out%"; false; }
+  # docs/validation.md shows this summary as the command prints it, and the README its
+  # overall median (the docs' figures are the program's own: this checks they are current).
+  local summary=$(echo "$output" | sed -n '/^Summary$/,$p')
+  local documented=$(sed -n '/^    Summary$/,/^$/p' docs/validation.md | sed -e '/^$/d' -e 's/^    //')
+  assert_equal "$documented" "$summary"
+  local median=$(echo "$output" | awk '$1 == "all" && $2 == 271 { print $3 }')
+  grep -q "with a median step-time error of $median%" README.md || { echo "README does not say $median%"; false; }
   # The data folder's bands are this table's: rewritten with every change of the predictions
   # (this checks that they were; the numbers are the program's own).
   run diff "$BATS_TEST_TMPDIR/bands.json" configs/uncertainty/step_time_bands.json
