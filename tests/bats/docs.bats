@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # The documentation as a user of the repository reads it: every page that README.md, docs/ and
-# the code refer to exists, and nothing points outside the repository.
+# the code refer to exists, nothing points outside the repository, and the example report is
+# what the program prints.
 
 load common
 
@@ -17,4 +18,12 @@ load common
   cd "$ROOT"
   run grep -rn '\.\./shared' README.md docs/*.md configs
   assert_failure 1
+}
+
+@test "docs/syssim-report.md shows the default job's report as syssim run prints it" {
+  cd "$ROOT"
+  run syssim run
+  assert_success
+  local documented=$(sed -n '/^    Job($/,/^$/p' docs/syssim-report.md | sed -e '/^$/d' -e 's/^    //')
+  assert_equal "$documented" "$output"
 }
