@@ -42,23 +42,39 @@ const json& require(const json& j, const std::string& key, const std::string& pa
 const json& require_array(const json& j, const std::string& key, const std::string& path,
                           const std::string& document = "graph");
 
+// Whether `v` is a whole number in T's range (nlohmann's get truncates a fraction, wraps an
+// unsigned number past the signed range, and converts a float out of range undefinedly).
+template <typename T>
+bool whole_number_fits(const json& v) {
+  using Limits = std::numeric_limits<T>;
+  if (v.is_number_unsigned()) return v.get<uint64_t>() <= static_cast<uint64_t>(Limits::max());  // 0 and up
+  if (v.is_number_integer()) return Limits::is_signed && v.get<int64_t>() >= static_cast<int64_t>(Limits::min());
+  return false;
+}
+
+template <typename T>
+struct IsIntegerVector : std::false_type {};
+template <typename T>
+struct IsIntegerVector<std::vector<T>> : std::bool_constant<std::is_integral_v<T> && !std::is_same_v<T, bool>> {};
+
 // The value at j[key] as T; throws DataError naming the path and the value on a type mismatch,
-// and for an integer T on a value that is not a whole number in T's range (nlohmann's get
-// truncates a fraction and wraps an unsigned number past the signed range).
+// and for an integer T, or a vector of integers, on a value that is not a whole number in the
+// integer's range.
 template <typename T>
 T require_as(const json& j, const std::string& key, const std::string& path, const std::string& document = "graph") {
   const json& v = require(j, key, path, document);
   if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    using Limits = std::numeric_limits<T>;
-    bool fits = false;
-    if (v.is_number_unsigned()) {  // nlohmann reads every integer from 0 up as unsigned
-      fits = v.get<uint64_t>() <= static_cast<uint64_t>(Limits::max());
-    } else if (v.is_number_integer()) {  // below 0
-      fits = Limits::is_signed && v.get<int64_t>() >= static_cast<int64_t>(Limits::min());
-    }
-    if (!fits)
+    if (!whole_number_fits<T>(v))
       throw DataError(document + ": " + path + "/" + key + ": expected a whole number that fits " +
                       std::to_string(sizeof(T) * 8) + " bits, got " + v.dump());
+  } else if constexpr (IsIntegerVector<T>::value) {
+    using Element = typename T::value_type;
+    if (v.is_array())
+      for (size_t i = 0; i < v.size(); ++i)
+        if (!whole_number_fits<Element>(v[i]))
+          throw DataError(document + ": " + path + "/" + key + "/" + std::to_string(i) +
+                          ": expected a whole number that fits " + std::to_string(sizeof(Element) * 8) +
+                          " bits, got " + v[i].dump());
   }
   try {
     return v.get<T>();
