@@ -127,14 +127,11 @@ class EventLoop {
       std::pop_heap(events_.begin(), events_.end(), Later{});
       const Event event = events_.back();
       events_.pop_back();
+      if (!live(event)) continue;  // made before a rate change: nothing else happened at it
       switch (event.kind) {
-        case Kind::kFinish:
-          if (queues_[event.queue].version == event.tag) finish(event.queue, event.time_us);
-          break;
+        case Kind::kFinish: finish(event.queue, event.time_us); break;
         case Kind::kLatencyEnd: start_flow(event.queue, event.time_us); break;
-        case Kind::kFlowEnd:
-          if (flows_[event.queue].version == event.tag) end_flow(event.queue, event.time_us);
-          break;
+        case Kind::kFlowEnd: end_flow(event.queue, event.time_us); break;
         case Kind::kReplayedFinish: finish_replayed(event.queue, event.tag, event.time_us); break;
         case Kind::kReplayedCommStart: communicate(plan_.queues[event.queue].rank, +1, event.time_us); break;
         case Kind::kReplayedCommEnd: communicate(plan_.queues[event.queue].rank, -1, event.time_us); break;
@@ -181,10 +178,9 @@ class EventLoop {
     bool replaying = false;  // busy with a replay
     bool flowing = false;  // the running instance has phases
     double start_us = 0;   // of the running instance, or of the replay the queue runs
-    // A slowed queue's running instance without phases (not replayed): its standalone time
-    // still to run as of `work_updated_us`, at `rate` (1: full speed); `version` is bumped at
-    // every start and rate change, and older finish events are stale.
-    bool timed = false;
+    // A slowed queue's running instance without phases (not replayed, EventLoop::timed): its
+    // standalone time still to run as of `work_updated_us`, at `rate` (1: full speed);
+    // `version` is bumped at every start and rate change, and older finish events are stale.
     double work_left_us = 0, work_updated_us = 0, rate = 1;
     uint32_t version = 0;
   };
@@ -209,6 +205,11 @@ class EventLoop {
   }
 
   bool done(uint32_t queue) const { return queues_[queue].head == nullptr; }
+
+  // Whether `state`, of `queue`, runs an instance whose progress the slowdown sets.
+  bool timed(uint32_t queue, const QueueState& state) const {
+    return slowed_[queue] && state.busy && !state.flowing && !state.replaying;
+  }
 
   // Whether an event still acts: a finish or flow end made before a rate change does not.
   bool live(const Event& event) const {
@@ -301,7 +302,6 @@ class EventLoop {
     state.flowing = entry.phases != nullptr;
     if (!state.flowing) {
       if (!slowed_[queue]) return push(now_us + entry.time_us, queue, Kind::kFinish);
-      state.timed = true;
       state.work_left_us = entry.time_us;
       state.work_updated_us = now_us;
       state.rate = rate_of(rank);
@@ -319,13 +319,12 @@ class EventLoop {
     QueueState& state = queues_[queue];
     const Entry& entry = *state.head;
     // Without phases and never slowed it lasts its cost exactly: now is start + time_us.
-    const double duration_us = state.flowing || state.timed ? now_us - state.start_us : entry.time_us;
+    const double duration_us = state.flowing || slowed_[queue] ? now_us - state.start_us : entry.time_us;
     const int64_t rank = plan_.queues[queue].rank;
     observer_.ran(RanInstance{queue, rank, state.slot, state.microbatch, &entry, state.head_index, state.start_us,
                               now_us, duration_us});
     if (slowing_ && entry.slows_compute) communicate(rank, -1, now_us);
     state.busy = false;
-    state.timed = false;
     ++state.finished;
     step(queue);
     try_start(queue, now_us);
@@ -431,9 +430,7 @@ class EventLoop {
   // compute must be done.
   bool alone_beside_communication(int64_t rank, uint32_t s, const KindReplay& r) {
     const uint32_t begin = plan_.first_queue[rank], end = plan_.first_queue[rank + 1];
-    uint32_t compute = kNone;
-    for (uint32_t q = begin; q < end; ++q)
-      if (slowed_[q]) compute = q;
+    const uint32_t compute = compute_queue_[rank];
     if (compute == kNone) return true;
     const auto replay_index = [&](uint32_t q) {
       return static_cast<size_t>(std::find(r.queues.begin(), r.queues.end(), q) - r.queues.begin());
@@ -596,9 +593,11 @@ class EventLoop {
     slowed_.assign(plan_.queues.size(), 0);
     communicates_.assign(plan_.queues.size(), 0);
     communicating_.assign(plan_.slots.size(), 0);
+    compute_queue_.assign(plan_.slots.size(), kNone);
     if (!slowing_) return;
     for (uint32_t q = 0; q < plan_.queues.size(); ++q)
-      slowed_[q] = !plan_.queues[q].host && plan_.queues[q].stream == "compute";
+      if (!plan_.queues[q].host && plan_.queues[q].stream == "compute")
+        slowed_[q] = 1, compute_queue_[plan_.queues[q].rank] = q;
     first_slowing_pos_.resize(plan_.kinds.size());
     for (size_t k = 0; k < plan_.kinds.size(); ++k) {
       const Plan::Kind& kind = plan_.kinds[k];
@@ -625,7 +624,7 @@ class EventLoop {
     const double rate = rate_of(rank);
     for (uint32_t q = plan_.first_queue[rank]; q < plan_.first_queue[rank + 1]; ++q) {
       QueueState& state = queues_[q];
-      if (!state.timed) continue;
+      if (!timed(q, state)) continue;
       state.work_left_us = std::max(0.0, state.work_left_us - (now_us - state.work_updated_us) * state.rate);
       state.work_updated_us = now_us;
       state.rate = rate;
@@ -791,8 +790,8 @@ class EventLoop {
         if (x.head != y.head) return false;
         continue;
       }
-      if (x.pos != y.pos || x.busy != y.busy || x.replaying != y.replaying || x.flowing != y.flowing || x.timed != y.timed ||
-          (x.timed && x.rate != y.rate))
+      if (x.pos != y.pos || x.busy != y.busy || x.replaying != y.replaying || x.flowing != y.flowing ||
+          (timed(q, x) && x.rate != y.rate))
         return false;
       const std::vector<uint64_t>& before = plan_.queues[q].before;
       if (x.finished - before[x.slot] != y.finished - before[y.slot]) return false;
@@ -933,6 +932,7 @@ class EventLoop {
   double slowed_rate_ = 1;
   std::vector<char> slowed_, communicates_;
   std::vector<int32_t> communicating_;
+  std::vector<uint32_t> compute_queue_;  // by rank: its slowed queue (the last, where twins); kNone: none
   // By kind and queue of its rank: the place of the first entry that slows compute (kNone:
   // none); by queue, the last first_slowing asked and its answer.
   std::vector<std::vector<uint32_t>> first_slowing_pos_;
