@@ -992,7 +992,8 @@ void normalize_sharding(TrainingConfig& t) {
 }
 
 const std::vector<std::string> kTrainingKeysWhenSet = {"data_parallel_sharding_strategy", "fsdp_implementation",
-                                                      "cuda_graph_scope", "cpu_offloading_num_layers"};
+                                                      "cuda_graph_scope", "cpu_offloading_num_layers",
+                                                      "grad_reduce_in_bf16"};
 
 nlohmann::json to_json(const TrainingConfig& t) {
   nlohmann::json j = {{"micro_batch", t.micro_batch},
@@ -1021,6 +1022,8 @@ nlohmann::json to_json(const TrainingConfig& t) {
   if (!t.cuda_graph_scope.empty()) j["cuda_graph_scope"] = names_of(t.cuda_graph_scope);
   // New in 1.11, written only when some layer offloads.
   if (t.cpu_offloading_num_layers != 0) j["cpu_offloading_num_layers"] = t.cpu_offloading_num_layers;
+  // New in 1.13, written only when set.
+  if (t.grad_reduce_in_bf16) j["grad_reduce_in_bf16"] = true;
   // New in 1.6, written only for the strategies beyond the distributed optimizer.
   if (t.shards_gradients()) {
     j["data_parallel_sharding_strategy"] = to_string(t.data_parallel_sharding);
@@ -1061,6 +1064,7 @@ TrainingConfig training_from_json(const nlohmann::json& j, const std::string& pa
     t.overlap_moe_expert_parallel_comm = require_as<bool>(j, "overlap_moe_expert_parallel_comm", path);
   if (j.contains("cpu_offloading_num_layers"))
     t.cpu_offloading_num_layers = require_as<int64_t>(j, "cpu_offloading_num_layers", path);
+  if (j.contains("grad_reduce_in_bf16")) t.grad_reduce_in_bf16 = require_as<bool>(j, "grad_reduce_in_bf16", path);
   if (j.contains("cuda_graph_scope")) {
     const std::string at = path + "/cuda_graph_scope";
     const nlohmann::json& scopes = j["cuda_graph_scope"];

@@ -231,6 +231,10 @@ struct TrainingConfig {
   bool shards_gradients() const { return data_parallel_sharding >= DataParallelSharding::optim_grads; }
   bool shards_weights() const { return data_parallel_sharding == DataParallelSharding::optim_grads_params; }
   FsdpImplementation fsdp_implementation = FsdpImplementation::megatron;
+  // Megatron-LM's --grad-reduce-in-bf16 (Megatron-Core grad_reduce_in_fp32 false): the main
+  // gradients are accumulated, reduced and kept in bf16 instead of fp32.
+  bool grad_reduce_in_bf16 = false;
+  double main_grad_bytes() const { return grad_reduce_in_bf16 ? 2 : 4; }
   // Communication overlap (docs/syssim-shard.md "Communication overlap") and clipping.
   bool overlap_grad_reduce = false;           // DP gradient reduction per bucket, during backward
   bool overlap_param_gather = false;          // distributed optimizer's all-gather during the next forward

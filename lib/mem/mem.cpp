@@ -11,9 +11,9 @@
 namespace syssim {
 namespace {
 
-// Megatron mixed precision, bytes per parameter: fp32 main gradients, fp32 master weights plus
-// Adam's two moments. The weights are counted from their buffers (16-bit, or fp8 parameters).
-constexpr double kMainGradBytes = 4;
+// Megatron mixed precision, bytes per parameter: fp32 master weights plus Adam's two moments
+// (the main gradients: TrainingConfig::main_grad_bytes). The weights are counted from their
+// buffers (16-bit, or fp8 parameters).
 constexpr double kOptimizerStateBytes = 12;
 
 // The memory of one pipeline rank at its peak.
@@ -300,7 +300,7 @@ TrainingStateBytes training_state_bytes(double params, const ParallelismConfig& 
   const double expert_shards = sharded && expert_params > 0 ? static_cast<double>(parallelism.expert_dp()) : 1.0;
   const double shard_params = (params - expert_params) / dense_shards + expert_params / expert_shards;
   TrainingStateBytes states;
-  states.grad_bytes = (training.shards_gradients() ? shard_params : params) * kMainGradBytes;
+  states.grad_bytes = (training.shards_gradients() ? shard_params : params) * training.main_grad_bytes();
   states.optimizer_state_bytes = shard_params * kOptimizerStateBytes;
   if (training.shards_weights() && params > 0) states.weight_share = shard_params / params;
   return states;

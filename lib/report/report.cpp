@@ -191,6 +191,7 @@ std::string job_block(const Graph& g, const ShardSection& shard) {
   std::string data_parallel = std::string("sharding ") + to_string(t.data_parallel_sharding);
   if (t.shards_gradients()) data_parallel += std::string(" (") + to_string(t.fsdp_implementation) + ")";
   if (t.overlap_grad_reduce) data_parallel += ", gradient reduction overlapped";
+  if (t.grad_reduce_in_bf16) data_parallel += ", gradients in bf16";
   fields.push_back({"data_parallel", data_parallel});
   if (g.cost) fields.push_back({"estimator", estimator_text(*g.cost)});
   return block("Job", 0, fields);

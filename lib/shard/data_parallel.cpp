@@ -58,6 +58,8 @@ void check_step_options(const TrainingConfig& t) {
   if (t.ddp_bucket_size && !t.overlap_grad_reduce)
     throw UsageError("ddp_bucket_size=" + std::to_string(*t.ddp_bucket_size) +
                      " needs --overlap-grad-reduce (without it Megatron-LM reduces all gradients in one bucket)");
+  if (t.grad_reduce_in_bf16 && t.dtype == "fp16")
+    throw UsageError("grad_reduce_in_bf16 needs bf16 parameters (--dtype bf16, fp8 or fp4), not fp16");
   if (!(t.clip_grad >= 0 && std::isfinite(t.clip_grad))) {
     std::ostringstream text;  // "nan" and "inf" as they were given (JSON would write null)
     text << t.clip_grad;
@@ -241,7 +243,7 @@ void add_step_ops(const ShardContext& context, ShardSection& shard) {
     (grad.expert ? expert_params : dense_params) += grad.params;
     if (grad.tp_replicated) {
       replicated_grads.push_back(grad.buffer);
-      replicated_grad_bytes += grad.params * kFp32Bytes;
+      replicated_grad_bytes += grad.params * t.main_grad_bytes();
     }
   }
   // Each bucket is reduced once its gradients are final: with --overlap-grad-reduce as soon as
@@ -254,7 +256,7 @@ void add_step_ops(const ShardContext& context, ShardSection& shard) {
     for (size_t i = 0; i < group.buckets.size(); ++i) {
       if (group.buckets[i].grads.empty()) continue;
       ShardOp c = step_collective(context, t.distributed_optimizer ? Collective::reduce_scatter : Collective::all_reduce, group.group,
-                                  group.buckets[i].params * kFp32Bytes,
+                                  group.buckets[i].params * t.main_grad_bytes(),
                                   bucket_module(group.prefix + "data_parallel_grads", i));
       c.reads = c.writes = group.buckets[i].grads;
       rewriter.add(c, wait_for);
@@ -272,6 +274,16 @@ void add_step_ops(const ShardContext& context, ShardSection& shard) {
   if (t.distributed_optimizer)
     shard_params = context.model.is_moe() ? dense_params / data_parallel + expert_params / expert_data_parallel
                                           : shard.params_local / data_parallel;
+  // The optimizer works on fp32 gradients: bf16 main gradients are first copied to fp32 ones
+  // of the rank's shard (Megatron-LM's _copy_model_grads_to_main_grads, main_grad.float()).
+  // The copy is priced; its memory, held during the optimizer step alone, is not counted
+  // (docs/memory.md).
+  if (t.grad_reduce_in_bf16) {
+    ShardOp copy = step_op("optimizer::copy_grads_to_fp32", OpKind::memory, "optimizer");
+    copy.bytes = shard_params * (t.main_grad_bytes() + kFp32Bytes);
+    copy.reads = copy.writes = grads;
+    rewriter.add(copy);
+  }
   if (t.clip_grad > 0) add_grad_norm_and_clip(context, rewriter, grads, shard_params, distributed);
 
   ShardOp adam = step_op("optimizer::adam", OpKind::optimizer, "optimizer");
@@ -285,10 +297,10 @@ void add_step_ops(const ShardContext& context, ShardSection& shard) {
         for (size_t i = 0; i < group.buckets.size(); ++i)
           if (!group.buckets[i].grads.empty())
             optimizer_step.push_back(rewriter.add(param_gather(context, group, i, OpScope::step), {optimizer_step[0]}));
-  // Megatron-LM zeroes the fp32 gradient buffer at the start of each step (zero_grad_buffer):
+  // Megatron-LM zeroes the main gradient buffer at the start of each step (zero_grad_buffer):
   // in a run of steps, once this step's optimizer step and synchronous gathers are done.
   ShardOp zero = step_op("ddp::zero_grad_buffer", OpKind::memory, "grad_buffer");
-  zero.bytes = (t.shards_gradients() ? shard_params : shard.params_local) * kFp32Bytes;
+  zero.bytes = (t.shards_gradients() ? shard_params : shard.params_local) * t.main_grad_bytes();
   zero.writes = grads;
   rewriter.add(zero, optimizer_step);
 }

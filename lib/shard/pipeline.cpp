@@ -15,7 +15,6 @@
 namespace syssim {
 namespace {
 
-constexpr double kFp32Bytes = 4;  // Megatron's main gradients
 
 std::string str(int64_t v) { return std::to_string(v); }
 
@@ -466,14 +465,15 @@ class PipelineRewriter {
   }
 
   // Megatron-LM's _allreduce_embedding_grads: after the DP reduction, every rank holding a
-  // copy of a weight all-reduces its fp32 main gradient with the others.
+  // copy of a weight all-reduces its main gradient with the others.
   void reduce_shared_weight_grads() {
     if (pp_ == 1) return;
     for (const auto& t : context_.trace.tensors) {
       const RankSet& ranks = analysis_.holders[t.id];
       if (t.role != TensorRole::grad || ranks.size() < 2) continue;
       double elements = numel_at(t.dims, context_.tensor_axes(t.id), "/trace/tensors/" + str(t.id));
-      all_reduce_across(t.id, ranks.ranks(), CommGroup::embedding, elements * kFp32Bytes, "tied_embedding_grads");
+      all_reduce_across(t.id, ranks.ranks(), CommGroup::embedding, elements * context_.options.training.main_grad_bytes(),
+                        "tied_embedding_grads");
     }
   }
 

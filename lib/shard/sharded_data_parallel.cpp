@@ -14,9 +14,6 @@
 namespace syssim {
 namespace {
 
-// Gradients are reduced in fp32, as the buckets of data_parallel.cpp.
-constexpr double kReduceBytesPerParam = 4;
-
 // Forward ops run before the backward ones (recomputed forward ops among those).
 bool backward_side(const ShardOp& op) { return op.pass != OpPass::forward || op.recompute; }
 
@@ -184,7 +181,7 @@ class ShardedDataParallel {
           gathered_[{key, part}] = rewriter_.emitter().add_buffer(gathered_bytes(key, part), TensorRole::comm);
         if (unit.part[part].grad_params > 0)
           unreduced_[{key, part}] =
-              rewriter_.emitter().add_buffer(unit.part[part].grad_params * kReduceBytesPerParam, TensorRole::comm);
+              rewriter_.emitter().add_buffer(unit.part[part].grad_params * reduce_bytes_per_param_, TensorRole::comm);
       }
     }
     for (const UnitKey& key : order_)
@@ -270,7 +267,7 @@ class ShardedDataParallel {
       if (unreduced == unreduced_.end()) continue;
       const ShardedPart& p = units_.at(key).part[part];
       ShardOp c = make_collective(context_, Collective::reduce_scatter, group(part).group,
-                                  p.grad_params * kReduceBytesPerParam, OpPhase::bwd, OpScope::microbatch);
+                                  p.grad_params * reduce_bytes_per_param_, OpPhase::bwd, OpScope::microbatch);
       place_with(last_writer, c);
       c.recompute = false;
       // After the weight-gradient ops (which zero-bubble schedules run apart from backward).
@@ -296,6 +293,8 @@ class ShardedDataParallel {
   OpRewriter rewriter_;
   // Gradient buffers hold one micro-batch's gradients in the 16-bit dtype.
   const double grad_element_bytes_ = dtype_size(high_precision_dtype(context_.options.training));
+  // Gradients are reduced as the main gradients, as the buckets of data_parallel.cpp.
+  const double reduce_bytes_per_param_ = context_.options.training.main_grad_bytes();
   std::map<Symbol, bool> expert_weight_named_;          // weight name -> an expert's
   std::map<std::tuple<int64_t, int64_t, bool>, bool> past_layers_;  // by side: a layer op seen
   std::map<int64_t, UnitKey> op_unit_;                    // old microbatch op id -> its unit

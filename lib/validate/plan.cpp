@@ -282,8 +282,8 @@ TrainingConfig training(const MeasuredRow& row, int64_t dp, int64_t data_paralle
   // Megatron-Bridge's per-tensor recipes keep fp8 parameters (fp8_param_gather True; Megatron-
   // Bridge's bf16_with_fp8_current_scaling_mixed), which syssim simulates with the distributed
   // optimizer; its MXFP8 recipe's fp8 parameters are not simulated (bf16 parameters instead).
+  const bool megatron_bridge = cell(row, "source_id") == "MB_PERF";
   if (t.dtype == "fp8" || t.dtype == "fp4") {
-    const bool megatron_bridge = cell(row, "source_id") == "MB_PERF";
     t.fp8_recipe = precision->recipe.value_or(megatron_bridge ? "current" : "delayed");
     t.fp8_param_gather = (*t.fp8_recipe == "current" || *t.fp8_recipe == "delayed") && t.distributed_optimizer;
     if (!precision->recipe || (dtype != "fp8-cs" && dtype != "fp8-mx"))
@@ -293,6 +293,11 @@ TrainingConfig training(const MeasuredRow& row, int64_t dp, int64_t data_paralle
   // Activation offloading, where the row states it (Megatron-Bridge's recipes name it
   // cpu_offloading_num_layers; the published tables do not).
   t.cpu_offloading_num_layers = int_cell(row, "cpu_offloading_num_layers").value_or(0);
+  // Megatron-Bridge's performance recipes keep and reduce the main gradients in bf16, for
+  // every model of its tables (grad_reduce_in_fp32 false: scripts/performance/configs at
+  // v0.1.0rc4, *_llm_pretrain.yaml, and at v0.2.0, *_llm_pretrain.py); the others keep fp32.
+  t.grad_reduce_in_bf16 = flag_cell(row, "grad_reduce_in_bf16").value_or(megatron_bridge && t.dtype != "fp16");
+  if (t.grad_reduce_in_bf16) assumptions.push_back("grad_reduce_in_bf16=1");
   // Megatron recipes overlap the gradient reduction, and the parameter all-gather with the
   // distributed optimizer; there is nothing to overlap without data parallelism.
   t.overlap_grad_reduce = flag_cell(row, "overlap_grad_reduce").value_or(dp > 1 && !legacy);

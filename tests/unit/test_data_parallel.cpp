@@ -286,6 +286,33 @@ TEST(DataParallel, TheGradientBufferIsZeroedOncePerStepAfterTheOptimizer) {
   EXPECT_TRUE(depends_on(zero, op_named(s, "optimizer::adam").id));
 }
 
+TEST(DataParallel, Bf16MainGradientsHalveTheReductionAndAreCopiedToFp32ForTheOptimizer) {
+  ShardOptions o = overlapped(layout(1, false, 4), 4194304);
+  o.training.distributed_optimizer = true;
+  o.training.grad_reduce_in_bf16 = true;
+  ShardSection s = shard_of(o);
+  auto scatters = ops_of(s, "data_parallel_grads");
+  ASSERT_EQ(scatters.size(), 3u);
+  EXPECT_DOUBLE_EQ(scatters[0]->message_bytes, kLinearParams * 2);  // fc2's bf16 gradients
+  double scattered = 0;
+  for (const ShardOp* c : scatters) scattered += c->message_bytes;
+  EXPECT_DOUBLE_EQ(scattered, kParams * 2);
+  // The rank's quarter is read in bf16 and written in fp32 before the norm and Adam read it;
+  // those two, and Adam's 30 bytes per parameter, are as with fp32 gradients.
+  const ShardOp& copy = op_named(s, "optimizer::copy_grads_to_fp32");
+  EXPECT_DOUBLE_EQ(copy.bytes, kParams / 4 * (2 + 4));
+  EXPECT_EQ(copy.scope, OpScope::step);
+  EXPECT_GT(copy.id, scatters.back()->id);
+  EXPECT_TRUE(depends_on(op_named(s, "optimizer::grad_norm"), copy.id));
+  EXPECT_DOUBLE_EQ(op_named(s, "optimizer::adam").bytes, kParams / 4 * 30);
+  EXPECT_DOUBLE_EQ(s.ops.back().bytes, kParams * 2);  // the bf16 buffer zeroed
+  // With fp32 main gradients there is nothing to copy.
+  o.training.grad_reduce_in_bf16 = false;
+  ShardSection fp32 = shard_of(o);
+  EXPECT_TRUE(std::none_of(fp32.ops.begin(), fp32.ops.end(),
+                           [](const ShardOp& op) { return op.name == "optimizer::copy_grads_to_fp32"; }));
+}
+
 TEST(DataParallel, ClipGradZeroDisablesTheNormAndClipping) {
   ShardOptions o = layout(1, false, 2);
   o.training.clip_grad = 0;
@@ -311,6 +338,10 @@ TEST(DataParallel, SettingsMegatronRefusesAreUsageErrors) {
   EXPECT_EQ(usage_error_of(clip), "clip_grad=nan must be 0 or more and finite (0 disables clipping)");
   clip.training.clip_grad = std::numeric_limits<double>::infinity();
   EXPECT_EQ(usage_error_of(clip), "clip_grad=inf must be 0 or more and finite (0 disables clipping)");
+  ShardOptions fp16 = layout(1, false, 2);
+  fp16.training.dtype = "fp16";
+  fp16.training.grad_reduce_in_bf16 = true;
+  EXPECT_EQ(usage_error_of(fp16), "grad_reduce_in_bf16 needs bf16 parameters (--dtype bf16, fp8 or fp4), not fp16");
   ShardOptions tp_overlap = layout(2, false, 1);
   tp_overlap.training.tp_comm_overlap = true;
   EXPECT_EQ(usage_error_of(tp_overlap),

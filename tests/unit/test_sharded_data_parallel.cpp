@@ -437,6 +437,17 @@ TEST(ShardedDataParallel, TrainingStateIsShardedOverTheDataParallelRanks) {
     EXPECT_DOUBLE_EQ(params.optimizer_state_bytes, kOptimizerBytes * P / 4);
     EXPECT_DOUBLE_EQ(params.weight_share, 0.25);
   }
+  // --grad-reduce-in-bf16: 2 bytes per main gradient, 2P = 4,983,296 whole and P/2 = 1,245,824
+  // sharded; Adam's fp32 states unchanged.
+  ShardOptions bf16 = layout(4, "no_shard", 1, 1);
+  bf16.training.grad_reduce_in_bf16 = true;
+  EXPECT_DOUBLE_EQ(training_state_bytes(P, bf16.parallelism, bf16.training).grad_bytes, 4983296);
+  bf16.training.distributed_optimizer = true;
+  EXPECT_DOUBLE_EQ(training_state_bytes(P, bf16.parallelism, bf16.training).optimizer_state_bytes, 7474944);
+  bf16 = layout(4, "optim_grads", 1, 1);
+  bf16.training.grad_reduce_in_bf16 = true;
+  normalize_sharding(bf16.training);
+  EXPECT_DOUBLE_EQ(training_state_bytes(P, bf16.parallelism, bf16.training).grad_bytes, 1245824);
 }
 
 TEST(ShardedDataParallel, MemoryOfTheSimulatedGraph) {

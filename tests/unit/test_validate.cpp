@@ -196,6 +196,17 @@ TEST(ValidateRow, OptionalColumnsOverrideTheDefaults) {
   EXPECT_FALSE(plan.options.training.overlap_param_gather);
 }
 
+TEST(ValidateRow, MegatronBridgeRowsKeepTheirGradientsInBf16) {
+  MeasuredRow row = llama_row();
+  EXPECT_FALSE(plan_row(row, kPresets).options.training.grad_reduce_in_bf16);  // NVIDIA's other recipes: fp32
+  row["source_id"] = "MB_PERF";
+  RowPlan plan = plan_row(row, kPresets);
+  EXPECT_TRUE(plan.options.training.grad_reduce_in_bf16);
+  EXPECT_NE(std::find(plan.assumptions.begin(), plan.assumptions.end(), "grad_reduce_in_bf16=1"), plan.assumptions.end());
+  row["grad_reduce_in_bf16"] = "0";
+  EXPECT_FALSE(plan_row(row, kPresets).options.training.grad_reduce_in_bf16);
+}
+
 TEST(ValidateRow, GpuCellsMapToPresetsAndHardwareMapOverridesThem) {
   MeasuredRow row = llama_row();
   row["gpu"] = "GB200";

@@ -85,6 +85,8 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
   app.add_flag("--overlap-grad-reduce", t.overlap_grad_reduce, "Reduce gradients per bucket during the backward pass");
   app.add_flag("--overlap-param-gather", t.overlap_param_gather,
                "All-gather the distributed optimizer's weights during the next forward pass");
+  app.add_flag("--grad-reduce-in-bf16", t.grad_reduce_in_bf16,
+               "Keep and reduce the main gradients in bf16 instead of fp32 (Megatron-LM's flag)");
   app.add_option("--ddp-bucket-size", t.ddp_bucket_size,
                  "Parameters per gradient bucket (default max(40000000, 1000000 * dp))")
       ->check(kPositive);
