@@ -29,6 +29,14 @@ enum class OpPass : uint8_t { forward, backward, weight, step };
 // (docs/graph-format.md).
 enum class Collective : uint8_t { all_reduce, all_gather, reduce_scatter, send_recv, all_to_all };
 enum class CommGroup : uint8_t { tp, cp, dp, pp, embedding, ep, etp, edp };
+// The in-order queue an op runs on (docs/graph-format.md, `stream`): the compute stream, one
+// per communication group (a collective runs on its group's, as NCCL runs one stream per
+// communicator, in CommGroup's order), the delayed-scaling amax reduction's, activation
+// offloading's two copy streams, and the host thread that issues the kernels, which only
+// the simulator's queues and timelines have.
+enum class Stream : uint8_t { compute, tp, cp, dp, pp, embedding, ep, etp, edp, amax, d2h, h2d, host };
+// The stream of a group's collectives.
+constexpr Stream stream_of(CommGroup group) { return static_cast<Stream>(static_cast<uint8_t>(group) + 1); }
 // How tensor (and expert) parallelism splits a traced op (docs/graph-format.md, `tp_role`):
 // Megatron's column- and row-parallel linears, the vocabulary-parallel embedding, output
 // layer and loss, the routed experts' grouped fc1 and fc2 and their other ops, the token
@@ -90,6 +98,11 @@ struct EnumNames<CommGroup> {
   static constexpr std::array<const char*, 8> kNames = {"tp", "cp", "dp", "pp", "embedding", "ep", "etp", "edp"};
 };
 template <>
+struct EnumNames<Stream> {
+  static constexpr std::array<const char*, 13> kNames = {"compute", "tp", "cp",  "dp",  "pp",  "embedding", "ep",
+                                                         "etp",     "edp", "amax", "d2h", "h2d", "host"};
+};
+template <>
 struct EnumNames<TensorRole> {
   static constexpr std::array<const char*, 6> kNames = {"param", "grad", "input", "activation", "comm", "quantized_weight"};
 };
@@ -114,6 +127,16 @@ struct EnumNames<NamedOp> {
       "optimizer::grad_norm",
       "aten::sum", "syssim::cross_entropy", "te::amax", "te::quantize", "te::transpose"};
 };
+
+// A group's stream bears the group's name.
+constexpr bool streams_follow_groups() {
+  for (size_t g = 0; g < EnumNames<CommGroup>::kNames.size(); ++g) {
+    const auto stream = static_cast<size_t>(stream_of(static_cast<CommGroup>(g)));
+    if (std::string_view(EnumNames<CommGroup>::kNames[g]) != EnumNames<Stream>::kNames[stream]) return false;
+  }
+  return true;
+}
+static_assert(streams_follow_groups());
 
 template <typename Enum, typename = decltype(EnumNames<Enum>::kNames)>
 const char* to_string(Enum value) {

@@ -38,7 +38,7 @@ class Symbol {
   friend bool operator!=(Symbol a, Symbol b) { return a.entry_ != b.entry_; }
   friend bool operator==(Symbol a, std::string_view b) { return a.entry_->text == b; }
   friend bool operator!=(Symbol a, std::string_view b) { return a.entry_->text != b; }
-  // Against a literal (op.stream == "compute", a common test): its length is known at
+  // Against a literal (op.dtype == "fp8", a common test): its length is known at
   // compile time, so this is a length test and a fixed-size compare, inlined.
   template <size_t N>
   friend bool operator==(Symbol a, const char (&literal)[N]) {

@@ -15,7 +15,7 @@ using nlohmann::json;
 
 // Streams in the order their tracks are shown, the host issuing the ops first, as profilers
 // show the CPU above the GPU; a stream not listed follows them, by name.
-const std::vector<std::string> kStreamOrder = {kHostStream, "compute", "tp", "cp", "dp", "pp"};
+const std::vector<std::string> kStreamOrder = {"host", "compute", "tp", "cp", "dp", "pp"};
 
 // Collectives are colored by group with the trace viewer's reserved color names (a cname
 // outside them is ignored): catapult-project/catapult tracing/tracing/base/color_scheme.html.
@@ -30,7 +30,7 @@ constexpr const char* kOtherGroupColor = "generic_work";
 std::map<std::string, int64_t> stream_tids(const std::vector<TimelineEntry>& timeline) {
   std::vector<std::string> streams;
   for (const TimelineEntry& e : timeline)
-    if (std::find(streams.begin(), streams.end(), e.stream) == streams.end()) streams.push_back(e.stream);
+    if (std::find(streams.begin(), streams.end(), to_string(e.stream)) == streams.end()) streams.push_back(to_string(e.stream));
   auto order = [](const std::string& stream) {
     return std::find(kStreamOrder.begin(), kStreamOrder.end(), stream) - kStreamOrder.begin();
   };
@@ -57,7 +57,7 @@ json op_event(const TimelineEntry& e, const ShardOp& op, int64_t tid) {
                {"module", op.module},
                {"flops", op.flops},
                {"bytes", op.bytes}};
-  json event = {{"name", op.name}, {"cat", e.host() ? kHostStream : to_string(op.kind)}, {"ph", "X"},  {"ts", e.start_ms * kUsPerMs},
+  json event = {{"name", op.name}, {"cat", e.host() ? to_string(Stream::host) : to_string(op.kind)}, {"ph", "X"},  {"ts", e.start_ms * kUsPerMs},
                 {"dur", (e.end_ms - e.start_ms) * kUsPerMs}, {"pid", e.rank}, {"tid", tid}};
   if (op.kind == OpKind::collective) {
     args.update({{"collective", to_string(op.collective)},
@@ -84,14 +84,14 @@ std::string render_chrome_trace(const Graph& g, const TimelineWindow& window) {
     events.push_back(metadata("process_sort_index", rank, {{"sort_index", rank}}));
     std::vector<bool> used(tids.size(), false);
     for (const TimelineEntry& e : timeline)
-      if (e.rank == rank) used[tids.at(e.stream)] = true;
+      if (e.rank == rank) used[tids.at(to_string(e.stream))] = true;
     for (const auto& [stream, tid] : tids)
       if (used[tid]) {
         events.push_back(metadata("thread_name", rank, {{"name", stream}}, tid));
         events.push_back(metadata("thread_sort_index", rank, {{"sort_index", tid}}, tid));
       }
   }
-  for (const TimelineEntry& e : timeline) events.push_back(op_event(e, shard.ops[e.op], tids.at(e.stream)));
+  for (const TimelineEntry& e : timeline) events.push_back(op_event(e, shard.ops[e.op], tids.at(to_string(e.stream))));
   // The memory samples over the time the events span; with a window, from the last change
   // before it, which holds at its start.
   double from_ms = 0, to_ms = g.sim->step_time_ms;

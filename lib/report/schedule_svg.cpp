@@ -108,7 +108,7 @@ std::vector<RankRows> rows_of(const ShardSection& shard, const std::vector<Timel
     for (const TimelineEntry* e : entries) {
       const ShardOp& op = shard.ops[e->op];
       if (e->host()) continue;  // the picture is the GPU's
-      if (e->stream == "compute") {
+      if (e->stream == Stream::compute) {
         std::vector<PassBox>& passes = rows[rank].passes;
         std::string pass = slot_pass(op, e->microbatch);
         if (passes.empty() || passes.back().microbatch != e->microbatch || passes.back().chunk != op.chunk ||
@@ -117,9 +117,9 @@ std::vector<RankRows> rows_of(const ShardSection& shard, const std::vector<Timel
         passes.back().end_ms = std::max(passes.back().end_ms, e->end_ms);
         ++passes.back().ops;
       } else {
-        std::vector<CommBox>& lane = rows[rank].lanes[e->stream];
+        std::vector<CommBox>& lane = rows[rank].lanes[to_string(e->stream)];
         // A collective's group, or the stream of another op off the compute stream (a host copy's).
-        const std::string group = op.kind == OpKind::collective ? to_string(op.group) : e->stream;
+        const std::string group = op.kind == OpKind::collective ? to_string(op.group) : to_string(e->stream);
         if (lane.empty() || lane.back().group != group || e->start_ms > lane.back().end_ms + ms_per_pixel)
           lane.push_back(CommBox{group, e->start_ms, e->end_ms, 0});
         lane.back().end_ms = std::max(lane.back().end_ms, e->end_ms);

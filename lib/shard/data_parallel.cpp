@@ -130,7 +130,7 @@ ShardOp step_op(const std::string& name, OpKind kind, const std::string& module)
   op.pass = OpPass::step;
   op.module = module;
   op.scope = OpScope::step;
-  op.stream = "compute";
+  op.stream = Stream::compute;
   op.dtype = "fp32";
   return op;
 }
@@ -166,7 +166,7 @@ ShardOp param_gather(const ShardContext& context, const BucketGroup& group, size
 // The last microbatch op of each stream: streams run in order, so when these have finished
 // in the last micro-batch, its backward is over.
 std::vector<int64_t> end_of_backward(const std::vector<ShardOp>& ops) {
-  std::map<std::string, int64_t> last;
+  std::map<Stream, int64_t> last;
   for (const ShardOp& op : ops)
     if (op.scope == OpScope::microbatch) last[op.stream] = op.id;
   std::vector<int64_t> ids;

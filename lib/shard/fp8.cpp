@@ -395,7 +395,7 @@ class LowPrecision {
       int64_t reduced = rewriter_.emitter().add_buffer(tensors * kFp32Bytes, TensorRole::comm);
       ShardOp reduce = inserted_collective(last, CommGroup::dp, tensors * kFp32Bytes);
       reduce.group_size = ranks;
-      reduce.stream = "amax";
+      reduce.stream = Stream::amax;
       reduce.reads = amaxes;
       reduce.writes = {reduced};
       rewriter_.add(reduce);

@@ -131,7 +131,7 @@ class Instantiator {
     s.layer = op.layer;
     s.module = op.module;
     s.scope = OpScope::microbatch;
-    s.stream = "compute";
+    s.stream = Stream::compute;
     s.dtype = context_.options.training.dtype;
     s.flops = op.flops.evaluate(axes, where + "/flops");
     s.bytes = op.bytes.evaluate(axes, where + "/bytes");

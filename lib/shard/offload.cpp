@@ -14,9 +14,6 @@
 namespace syssim {
 namespace {
 
-constexpr const char* kDeviceToHost = "d2h";
-constexpr const char* kHostToDevice = "h2d";
-
 // The layer at whose forward end offload `group` of `groups` must be complete, and at whose
 // backward start it is copied back: the handler spreads the N windows evenly over the L
 // layers (layer_window_map), the last one ending at the last layer.
@@ -68,7 +65,7 @@ class Offloader {
     if (is_microbatch_backward(kept))
       for (int64_t& b : kept.reads)
         if (auto fresh = reloaded_.find(b); fresh != reloaded_.end()) b = fresh->second;
-    const bool compute = kept.stream == "compute";
+    const bool compute = kept.stream == Stream::compute;
     const int64_t new_id = rewriter_.keep(id, std::move(kept));
     std::vector<int64_t>& deps = rewriter_.emitter().shard().ops[new_id].deps;
     deps.insert(deps.end(), waits.begin(), waits.end());
@@ -125,13 +122,13 @@ class Offloader {
   }
 
   int64_t offload(int64_t group, int64_t after) {
-    ShardOp copy = host_copy(group, kDeviceToHost, OpPhase::fwd);
+    ShardOp copy = host_copy(group, Stream::d2h, OpPhase::fwd);
     copy.reads = saved_[group];
     return rewriter_.add(std::move(copy), {after});
   }
 
   void reload(int64_t group, int64_t after) {
-    ShardOp copy = host_copy(group, kHostToDevice, OpPhase::bwd);
+    ShardOp copy = host_copy(group, Stream::h2d, OpPhase::bwd);
     for (int64_t b : saved_[group]) {
       const int64_t fresh = rewriter_.emitter().add_buffer(shard_.buffers[b].bytes, shard_.buffers[b].role);
       reloaded_[b] = fresh;
@@ -140,7 +137,7 @@ class Offloader {
     rewriter_.add(std::move(copy), after >= 0 ? std::vector<int64_t>{after} : std::vector<int64_t>{});
   }
 
-  ShardOp host_copy(int64_t group, const char* stream, OpPhase phase) const {
+  ShardOp host_copy(int64_t group, Stream stream, OpPhase phase) const {
     ShardOp copy;
     copy.name = phase == OpPhase::fwd ? "offload::activations_to_host" : "offload::activations_to_device";
     copy.kind = OpKind::host_copy;

@@ -541,7 +541,7 @@ class PipelineRewriter {
   }
 
   // The rank's last microbatch op on the stream so far; nullptr before the first.
-  int64_t* last_of_stream(int64_t rank, Symbol stream) {
+  int64_t* last_of_stream(int64_t rank, Stream stream) {
     for (auto& [s, last] : last_of_stream_[rank])
       if (s == stream) return &last;
     return nullptr;
@@ -570,7 +570,7 @@ class PipelineRewriter {
   std::map<std::pair<int64_t, int64_t>, int64_t> local_copy_;             // (buffer, rank) -> copy
   std::vector<char> copied_;  // by buffer: whether local_copy_ has it
   std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> received_;  // (op, rank) -> recvs of its outputs
-  std::vector<std::vector<std::pair<Symbol, int64_t>>> last_of_stream_;  // by rank: (stream, last microbatch op)
+  std::vector<std::vector<std::pair<Stream, int64_t>>> last_of_stream_;  // by rank: (stream, last microbatch op)
   std::map<int64_t, int64_t> copies_of_;                                   // step op copy -> old op
   std::map<std::pair<int64_t, int64_t>, int64_t> step_copy_;              // (old op, rank) -> copy
   std::map<int64_t, int64_t> first_step_rank_;  // transient buffer of step ops -> rank keeping the original

@@ -225,8 +225,8 @@ class Recomputer {
     for (int64_t& b : buffers) b = current(b);
   }
 
-  void note_issued(int64_t id, const std::string& stream) {
-    if (stream == "compute") last_compute_op_ = id;
+  void note_issued(int64_t id, Stream stream) {
+    if (stream == Stream::compute) last_compute_op_ = id;
   }
 
   const ShardContext& context_;

@@ -243,7 +243,7 @@ json to_json(const ShardSection& s) {
     json o = {{"id", op.id}, {"trace_op", nullable_to_json(op.trace_op)}, {"name", op.name}, {"kind", to_string(op.kind)},
               {"phase", to_string(op.phase)}, {"layer", nullable_to_json(op.layer)}, {"module", op.module}, {"scope", to_string(op.scope)},
               {"pass", to_string(op.pass)}, {"stage", op.stage}, {"chunk", op.chunk}, {"recompute", op.recompute},
-              {"stream", op.stream}, {"dtype", op.dtype}, {"deps", op.deps}, {"flops", op.flops},
+              {"stream", to_string(op.stream)}, {"dtype", op.dtype}, {"deps", op.deps}, {"flops", op.flops},
               {"bytes", op.bytes}, {"reads", op.reads}, {"writes", op.writes}};
     if (!op.shape.empty()) o["shape"] = op.shape;
     if (op.host_waits_for) o["host_waits_for"] = *op.host_waits_for;
@@ -331,7 +331,10 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
     op.chunk = require_as<int64_t>(o, "chunk", p);
     check_chunk(op.chunk, chunks, p);
     op.recompute = require_as<bool>(o, "recompute", p);
-    op.stream = require_as<std::string>(o, "stream", p);
+    // Every stream but the host thread's, which issues ops and runs none.
+    op.stream = require_enum<Stream>(o, "stream", p,
+                                     {Stream::compute, Stream::tp, Stream::cp, Stream::dp, Stream::pp, Stream::embedding,
+                                      Stream::ep, Stream::etp, Stream::edp, Stream::amax, Stream::d2h, Stream::h2d});
     op.dtype = require_as<std::string>(o, "dtype", p);
     op.deps = require_as<std::vector<int64_t>>(o, "deps", p);
     for (int64_t d : op.deps)

@@ -60,7 +60,7 @@ struct ShardOp {
   int64_t stage = 0;   // pipeline rank that runs it
   int64_t chunk = 0;   // virtual pipeline chunk of that rank
   bool recompute = false;  // a forward op run again in the backward pass
-  Symbol stream;  // compute | tp | cp | dp | pp
+  Stream stream = Stream::compute;
   Symbol dtype;   // compute dtype: bf16 | fp16 | fp32 | ...
   std::vector<int64_t> deps;  // ops of the same scope (or, for step ops, of any scope) that must finish first
   // An earlier op of the same stage and slot that the host waits for before it issues this one

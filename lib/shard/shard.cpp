@@ -227,7 +227,7 @@ ShardOp compute_op_for(const ShardOp& anchor, Symbol name, OpKind kind, Symbol d
   op.phase = anchor.phase;
   op.scope = anchor.scope;
   place_with(anchor, op);
-  op.stream = "compute";
+  op.stream = Stream::compute;
   op.dtype = dtype;
   return op;
 }
@@ -256,7 +256,7 @@ ShardOp make_collective(const ShardContext& context, Collective collective, Comm
   c.phase = phase;
   c.pass = scope == OpScope::step ? OpPass::step : phase == OpPhase::fwd ? OpPass::forward : OpPass::backward;
   c.scope = scope;
-  c.stream = to_string(group);
+  c.stream = stream_of(group);
   c.dtype = high_precision_dtype(context.options.training);
   c.collective = collective;
   c.group = group;

@@ -76,7 +76,7 @@ ListPaths list_paths(const ShardSection& shard, const std::vector<int64_t>& ops,
   int64_t previous_compute = -1;
   for (size_t p = 0; p < n; ++p) {
     const ShardOp& op = shard.ops[ops[p]];
-    if (op.stream == "compute") {
+    if (op.stream == Stream::compute) {
       if (previous_compute < 0) after_start[p] = 1;
       else preds[p].push_back(static_cast<size_t>(previous_compute));
       previous_compute = static_cast<int64_t>(p);
@@ -157,7 +157,7 @@ std::vector<std::vector<double>> part_spans_ms(const ShardSection& shard, const 
     for (int64_t id : ops) {
       const size_t part = part_of.at(id);
       ops_of.at(part).push_back(id);
-      if (shard.ops[id].stream != "compute") continue;
+      if (shard.ops[id].stream != Stream::compute) continue;
       compute_us[part] += duration_us[id];
       if (part == current) continue;
       if (left[part]) contiguous = false;

@@ -141,7 +141,7 @@ class EventLoop {
     for (uint32_t q = 0; q < queues_.size(); ++q)
       if (!done(q)) {
         throw DataError(op_path(queues_[q].head->op) + ": never starts on stream \"" +
-                        plan_.queues[q].stream + "\" of pipeline rank " + std::to_string(plan_.queues[q].rank) +
+                        to_string(plan_.queues[q].stream) + "\" of pipeline rank " + std::to_string(plan_.queues[q].rank) +
                         ": its deps wait, directly or through stream order, for ops issued after it");
       }
   }
@@ -596,7 +596,7 @@ class EventLoop {
     compute_queue_.assign(plan_.slots.size(), kNone);
     if (!slowing_) return;
     for (uint32_t q = 0; q < plan_.queues.size(); ++q)
-      if (!plan_.queues[q].host && plan_.queues[q].stream == "compute")
+      if (plan_.queues[q].stream == Stream::compute)
         slowed_[q] = 1, compute_queue_[plan_.queues[q].rank] = q;
     first_slowing_pos_.resize(plan_.kinds.size());
     for (size_t k = 0; k < plan_.kinds.size(); ++k) {

@@ -22,7 +22,7 @@ std::vector<char> local_queues(const Plan& plan) {
         for (const Phase& phase : *entry.phases)
           for (int64_t l : phase.links) links_of[entry.queue][l] = 1;
   std::vector<char> local(plan.queues.size());
-  for (size_t q = 0; q < plan.queues.size(); ++q) local[q] = !plan.queues[q].host;
+  for (size_t q = 0; q < plan.queues.size(); ++q) local[q] = !plan.queues[q].host();
   for (size_t a = 0; a < plan.queues.size(); ++a)
     for (size_t b = 0; b < plan.queues.size(); ++b)
       if (a != b && plan.queues[a].rank == plan.queues[b].rank)
@@ -80,7 +80,7 @@ uint32_t add_rank_queues(Plan& plan, const PlanBuilder& builder, int64_t rank, c
     const bool backward_side = plan.combined && list > 0 && list + 1 < lists.size() && program.backward_kind[list - 1];
     for (int64_t op : *lists[list]) {
       if (queue_of[op] != kNone) continue;
-      const Symbol stream = builder.shard.ops[op].stream;
+      const Stream stream = builder.shard.ops[op].stream;
       uint32_t q = first_queue;
       while (q < plan.queues.size() &&
              (plan.queues[q].stream != stream || plan.queues[q].backward_side != backward_side))
@@ -91,10 +91,9 @@ uint32_t add_rank_queues(Plan& plan, const PlanBuilder& builder, int64_t rank, c
   }
   const uint32_t host_queue = builder.simulate_host ? static_cast<uint32_t>(plan.queues.size()) : kNone;
   if (builder.simulate_host) {
-    plan.queues.push_back(Plan::Queue{rank, kHostStream, {}, false});
-    plan.queues.back().host = true;
+    plan.queues.push_back(Plan::Queue{rank, Stream::host, {}, false});
     for (uint32_t q = first_queue; q < host_queue; ++q)
-      if (plan.queues[q].stream == "compute") plan.queues[q].paces = host_queue, plan.queues[host_queue].paced_by = q;
+      if (plan.queues[q].stream == Stream::compute) plan.queues[q].paces = host_queue, plan.queues[host_queue].paced_by = q;
   }
   for (uint32_t a = first_queue; a < plan.queues.size(); ++a)
     for (uint32_t b = first_queue; b < plan.queues.size(); ++b)

@@ -74,13 +74,14 @@ struct Dep {
 struct Plan {
   struct Queue {
     int64_t rank = 0;
-    Symbol stream;
+    Stream stream = Stream::compute;
     std::vector<uint64_t> before;  // by slot of its rank, and one past the last: its instances in earlier slots
     // The combined 1F1B schedule (docs/syssim-sim.md): a stream's backward-pass instances get
     // a queue of their own, its twin, which never runs while the other does.
     bool backward_side = false;
     uint32_t twin = kNone;
-    bool host = false;  // the rank's host thread: its instances issue the rank's ops in order
+    // The rank's host thread: its instances issue the rank's ops in order.
+    bool host() const { return stream == Stream::host; }
     // The host issues at most one slot ahead of the rank's compute stream (docs/syssim-sim.md,
     // "The host"): on the host, that compute queue; on the compute queue, the host's.
     uint32_t paced_by = kNone;

@@ -37,8 +37,10 @@ std::vector<TimelineEntry> timeline_from(const json& rows, const std::string& pa
     };
     if (!row.is_array() || row.size() != 6) throw bad_row();
     try {
-      timeline.push_back(TimelineEntry{row[0].get<int64_t>(), row[1].get<std::string>(), row[2].get<int64_t>(),
-                                       row[3].get<int64_t>(), row[4].get<double>(), row[5].get<double>()});
+      const std::optional<Stream> stream = parse_enum<Stream>(row[1].get<std::string>());
+      if (!stream) throw bad_row();
+      timeline.push_back(TimelineEntry{row[0].get<int64_t>(), *stream, row[2].get<int64_t>(), row[3].get<int64_t>(),
+                                       row[4].get<double>(), row[5].get<double>()});
     } catch (const json::exception&) {
       throw bad_row();
     }
@@ -88,7 +90,7 @@ json to_json(const SimSection& s) {
   if (s.timeline) {
     json rows = json::array();
     for (const TimelineEntry& e : *s.timeline)
-      rows.push_back({e.rank, e.stream, e.op, e.microbatch, e.start_ms, e.end_ms});
+      rows.push_back({e.rank, to_string(e.stream), e.op, e.microbatch, e.start_ms, e.end_ms});
     section["timeline"] = std::move(rows);
   }
   return section;

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "common/op_kinds.hpp"
+
 namespace syssim {
 
 struct TimedOp {
@@ -30,18 +32,15 @@ struct LinkLoad {
   int64_t max_flows = 0;      // most flows on it at once
 };
 
-// The stream name of a rank's host thread in the timeline (docs/syssim-sim.md, "The host").
-inline constexpr const char* kHostStream = "host";
-
 // One op instance of the simulated step (syssim-sim --timeline), or the host's issue of it.
 struct TimelineEntry {
   int64_t rank = 0;         // pipeline rank
-  std::string stream;       // compute | tp | cp | dp | pp | ... | host
+  Stream stream = Stream::compute;  // the host's row: Stream::host
   int64_t op = 0;           // shard op id
   int64_t microbatch = -1;  // -1 for step_start and step ops
   double start_ms = 0;
   double end_ms = 0;
-  bool host() const { return stream == kHostStream; }
+  bool host() const { return stream == Stream::host; }
 };
 
 struct SimSection {

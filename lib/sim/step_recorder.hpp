@@ -239,8 +239,8 @@ class StepRecorder {
       coverage_.emplace_back(plan.first_queue[rank + 1] - plan.first_queue[rank]);
     for (uint32_t q = 0; q < plan.queues.size(); ++q) {
       const int64_t rank = plan.queues[q].rank;
-      queues_[q] = QueueInfo{&coverage_[rank], q - plan.first_queue[rank], plan.queues[q].stream == "compute",
-                             plan.queues[q].host};
+      queues_[q] = QueueInfo{&coverage_[rank], q - plan.first_queue[rank], plan.queues[q].stream == Stream::compute,
+                             plan.queues[q].host()};
     }
     for (const ShardOp& op : shard.ops)  // check_ops refused stages the schedule does not have
       if (op.kind == OpKind::collective) group_of_[op.id] = coverage_[op.stage].group_index(to_string(op.group));

@@ -218,7 +218,7 @@ nlohmann::json layer_compute(PointEvaluator& evaluate, const ModelConfig& short_
     for (const ShardOp& op : graph.shard->ops) {
       const size_t part = op.layer ? static_cast<size_t>(*op.layer) : op.module.starts_with("embedding") ? layers : layers + 1;
       part_of[op.id] = part;
-      if (op.scope != OpScope::microbatch || op.stream != "compute") continue;
+      if (op.scope != OpScope::microbatch || op.stream != Stream::compute) continue;
       const double time_ms = graph.cost->ops[op.id].time_us / kUsPerMs;
       ms.at(part)[kAllPasses] += time_ms;
       if (op.pass == OpPass::forward) ms.at(part)[kForward] += time_ms;

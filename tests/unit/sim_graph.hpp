@@ -51,7 +51,7 @@ inline Graph graph_of(const std::vector<TestOp>& ops, int64_t num_microbatches =
     op.name = ops[i].name;
     op.kind = parse_enum<OpKind>(ops[i].kind).value();
     op.phase = parse_enum<OpPhase>(ops[i].phase).value();
-    op.stream = ops[i].stream;
+    op.stream = parse_enum<Stream>(ops[i].stream).value();
     op.scope = parse_enum<OpScope>(ops[i].scope).value();
     op.pass = op.scope != OpScope::microbatch ? OpPass::step : op.phase == OpPhase::fwd ? OpPass::forward : OpPass::backward;
     op.deps = ops[i].deps;

@@ -119,7 +119,7 @@ TEST(ContextParallel, RingForwardSendsCpMinusOneKeyValueBlocksOverlappedWithComp
   for (const ShardOp* e : exchanges) {
     EXPECT_EQ(e->kind, OpKind::collective);
     EXPECT_EQ(e->group, CommGroup::cp);
-    EXPECT_EQ(e->stream, "cp");
+    EXPECT_EQ(e->stream, Stream::cp);
     EXPECT_EQ(e->group_size, cp);
     EXPECT_DOUBLE_EQ(e->message_bytes, key_value_block_bytes(cp));  // 2 * 2048 * 8 * 128 * 2 = 8 MiB
   }

@@ -234,7 +234,7 @@ TEST(DataParallel, OverlapParamGatherRunsTheGathersBeforeTheForwardThatReadsThem
   for (size_t i = 0; i < gathers.size(); ++i) {
     EXPECT_EQ(gathers[i]->id, static_cast<int64_t>(i));
     EXPECT_EQ(gathers[i]->scope, OpScope::step_start);
-    EXPECT_EQ(gathers[i]->stream, "dp");
+    EXPECT_EQ(gathers[i]->stream, Stream::dp);
   }
   EXPECT_EQ(gathers[0]->writes, (std::vector<int64_t>{1}));  // norm.weight
   // Each forward op waits for the gather of the weights it reads, and for no other.
@@ -253,7 +253,7 @@ TEST(DataParallel, GradNormReadsEveryLocalGradientOnceAndClippingRewritesThem) {
   EXPECT_DOUBLE_EQ(clip.bytes, kParams * 8 + 4);  // read and written, and the norm read
   EXPECT_DOUBLE_EQ(clip.flops, kParams);
   EXPECT_EQ(norm.scope, OpScope::step);
-  EXPECT_EQ(norm.stream, "compute");
+  EXPECT_EQ(norm.stream, Stream::compute);
   // After the DP reduction, before Adam; tp 1 without the distributed optimizer: no all-reduce.
   EXPECT_GT(norm.id, ops_of(s, "data_parallel_grads").back()->id);
   EXPECT_TRUE(depends_on(op_named(s, "optimizer::adam"), clip.id));
@@ -419,7 +419,7 @@ TEST(TpCommOverlap, RingExchangeFeedsGemmChunkKWithStepK) {
   }
   // Each step passes on the piece the step before brought.
   EXPECT_EQ(steps[1]->deps, (std::vector<int64_t>{steps[0]->id}));
-  EXPECT_EQ(steps[0]->stream, "tp");
+  EXPECT_EQ(steps[0]->stream, Stream::tp);
   EXPECT_EQ(steps[0]->group_size, 4);
 }
 

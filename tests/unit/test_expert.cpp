@@ -103,7 +103,7 @@ TEST(Experts, AllToAllMovesEachRoutedTokenOnce) {
   for (const ShardOp* op : exchanges) {
     EXPECT_EQ(op->collective, Collective::all_to_all);
     EXPECT_EQ(op->group_size, 4);
-    EXPECT_EQ(op->stream, "ep");
+    EXPECT_EQ(op->stream, Stream::ep);
   }
   EXPECT_DOUBLE_EQ(exchanges[0]->message_bytes, s * k * h * 2);
   EXPECT_DOUBLE_EQ(exchanges[1]->message_bytes, s * k * 4);
@@ -358,7 +358,7 @@ TEST(Experts, SharedExpertOverlapHidesTheSharedExpertsBehindTheAllToAlls) {
       shared_us += us;
       *group_us += us;
       EXPECT_LT(*group_us, shortest_all_to_all_us) << "the shared experts outlast an all-to-all";
-    } else if (op.stream == "compute") {
+    } else if (op.stream == Stream::compute) {
       group_us.reset();  // only shared-expert ops follow an all-to-all directly
     }
   }

@@ -234,7 +234,7 @@ TEST(DelayedScaling, AmaxesAreReducedOverTheStageRanksAfterEachPass) {
   ShardSection shard = sharded(layout("fp8", "delayed", 2, 2));
   std::vector<double> messages;
   for (const ShardOp& op : shard.ops)
-    if (op.kind == OpKind::collective && op.stream == "amax") {
+    if (op.kind == OpKind::collective && op.stream == Stream::amax) {
       EXPECT_EQ(op.group_size, 4);
       EXPECT_EQ(op.collective, Collective::all_reduce);
       messages.push_back(op.message_bytes);

@@ -184,7 +184,7 @@ ShardSection small_pipeline() {
   op.pass = OpPass::forward;
   op.stage = 1;
   op.chunk = 1;
-  op.stream = "compute";
+  op.stream = Stream::compute;
   op.dtype = "bf16";
   s.ops.push_back(op);
   s.pp_layout = {1, 1, 1, 1};

@@ -234,7 +234,7 @@ TEST(Offloading, EachOffloadedLayerCopiesItsSavedActivationsBothWays) {
     ASSERT_EQ(copies.size(), 2u);
     for (const ShardOp* copy : copies) {
       EXPECT_DOUBLE_EQ(copy->bytes, per_layer) << copy->module.str();
-      EXPECT_EQ(copy->stream, phase == OpPhase::fwd ? "d2h" : "h2d");
+      EXPECT_EQ(copy->stream, phase == OpPhase::fwd ? Stream::d2h : Stream::h2d);
     }
   }
 }

@@ -69,7 +69,7 @@ TEST(Timeline, RecordsEveryInstanceWhenAsked) {
                                {"compute", 0, 1, 34, 44}, {"tp", 1, 1, 44, 48},      {"compute", 2, 1, 48, 68}};
   for (size_t i = 0; i < t.size(); ++i) {
     EXPECT_EQ(t[i].rank, 0);
-    EXPECT_EQ(t[i].stream, expected[i].stream) << i;
+    EXPECT_EQ(to_string(t[i].stream), expected[i].stream) << i;
     EXPECT_EQ(t[i].op, expected[i].op) << i;
     EXPECT_EQ(t[i].microbatch, expected[i].microbatch) << i;
     EXPECT_NEAR(t[i].start_ms, expected[i].start_us * 1e-3, 1e-15) << i;

@@ -147,7 +147,7 @@ Graph pipeline_graph(const Pipeline& p, const std::string& schedule) {
     op.pass = parse_enum<OpPass>(pass).value();
     op.module = name;
     op.scope = OpScope::microbatch;
-    op.stream = "compute";
+    op.stream = Stream::compute;
     op.stage = v % p.pp;
     op.chunk = v / p.pp;
     op.deps = std::move(deps);

@@ -244,7 +244,7 @@ TEST(ShardedDataParallel, AUnitIsReducedRightAfterItsLastGradientIsWritten) {
       }
     ASSERT_GE(last_writer, 0);
     EXPECT_EQ(shard.ops[scatter[0]->id - 1].id, last_writer) << module << " is not issued right after it";
-    EXPECT_EQ(scatter[0]->stream, "dp");
+    EXPECT_EQ(scatter[0]->stream, Stream::dp);
   }
 }
 
@@ -282,7 +282,7 @@ TEST(ShardedDataParallel, OptimGradsParamsGathersEachUnitBeforeItsForwardAndItsB
       EXPECT_EQ(op->scope, OpScope::microbatch);
       EXPECT_EQ(op->group, CommGroup::dp);
       EXPECT_EQ(op->group_size, 4);
-      EXPECT_EQ(op->stream, "dp");
+      EXPECT_EQ(op->stream, Stream::dp);
     }
   EXPECT_DOUBLE_EQ(message_bytes(forward), kWeightBytes * local_params(1));
   EXPECT_DOUBLE_EQ(message_bytes(backward), kWeightBytes * (local_params(1) - embedding_params(1)));
@@ -368,7 +368,7 @@ TEST(ShardedDataParallel, WeightsAreGatheredOneUnitAhead) {
     const ShardOp* prefetch = gather(later, pass);
     EXPECT_LT(prefetch->id, starts->id) << pass;
     EXPECT_GT(prefetch->id, gather(earlier, pass)->id) << pass;
-    EXPECT_EQ(prefetch->stream, "dp");
+    EXPECT_EQ(prefetch->stream, Stream::dp);
     EXPECT_FALSE(depends_transitively(shard, starts->id, prefetch->id)) << pass;
     EXPECT_TRUE(depends_transitively(shard, starts->id, gather(earlier, pass)->id)) << pass;
   }
