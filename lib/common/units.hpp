@@ -12,5 +12,6 @@ inline constexpr double kUsPerMs = 1e3;
 inline constexpr double kUsPerS = 1e6;
 inline constexpr double kMsPerUs = 1e-3;
 inline constexpr double kBytesPerUsPerGBps = 1e3;  // 1 GB/s = 1e9 bytes / 1e6 us
+inline constexpr double kFp32Bytes = 4;             // one fp32 value
 
 }  // namespace syssim

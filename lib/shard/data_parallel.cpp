@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "common/error.hpp"
+#include "common/units.hpp"
 #include "shard/passes.hpp"
 
 namespace syssim {
@@ -22,7 +23,6 @@ constexpr double kAdamBytesPerParam = 30;
 // Adam's arithmetic per parameter: moment updates (7), bias correction, sqrt, division and
 // weight decay (5).
 constexpr double kAdamFlopsPerParam = 12;
-constexpr double kFp32Bytes = 4;
 // Megatron-LM DistributedDataParallel's default bucket: max(40000000, 1000000 * dp) parameters.
 constexpr int64_t kMinBucketParams = 40000000;
 constexpr int64_t kBucketParamsPerDataParallelRank = 1000000;

@@ -21,12 +21,12 @@
 #include <tuple>
 
 #include "common/error.hpp"
+#include "common/units.hpp"
 #include "shard/passes.hpp"
 
 namespace syssim {
 namespace {
 
-constexpr double kFp32Bytes = 4;
 constexpr double kBlockScaleBytes = 1;  // E8M0 (MXFP8) and E4M3 (NVFP4) block scales
 // Delayed scaling keeps per quantized tensor an amax history of Megatron-LM's
 // --fp8-amax-history-len entries (default 1, megatron/training/arguments.py), a scale and its

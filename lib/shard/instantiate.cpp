@@ -1,6 +1,7 @@
 #include <set>
 
 #include "common/error.hpp"
+#include "common/units.hpp"
 #include "shard/passes.hpp"
 #include "shard/shard.hpp"
 
@@ -11,7 +12,6 @@ namespace {
 const std::set<TpRole> kParallelLinearRoles = {TpRole::column, TpRole::row, TpRole::vocab_embedding, TpRole::vocab_output};
 // Megatron-LM's vocab-parallel cross entropy all-reduces max, predicted logit and sum of exp.
 constexpr int kCrossEntropyAllReduces = 3;
-constexpr double kFp32Bytes = 4;
 
 std::string str(int64_t v) { return std::to_string(v); }
 
