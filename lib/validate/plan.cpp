@@ -321,6 +321,13 @@ ShardOptions layout(const MeasuredRow& row, std::vector<std::string>& assumption
   if (!sp && p.tp > 1) assumptions.push_back(p.sp ? "sp=1" : "sp=0");
   options.gpus = gpus;
   options.training = training(row, p.dp, p.dp * p.cp, assumptions);
+  // Transformer Engine's overlap of the TP collectives with their GEMMs where the row says
+  // the run turned it on (a tp_comm_overlap column, else "--tp-comm-overlap" in its notes, as
+  // Megatron-LM's README rows); Megatron-LM allows it only with sequence parallelism.
+  const std::optional<bool> tp_comm_overlap = flag_cell(row, "tp_comm_overlap");
+  options.training.tp_comm_overlap =
+      tp_comm_overlap.value_or(cell(row, "notes").find("--tp-comm-overlap") != std::string::npos) && p.sp && p.tp > 1;
+  if (options.training.tp_comm_overlap && !tp_comm_overlap) assumptions.push_back("tp_comm_overlap=1 (notes)");
   return options;
 }
 

@@ -207,6 +207,21 @@ TEST(ValidateRow, MegatronBridgeRowsKeepTheirGradientsInBf16) {
   EXPECT_FALSE(plan_row(row, kPresets).options.training.grad_reduce_in_bf16);
 }
 
+TEST(ValidateRow, TpCommOverlapWhereTheNotesSayTheRunUsedIt) {
+  MeasuredRow row = llama_row();  // tp 4 with sequence parallelism
+  EXPECT_FALSE(plan_row(row, kPresets).options.training.tp_comm_overlap);
+  row["notes"] = "--overlap-grad-reduce --overlap-param-gather --tp-comm-overlap enabled";
+  RowPlan plan = plan_row(row, kPresets);
+  EXPECT_TRUE(plan.options.training.tp_comm_overlap);
+  EXPECT_NE(std::find(plan.assumptions.begin(), plan.assumptions.end(), "tp_comm_overlap=1 (notes)"),
+            plan.assumptions.end());
+  row["tp_comm_overlap"] = "0";  // a column overrides the notes
+  EXPECT_FALSE(plan_row(row, kPresets).options.training.tp_comm_overlap);
+  row["tp_comm_overlap"] = "";
+  row["sp"] = "0";  // Megatron-LM overlaps TP communication only under sequence parallelism
+  EXPECT_FALSE(plan_row(row, kPresets).options.training.tp_comm_overlap);
+}
+
 TEST(ValidateRow, GpuCellsMapToPresetsAndHardwareMapOverridesThem) {
   MeasuredRow row = llama_row();
   row["gpu"] = "GB200";
