@@ -209,100 +209,162 @@ void add_grad_norm_and_clip(const ShardContext& context, OpRewriter& rewriter, c
   rewriter.add(clip);
 }
 
-}  // namespace
+// The step ops of one rank, in the order Megatron-LM issues them; run() lists the steps.
+class StepOps {
+ public:
+  StepOps(const ShardContext& context, ShardSection& shard)
+      : context_(context),
+        t_(context.options.training),
+        data_parallel_(context.data_parallel_size()),
+        expert_data_parallel_(context.options.parallelism.expert_dp()),
+        shard_(shard),
+        rewriter_(shard) {}
 
-void add_step_ops(const ShardContext& context, ShardSection& shard) {
-  const TrainingConfig& t = context.options.training;
-  check_step_options(t);
-  const int64_t data_parallel = context.data_parallel_size();  // dp x cp
-  const int64_t expert_data_parallel = context.options.parallelism.expert_dp();
-  bool distributed = t.distributed_optimizer && data_parallel > 1;
+  void run() {
+    make_bucket_groups();
+    gather_params_during_next_forward();
+    rewriter_.keep_all();
+    sum_local_grads();
+    reduce_buckets();
+    reduce_sequence_parallel_norm_grads();
+    set_optimizer_shard();
+    copy_grads_to_fp32();
+    if (t_.clip_grad > 0)
+      add_grad_norm_and_clip(context_, rewriter_, grads_, shard_params_, t_.distributed_optimizer && data_parallel_ > 1);
+    step_optimizer();
+    gather_params_after_step();
+    zero_grad_buffer();
+  }
 
-  OpRewriter rewriter(shard);
-  std::vector<LocalGrad> local_grads = grads_in_backward_order(context, rewriter.old_ops());
-  shard.training.ddp_bucket_size = bucket_size(context);  // as simulated: none for one bucket
-  std::vector<BucketGroup> bucket_groups = {
-      {CommGroup::dp, data_parallel, "", make_buckets(local_grads, shard.training.ddp_bucket_size, false)}};
-  if (context.model.is_moe())
-    bucket_groups.push_back(
-        {CommGroup::edp, expert_data_parallel, "expert_", make_buckets(local_grads, shard.training.ddp_bucket_size, true)});
+ private:
+  void make_bucket_groups() {
+    local_grads_ = grads_in_backward_order(context_, rewriter_.old_ops());
+    shard_.training.ddp_bucket_size = bucket_size(context_);  // as simulated: none for one bucket
+    bucket_groups_ = {{CommGroup::dp, data_parallel_, "", make_buckets(local_grads_, shard_.training.ddp_bucket_size, false)}};
+    if (context_.model.is_moe())
+      bucket_groups_.push_back({CommGroup::edp, expert_data_parallel_, "expert_",
+                                make_buckets(local_grads_, shard_.training.ddp_bucket_size, true)});
+  }
+
+  // The distributed optimizer gathers the updated weights after the step; weights sharded by
+  // layer (optim_grads_params) are gathered in each micro-batch instead (sharded_data_parallel.cpp).
+  bool gathers_after_step() const { return t_.distributed_optimizer && !t_.shards_weights(); }
+
   // --overlap-param-gather: the next step's forward waits for each bucket's weights; they are
-  // gathered in forward order, the reverse of the buckets. Weights sharded by layer
-  // (optim_grads_params) are gathered in each micro-batch instead (sharded_data_parallel.cpp).
-  const bool gathers_after_step = t.distributed_optimizer && !t.shards_weights();
-  if (gathers_after_step && t.overlap_param_gather)
-    for (const BucketGroup& group : bucket_groups)
+  // gathered in forward order, the reverse of the buckets.
+  void gather_params_during_next_forward() {
+    if (!gathers_after_step() || !t_.overlap_param_gather) return;
+    for (const BucketGroup& group : bucket_groups_)
       if (group.ranks > 1)
-        for (size_t i = group.buckets.size(); i-- > 0;) rewriter.add(param_gather(context, group, i, OpScope::step_start));
-  rewriter.keep_all();
+        for (size_t i = group.buckets.size(); i-- > 0;) rewriter_.add(param_gather(context_, group, i, OpScope::step_start));
+  }
 
-  std::vector<int64_t> grads, replicated_grads;
-  double replicated_grad_bytes = 0, dense_params = 0, expert_params = 0;
-  for (const LocalGrad& grad : local_grads) {
-    grads.push_back(grad.buffer);
-    (grad.expert ? expert_params : dense_params) += grad.params;
-    if (grad.tp_replicated) {
-      replicated_grads.push_back(grad.buffer);
-      replicated_grad_bytes += grad.params * t.main_grad_bytes();
+  void sum_local_grads() {
+    for (const LocalGrad& grad : local_grads_) {
+      grads_.push_back(grad.buffer);
+      (grad.expert ? expert_params_ : dense_params_) += grad.params;
+      if (grad.tp_replicated) {
+        replicated_grads_.push_back(grad.buffer);
+        replicated_grad_bytes_ += grad.params * t_.main_grad_bytes();
+      }
     }
   }
+
   // Each bucket is reduced once its gradients are final: with --overlap-grad-reduce as soon as
   // backward has written them (the deps its reads give), otherwise after the whole backward.
   // Gradients sharded by layer (optim_grads, optim_grads_params) were reduce-scattered in each
   // micro-batch already.
-  std::vector<int64_t> wait_for = t.overlap_grad_reduce ? std::vector<int64_t>{} : end_of_backward(shard.ops);
-  for (const BucketGroup& group : bucket_groups) {
-    if (group.ranks == 1 || t.shards_gradients()) continue;
-    for (size_t i = 0; i < group.buckets.size(); ++i) {
-      if (group.buckets[i].grads.empty()) continue;
-      ShardOp c = step_collective(context, t.distributed_optimizer ? Collective::reduce_scatter : Collective::all_reduce, group.group,
-                                  group.buckets[i].params * t.main_grad_bytes(),
-                                  bucket_module(group.prefix + "data_parallel_grads", i));
-      c.reads = c.writes = group.buckets[i].grads;
-      rewriter.add(c, wait_for);
+  void reduce_buckets() {
+    const std::vector<int64_t> wait_for = t_.overlap_grad_reduce ? std::vector<int64_t>{} : end_of_backward(shard_.ops);
+    const Collective reduction = t_.distributed_optimizer ? Collective::reduce_scatter : Collective::all_reduce;
+    for (const BucketGroup& group : bucket_groups_) {
+      if (group.ranks == 1 || t_.shards_gradients()) continue;
+      for (size_t i = 0; i < group.buckets.size(); ++i) {
+        if (group.buckets[i].grads.empty()) continue;
+        ShardOp c = step_collective(context_, reduction, group.group, group.buckets[i].params * t_.main_grad_bytes(),
+                                    bucket_module(group.prefix + "data_parallel_grads", i));
+        c.reads = c.writes = group.buckets[i].grads;
+        rewriter_.add(c, wait_for);
+      }
     }
   }
+
   // Megatron-LM's finalize_model_grads: after the DP reduction, the TP all-reduce of the
   // gradients of the SP-replicated weights.
-  if (context.sequence_parallel() && !replicated_grads.empty()) {
-    ShardOp c = step_collective(context, Collective::all_reduce, CommGroup::tp, replicated_grad_bytes, "sequence_parallel_norm_grads");
-    c.reads = c.writes = replicated_grads;
-    rewriter.add(c);
+  void reduce_sequence_parallel_norm_grads() {
+    if (!context_.sequence_parallel() || replicated_grads_.empty()) return;
+    ShardOp c = step_collective(context_, Collective::all_reduce, CommGroup::tp, replicated_grad_bytes_,
+                                "sequence_parallel_norm_grads");
+    c.reads = c.writes = replicated_grads_;
+    rewriter_.add(c);
   }
-  // The distributed optimizer's shard of each kind of parameter.
-  double shard_params = shard.params_local;
-  if (t.distributed_optimizer)
-    shard_params = context.model.is_moe() ? dense_params / data_parallel + expert_params / expert_data_parallel
-                                          : shard.params_local / data_parallel;
+
+  // The distributed optimizer's shard of each kind of parameter; without it, all of them.
+  void set_optimizer_shard() {
+    shard_params_ = shard_.params_local;
+    if (t_.distributed_optimizer)
+      shard_params_ = context_.model.is_moe() ? dense_params_ / data_parallel_ + expert_params_ / expert_data_parallel_
+                                              : shard_.params_local / data_parallel_;
+  }
+
   // The optimizer works on fp32 gradients: bf16 main gradients are first copied to fp32 ones
   // of the rank's shard (Megatron-LM's _copy_model_grads_to_main_grads, main_grad.float()).
   // The copy is priced; its memory, held during the optimizer step alone, is not counted
   // (docs/memory.md).
-  if (t.grad_reduce_in_bf16) {
+  void copy_grads_to_fp32() {
+    if (!t_.grad_reduce_in_bf16) return;
     ShardOp copy = step_op("optimizer::copy_grads_to_fp32", OpKind::memory, "optimizer");
-    copy.bytes = shard_params * (t.main_grad_bytes() + kFp32Bytes);
-    copy.reads = copy.writes = grads;
-    rewriter.add(copy);
+    copy.bytes = shard_params_ * (t_.main_grad_bytes() + kFp32Bytes);
+    copy.reads = copy.writes = grads_;
+    rewriter_.add(copy);
   }
-  if (t.clip_grad > 0) add_grad_norm_and_clip(context, rewriter, grads, shard_params, distributed);
 
-  ShardOp adam = step_op("optimizer::adam", OpKind::optimizer, "optimizer");
-  adam.flops = shard_params * kAdamFlopsPerParam;
-  adam.bytes = shard_params * kAdamBytesPerParam;
-  adam.reads = grads;
-  std::vector<int64_t> optimizer_step = {rewriter.add(adam)};
-  if (gathers_after_step && !t.overlap_param_gather)
-    for (const BucketGroup& group : bucket_groups)
+  void step_optimizer() {
+    ShardOp adam = step_op("optimizer::adam", OpKind::optimizer, "optimizer");
+    adam.flops = shard_params_ * kAdamFlopsPerParam;
+    adam.bytes = shard_params_ * kAdamBytesPerParam;
+    adam.reads = grads_;
+    optimizer_step_ = {rewriter_.add(adam)};
+  }
+
+  // Without --overlap-param-gather the gathers follow Adam, in bucket order.
+  void gather_params_after_step() {
+    if (!gathers_after_step() || t_.overlap_param_gather) return;
+    for (const BucketGroup& group : bucket_groups_)
       if (group.ranks > 1)
         for (size_t i = 0; i < group.buckets.size(); ++i)
           if (!group.buckets[i].grads.empty())
-            optimizer_step.push_back(rewriter.add(param_gather(context, group, i, OpScope::step), {optimizer_step[0]}));
+            optimizer_step_.push_back(rewriter_.add(param_gather(context_, group, i, OpScope::step), {optimizer_step_[0]}));
+  }
+
   // Megatron-LM zeroes the main gradient buffer at the start of each step (zero_grad_buffer):
   // in a run of steps, once this step's optimizer step and synchronous gathers are done.
-  ShardOp zero = step_op("ddp::zero_grad_buffer", OpKind::memory, "grad_buffer");
-  zero.bytes = (t.shards_gradients() ? shard_params : shard.params_local) * t.main_grad_bytes();
-  zero.writes = grads;
-  rewriter.add(zero, optimizer_step);
+  void zero_grad_buffer() {
+    ShardOp zero = step_op("ddp::zero_grad_buffer", OpKind::memory, "grad_buffer");
+    zero.bytes = (t_.shards_gradients() ? shard_params_ : shard_.params_local) * t_.main_grad_bytes();
+    zero.writes = grads_;
+    rewriter_.add(zero, optimizer_step_);
+  }
+
+  const ShardContext& context_;
+  const TrainingConfig& t_;
+  const int64_t data_parallel_;         // dp x cp
+  const int64_t expert_data_parallel_;
+  ShardSection& shard_;
+  OpRewriter rewriter_;
+  std::vector<LocalGrad> local_grads_;
+  std::vector<BucketGroup> bucket_groups_;
+  std::vector<int64_t> grads_, replicated_grads_;
+  double replicated_grad_bytes_ = 0, dense_params_ = 0, expert_params_ = 0;
+  double shard_params_ = 0;
+  std::vector<int64_t> optimizer_step_;  // Adam and the gathers after it
+};
+
+}  // namespace
+
+void add_step_ops(const ShardContext& context, ShardSection& shard) {
+  check_step_options(context.options.training);
+  StepOps(context, shard).run();
 }
 
 }  // namespace syssim
