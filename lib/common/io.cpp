@@ -40,7 +40,7 @@ std::string read_rest(std::ifstream& in, const std::string& path) {
   return text.str();
 }
 
-void require_utf8(const std::string& text, const std::string& source) {
+std::optional<NotUtf8> find_not_utf8(const std::string& text) {
   int64_t line = 1;
   for (size_t i = 0; i < text.size();) {
     const auto byte = static_cast<unsigned char>(text[i]);
@@ -64,13 +64,21 @@ void require_utf8(const std::string& text, const std::string& source) {
              (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80)
         ++end;
     }
-    if (length == 0 || end != i + length) {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "0x%02X", static_cast<unsigned>(byte));
-      throw DataError(source + ": line " + std::to_string(line) + ": not UTF-8 text (byte " + hex + ")");
-    }
+    if (length == 0 || end != i + length) return NotUtf8{line, byte};
     i += length;
   }
+  return std::nullopt;
+}
+
+std::string byte_text(unsigned char byte) {
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "0x%02X", static_cast<unsigned>(byte));
+  return hex;
+}
+
+void require_utf8(const std::string& text, const std::string& source) {
+  if (const std::optional<NotUtf8> bad = find_not_utf8(text))
+    throw DataError(source + ": line " + std::to_string(bad->line) + ": not UTF-8 text (byte " + byte_text(bad->byte) + ")");
 }
 
 namespace {

@@ -1,6 +1,8 @@
 // File input/output used by the tools and the driver.
 #pragma once
+#include <cstdint>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -10,11 +12,19 @@ namespace syssim {
 // Reads a whole file, or standard input when path is "-" or empty.
 std::string read_input(const std::string& path);
 
-// Throws DataError "SOURCE: line N: not UTF-8 text (byte 0xFF)" at the first byte of `text`
-// that does not belong to a well-formed UTF-8 sequence (overlong forms, surrogates and code
-// points above U+10FFFF included): every text syssim reads is UTF-8, and names it reads are
-// written back into JSON.
+// The first byte of `text` that does not belong to a well-formed UTF-8 sequence (overlong
+// forms, surrogates and code points above U+10FFFF included), and its line (from 1); none:
+// the text is UTF-8.
+struct NotUtf8 {
+  int64_t line;
+  unsigned char byte;
+};
+std::optional<NotUtf8> find_not_utf8(const std::string& text);
+// Throws DataError "SOURCE: line N: not UTF-8 text (byte 0xFF)" at that byte: every text
+// syssim reads is UTF-8, and names it reads are written back into JSON.
 void require_utf8(const std::string& text, const std::string& source);
+// "0xFF": a byte as the messages name it.
+std::string byte_text(unsigned char byte);
 
 // The rest of an opened file from its read position: one read where it can seek, else as a
 // stream. `path` names it in errors.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <type_traits>
 #include <vector>
 
 #include "common/error.hpp"
@@ -78,11 +79,23 @@ template <typename T>
 T yaml_require(const YAML::Node& node, const std::string& key, const std::string& where) {
   YAML::Node value = node[key];
   if (!value || value.IsNull()) throw DataError(where + ": missing required key '" + key + "'");
+  T result;
   try {
-    return value.as<T>();
+    result = value.as<T>();
   } catch (const YAML::Exception&) {
     throw DataError(where + ": key '" + key + "' has invalid value " + scalar_text(value));
   }
+  // A text decoded from YAML's escapes may not be UTF-8 although the file is (a fuzz finding:
+  // it reached the JSON writer as an internal error).
+  auto require_utf8_value = [&](const std::string& text) {
+    if (const std::optional<NotUtf8> bad = find_not_utf8(text))
+      throw DataError(where + ": key '" + key + "': not UTF-8 text once YAML has read it (byte " +
+                      byte_text(bad->byte) + ")");
+  };
+  if constexpr (std::is_same_v<T, std::string>) require_utf8_value(result);
+  if constexpr (std::is_same_v<T, std::vector<std::string>>)
+    for (const std::string& text : result) require_utf8_value(text);
+  return result;
 }
 
 template <typename T>

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/error.hpp"
+#include "common/io.hpp"
 #include "common/json_util.hpp"
 #include "common/text.hpp"
 #include "common/yaml_util.hpp"
@@ -283,8 +284,7 @@ ModelConfig parse_model_yaml(const std::string& text, const std::string& name) {
 
 ModelConfig load_model_yaml(const std::string& name_or_path) {
   const std::string path = preset_file(PresetKind::kModel, name_or_path);
-  YAML::Node node = load_yaml_file(path);  // reports unreadable files and bad YAML with the path
-  return parse_model_yaml(YAML::Dump(node), path);
+  return parse_model_yaml(read_input(path), path);  // reports unreadable files and bad YAML with the path
 }
 
 ModelConfig load_model(const std::string& argument, std::optional<int64_t> seq_length) {
