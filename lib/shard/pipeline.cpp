@@ -127,10 +127,7 @@ class StageMap {
   }
 
   int64_t virtual_stage(const ShardOp& op) const {
-    if (!op.layer) {
-      bool embedding = op.module == "embedding" || op.module.starts_with("embedding.");
-      return embedding ? 0 : stages_ - 1;
-    }
+    if (!op.layer) return before_layers(op) ? 0 : stages_ - 1;
     if (*op.layer < 0 || *op.layer >= static_cast<int64_t>(stage_of_layer_.size()))
       throw DataError("/shard/ops/" + str(op.id) + "/layer: layer " + str(*op.layer) + " is not in pp_layout");
     return stage_of_layer_[*op.layer];

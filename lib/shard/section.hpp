@@ -88,6 +88,11 @@ struct ShardOp {
 // layer has one label ("decoder.layers.*.mlp.linear_fc1 linear_wgrad").
 std::string op_label(const ShardOp& op, bool any_layer = false);
 
+// Whether an op outside the decoder layers (no `layer`) is the embedding's, in module
+// `embedding` or under it, which runs before the layers; the others (final norm, output layer,
+// loss) run after them.
+inline bool before_layers(const ShardOp& op) { return op.module == "embedding" || op.module.starts_with("embedding."); }
+
 struct ShardSection {
   ParallelismConfig parallelism;
   TrainingConfig training;

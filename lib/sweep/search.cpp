@@ -216,7 +216,7 @@ nlohmann::json layer_compute(PointEvaluator& evaluate, const ModelConfig& short_
     std::vector<size_t> part_of(graph.shard->ops.size());
     std::vector<PassCompute> ms(layers + 2, PassCompute{});
     for (const ShardOp& op : graph.shard->ops) {
-      const size_t part = op.layer ? static_cast<size_t>(*op.layer) : op.module.starts_with("embedding") ? layers : layers + 1;
+      const size_t part = op.layer ? static_cast<size_t>(*op.layer) : before_layers(op) ? layers : layers + 1;
       part_of[op.id] = part;
       if (op.scope != OpScope::microbatch || op.stream != Stream::compute) continue;
       const double time_ms = graph.cost->ops[op.id].time_us / kUsPerMs;
