@@ -54,11 +54,11 @@ nlohmann::json section_keys(const nlohmann::json& section) {
 // The config section a path names and its key; UsageError when it names none.
 std::pair<std::string, std::string> split_config_path(const std::string& path) {
   static const nlohmann::json parallelism_keys = section_keys(to_json(ShardOptions().parallelism));
-  // Every key, those written only when they apply (the sharding strategy) too.
+  // Every key, those written only when they apply or are set (kTrainingKeysWhenSet) too.
   static const nlohmann::json training_keys = [] {
-    TrainingConfig training;
-    training.data_parallel_sharding = DataParallelSharding::optim_grads_params;
-    return section_keys(to_json(training));
+    nlohmann::json keys = section_keys(to_json(TrainingConfig()));
+    for (const std::string& key : kTrainingKeysWhenSet) keys[key] = nullptr;
+    return keys;
   }();
   size_t dot = path.find('.');
   std::string section = path.substr(0, dot);
@@ -113,6 +113,13 @@ std::vector<std::vector<std::string>> cartesian_product(const std::vector<SweepA
 
 namespace {
 
+// Whether `key` of a section written back holds `given`; a key written only when set
+// (kTrainingKeysWhenSet) is absent when it holds its default: false, 0, an empty list.
+bool reads_back(const nlohmann::json& written, const std::string& key, const nlohmann::json& given) {
+  if (written.contains(key)) return written[key] == given;
+  return given == false || given == 0 || given == nlohmann::json::array();
+}
+
 // Sets every setting through the config's own readers, one JSON round trip per section (the
 // readers check each key on its own, so this is setting them one by one). False, with
 // `options` unchanged, when a value does not read back unchanged: the JSON reader would
@@ -130,7 +137,7 @@ bool try_settings(ShardOptions& options, const std::vector<ConfigSetting>& setti
     TrainingConfig training_read = training_from_json(training, "training");
     nlohmann::json parallelism_back = to_json(parallelism_read), training_back = to_json(training_read);
     for (const auto& [section, key] : keys)
-      if ((section == &parallelism ? parallelism_back : training_back)[key] != (*section)[key]) return false;
+      if (!reads_back(section == &parallelism ? parallelism_back : training_back, key, (*section)[key])) return false;
     options.parallelism = parallelism_read;
     options.training = training_read;
     return true;

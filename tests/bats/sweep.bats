@@ -179,3 +179,15 @@ sweep_tiny() {
   xmllint --noout "$BATS_TEST_TMPDIR/front.svg"
   [ "$(grep -c '<circle ' "$BATS_TEST_TMPDIR/front.svg")" -eq "$front" ]
 }
+
+@test "sweep --over takes a training key written only when set (grad_reduce_in_bf16) at both values" {
+  run sweep_tiny --global-batch 4 --over training.grad_reduce_in_bf16=false,true --format csv
+  assert_success
+  # bf16 main gradients hold 2 bytes per parameter where fp32 ones hold 4: the peak drops by
+  # half of the fp32 run's gradient bytes.
+  local grad_bytes=$(syssim run "$TINY" --hardware "$A100" --global-batch 4 --format json | jq '.grad_bytes')
+  local fp32=$(echo "$output" | awk -F, '$1 == "false" && $2 == "ok" { print $5 }')
+  local bf16=$(echo "$output" | awk -F, '$1 == "true" && $2 == "ok" { print $5 }')
+  awk -v a="$fp32" -v b="$bf16" -v g="$grad_bytes" 'BEGIN { d = (a - b) * 1e9 - g / 2; exit !(d < 1 && d > -1) }' ||
+    { echo "fp32 $fp32 GB, bf16 $bf16 GB, fp32 gradients $grad_bytes bytes"; false; }
+}
