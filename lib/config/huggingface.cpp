@@ -383,7 +383,10 @@ void map_deepseek_v3(const ConfigReader& r, YAML::Node& m) {
 
   map_routed_experts(r, m, key_or_alias(r, "n_routed_experts", "num_local_experts"), "moe_intermediate_size");
   int64_t shared = r.is_null("n_shared_experts") ? 0 : r.count("n_shared_experts", 0);
-  m["moe_shared_expert_intermediate_size"] = shared * r.integer("moe_intermediate_size");
+  int64_t shared_width = 0;  // the shared experts as one MLP of their summed width
+  if (__builtin_mul_overflow(shared, r.integer("moe_intermediate_size"), &shared_width))
+    r.fail("n_shared_experts", "is " + std::to_string(shared) + ": times moe_intermediate_size it overflows a 64-bit integer");
+  m["moe_shared_expert_intermediate_size"] = shared_width;
   m["moe_layer_freq"] = layer_list(deepseek_moe_layers(r));
   std::string scoring = r.text("scoring_func");
   if (scoring != "sigmoid" && scoring != "softmax")
