@@ -15,7 +15,7 @@ using nlohmann::json;
 
 // Streams in the order their tracks are shown, the host issuing the ops first, as profilers
 // show the CPU above the GPU; a stream not listed follows them, by name.
-const std::vector<std::string> kStreamOrder = {"host", "compute", "tp", "cp", "dp", "pp"};
+const std::vector<Stream> kStreamOrder = {Stream::host, Stream::compute, Stream::tp, Stream::cp, Stream::dp, Stream::pp};
 
 // Collectives are colored by group with the trace viewer's reserved color names (a cname
 // outside them is ignored): catapult-project/catapult tracing/tracing/base/color_scheme.html.
@@ -28,17 +28,16 @@ constexpr const char* kOtherGroupColor = "generic_work";
 
 // Thread ids: the streams the timeline uses, in kStreamOrder first, the others by name.
 std::map<std::string, int64_t> stream_tids(const std::vector<TimelineEntry>& timeline) {
-  std::vector<std::string> streams;
+  std::vector<Stream> streams;
   for (const TimelineEntry& e : timeline)
-    if (std::find(streams.begin(), streams.end(), to_string(e.stream)) == streams.end()) streams.push_back(to_string(e.stream));
-  auto order = [](const std::string& stream) {
-    return std::find(kStreamOrder.begin(), kStreamOrder.end(), stream) - kStreamOrder.begin();
+    if (std::find(streams.begin(), streams.end(), e.stream) == streams.end()) streams.push_back(e.stream);
+  auto key = [](Stream stream) {
+    return std::pair(std::find(kStreamOrder.begin(), kStreamOrder.end(), stream) - kStreamOrder.begin(),
+                     std::string_view(to_string(stream)));
   };
-  std::sort(streams.begin(), streams.end(), [&](const std::string& a, const std::string& b) {
-    return std::pair(order(a), a) < std::pair(order(b), b);
-  });
+  std::sort(streams.begin(), streams.end(), [&](Stream a, Stream b) { return key(a) < key(b); });
   std::map<std::string, int64_t> tids;
-  for (const std::string& stream : streams) tids.emplace(stream, static_cast<int64_t>(tids.size()));
+  for (Stream stream : streams) tids.emplace(to_string(stream), static_cast<int64_t>(tids.size()));
   return tids;
 }
 

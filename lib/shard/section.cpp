@@ -12,6 +12,14 @@
 namespace syssim {
 namespace {
 
+// The streams an op may run on: every one but the host thread's, which issues ops and runs none.
+const std::vector<Stream> kOpStreams = [] {
+  std::vector<Stream> streams;
+  for (size_t s = 0; s < EnumNames<Stream>::kNames.size(); ++s)
+    if (static_cast<Stream>(s) != Stream::host) streams.push_back(static_cast<Stream>(s));
+  return streams;
+}();
+
 json schedule_to_json(const PipelineSchedule& schedule) {
   json ranks = json::array();
   for (const auto& slots : schedule) {
@@ -331,10 +339,7 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
     op.chunk = require_as<int64_t>(o, "chunk", p);
     check_chunk(op.chunk, chunks, p);
     op.recompute = require_as<bool>(o, "recompute", p);
-    // Every stream but the host thread's, which issues ops and runs none.
-    op.stream = require_enum<Stream>(o, "stream", p,
-                                     {Stream::compute, Stream::tp, Stream::cp, Stream::dp, Stream::pp, Stream::embedding,
-                                      Stream::ep, Stream::etp, Stream::edp, Stream::amax, Stream::d2h, Stream::h2d});
+    op.stream = require_enum<Stream>(o, "stream", p, kOpStreams);
     op.dtype = require_as<std::string>(o, "dtype", p);
     op.deps = require_as<std::vector<int64_t>>(o, "deps", p);
     for (int64_t d : op.deps)

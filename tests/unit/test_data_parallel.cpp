@@ -83,6 +83,14 @@ ShardOptions overlapped(ShardOptions o, std::optional<int64_t> bucket_size = std
   return o;
 }
 
+// dp 4 with the distributed optimizer, the gradients in buckets of 4,194,304 parameters: fc2's,
+// fc1's and the norm's, one bucket each.
+ShardOptions distributed_in_three_buckets() {
+  ShardOptions o = overlapped(layout(1, false, 4), 4194304);
+  o.training.distributed_optimizer = true;
+  return o;
+}
+
 ShardSection shard_of(const ShardOptions& options, Graph g = small_graph()) {
   shard_graph(g, options);
   return *g.shard;
@@ -198,8 +206,7 @@ TEST(DataParallel, OverlapShortensTheStepByAtMostTheReductionTime) {
 }
 
 TEST(DataParallel, DistributedOptimizerGathersEachBucketAfterAdam) {
-  ShardOptions o = overlapped(layout(1, false, 4), 4194304);
-  o.training.distributed_optimizer = true;
+  ShardOptions o = distributed_in_three_buckets();
   ShardSection s = shard_of(o);
   auto scatters = ops_of(s, "data_parallel_grads");
   auto gathers = ops_of(s, "distributed_optimizer_params");
@@ -222,8 +229,7 @@ TEST(DataParallel, DistributedOptimizerGathersEachBucketAfterAdam) {
 }
 
 TEST(DataParallel, OverlapParamGatherRunsTheGathersBeforeTheForwardThatReadsThem) {
-  ShardOptions o = overlapped(layout(1, false, 4), 4194304);
-  o.training.distributed_optimizer = true;
+  ShardOptions o = distributed_in_three_buckets();
   o.training.overlap_param_gather = true;
   ShardSection s = shard_of(o);
   auto gathers = ops_of(s, "distributed_optimizer_params");
@@ -287,8 +293,7 @@ TEST(DataParallel, TheGradientBufferIsZeroedOncePerStepAfterTheOptimizer) {
 }
 
 TEST(DataParallel, Bf16MainGradientsHalveTheReductionAndAreCopiedToFp32ForTheOptimizer) {
-  ShardOptions o = overlapped(layout(1, false, 4), 4194304);
-  o.training.distributed_optimizer = true;
+  ShardOptions o = distributed_in_three_buckets();
   o.training.grad_reduce_in_bf16 = true;
   ShardSection s = shard_of(o);
   auto scatters = ops_of(s, "data_parallel_grads");
