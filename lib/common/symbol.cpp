@@ -24,7 +24,7 @@ const Symbol::Entry* intern(std::string_view text) {
   auto it = t.texts.find(text);
   if (it != t.texts.end()) return it->second.get();
   auto owned = std::make_unique<const Symbol::Entry>(
-      Symbol::Entry{std::string(text), parse_enum<NamedOp>(text).value_or(NamedOp::other)});
+      Symbol::Entry{std::string(text), parse_enum<NamedOp>(text).value_or(NamedOp::other), parse_module_path(text)});
   const Symbol::Entry* interned = owned.get();
   t.texts.emplace(interned->text, std::move(owned));
   return interned;

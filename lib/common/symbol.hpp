@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/module_path.hpp"
 #include "common/op_kinds.hpp"
 
 namespace syssim {
@@ -33,6 +34,8 @@ class Symbol {
   // The op the text names where a stage treats it apart (common/op_kinds.hpp), else
   // NamedOp::other: found once, when the text is first interned.
   NamedOp named_op() const { return entry_->named_op; }
+  // What the text says read as a module path (common/module_path.hpp), likewise found once.
+  const ModulePath& module_path() const { return entry_->module_path; }
 
   friend bool operator==(Symbol a, Symbol b) { return a.entry_ == b.entry_; }
   friend bool operator!=(Symbol a, Symbol b) { return a.entry_ != b.entry_; }
@@ -71,6 +74,7 @@ class Symbol {
   struct Entry {
     std::string text;
     NamedOp named_op;
+    ModulePath module_path;
   };
 
  private:

@@ -11,24 +11,8 @@
 namespace syssim {
 namespace {
 
-// The part of a decoder layer an op belongs to, from its module below "decoder.layers.N.".
-enum class LayerPart { attention, pre_mlp_norm, router, dispatch, mlp, residual, other };
-
-LayerPart part_of(const ShardOp& op) {
-  const std::string& module = op.module.str();
-  const std::string prefix = "decoder.layers.";
-  if (!op.layer || !starts_with(module, prefix)) return LayerPart::other;
-  const size_t dot = module.find('.', prefix.size());
-  if (dot == std::string::npos) return LayerPart::residual;  // the layer's own ops: the residual adds
-  const std::string part = module.substr(dot + 1);
-  auto starts = [&](const char* name) { return starts_with(part, name); };
-  if (starts("input_layernorm") || starts("self_attention")) return LayerPart::attention;
-  if (starts("pre_mlp_layernorm")) return LayerPart::pre_mlp_norm;
-  if (starts("mlp.router")) return LayerPart::router;
-  if (starts("mlp.token_dispatcher")) return LayerPart::dispatch;
-  if (starts("mlp")) return LayerPart::mlp;
-  return LayerPart::other;
-}
+// The part of a decoder layer an op belongs to (LayerPart, from its module path).
+LayerPart part_of(const ShardOp& op) { return op.layer ? op.module.module_path().layer_part : LayerPart::other; }
 
 // The scope that captures an op of `part` in a layer with or without experts, given what the
 // training captures; nullopt: none. A dispatch op is preprocessing until the dispatch's first

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <map>
 #include <set>
-#include <string_view>
 
 #include "common/error.hpp"
 #include "shard/passes.hpp"
@@ -23,32 +22,23 @@ std::string str(int64_t v) { return std::to_string(v); }
 // dropped too and recomputed for the backward ops that read them (megatron/training/arguments.py,
 // --recompute-modules); the others are torch checkpoints, which keep their outputs.
 struct RecomputeModule {
-  std::vector<std::string> components;
+  std::vector<ModuleComponent> components;
   bool keeps_outputs = true;
   bool region_per_component = false;  // layernorm: each norm is a checkpoint of its own
 };
 const std::map<std::string, RecomputeModule> kRecomputeModules = {
-    {"core_attn", {{"core_attention"}}},
-    {"mlp", {{"mlp"}}},
-    {"layernorm", {{"input_layernorm", "pre_mlp_layernorm"}, false, true}},
-    {"moe", {{"mlp"}}},
-    {"moe_act", {{"activation_func"}, false}},
-    {"shared_experts", {{"shared_experts"}}},
-    {"mla_up_proj", {{"linear_q_up_proj", "linear_kv_up_proj", "mla_rope"}, false}},
+    {"core_attn", {{ModuleComponent::core_attention}}},
+    {"mlp", {{ModuleComponent::mlp}}},
+    {"layernorm", {{ModuleComponent::input_layernorm, ModuleComponent::pre_mlp_layernorm}, false, true}},
+    {"moe", {{ModuleComponent::mlp}}},
+    {"moe_act", {{ModuleComponent::activation_func}, false}},
+    {"shared_experts", {{ModuleComponent::shared_experts}}},
+    {"mla_up_proj",
+     {{ModuleComponent::linear_q_up_proj, ModuleComponent::linear_kv_up_proj, ModuleComponent::mla_rope}, false}},
 };
 
 std::vector<std::string> selected_modules(const TrainingConfig& training) {
   return training.recompute_modules.empty() ? std::vector<std::string>{"core_attn"} : training.recompute_modules;
-}
-
-// Whether one of the dot-separated names of a module path is `component` ("mlp" is in
-// "decoder.layers.3.mlp.linear_fc1", not in "decoder.layers.3.mlp_bda").
-bool has_component(std::string_view module, std::string_view component) {
-  for (size_t at = module.find(component); at != std::string_view::npos; at = module.find(component, at + 1)) {
-    const size_t end = at + component.size();
-    if ((at == 0 || module[at - 1] == '.') && (end == module.size() || module[end] == '.')) return true;
-  }
-  return false;
 }
 
 bool is_layer_forward_op(const ShardOp& op) { return op.phase == OpPhase::fwd && op.scope == OpScope::microbatch && op.layer; }
@@ -94,9 +84,9 @@ std::vector<Region> selective_regions(const ModelConfig& model, const std::vecto
     for (const std::string& name : modules) {
       const RecomputeModule& module = kRecomputeModules.at(name);
       if ((name == "mlp" && moe_layer) || (name == "moe" && !moe_layer)) continue;
-      for (const std::string& component : module.components) {
-        if (!has_component(op.module.str(), component)) continue;
-        const std::string& region = module.region_per_component ? component : name;
+      for (ModuleComponent component : module.components) {
+        if (!op.module.module_path().has(component)) continue;
+        const std::string region = module.region_per_component ? to_string(component) : name;
         auto [it, added] = region_of.emplace(std::pair{*op.layer, region}, regions.size());
         if (added) {
           regions.emplace_back();

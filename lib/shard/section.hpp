@@ -91,7 +91,7 @@ std::string op_label(const ShardOp& op, bool any_layer = false);
 // Whether an op outside the decoder layers (no `layer`) is the embedding's, in module
 // `embedding` or under it, which runs before the layers; the others (final norm, output layer,
 // loss) run after them.
-inline bool before_layers(const ShardOp& op) { return op.module == "embedding" || op.module.starts_with("embedding."); }
+inline bool before_layers(const ShardOp& op) { return op.module.module_path().embedding; }
 
 struct ShardSection {
   ParallelismConfig parallelism;

@@ -16,31 +16,20 @@
 namespace syssim {
 namespace {
 
-constexpr std::string_view kShared = ".shared_experts";
-constexpr std::string_view kDispatcher = ".token_dispatcher";
-
 // The MoE layer ("decoder.layers.3.mlp") of a shared expert's op, empty for other ops.
 std::string_view layer_of_shared_op(const ShardOp& op) {
-  const std::string& module = op.module.str();
-  const size_t at = module.find(kShared);
-  return at == std::string::npos ? std::string_view() : std::string_view(module).substr(0, at);
+  return std::string_view(op.module.str()).substr(0, op.module.module_path().shared_expert_layer_length);
 }
 
 // The MoE layer of a token dispatcher's all-to-all, empty for other ops.
 std::string_view layer_of_all_to_all(const ShardOp& op) {
-  const std::string& module = op.module.str();
-  if (op.collective != Collective::all_to_all || module.size() < kDispatcher.size() ||
-      module.compare(module.size() - kDispatcher.size(), kDispatcher.size(), kDispatcher) != 0)
-    return {};
-  return std::string_view(module).substr(0, module.size() - kDispatcher.size());
+  if (op.collective != Collective::all_to_all) return {};
+  return std::string_view(op.module.str()).substr(0, op.module.module_path().token_dispatcher_layer_length);
 }
 
 // Whether an op runs beside the last all-to-all of its pass (the combine in the forward, the
 // gradients' return in the backward) rather than the first.
-bool beside_last_all_to_all(const ShardOp& op) {
-  const bool fc2 = op.module.str().find(".shared_experts.linear_fc2") != std::string::npos;
-  return fc2 == (op.phase == OpPhase::fwd);
-}
+bool beside_last_all_to_all(const ShardOp& op) { return op.module.module_path().shared_expert_fc2 == (op.phase == OpPhase::fwd); }
 
 bool shares_a_buffer(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
   for (int64_t x : a)

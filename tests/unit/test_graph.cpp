@@ -110,6 +110,39 @@ TEST(Symbol, ThreadsInterningTheSameTextsGetTheSameSymbols) {
   for (int i = 0; i < kTexts; ++i) EXPECT_EQ(*seen[0][i], "threaded-" + std::to_string(i));
 }
 
+
+// Module paths as lib/trace names Megatron-Core's modules, read by hand.
+TEST(Symbol, KnowsWhatItsModulePathSays) {
+  auto path = [](const char* text) { return Symbol(text).module_path(); };
+  EXPECT_EQ(path("decoder.layers.3").layer_part, LayerPart::residual);
+  EXPECT_EQ(path("decoder.layers.3.input_layernorm").layer_part, LayerPart::attention);
+  EXPECT_EQ(path("decoder.layers.3.self_attention.core_attention").layer_part, LayerPart::attention);
+  EXPECT_EQ(path("decoder.layers.3.pre_mlp_layernorm").layer_part, LayerPart::pre_mlp_norm);
+  EXPECT_EQ(path("decoder.layers.3.mlp.router").layer_part, LayerPart::router);
+  EXPECT_EQ(path("decoder.layers.3.mlp.token_dispatcher").layer_part, LayerPart::dispatch);
+  EXPECT_EQ(path("decoder.layers.3.mlp.experts.linear_fc1").layer_part, LayerPart::mlp);
+  EXPECT_EQ(path("mtp.layers.0.transformer_layer.mlp.router").layer_part, LayerPart::other);  // not a decoder layer
+  EXPECT_EQ(path("output_layer").layer_part, LayerPart::other);
+
+  // Components are whole names: mlp_bda holds no mlp, and the experts' activation is both.
+  EXPECT_FALSE(path("decoder.layers.3.mlp_bda").has(ModuleComponent::mlp));
+  const ModulePath act = path("decoder.layers.3.mlp.experts.activation_func");
+  EXPECT_TRUE(act.has(ModuleComponent::mlp) && act.has(ModuleComponent::activation_func));
+  EXPECT_FALSE(act.has(ModuleComponent::shared_experts) || act.has(ModuleComponent::core_attention));
+  EXPECT_TRUE(path("decoder.layers.3.self_attention.linear_kv_up_proj").has(ModuleComponent::linear_kv_up_proj));
+
+  // The shared experts and the dispatcher name their MoE layer's path by its length.
+  const ModulePath fc2 = path("mtp.layers.0.transformer_layer.mlp.shared_experts.linear_fc2");
+  EXPECT_EQ(fc2.shared_expert_layer_length, std::string("mtp.layers.0.transformer_layer.mlp").size());
+  EXPECT_TRUE(fc2.shared_expert_fc2);
+  EXPECT_FALSE(path("decoder.layers.3.mlp.shared_experts.linear_fc1").shared_expert_fc2);
+  EXPECT_EQ(path("decoder.layers.3.mlp.token_dispatcher").token_dispatcher_layer_length, 20u);
+  EXPECT_EQ(path("decoder.layers.3.mlp.token_dispatcher.x").token_dispatcher_layer_length, 0u);
+  EXPECT_EQ(path("decoder.layers.3.mlp").shared_expert_layer_length, 0u);
+
+  EXPECT_TRUE(path("embedding").embedding && path("embedding.word_embeddings").embedding);
+  EXPECT_FALSE(path("embeddings").embedding || path("mtp.layers.0.embedding").embedding);
+}
 TEST(GraphDocument, RoundTripsByteForByte) {
   Graph g;
   g.provenance.push_back(Provenance{"syssim-trace", "0.1.0", {"m.yaml"}});
