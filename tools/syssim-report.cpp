@@ -1,5 +1,5 @@
-// syssim-report: renders a simulated graph as a text or JSON report, or draws its timeline
-// as a Chrome trace or an SVG (docs/syssim-report.md).
+// syssim-report: renders a simulated graph as a text or JSON report, draws its timeline as a
+// Chrome trace or an SVG, or reads the step's critical path from it (docs/syssim-report.md).
 #include "report/report.hpp"
 #include "report_flags.hpp"
 #include "tool.hpp"
@@ -13,9 +13,9 @@ int main(int argc, char** argv) {
       [&](CLI::App& app) {
         app.add_option("-i,--input", input, "Input graph file (default: standard input)");
         app.add_option("--format", format,
-                       "Report format: text, json, chrome-trace or svg (the last two need syssim-sim --timeline; "
-                       "default: text)")
-            ->check(CLI::IsMember({"text", "json", "chrome-trace", "svg"}));
+                       "Report format: text, json, chrome-trace, svg or critical-path (the last three need "
+                       "syssim-sim --timeline; default: text)")
+            ->check(CLI::IsMember({"text", "json", "chrome-trace", "svg", "critical-path"}));
         syssim::tool::add_report_flags(app, options);
       },
       [&](const syssim::tool::Tool&) { return syssim::render_report(syssim::read_graph_file(input), format, options); });

@@ -94,9 +94,10 @@ RunOutput run(const RunRequest& request) {
     graph = estimate_memory(model, hardware, request.options);
     output.report = render_memory_report(graph, request.format);
   } else {
-    graph = simulate(model, hardware, request.options, SimOptions{request.timeline});
+    graph = simulate(model, hardware, request.options, SimOptions{request.timeline || request.critical_path});
     output.report = render_report(graph, request.format, request.report_options);
     if (request.timeline) output.chrome_trace = render_chrome_trace(graph, request.report_options.timeline_window);
+    if (request.critical_path) output.critical_path = render_report(graph, "critical-path");
   }
   if (const std::optional<OomInfo>& oom = graph.mem->oom) {
     const std::vector<double>& stages = graph.mem->pp_stage_memory_gb;

@@ -23,6 +23,7 @@ struct RunRequest {
   std::string format = "text";  // text | json
   bool memory_only = false;     // `syssim memory`: no discrete-event simulation
   bool timeline = false;        // also the simulated step as a Chrome trace
+  bool critical_path = false;   // also the step's critical path (report/critical_path.hpp)
   ReportOptions report_options;  // MFU convention, training time
 };
 
@@ -57,6 +58,7 @@ Graph estimate_memory(const ModelConfig& model, const HardwareConfig& hardware, 
 struct RunOutput {
   std::string report;
   std::string chrome_trace;
+  std::string critical_path;
   std::optional<std::string> out_of_memory;
 };
 RunOutput run(const RunRequest& request);

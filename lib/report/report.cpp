@@ -12,6 +12,7 @@
 #include "common/units.hpp"
 #include "report/band.hpp"
 #include "report/format.hpp"
+#include "report/critical_path.hpp"
 #include "report/pictures.hpp"
 
 namespace syssim {
@@ -23,7 +24,7 @@ constexpr size_t kTextTopOps = 3;
 
 // The memory report's formats; the full report also draws the timeline (report/pictures.hpp).
 const std::vector<std::string> kMemoryFormats = {"text", "json"};
-const std::vector<std::string> kReportFormats = {"text", "json", "chrome-trace", "svg"};
+const std::vector<std::string> kReportFormats = {"text", "json", "chrome-trace", "svg", "critical-path"};
 
 void check_format(const std::string& format, const std::vector<std::string>& accepted) {
   if (std::find(accepted.begin(), accepted.end(), format) != accepted.end()) return;
@@ -429,12 +430,43 @@ Throughput throughput(const Graph& g, MfuConvention convention) {
   return rate;
 }
 
+namespace {
+
+// "a 1.0000, b 2.0000" of a map of times; "none" when empty.
+std::string times_text(const std::map<std::string, double>& times) {
+  std::string text;
+  for (const auto& [name, time_ms] : times) text += (text.empty() ? "" : ", ") + name + " " + ms(time_ms);
+  return text.empty() ? "none" : text;
+}
+
+std::string critical_path_text(const Graph& g) {
+  const CriticalPath path = critical_path(g);
+  const SimSection& sim = *g.sim;
+  std::vector<TimedOp> modules;
+  for (const auto& [label, time_ms] : path.modules_ms) modules.push_back({label, time_ms});
+  std::string ranks = "[";
+  for (size_t r = 0; r < path.pp_rank_ms.size(); ++r) ranks += (r ? ", " : "") + ms(path.pp_rank_ms[r]);
+  return block("CriticalPath", 0,
+               {{"step_time_ms", ms(sim.step_time_ms)},
+                {"path_ms", ms(path.length_ms())},
+                {"instances", std::to_string(path.entries.size())},
+                {"compute_ms", times_text(path.compute_ms)},
+                {"communication_ms", times_text(path.communication_ms)},
+                {"host_ms", ms(path.host_ms)},
+                {"waiting_ms", ms(path.waiting_ms)},
+                {"pp_rank_ms", ranks + "]"},
+                {"top_modules_by_time", timed_list_text(modules, nullptr)}});
+}
+
+}  // namespace
+
 std::string render_report(const Graph& g, const std::string& format, const ReportOptions& options) {
   check_format(format, kReportFormats);
   if (options.train_tokens && !(*options.train_tokens > 0 && std::isfinite(*options.train_tokens)))
     throw UsageError("train_tokens: expected a positive number of tokens, got " + std::to_string(*options.train_tokens));
   if (format == "chrome-trace") return render_chrome_trace(g, options.timeline_window);
   if (format == "svg") return render_schedule_svg(g, options.timeline_window);
+  if (format == "critical-path") return critical_path_text(g);
   const ShardSection& shard = need_section(g.shard, "shard", "syssim-shard");
   const SimSection& sim = need_section(g.sim, "sim", "syssim-sim");
   const MemSection& mem = need_section(g.mem, "mem", "syssim-mem");

@@ -38,7 +38,9 @@ struct Throughput {
 Throughput throughput(const Graph& g, MfuConvention convention = MfuConvention::kMegatron);
 
 // The full report; needs g.shard, g.cost, g.sim and g.mem. format: "text" or "json" (else
-// UsageError), or a picture of the sim timeline: "chrome-trace" or "svg" (report/pictures.hpp).
+// UsageError), or from the sim timeline a picture, "chrome-trace" or "svg"
+// (report/pictures.hpp), or the step's critical path as text, "critical-path"
+// (report/critical_path.hpp).
 std::string render_report(const Graph& g, const std::string& format, const ReportOptions& options = {});
 
 // The memory fields only; needs g.shard and g.mem (g.cost adds the hardware when present).

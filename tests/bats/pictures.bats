@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
-# The simulated timeline (syssim-sim --timeline) and its pictures: the Chrome trace
-# (syssim-report --format chrome-trace, syssim run --timeline) and the pipeline SVG.
+# The simulated timeline (syssim-sim --timeline) and what is read from it: the Chrome trace
+# (syssim-report --format chrome-trace, syssim run --timeline), the pipeline SVG and the
+# critical path (--format critical-path, syssim run --critical-path).
 load common
 
 SCHEMA="$ROOT/tests/data/trace-event.schema.json"
@@ -124,6 +125,24 @@ jsonschema.Draft7Validator(schema).validate(json.load(open(sys.argv[2])))' "$1" 
     "$BATS_TEST_TMPDIR/step.json"
   # The same trace as the pipe's.
   diff <(jq -S . "$BATS_TEST_TMPDIR/step.json") <(jq -S . "$(trace_of_job "$(timeline_of llama3-8b "${PP4[@]}")")")
+}
+
+@test "critical path: under 1F1B on 4 ranks it explains the whole step and crosses every rank; syssim run --critical-path writes the pipe's" {
+  graph=$(timeline_of llama3-8b "${PP4[@]}")
+  run syssim-report -i "$graph" --format critical-path
+  assert_success
+  path="$output"
+  step=$(sed -n 's/^  step_time_ms *= //p' <<<"$path")
+  assert_equal "$(sed -n 's/^  path_ms *= //p' <<<"$path")" "$step"
+  # Rank 0 starts the first forward and ends the last backward; the pipeline's fill and drain pass every other rank.
+  ranks=$(sed -n 's/^  pp_rank_ms *= \[\(.*\)\]/\1/p' <<<"$path")
+  [ "$(tr ',' '\n' <<<"$ranks" | awk '$1 > 0' | wc -l)" -eq 4 ]
+  run syssim run "$MODELS/llama3-8b.yaml" --hardware "$H100" "${PP4[@]}" --critical-path "$BATS_TEST_TMPDIR/path.txt"
+  assert_success
+  assert_equal "$(cat "$BATS_TEST_TMPDIR/path.txt")" "$path"
+  run syssim-report -i "$(stage_of llama3-8b mem "${ONE_RANK[@]}")" --format critical-path
+  assert_failure 1
+  assert_output --partial "run syssim-sim --timeline"
 }
 
 # assert_schedule_svg SVG RANKS FORWARD_BOXES BACKWARD_BOXES: well-formed, one row per rank,

@@ -120,7 +120,7 @@ text_from_json() {
 @test "a --format other than text, json, chrome-trace or svg is bad usage" {
   run syssim-report --format xml -i "$(stage_of llama3-8b mem "${TP2[@]}")"
   assert_failure 2
-  assert_output "syssim-report: error: --format: xml not in {text,json,chrome-trace,svg}"
+  assert_output "syssim-report: error: --format: xml not in {text,json,chrome-trace,svg,critical-path}"
 }
 
 @test "empty input is bad data" {

@@ -6,6 +6,7 @@
 
 #include "common/error.hpp"
 #include "common/svg.hpp"
+#include "report/critical_path.hpp"
 #include "report/pictures.hpp"
 #include "report/report.hpp"
 #include "sim/sim.hpp"
@@ -113,6 +114,65 @@ TEST(Timeline, PicturesNeedIt) {
   g = one_rank();
   (*g.sim->timeline)[0].op = 7;
   EXPECT_THROW(render_chrome_trace(g), DataError);
+}
+
+// The path of one_rank, by hand: b1 waits for ar1 (ends 48) more than for f1 (44), ar1 for f1,
+// f1 for b0 (the stream's order), b0 for ar0 (14, not f0's 10), ar0 for f0: every instance.
+TEST(CriticalPath, FollowsWhatEachInstanceWaitedFor) {
+  Graph g = one_rank();
+  const CriticalPath path = critical_path(g);
+  EXPECT_EQ(path.entries, (std::vector<size_t>{0, 1, 2, 3, 4, 5}));
+  EXPECT_NEAR(path.compute_ms.at("gemm"), 0.060, 1e-12);  // 10 + 20 + 10 + 20 us
+  EXPECT_NEAR(path.communication_ms.at("tp"), 0.008, 1e-12);
+  EXPECT_EQ(path.host_ms, 0);
+  EXPECT_NEAR(path.waiting_ms, 0, 1e-12);
+  EXPECT_NEAR(path.length_ms(), g.sim->step_time_ms, 1e-12);
+  EXPECT_NEAR(path.length_ms(), 0.068, 1e-12);
+}
+
+// GPipe on two ranks (two_rank_gpipe's times). Back from rank 0's B1 (70-90): rank 1's B1
+// (50-70; a dep, ending with rank 0's B0, wins the tie), rank 1's B0 (30-50, later than F1's
+// 30), rank 1's F1 (20-30), rank 0's F1 (10-20; the dep again, tied with rank 1's F0), rank 0's
+// F0 (0-10). Rank 0 holds 10 + 10 + 20 us of it, rank 1 10 + 20 + 20 us.
+TEST(CriticalPath, CrossesPipelineRanks) {
+  Graph g = two_rank_gpipe();
+  const CriticalPath path = critical_path(g);
+  ASSERT_EQ(path.entries.size(), 6u);
+  const std::vector<std::tuple<int64_t, int64_t, int64_t>> expected = {{0, 0, 0}, {0, 0, 1}, {1, 1, 1},
+                                                                      {1, 2, 0}, {1, 2, 1}, {0, 3, 1}};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const TimelineEntry& e = (*g.sim->timeline)[path.entries[i]];
+    EXPECT_EQ(std::tuple(e.rank, e.op, e.microbatch), expected[i]) << i;
+  }
+  EXPECT_NEAR(path.pp_rank_ms[0], 0.040, 1e-12);
+  EXPECT_NEAR(path.pp_rank_ms[1], 0.050, 1e-12);
+  EXPECT_NEAR(path.length_ms(), 0.090, 1e-12);
+  EXPECT_NEAR(g.sim->step_time_ms, 0.090, 1e-12);
+}
+
+// A host-bound rank: each op takes the host 30 us to issue and the GPU 10 us to run. The host
+// issues a0 (0-30), b0 (30-60), a1 (60-90), b1 (90-120); b1 runs 120-130. The path is the host's
+// four issues and b1: 120 us of host, 10 of GPU.
+TEST(CriticalPath, HoldsTheHostWhenItIssuesTooSlowly) {
+  Graph g = graph_of({{"a", "gemm", "fwd", "compute", 10, {}, "microbatch", 0, 0, "tp", {}, {}, 30},
+                      {"b", "gemm", "bwd", "compute", 10, {0}, "microbatch", 0, 0, "tp", {}, {}, 30}},
+                     2);
+  simulate_graph(g, SimOptions{true});
+  const CriticalPath path = critical_path(g);
+  EXPECT_NEAR(path.host_ms, 0.120, 1e-12);
+  EXPECT_NEAR(path.compute_ms.at("gemm"), 0.010, 1e-12);
+  EXPECT_NEAR(path.waiting_ms, 0, 1e-12);
+  EXPECT_NEAR(g.sim->step_time_ms, 0.130, 1e-12);
+  EXPECT_EQ(path.entries.size(), 5u);
+}
+
+TEST(CriticalPath, NeedsTheTimelineAndPrintsAsAReport) {
+  Graph g = one_rank();
+  const std::string text = render_report(g, "critical-path");
+  EXPECT_NE(text.find("path_ms             = 0.0680"), std::string::npos) << text;
+  EXPECT_NE(text.find("communication_ms    = tp 0.0080"), std::string::npos) << text;
+  g.sim->timeline.reset();
+  EXPECT_THROW(render_report(g, "critical-path"), DataError);
 }
 
 TEST(LiveBuffers, FollowTheMemoryStagesRuleInTime) {

@@ -14,7 +14,7 @@ namespace syssim::tool {
 std::vector<Subcommand> add_run_and_memory(CLI::App& app) {
   struct Settings {
     RunRequest request;
-    std::string model, hardware, output = "-", timeline;
+    std::string model, hardware, output = "-", timeline, critical_path;
     bool fail_on_oom = false;
   };
   auto settings = std::make_shared<Settings>();
@@ -33,6 +33,8 @@ std::vector<Subcommand> add_run_and_memory(CLI::App& app) {
   add_report_flags(*run, settings->request.report_options);
   run->add_option("--timeline", settings->timeline,
                   "Also write the simulated timeline as a Chrome trace (Perfetto, chrome://tracing) to FILE");
+  run->add_option("--critical-path", settings->critical_path,
+                  "Also write the step's critical path (what the step's end waited for, by kind and module) to FILE");
   auto action = [settings](CLI::App* command, bool memory_only) {
     return [settings, command, memory_only] {
       RunRequest& request = settings->request;
@@ -41,9 +43,11 @@ std::vector<Subcommand> add_run_and_memory(CLI::App& app) {
       if (settings->model.empty() && settings->hardware.empty()) apply_default_job(*command, request.options);
       request.memory_only = memory_only;
       request.timeline = !memory_only && !settings->timeline.empty();
+      request.critical_path = !memory_only && !settings->critical_path.empty();
       RunOutput result = syssim::run(request);
       std::vector<std::pair<std::string, std::string>> outputs = {{settings->output, result.report}};
       if (request.timeline) outputs.emplace_back(settings->timeline, result.chrome_trace);
+      if (request.critical_path) outputs.emplace_back(settings->critical_path, result.critical_path);
       write_outputs(outputs);
       if (settings->fail_on_oom && result.out_of_memory) throw OutOfMemory(*result.out_of_memory);
     };

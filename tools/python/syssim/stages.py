@@ -81,5 +81,5 @@ def memory(graph):
 
 
 def report(graph, format="json", mfu_convention="megatron", train_tokens=None):
-    """syssim-report: the report's text (format json, text, chrome-trace or svg)."""
+    """syssim-report: the report's text (format json, text, chrome-trace, svg or critical-path)."""
     return _syssim.report_stage(_text_of(graph), format, mfu_convention, train_tokens)
