@@ -1,7 +1,8 @@
 // A graph file as the stages read it: the envelope, then every section present (trace, shard,
 // cost, sim, mem) with its checks, and back to text; then the stage that comes next in the
 // pipe runs on the parsed graph (syssim-cost on the roofline of the H100 preset), and a
-// complete graph is rendered as syssim-report's text and JSON.
+// complete graph is rendered as syssim-report's text and JSON, and its critical path read
+// when it has a timeline.
 #include "common/graph.hpp"
 #include "common/io.hpp"
 #include "config/config.hpp"
@@ -28,6 +29,7 @@ void run_next_stage(syssim::Graph& graph) {
   if (graph.mem) {
     (void)syssim::render_report(graph, "text", report);
     (void)syssim::render_report(graph, "json", report);
+    if (graph.sim->timeline) (void)syssim::render_report(graph, "critical-path", report);
   } else if (graph.sim) {
     syssim::account_memory(graph);
   } else if (graph.cost) {
