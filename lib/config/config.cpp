@@ -234,6 +234,8 @@ ModelConfig parse_model_yaml(const std::string& text, const std::string& name) {
   ModelConfig m;
   m.name = yaml_get<std::string>(node, "name", name, stem_of(name));
   m.num_layers = yaml_require<int64_t>(node, "num_layers", name);
+  // Before anything is sized by it (the per-layer patterns of experts and sliding windows).
+  require_positive(m.num_layers, "num_layers", name);
   require_layer_count(m.num_layers, "num_layers", name);
   m.hidden_size = yaml_require<int64_t>(node, "hidden_size", name);
   m.num_attention_heads = yaml_require<int64_t>(node, "num_attention_heads", name);
