@@ -187,7 +187,7 @@ all 6.6"
   assert_line --regexp "^  rows: 164, expressed: 164, skipped: 0, "
   # The docs' figures are the program's own: this checks they are current.
   local summary=$(echo "$output" | sed -n '/^Summary$/,$p' | sed '1s/.*/Later releases/')
-  local documented=$(sed -n '/^<!-- later-releases summary -->$/,/^$/p' docs/validation.md | sed -e '1d' -e '/^$/d' -e 's/^    //')
+  local documented=$(sed -n '/^<!-- later-releases summary -->$/,/^$/p' "$ROOT/docs/validation.md" | sed -e '1d' -e '/^$/d' -e 's/^    //')
   assert_equal "$documented" "$summary"
 }
 
