@@ -149,9 +149,9 @@ class PathFinder {
       path.pp_rank_ms[static_cast<size_t>(e.rank)] += ms;
       if (!e.host()) modules[op_label(op, true)] += ms;
     }
-    path.modules_ms.assign(modules.begin(), modules.end());
+    for (const auto& [label, time_ms] : modules) path.modules_ms.push_back({label, time_ms});
     std::stable_sort(path.modules_ms.begin(), path.modules_ms.end(),
-                     [](const auto& a, const auto& b) { return a.second > b.second; });
+                     [](const TimedOp& a, const TimedOp& b) { return a.time_ms > b.time_ms; });
   }
 
   const ShardSection& shard_;

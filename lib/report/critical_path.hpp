@@ -22,7 +22,7 @@ struct CriticalPath {
   double waiting_ms = 0;
   std::vector<double> pp_rank_ms;  // busy time on the path by pipeline rank
   // The same op of every layer together (op_label with any layer), longest first.
-  std::vector<std::pair<std::string, double>> modules_ms;
+  std::vector<TimedOp> modules_ms;
   double length_ms() const;  // all of the above: the end of the path's last instance
 };
 

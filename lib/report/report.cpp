@@ -442,10 +442,6 @@ std::string times_text(const std::map<std::string, double>& times) {
 std::string critical_path_text(const Graph& g) {
   const CriticalPath path = critical_path(g);
   const SimSection& sim = *g.sim;
-  std::vector<TimedOp> modules;
-  for (const auto& [label, time_ms] : path.modules_ms) modules.push_back({label, time_ms});
-  std::string ranks = "[";
-  for (size_t r = 0; r < path.pp_rank_ms.size(); ++r) ranks += (r ? ", " : "") + ms(path.pp_rank_ms[r]);
   return block("CriticalPath", 0,
                {{"step_time_ms", ms(sim.step_time_ms)},
                 {"path_ms", ms(path.length_ms())},
@@ -454,8 +450,8 @@ std::string critical_path_text(const Graph& g) {
                 {"communication_ms", times_text(path.communication_ms)},
                 {"host_ms", ms(path.host_ms)},
                 {"waiting_ms", ms(path.waiting_ms)},
-                {"pp_rank_ms", ranks + "]"},
-                {"top_modules_by_time", timed_list_text(modules, nullptr)}});
+                {"pp_rank_ms", list_text(path.pp_rank_ms, ms)},
+                {"top_modules_by_time", timed_list_text(path.modules_ms, nullptr)}});
 }
 
 }  // namespace
