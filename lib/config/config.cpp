@@ -25,7 +25,7 @@ const std::vector<std::string> kModelKeys = {
     "make_vocab_size_divisible_by", "swiglu", "activation", "rope", "rope_theta", "tie_word_embeddings",
     "rms_norm_eps", "normalization", "add_bias_linear", "add_qkv_bias", "qk_layernorm",
     "attention_backend", "masked_softmax_fusion", "bias_swiglu_fusion", "apply_rope_fusion", "rms_norm_fusion",
-    "hidden_dropout", "attention_dropout", "huggingface", "overrides",
+    "projection_fusion", "cross_entropy", "hidden_dropout", "attention_dropout", "huggingface", "overrides",
     // Mixture of experts, multi-head latent attention, multi-token prediction, sliding windows.
     "num_moe_experts", "moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size",
     "moe_layer_freq", "moe_router_score_function", "moe_router_num_groups", "moe_router_group_topk",
@@ -277,6 +277,8 @@ ModelConfig parse_model_yaml(const std::string& text, const std::string& name) {
   m.bias_swiglu_fusion = yaml_get<bool>(node, "bias_swiglu_fusion", name, m.bias_swiglu_fusion);
   m.apply_rope_fusion = yaml_get<bool>(node, "apply_rope_fusion", name, m.apply_rope_fusion);
   m.rms_norm_fusion = yaml_get<bool>(node, "rms_norm_fusion", name, m.rms_norm_fusion);
+  m.projection_fusion = yaml_get<bool>(node, "projection_fusion", name, m.projection_fusion);
+  m.cross_entropy = yaml_get<std::string>(node, "cross_entropy", name, m.cross_entropy);
   m.hidden_dropout = yaml_get<double>(node, "hidden_dropout", name, m.hidden_dropout);
   m.attention_dropout = yaml_get<double>(node, "attention_dropout", name, m.attention_dropout);
   parse_moe_and_attention(node, name, m);
@@ -344,6 +346,7 @@ void validate(const ModelConfig& m, const std::string& where) {
   require_probability(m.hidden_dropout, "hidden_dropout", where);
   require_probability(m.attention_dropout, "attention_dropout", where);
   require_one_of(m.softmax_type, {"vanilla", "learnable"}, "softmax_type", where);
+  require_one_of(m.cross_entropy, {"vocab_parallel", "torch_fp32"}, "cross_entropy", where);
   if (m.mtp_num_layers < 0) throw DataError(where + ": key 'mtp_num_layers' must not be negative");
   if (m.window_size < 0) throw DataError(where + ": key 'window_size' must not be negative");
   auto check_pattern = [&](const std::vector<int>& pattern, const char* key) {
@@ -357,6 +360,8 @@ void validate(const ModelConfig& m, const std::string& where) {
     throw DataError(where + ": apply_rope_fusion: false needs rope, without multi_latent_attention");
   if (!m.rms_norm_fusion && m.normalization != "RMSNorm")
     throw DataError(where + ": rms_norm_fusion: false needs normalization RMSNorm");
+  if (!m.projection_fusion && m.multi_latent_attention)
+    throw DataError(where + ": projection_fusion: false needs attention without multi_latent_attention");
   if (m.window_size > 0) check_pattern(m.sliding_window_pattern, "window_attn_skip_freq");
   if (m.window_size > 0 && m.attention_backend != "flash")
     throw DataError(where + ": sliding-window attention is simulated with attention_backend flash only");
@@ -701,6 +706,8 @@ nlohmann::json to_json(const ModelConfig& m) {
   if (!m.bias_swiglu_fusion) j["bias_swiglu_fusion"] = false;
   if (!m.apply_rope_fusion) j["apply_rope_fusion"] = false;
   if (!m.rms_norm_fusion) j["rms_norm_fusion"] = false;
+  if (!m.projection_fusion) j["projection_fusion"] = false;
+  if (m.cross_entropy != "vocab_parallel") j["cross_entropy"] = m.cross_entropy;
   return j;
 }
 
@@ -758,10 +765,12 @@ ModelConfig model_from_json(const nlohmann::json& j, const std::string& path) {
     m.sliding_window_pattern = require_as<std::vector<int>>(j, "window_attn_skip_freq", path);
   }
   if (j.contains("softmax_type")) m.softmax_type = require_as<std::string>(j, "softmax_type", path);
+  if (j.contains("cross_entropy")) m.cross_entropy = require_as<std::string>(j, "cross_entropy", path);
   if (j.contains("masked_softmax_fusion")) m.masked_softmax_fusion = require_as<bool>(j, "masked_softmax_fusion", path);
   for (auto [key, fusion] : {std::pair{"bias_swiglu_fusion", &m.bias_swiglu_fusion},
                              std::pair{"apply_rope_fusion", &m.apply_rope_fusion},
-                             std::pair{"rms_norm_fusion", &m.rms_norm_fusion}})
+                             std::pair{"rms_norm_fusion", &m.rms_norm_fusion},
+                             std::pair{"projection_fusion", &m.projection_fusion}})
     if (j.contains(key)) *fusion = require_as<bool>(j, key, path);
   validate(m, "graph: " + path);
   return m;

@@ -43,6 +43,13 @@ struct ModelConfig {
   bool bias_swiglu_fusion = true;
   bool apply_rope_fusion = true;
   bool rms_norm_fusion = true;
+  // Megatron-Core's fused linears: QKV as one GEMM and, with SwiGLU, fc1 as the gate and up
+  // projections stacked; false: each its own linear, as torchtitan's Llama (wq, wk, wv; w1, w3).
+  bool projection_fusion = true;
+  // The loss: vocab_parallel, Megatron-Core's vocab-parallel cross entropy (fp32 in place, the
+  // softmax kept for backward); torch_fp32, torch.nn.functional.cross_entropy of the logits cast
+  // to fp32 (torchtitan's loss): the fp32 copy, log-softmax and NLL, each with its backward.
+  std::string cross_entropy = "vocab_parallel";
   double hidden_dropout = 0.0;     // after attention and after the MLP (Megatron's hidden_dropout)
   double attention_dropout = 0.0;  // on the attention probabilities (Megatron's attention_dropout)
 

@@ -21,21 +21,34 @@ std::string str(int64_t v) { return std::to_string(v); }
 // layernorm, moe_act and mla_up_proj are Megatron's CheckpointWithoutOutput: their outputs are
 // dropped too and recomputed for the backward ops that read them (megatron/training/arguments.py,
 // --recompute-modules); the others are torch checkpoints, which keep their outputs.
+// What a checkpoint keeps of the buffers it writes when the forward pass leaves it.
+enum class KeptOutputs : uint8_t {
+  none,                // Megatron's CheckpointWithoutOutput: its outputs are recomputed too
+  read_outside,        // a torch checkpoint: the buffers forward ops outside the region read
+  read_outside_layer,  // a layer's checkpoint whose saved ops are not in the region: what forward
+                       // ops of other layers (or of none) read, the layer's output
+};
+
 struct RecomputeModule {
   std::vector<ModuleComponent> components;
-  bool keeps_outputs = true;
+  KeptOutputs kept = KeptOutputs::read_outside;
   bool region_per_component = false;  // layernorm: each norm is a checkpoint of its own
 };
 const std::map<std::string, RecomputeModule> kRecomputeModules = {
     {"core_attn", {{ModuleComponent::core_attention}}},
     {"mlp", {{ModuleComponent::mlp}}},
-    {"layernorm", {{ModuleComponent::input_layernorm, ModuleComponent::pre_mlp_layernorm}, false, true}},
+    {"layernorm", {{ModuleComponent::input_layernorm, ModuleComponent::pre_mlp_layernorm}, KeptOutputs::none, true}},
     {"moe", {{ModuleComponent::mlp}}},
-    {"moe_act", {{ModuleComponent::activation_func}, false}},
+    {"moe_act", {{ModuleComponent::activation_func}, KeptOutputs::none}},
     {"shared_experts", {{ModuleComponent::shared_experts}}},
     {"mla_up_proj",
-     {{ModuleComponent::linear_q_up_proj, ModuleComponent::linear_kv_up_proj, ModuleComponent::mla_rope}, false}},
+     {{ModuleComponent::linear_q_up_proj, ModuleComponent::linear_kv_up_proj, ModuleComponent::mla_rope},
+      KeptOutputs::none}},
 };
+
+// torchtitan's per-op selective checkpointing (selective_ac_option "op"), a policy over ops
+// rather than a list of modules, so it is the only module where it is selected.
+constexpr const char* kOpLevel = "op";
 
 std::vector<std::string> selected_modules(const TrainingConfig& training) {
   return training.recompute_modules.empty() ? std::vector<std::string>{"core_attn"} : training.recompute_modules;
@@ -46,7 +59,7 @@ bool is_layer_forward_op(const ShardOp& op) { return op.phase == OpPhase::fwd &&
 // A set of forward ops run again together (one checkpointed function).
 struct Region {
   std::vector<int64_t> ops;        // old ids, in forward order
-  bool keeps_outputs = true;       // outputs read outside the region stay stored (torch checkpoint)
+  KeptOutputs kept = KeptOutputs::read_outside;
   std::set<int64_t> dropped;       // buffers it writes that the backward reads recomputed
   bool recomputed = false;
 };
@@ -90,12 +103,42 @@ std::vector<Region> selective_regions(const ModelConfig& model, const std::vecto
         auto [it, added] = region_of.emplace(std::pair{*op.layer, region}, regions.size());
         if (added) {
           regions.emplace_back();
-          regions.back().keeps_outputs = module.keeps_outputs;
+          regions.back().kept = module.kept;
         }
         regions[it->second].ops.push_back(op.id);
         break;
       }
     }
+  }
+  return regions;
+}
+
+// Whether torchtitan's op-level policy saves a forward op of a layer (_save_list in
+// torchtitan/models/llama3/parallelize_llama.py): the attention, a reduce-scatter, and a matrix
+// multiply (aten.mm: a linear, not the experts' grouped GEMMs or attention's batched ones)
+// numbered odd in the layer's forward order. `mms` counts the layer's multiplies so far.
+bool saved_by_op_level_policy(const ShardOp& op, int64_t& mms) {
+  if (op.kind == OpKind::attention) return true;
+  if (op.kind == OpKind::collective) return op.collective == Collective::reduce_scatter;
+  const NamedOp name = op.name.named_op();
+  if (name != NamedOp::linear && name != NamedOp::qkv_linear && name != NamedOp::stacked_linear) return false;
+  return ++mms % 2 == 1;
+}
+
+// Op-level selective recompute: per layer, one checkpoint of every forward op the policy does
+// not save. What the saved ops write stays, as their outputs do in torchtitan's cache.
+std::vector<Region> op_level_regions(const std::vector<ShardOp>& ops) {
+  std::map<int64_t, size_t> region_of_layer;
+  std::map<int64_t, int64_t> mms_of_layer;
+  std::vector<Region> regions;
+  for (const ShardOp& op : ops) {
+    if (!is_layer_forward_op(op) || saved_by_op_level_policy(op, mms_of_layer[*op.layer])) continue;
+    auto [it, added] = region_of_layer.emplace(*op.layer, regions.size());
+    if (added) {
+      regions.emplace_back();
+      regions.back().kept = KeptOutputs::read_outside_layer;
+    }
+    regions[it->second].ops.push_back(op.id);
   }
   return regions;
 }
@@ -123,8 +166,8 @@ class Recomputer {
 
  private:
   // A region drops every buffer it produces except, for a torch checkpoint, its outputs: the
-  // buffers a forward op outside the region reads (the next layer's input, the attention
-  // context the projection keeps).
+  // buffers a forward op outside the region (or outside its layer) reads (the next layer's
+  // input, the attention context the projection keeps).
   void find_dropped_buffers() {
     const auto& ops = rewriter_.old_ops();
     std::vector<int64_t> producer(shard_.buffers.size(), -1);
@@ -136,17 +179,22 @@ class Recomputer {
     for (size_t r = 0; r < regions_.size(); ++r)
       for (int64_t id : regions_[r].ops) region_of_op[id] = static_cast<int64_t>(r), in_region_[id] = 1;
     dropped_by_.resize(shard_.buffers.size());
-    std::vector<std::set<int64_t>> read_outside(regions_.size());
+    std::vector<std::set<int64_t>> kept(regions_.size());
     for (const ShardOp& op : ops)
       if (op.phase == OpPhase::fwd)
-        for (int64_t b : op.reads)
-          if (producer[b] >= 0 && region_of_op[producer[b]] >= 0 && region_of_op[producer[b]] != region_of_op[op.id])
-            read_outside[region_of_op[producer[b]]].insert(b);
+        for (int64_t b : op.reads) {
+          if (producer[b] < 0 || region_of_op[producer[b]] < 0) continue;
+          const int64_t r = region_of_op[producer[b]];
+          const KeptOutputs policy = regions_[r].kept;
+          if ((policy == KeptOutputs::read_outside && region_of_op[op.id] != r) ||
+              (policy == KeptOutputs::read_outside_layer && op.layer != ops[producer[b]].layer))
+            kept[r].insert(b);
+        }
     for (size_t r = 0; r < regions_.size(); ++r) {
       Region& region = regions_[r];
       for (int64_t id : region.ops)
         for (int64_t b : ops[id].writes)
-          if (producer[b] == id && !(region.keeps_outputs && read_outside[r].count(b))) {
+          if (producer[b] == id && !kept[r].count(b)) {
             region.dropped.insert(b);
             dropped_by_[b].push_back(r);
           }
@@ -244,9 +292,14 @@ void check_recompute(const ModelConfig& model, const ShardOptions& options) {
     throw UsageError("recompute_method=" + *t.recompute_method + ": expected uniform or block");
   for (const std::string& name : t.recompute_modules) {
     if (t.recompute != "selective") throw UsageError("recompute_modules=" + name + " needs recompute=selective");
+    if (name == kOpLevel) {
+      if (t.recompute_modules.size() > 1)
+        throw UsageError("recompute_modules=op is a policy over all of a layer's ops; it takes no other module");
+      continue;
+    }
     if (!kRecomputeModules.count(name))
       throw UsageError("recompute_modules=" + name +
-                       ": expected core_attn, mlp, layernorm, moe, moe_act, shared_experts or mla_up_proj");
+                       ": expected core_attn, mlp, layernorm, moe, moe_act, shared_experts, mla_up_proj or op");
     if ((name == "moe" || name == "moe_act") && !model.is_moe())
       throw UsageError("recompute_modules=" + name + " needs a model with experts; " + model.name + " has none");
     if (name == "shared_experts" && model.moe_shared_expert_intermediate_size == 0)
@@ -275,8 +328,12 @@ void apply_recompute(const ShardContext& context, ShardSection& shard) {
   }
   Recomputer recomputer(context, shard);
   const auto& ops = recomputer.old_ops();
-  recomputer.run(t.recompute == "full" ? full_regions(ops, *t.recompute_method, *t.recompute_num_layers)
-                                       : selective_regions(context.model, ops, t.recompute_modules));
+  if (t.recompute == "full")
+    recomputer.run(full_regions(ops, *t.recompute_method, *t.recompute_num_layers));
+  else if (t.recompute_modules == std::vector<std::string>{kOpLevel})
+    recomputer.run(op_level_regions(ops));
+  else
+    recomputer.run(selective_regions(context.model, ops, t.recompute_modules));
 }
 
 }  // namespace syssim

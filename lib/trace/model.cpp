@@ -67,7 +67,15 @@ class TrainingStep {
     }
     Tensor labels = token_ids();
     Tensor per_token;
-    {
+    if (model_.cross_entropy == "torch_fp32") {
+      Tensor log_probs;
+      {
+        ModuleScope scope(prefix + "loss", TpRole::none);
+        log_probs = at::log_softmax(logits.to(at::kFloat), -1);
+      }
+      ModuleScope scope(prefix + "loss", TpRole::vocab_loss);
+      per_token = call("syssim::nll_loss", {log_probs, labels})[0];
+    } else {
       ModuleScope scope(prefix + "loss", TpRole::vocab_loss);
       per_token = call("syssim::cross_entropy", {logits, labels})[0];
     }
@@ -158,18 +166,26 @@ class TrainingStep {
   }
 
   Tensor linear(const std::string& module, TpRole tp_role, const Tensor& x, int64_t out_features) {
+    return linear(module, tp_role, x, out_features, model_.add_bias_linear);
+  }
+
+  Tensor linear(const std::string& module, TpRole tp_role, const Tensor& x, int64_t out_features, bool with_bias) {
     ModuleScope scope(module, tp_role);
     Tensor weight = parameter(module + ".weight", {out_features, x.size(-1)});
-    return call("syssim::linear", {x, weight, bias(module + ".bias", model_.add_bias_linear, out_features)})[0];
+    return call("syssim::linear", {x, weight, bias(module + ".bias", with_bias, out_features)})[0];
   }
 
   Tensor self_attention(int64_t layer, const std::string& module, const Tensor& x) {
     Tensor q, k, v;
-    {
+    const int64_t q_width = n_.g * n_.r * n_.d, kv_width = n_.g * n_.d;
+    const bool with_bias = model_.add_qkv_bias || model_.add_bias_linear;
+    if (!model_.projection_fusion) {
+      q = linear(module + ".linear_q", TpRole::column, x, q_width, with_bias).view({n_.s, n_.b, n_.g * n_.r, n_.d});
+      k = linear(module + ".linear_k", TpRole::column, x, kv_width, with_bias).view({n_.s, n_.b, n_.g, n_.d});
+      v = linear(module + ".linear_v", TpRole::column, x, kv_width, with_bias).view({n_.s, n_.b, n_.g, n_.d});
+    } else {
       const std::string qkv = module + ".linear_qkv";
       ModuleScope scope(qkv, TpRole::column);
-      const int64_t q_width = n_.g * n_.r * n_.d, kv_width = n_.g * n_.d;
-      const bool with_bias = model_.add_qkv_bias || model_.add_bias_linear;
       Tensor wq = parameter(qkv + ".weight_q", {q_width, n_.h});
       Tensor wk = parameter(qkv + ".weight_k", {kv_width, n_.h});
       Tensor wv = parameter(qkv + ".weight_v", {kv_width, n_.h});
@@ -304,6 +320,7 @@ class TrainingStep {
   }
 
   Tensor mlp(const std::string& module, const Tensor& x, int64_t width) {
+    if (model_.swiglu && !model_.projection_fusion) return unfused_swiglu_mlp(module, x, width);
     Tensor hidden = linear(module + ".linear_fc1", TpRole::column, x, model_.swiglu ? 2 * width : width);
     Tensor activated;
     {
@@ -312,6 +329,19 @@ class TrainingStep {
         activated = plain_activation(hidden);
       else
         activated = model_.bias_swiglu_fusion ? call("syssim::swiglu", {hidden})[0] : eager_swiglu(hidden);
+    }
+    return linear(module + ".linear_fc2", TpRole::row, activated, n_.h);
+  }
+
+  // A SwiGLU MLP whose gate and up projections are separate linears (torchtitan's FeedForward:
+  // w2(silu(w1(x)) * w3(x))), the SiLU and the product one fused kernel or two eager ones.
+  Tensor unfused_swiglu_mlp(const std::string& module, const Tensor& x, int64_t width) {
+    Tensor gate = linear(module + ".linear_fc1_gate", TpRole::column, x, width);
+    Tensor up = linear(module + ".linear_fc1_up", TpRole::column, x, width);
+    Tensor activated;
+    {
+      ModuleScope scope(module, TpRole::none);
+      activated = model_.bias_swiglu_fusion ? call("syssim::silu_mul", {gate, up})[0] : at::silu(gate) * up;
     }
     return linear(module + ".linear_fc2", TpRole::row, activated, n_.h);
   }

@@ -57,6 +57,10 @@ const std::map<std::string, OpRule> kOpRules = {
     {"syssim::linear_wgrad", {OpKind::gemm, R::kLinearGrad}},
     {"syssim::swiglu", {OpKind::math, R::kPerOutputElement, 5}},
     {"syssim::swiglu_backward", {OpKind::math, R::kPerOutputElement, 5}},
+    {"syssim::nll_loss", {OpKind::memory}},
+    {"syssim::nll_loss_backward", {OpKind::memory}},
+    {"syssim::silu_mul", {OpKind::math, R::kPerOutputElement, 5}},  // SwiGLU's arithmetic, halves apart
+    {"syssim::silu_mul_backward", {OpKind::math, R::kPerOutputElement, 5}},
     {"syssim::relu", {OpKind::math, R::kPerOutputElement, 1}},
     {"syssim::relu_backward", {OpKind::math, R::kPerOutputElement, 1}},  // aten::threshold_backward
     {"syssim::cross_entropy", {OpKind::math, R::kPerInputElement, 5}},
@@ -67,6 +71,10 @@ const std::map<std::string, OpRule> kOpRules = {
     // difference, sum and divide per element; its backward a multiply, sum, subtract, multiply.
     {"aten::_softmax", {OpKind::math, R::kPerOutputElement, 5}},
     {"aten::_softmax_backward_data", {OpKind::math, R::kPerOutputElement, 4}},
+    // torch.nn.functional.cross_entropy's log-softmax (the torch_fp32 loss): a max, the exp of
+    // the difference, its sum and log; its backward an exp, a sum and a multiply-subtract.
+    {"aten::_log_softmax", {OpKind::math, R::kPerOutputElement, 5}},
+    {"aten::_log_softmax_backward_data", {OpKind::math, R::kPerOutputElement, 4}},
     {"aten::masked_fill_", {OpKind::memory}},  // the causal mask, and in its backward the gradient's
     {"aten::masked_fill", {OpKind::memory}},
     {"aten::bmm", {OpKind::gemm, R::kBatchedMatmul}},
@@ -104,7 +112,7 @@ const std::set<std::string> kTransparentOps = {
     "aten::conj", "aten::contiguous", "aten::detach", "detach", "aten::empty", "aten::empty_like",
     "aten::empty_strided", "aten::expand", "aten::expand_as", "aten::linear", "aten::matmul", "aten::narrow",
     "aten::new_empty_strided", "aten::ones_like", "aten::permute", "aten::reshape", "aten::resolve_conj",
-    "aten::resolve_neg", "aten::select", "aten::slice", "aten::softmax", "aten::split", "aten::squeeze",
+    "aten::resolve_neg", "aten::select", "aten::slice", "aten::softmax", "aten::log_softmax", "aten::split", "aten::squeeze",
     "aten::sum_to_size", "aten::t", "aten::to", "aten::transpose", "aten::unsqueeze", "aten::view",
     "aten::view_as", "aten::zeros_like",
 };

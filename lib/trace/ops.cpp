@@ -68,10 +68,18 @@ TORCH_LIBRARY(syssim, m) {
   m.def("linear_wgrad(Tensor grad, Tensor x, bool bias) -> Tensor[]");
   m.def("swiglu(Tensor x) -> Tensor");
   m.def("swiglu_backward(Tensor grad, Tensor x) -> Tensor");
+  // SiLU of the gate times the up projection, one kernel over two tensors (torch.compile's
+  // fusion of torchtitan's FeedForward, whose w1 and w3 are separate linears).
+  m.def("silu_mul(Tensor gate, Tensor up) -> Tensor");
+  m.def("silu_mul_backward(Tensor grad, Tensor gate, Tensor up) -> (Tensor, Tensor)");
   m.def("relu(Tensor x) -> Tensor");
   m.def("relu_backward(Tensor grad, Tensor out) -> Tensor");
   m.def("cross_entropy(Tensor logits, Tensor labels) -> (Tensor, Tensor)");
   m.def("cross_entropy_backward(Tensor grad, Tensor softmax, Tensor labels, ScalarType dtype) -> Tensor");
+  // The negative log-likelihood of each token's label under fp32 log-probabilities [.., v]: a
+  // gather; its backward writes the whole [.., v] gradient (zeros and the labels' entries).
+  m.def("nll_loss(Tensor log_probs, Tensor labels) -> Tensor");
+  m.def("nll_loss_backward(Tensor grad, Tensor labels, int vocab, ScalarType dtype) -> Tensor");
   m.def("dropout(Tensor x, float p) -> (Tensor, Tensor)");
   m.def("dropout_backward(Tensor grad, Tensor mask, float p) -> Tensor");
   // One GEMM over two weights stacked along its output (MLA's K/V down and up projections).
@@ -168,6 +176,10 @@ TORCH_LIBRARY_IMPL(syssim, Meta, m) {
   });
   m.impl("swiglu", [](const Tensor& x) { return meta_empty(shape_with_tail(x, 1, {x.size(-1) / 2}), x); });
   m.impl("swiglu_backward", [](const Tensor&, const Tensor& x) { return at::empty_like(x); });
+  m.impl("silu_mul", [](const Tensor& gate, const Tensor&) { return at::empty_like(gate); });
+  m.impl("silu_mul_backward", [](const Tensor&, const Tensor& gate, const Tensor& up) {
+    return std::make_tuple(at::empty_like(gate), at::empty_like(up));
+  });
   m.impl("relu", [](const Tensor& x) { return at::empty_like(x); });
   m.impl("relu_backward", [](const Tensor& grad, const Tensor&) { return at::empty_like(grad); });
   // Megatron's vocab-parallel cross entropy computes in fp32: the loss per token and the
@@ -178,6 +190,12 @@ TORCH_LIBRARY_IMPL(syssim, Meta, m) {
   });
   m.impl("cross_entropy_backward", [](const Tensor&, const Tensor& softmax, const Tensor&, at::ScalarType dtype) {
     return at::empty_like(softmax, softmax.options().dtype(dtype));
+  });
+  m.impl("nll_loss", [](const Tensor& log_probs, const Tensor& labels) {
+    return at::empty(labels.sizes(), log_probs.options());
+  });
+  m.impl("nll_loss_backward", [](const Tensor& grad, const Tensor& labels, int64_t vocab, at::ScalarType dtype) {
+    return at::empty(shape_with_tail(labels, 0, {vocab}), grad.options().dtype(dtype));
   });
   // The mask is one byte per element, as torch's native_dropout keeps it.
   m.impl("dropout", [](const Tensor& x, double) {
@@ -484,20 +502,31 @@ struct GroupedLinearFunction : Function<GroupedLinearFunction> {
   }
 };
 
-// SwiGLU of the expert's fc1 output, times each token's routing probability (Megatron's
-// weighted_bias_swiglu): the probabilities get a gradient too.
-struct WeightedSwigluFunction : Function<WeightedSwigluFunction> {
-  static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& probs) {
+// An op of two tensors that keeps both for its backward, which returns a gradient for each.
+template <const char* kForward, const char* kBackward>
+struct TwoInputFunction : Function<TwoInputFunction<kForward, kBackward>> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& a, const Tensor& b) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    ctx->save_for_backward({x, probs});
-    return call("syssim::weighted_swiglu", {x, probs})[0];
+    ctx->save_for_backward({a, b});
+    return call(kForward, {a, b})[0];
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     at::AutoDispatchBelowADInplaceOrView guard;
     variable_list s = ctx->get_saved_variables();
-    return call("syssim::weighted_swiglu_backward", {grads[0], s[0], s[1]});
+    return call(kBackward, {grads[0], s[0], s[1]});
   }
 };
+
+// SwiGLU of the expert's fc1 output, times each token's routing probability (Megatron's
+// weighted_bias_swiglu): the probabilities get a gradient too.
+constexpr char kWeightedSwiglu[] = "syssim::weighted_swiglu";
+constexpr char kWeightedSwigluBackward[] = "syssim::weighted_swiglu_backward";
+using WeightedSwigluFunction = TwoInputFunction<kWeightedSwiglu, kWeightedSwigluBackward>;
+
+// SiLU of the gate times the up projection (torchtitan's FeedForward under torch.compile).
+constexpr char kSiluMul[] = "syssim::silu_mul";
+constexpr char kSiluMulBackward[] = "syssim::silu_mul_backward";
+using SiluMulFunction = TwoInputFunction<kSiluMul, kSiluMulBackward>;
 
 // Two tensors joined along their last dim (the MTP layer's embedding and hidden state).
 struct ConcatFunction : Function<ConcatFunction> {
@@ -585,6 +614,25 @@ struct CrossEntropyFunction : Function<CrossEntropyFunction> {
     variable_list saved = ctx->get_saved_variables();
     auto logits_dtype = static_cast<at::ScalarType>(ctx->saved_data["logits_dtype"].toInt());
     return {call("syssim::cross_entropy_backward", {grads[0], saved[0], saved[1], logits_dtype})[0], Tensor()};
+  }
+};
+
+// aten::nll_loss takes log-probabilities of one or two dimensions only; this one keeps the
+// [s, b] token axes. Its backward needs the labels, not the log-probabilities' values.
+struct NllLossFunction : Function<NllLossFunction> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& log_probs, const Tensor& labels) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    ctx->save_for_backward({labels});
+    ctx->saved_data["vocab"] = log_probs.size(-1);
+    ctx->saved_data["dtype"] = static_cast<int64_t>(log_probs.scalar_type());
+    return call("syssim::nll_loss", {log_probs, labels})[0];
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    const auto dtype = static_cast<at::ScalarType>(ctx->saved_data["dtype"].toInt());
+    return {call("syssim::nll_loss_backward",
+                 {grads[0], ctx->get_saved_variables()[0], ctx->saved_data["vocab"], dtype})[0],
+            Tensor()};
   }
 };
 
@@ -680,11 +728,13 @@ TORCH_LIBRARY_IMPL(syssim, Autograd, m) {
     return LinearFunction::apply(x, weight, bias);
   });
   m.impl("swiglu", [](const Tensor& x) { return SwigluFunction::apply(x); });
+  m.impl("silu_mul", [](const Tensor& gate, const Tensor& up) { return SiluMulFunction::apply(gate, up); });
   m.impl("relu", [](const Tensor& x) { return ReluFunction::apply(x); });
   m.impl("cross_entropy", [](const Tensor& logits, const Tensor& labels) {
     variable_list out = CrossEntropyFunction::apply(logits, labels);
     return std::make_tuple(out[0], out[1]);
   });
+  m.impl("nll_loss", [](const Tensor& log_probs, const Tensor& labels) { return NllLossFunction::apply(log_probs, labels); });
   m.impl("dropout", [](const Tensor& x, double p) {
     variable_list out = DropoutFunction::apply(x, p);
     return std::make_tuple(out[0], out[1]);

@@ -261,6 +261,12 @@ TrainingConfig training(const MeasuredRow& row, int64_t dp, int64_t data_paralle
   if (method != "none" && method != "full" && method != "selective")
     throw Unsupported{"recompute '" + recompute + "' not recognised"};
   t.recompute = method;
+  // torchtitan's per-op selective checkpointing, as its tables name it.
+  if (method == "selective" &&
+      (recompute.find("op-level SAC") != std::string::npos || recompute.find("per-op SAC") != std::string::npos)) {
+    t.recompute_modules = {"op"};
+    assumptions.push_back("recompute_modules=op");
+  }
   const bool legacy = predates_megatron_2022(row);
   std::optional<bool> distributed = flag_cell(row, "distributed_optimizer");
   t.distributed_optimizer = distributed.value_or(!legacy);
@@ -352,11 +358,16 @@ void balance_pipeline(const ModelConfig& model, ShardOptions& options, std::vect
   assumptions.push_back("pp_layout=" + text);
 }
 
-// torchtitan's runs without torch.compile run its Llama eagerly: PyTorch's RMSNorm, RoPE and
-// SwiGLU as chains of separate kernels (torchtitan/models/norms.py RMSNorm, model.py
-// apply_rotary_emb and FeedForward at the rows' commit); torch.compile fuses them.
-void eager_kernels(const MeasuredRow& row, ModelConfig& model, std::vector<std::string>& assumptions) {
-  if (cell(row, "source_id") != "TORCHTITAN" || cell(row, "notes").find("torch.compile") != std::string::npos) return;
+// torchtitan's Llama (torchtitan/models/llama3/model.py at the rows' commits): wq, wk, wv and
+// w1, w3 are separate linears. Its runs without torch.compile run it eagerly: PyTorch's RMSNorm,
+// RoPE and SwiGLU as chains of separate kernels (torchtitan/models/norms.py RMSNorm, model.py
+// apply_rotary_emb and FeedForward); torch.compile fuses them.
+void torchtitan_model(const MeasuredRow& row, ModelConfig& model, std::vector<std::string>& assumptions) {
+  if (cell(row, "source_id") != "TORCHTITAN") return;
+  model.projection_fusion = model.multi_latent_attention;  // config.cpp refuses unfused MLA projections
+  model.cross_entropy = "torch_fp32";  // torchtitan/components/loss.py: cross_entropy(pred.float(), labels)
+  assumptions.push_back("projection_fusion=0, cross_entropy=torch_fp32");
+  if (cell(row, "notes").find("torch.compile") != std::string::npos) return;
   // Each only where the model has the kernel (config.cpp refuses the others).
   model.rms_norm_fusion = model.normalization != "RMSNorm";
   model.apply_rope_fusion = !model.rope;
@@ -513,7 +524,7 @@ RowPlan plan_row(const MeasuredRow& row, const std::string& hardware_dir,
     plan.options = layout(row, plan.assumptions);
     plan.model = architecture(row, plan.assumptions);
     expert_settings(row, plan.model, plan.options, plan.assumptions);
-    eager_kernels(row, plan.model, plan.assumptions);
+    torchtitan_model(row, plan.model, plan.assumptions);
     balance_pipeline(plan.model, plan.options, plan.assumptions);
     measured_step_time(row, plan);
     plan.measured_peak_mem_gb = measurement_cell(row, "measured_peak_mem_gb");

@@ -38,7 +38,10 @@ report() {
   assert_output "syssim-shard: error: recompute_modules=moe_act needs a model with experts; llama3-8b has none"
   run syssim-shard -i "$trace" --recompute selective --recompute-modules attention
   assert_failure 2
-  assert_output --partial "--recompute-modules: attention not in {core_attn,mlp,layernorm,moe,moe_act,shared_experts,mla_up_proj}"
+  assert_output --partial "--recompute-modules: attention not in {core_attn,mlp,layernorm,moe,moe_act,shared_experts,mla_up_proj,op}"
+  run syssim-shard -i "$trace" --recompute selective --recompute-modules op,mlp
+  assert_failure 2
+  assert_output "syssim-shard: error: recompute_modules=op is a policy over all of a layer's ops; it takes no other module"
 }
 
 @test "more recomputed layers than the model has is bad data (exit 1)" {

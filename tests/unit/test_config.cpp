@@ -811,6 +811,22 @@ TEST(Loader, UnfusedKernelsNeedTheirKernelAndSurviveTheGraph) {
   for (const char* key : {"bias_swiglu_fusion", "apply_rope_fusion", "rms_norm_fusion"}) EXPECT_FALSE(fused.contains(key));
 }
 
+TEST(Loader, TorchtitansLinearsAndLossSurviveTheGraph) {
+  auto model_error = [](const std::string& extra) {
+    return error_of([&] { syssim::parse_model_yaml(std::string(kValidModel) + extra, "m.yaml"); });
+  };
+  EXPECT_EQ(model_error("cross_entropy: fused\n"),
+            "m.yaml: key 'cross_entropy' must be one of vocab_parallel|torch_fp32, got 'fused'");
+  const syssim::ModelConfig m = syssim::parse_model_yaml(
+      std::string(kValidModel) + "projection_fusion: false\ncross_entropy: torch_fp32\n", "m.yaml");
+  const syssim::ModelConfig reread = syssim::model_from_json(syssim::to_json(m), "m");
+  EXPECT_FALSE(reread.projection_fusion);
+  EXPECT_EQ(reread.cross_entropy, "torch_fp32");
+  // Megatron's defaults stay out of the graph: it reads as before 1.14.
+  const nlohmann::json megatron = syssim::to_json(syssim::parse_model_yaml(kValidModel, "m.yaml"));
+  for (const char* key : {"projection_fusion", "cross_entropy"}) EXPECT_FALSE(megatron.contains(key));
+}
+
 TEST(Loader, InvalidValuesAreRejected) {
   std::string text = std::string(kValidModel) + "normalization: BatchNorm\n";
   EXPECT_NE(error_of([&] { syssim::parse_model_yaml(text, "m.yaml"); }).find("RMSNorm|LayerNorm"),

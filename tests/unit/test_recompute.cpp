@@ -158,6 +158,62 @@ TEST(Activations, PeakMemoryGrowsByOneLayerOfSavedActivations) {
   }
 }
 
+// torchtitan's Llama (separate q, k, v and gate, up linears; RMSNorm, RoPE and SwiGLU fused as
+// torch.compile runs them) at the paper's sizes with 4 key/value heads of width d.
+ModelConfig torchtitan_llama(int64_t layers) {
+  auto n = [](double v) { return static_cast<int64_t>(v); };
+  ModelConfig m = testing::dense_model("torchtitan-llama", layers, n(h), n(a), 4, n(3.5 * h), n(s), 50257);
+  m.projection_fusion = false;
+  return m;
+}
+
+// torchtitan's op-level policy saves the attention and the 1st, 3rd, 5th and 7th GEMM of a layer
+// (q, v, gate, down); the layer's output is the next checkpoint's input. What a layer keeps:
+// its output (2sbh), q (2sbh), v (2sb 4d), the attention output (2sbh), the gate (2sbf) and the
+// down projection's output (2sbh), which the recomputed residual add reads.
+TEST(Activations, OpLevelRecomputeKeepsWhatTorchtitansPolicySaves) {
+  ShardOptions options = layout(1, false, "selective");
+  options.training.recompute_modules = {"op"};
+  const double d = h / a, f = 3.5 * h;
+  expect_every_layer_saves(sharded(torchtitan_llama(3), options), 2 * s * b * (4 * h + 4 * d + f));
+}
+
+// It recomputes the other GEMMs, k, the projection and up: 2 x tokens x h x (4d + h + f) FLOPs.
+TEST(Recompute, OpLevelRecomputeRerunsTheEvenGemms) {
+  ShardOptions options = layout(1, false, "selective");
+  options.training.recompute_modules = {"op"};
+  const Graph g = sharded(torchtitan_llama(2), options);
+  const double d = h / a, f = 3.5 * h;
+  double flops = 0;
+  std::vector<std::string> modules;
+  for (const ShardOp& op : g.shard->ops)
+    if (op.recompute && op.layer == 1 && op.kind == OpKind::gemm) {
+      flops += op.flops;
+      modules.push_back(op.module.str());
+    }
+  EXPECT_EQ(modules, (std::vector<std::string>{"decoder.layers.1.self_attention.linear_k",
+                                               "decoder.layers.1.self_attention.linear_proj",
+                                               "decoder.layers.1.mlp.linear_fc1_up"}));
+  EXPECT_DOUBLE_EQ(flops, 2 * s * b * h * (4 * d + h + f));
+  for (const ShardOp& op : g.shard->ops)
+    if (op.recompute) EXPECT_NE(op.kind, OpKind::attention) << op_label(op);
+}
+
+// torch.nn.functional.cross_entropy of fp32 logits holds, at the peak of its backward, the
+// log-softmax autograd keeps, the NLL's gradient and the log-softmax's, 4 bytes per logit each,
+// where Megatron's vocab-parallel loss holds its fp32 softmax and the bf16 gradient: 6 bytes per
+// logit more (the padded vocabulary, 50304), up to the per-token loss and labels.
+TEST(Activations, TorchCrossEntropyPeaksSixBytesPerLogitAboveMegatrons) {
+  auto transient_peak = [](const std::string& cross_entropy) {
+    ModelConfig model = torchtitan_llama(1);
+    model.cross_entropy = cross_entropy;
+    Graph g = sharded(model, layout(1, false));
+    account_memory(g);
+    return g.mem->activation_bytes + g.mem->temporary_bytes;
+  };
+  EXPECT_NEAR(transient_peak("torch_fp32") - transient_peak("vocab_parallel"), 6 * s * b * 50304, 16 * s * b);
+}
+
 TEST(Recompute, FullRecomputeRerunsEachLayerWithItsCollectives) {
   Graph g = sharded(gpt(2), layout(4, true, "full"));
   std::map<int64_t, int> forward, recomputed, recomputed_collectives;
@@ -209,6 +265,8 @@ TEST(Recompute, BadCombinationsAreRefused) {
   o = layout(1, false, "selective");
   o.training.recompute_modules = {"moe_act"};
   EXPECT_EQ(message(o), "recompute_modules=moe_act needs a model with experts; gpt-korthikanti has none");
+  o.training.recompute_modules = {"op", "mlp"};
+  EXPECT_EQ(message(o), "recompute_modules=op is a policy over all of a layer's ops; it takes no other module");
 }
 
 // Activation offloading (--cpu-offloading-num-layers N): the first N layers' saved tensors go

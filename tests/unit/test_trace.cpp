@@ -473,6 +473,63 @@ TEST(Trace, UnfusedKernelsRunPyTorchsEagerChains) {
   expect_symbolic_matches_concrete(m, 2, 4096);
 }
 
+// torchtitan's Llama: wq, wk, wv and w1, w3 separate linears, column-parallel each. A layer
+// keeps the fused model's parameters and GEMM FLOPs (2 x tokens x h x (q + 2 kv + o + 3 f)
+// forward), now as seven GEMMs: q, k, v, projection, gate, up, down.
+TEST(Trace, ProjectionFusionOffSplitsQkvAndTheGateIntoSeparateLinears) {
+  ModelConfig m = llama3_8b();
+  m.projection_fusion = false;
+  const TraceSection trace = trace_model(m);
+  EXPECT_EQ(parameter_count(trace), parameter_count(trace_model(llama3_8b())));
+  const double h = 4096, kv = 8 * 128, f = 14336, tokens = 2 * 4096;
+  const AxisValues at = with_batch(trace, 2, 4096);
+  std::vector<std::string> modules;
+  double flops = 0;
+  for (const TraceOp& op : trace.ops)
+    if (op.layer == 0 && op.phase == OpPhase::fwd && op.kind == OpKind::gemm) {
+      modules.push_back(op.module.str());
+      flops += op.flops.evaluate(at, op.name);
+      EXPECT_EQ(op.name, "syssim::linear") << op.module.str();
+    }
+  const std::string layer = "decoder.layers.0.";
+  EXPECT_EQ(modules, (std::vector<std::string>{
+                         layer + "self_attention.linear_q", layer + "self_attention.linear_k",
+                         layer + "self_attention.linear_v", layer + "self_attention.linear_proj",
+                         layer + "mlp.linear_fc1_gate", layer + "mlp.linear_fc1_up", layer + "mlp.linear_fc2"}));
+  EXPECT_EQ(flops, 2 * tokens * h * (h + 2 * kv + h + 3 * f));
+  EXPECT_EQ(find_op(trace, layer + "self_attention.linear_k", "syssim::linear", "fwd").tp_role, TpRole::column);
+  // SiLU of the gate times the up projection: one kernel with the fusion, two without.
+  EXPECT_EQ(ops_named(trace, "syssim::silu_mul", 0).size(), 1u);
+  m.bias_swiglu_fusion = false;
+  const TraceSection eager = trace_model(m);
+  EXPECT_TRUE(ops_named(eager, "syssim::silu_mul", 0).empty());
+  EXPECT_EQ(ops_named(eager, "aten::silu", 0).size(), 1u);
+  expect_symbolic_matches_concrete(m, 2, 4096);
+}
+
+// torch.nn.functional.cross_entropy of the logits cast to fp32 (torchtitan's loss): the fp32
+// copy, the log-softmax autograd keeps (fp32), the NLL; backward the NLL's whole fp32 [s, b, v]
+// gradient, the log-softmax's and the cast back to bf16.
+TEST(Trace, TorchCrossEntropyKeepsTheFp32LogSoftmaxAndWritesFp32Gradients) {
+  ModelConfig m = small_unfused_gpt();
+  m.cross_entropy = "torch_fp32";
+  const TraceSection trace = trace_model(m);
+  std::vector<std::string> forward, backward;
+  for (const TraceOp& op : trace.ops)
+    if (op.module == "loss") (op.phase == OpPhase::fwd ? forward : backward).push_back(op.name + " " + op.outputs[0].dtype);
+  EXPECT_EQ(forward, (std::vector<std::string>{"aten::_to_copy fp32", "aten::_log_softmax fp32",
+                                               "syssim::nll_loss fp32", "aten::sum fp32"}));
+  EXPECT_EQ(backward, (std::vector<std::string>{"aten::fill_ fp32", "syssim::nll_loss_backward fp32",
+                                                "aten::_log_softmax_backward_data fp32", "aten::_to_copy bf16"}));
+  const TraceOp& log_softmax = find_op(trace, "loss", "aten::_log_softmax", "fwd");
+  const TraceOp& grad = find_op(trace, "loss", "aten::_log_softmax_backward_data", "bwd");
+  EXPECT_EQ(grad.inputs[1].tensor, log_softmax.outputs[0].tensor);
+  EXPECT_EQ(dims_to_strings(find_op(trace, "loss", "syssim::nll_loss_backward", "bwd").outputs[0].dims),
+            (std::vector<std::string>{"s", "b", "v"}));
+  EXPECT_EQ(find_op(trace, "loss", "syssim::nll_loss", "fwd").tp_role, TpRole::vocab_loss);
+  expect_symbolic_matches_concrete(m, 2, 1024);
+}
+
 TEST(Trace, Nemotron4ParameterCountIsThePublishedSplit) {
   // Nemotron-4 15B (arXiv 2402.16819, Section 2): 3.2B embedding and 12.5B non-embedding parameters.
   const double h = 6144, heads = 48, groups = 8, d = 128, f = 24576, v = 256000, layers = 32;

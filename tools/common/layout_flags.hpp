@@ -55,9 +55,10 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
   app.add_option("--recompute", t.recompute, "Activation recomputation")
       ->check(CLI::IsMember({"none", "selective", "full"}));
   app.add_option("--recompute-modules", t.recompute_modules,
-                 "Modules --recompute selective recomputes, comma-separated (default core_attn)")
+                 "Modules --recompute selective recomputes, comma-separated (default core_attn); op alone: "
+                 "torchtitan's per-op policy")
       ->delimiter(',')
-      ->check(CLI::IsMember({"core_attn", "mlp", "layernorm", "moe", "moe_act", "shared_experts", "mla_up_proj"}));
+      ->check(CLI::IsMember({"core_attn", "mlp", "layernorm", "moe", "moe_act", "shared_experts", "mla_up_proj", "op"}));
   app.add_option("--recompute-method", t.recompute_method,
                  "--recompute full: uniform (checkpoints of N layers) or block (the first N layers); default uniform")
       ->check(CLI::IsMember({"uniform", "block"}));
