@@ -138,7 +138,7 @@ CSV
   # MB_PERF's 11.7 (from 10.9) came with Megatron-Bridge's bf16 gradients, a fact of its
   # recipes: the reductions it shortens made rows already predicted too fast faster still.
   local committed="BLOOM_176B 15.4
-DGXC 5.3
+DGXC 5.1
 KORTHIKANTI22 3.7
 MB_PERF 11.7
 MLM_README_H100 6.9
