@@ -90,3 +90,20 @@ report() {
              ([.[] | select(.layer == 0) | .module])]' "$(trace_of gpt3-5b)"
   assert_output '[49,["bool"],["decoder.layers.0.self_attn_bda","decoder.layers.0.mlp_bda"]]'
 }
+
+@test "torchtitan's Llama 3.1 8B under its per-op checkpointing and FSDP2: the layers' saved ops and the fp32 loss make the peak" {
+  run syssim run llama3.1-8b-torchtitan --hardware h100-sxm-96gb-500w --dp 8 --micro-batch 2 --global-batch 16 \
+    --recompute selective --recompute-modules op --data-parallel-sharding-strategy optim_grads_params \
+    --fsdp-implementation fsdp2 --format json
+  assert_success
+  # At the loss's backward: every layer keeps its output, q, v, the attention output, the gate
+  # and the down projection's output, 2 (4h + gd + f) bytes per token; the loss holds the fp32
+  # log-softmax, the NLL's gradient and the log-softmax's, 12 bytes per logit; the root unit's
+  # output weight is gathered whole, 2vh. 99.5% of the transient peak, the rest the final norm.
+  local h=4096 gd=1024 f=14336 v=128256 tokens=16384 layers=32
+  assert_close "$(jq '.activation_bytes + .temporary_bytes' <<< "$output")" \
+    "$(( layers * tokens * 2 * (4 * h + gd + f) + 12 * tokens * v + 2 * v * h ))" 0.01
+  # FSDP2 shards the 18 bytes per parameter (bf16 weight, fp32 gradient, Adam's fp32 states)
+  # over the 8 ranks.
+  assert_close "$(jq '.param_bytes + .grad_bytes + .optimizer_state_bytes' <<< "$output")" "$(( 18 * 8030261248 / 8 ))" 1e-6
+}
