@@ -1,9 +1,9 @@
 #include "common/module_path.hpp"
 
+#include "common/text.hpp"
+
 namespace syssim {
 namespace {
-
-bool starts_with(std::string_view text, std::string_view prefix) { return text.substr(0, prefix.size()) == prefix; }
 
 LayerPart layer_part_of(std::string_view path) {
   constexpr std::string_view kLayers = "decoder.layers.";

@@ -2,6 +2,7 @@
 #pragma once
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/error.hpp"
@@ -22,7 +23,7 @@ inline std::string either_of(const std::vector<std::string>& items) {
   return text;
 }
 
-inline bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
+inline bool starts_with(std::string_view text, std::string_view prefix) { return text.substr(0, prefix.size()) == prefix; }
 
 // The KEY=VALUE assignments of a repeatable flag as a map, a later KEY winning; UsageError
 // naming the flag and the expected `form` for one without a key or a value.
