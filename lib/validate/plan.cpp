@@ -96,6 +96,20 @@ bool predates_megatron_2022(const MeasuredRow& row) {
   return source == "NARAYANAN21" || source == "BLOOM_176B";
 }
 
+// Whether NeMo's performance scripts of the row's release reduce its gradients in bf16: they set
+// grad_reduce_in_fp32 False for every fp8 run from NeMo 2.2 on (scripts/llm/performance/
+// pretrain_*.py at v2.2.1; scripts/performance/utils.py, set_primary_perf_configs, at v2.3.0),
+// the 25.02 and 25.04 containers that DGX Cloud Benchmarking's v25.04 and v25.05 releases launch
+// (FW_VERSION in their launch.sh); bf16 runs keep bf16_mixed's fp32 reduction.
+bool nemo_reduces_fp8_gradients_in_bf16(const MeasuredRow& row, const std::string& dtype) {
+  if (cell(row, "source_id") != "DGXC" || (dtype != "fp8" && dtype != "fp4")) return false;
+  std::smatch match;
+  static const std::regex kRelease("dgxc-benchmarking v([0-9]{2})\\.([0-9]{2})");
+  const std::string notes = cell(row, "notes");
+  if (!std::regex_search(notes, match, kRelease)) return false;
+  return std::stoi(match[1]) * 100 + std::stoi(match[2]) >= 2504;
+}
+
 // Sources published before FlashAttention (Dao et al., May 2022) ran Megatron's unfused
 // attention: batched GEMMs around a fused scale-mask-softmax kernel (Korthikanti et al.'s
 // selective recomputation recomputes exactly that softmax and dropout).
@@ -301,8 +315,11 @@ TrainingConfig training(const MeasuredRow& row, int64_t dp, int64_t data_paralle
   t.cpu_offloading_num_layers = int_cell(row, "cpu_offloading_num_layers").value_or(0);
   // Megatron-Bridge's performance recipes keep and reduce the main gradients in bf16, for
   // every model of its tables (grad_reduce_in_fp32 false: scripts/performance/configs at
-  // v0.1.0rc4, *_llm_pretrain.yaml, and at v0.2.0, *_llm_pretrain.py); the others keep fp32.
-  t.grad_reduce_in_bf16 = flag_cell(row, "grad_reduce_in_bf16").value_or(megatron_bridge && t.dtype != "fp16");
+  // v0.1.0rc4, *_llm_pretrain.yaml, and at v0.2.0, *_llm_pretrain.py), and NeMo's for fp8 from
+  // NeMo 2.2 on (above); the others keep fp32.
+  t.grad_reduce_in_bf16 = flag_cell(row, "grad_reduce_in_bf16")
+                              .value_or((megatron_bridge && t.dtype != "fp16") ||
+                                        nemo_reduces_fp8_gradients_in_bf16(row, t.dtype));
   if (t.grad_reduce_in_bf16) assumptions.push_back("grad_reduce_in_bf16=1");
   // Megatron recipes overlap the gradient reduction, and the parameter all-gather with the
   // distributed optimizer; there is nothing to overlap without data parallelism.

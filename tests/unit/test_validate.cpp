@@ -207,6 +207,20 @@ TEST(ValidateRow, MegatronBridgeRowsKeepTheirGradientsInBf16) {
   EXPECT_FALSE(plan_row(row, kPresets).options.training.grad_reduce_in_bf16);
 }
 
+// NeMo's performance scripts reduce fp8 runs' gradients in bf16 from NeMo 2.2 (the 25.02
+// container), which DGX Cloud Benchmarking launches from its v25.04 release.
+TEST(ValidateRow, DgxcFp8RowsFromV25_04KeepTheirGradientsInBf16) {
+  MeasuredRow row = llama_row();
+  row["notes"] = "dgxc-benchmarking v25.04 (llama3.1/README.md @ 741c886)";
+  EXPECT_FALSE(plan_row(row, kPresets).options.training.grad_reduce_in_bf16);  // bf16: bf16_mixed's fp32
+  row["dtype"] = "fp8";
+  EXPECT_TRUE(plan_row(row, kPresets).options.training.grad_reduce_in_bf16);
+  row["notes"] = "dgxc-benchmarking v25.05.01 (deepseek_v3/pretraining/README.md @ dfc8039)";
+  EXPECT_TRUE(plan_row(row, kPresets).options.training.grad_reduce_in_bf16);
+  row["notes"] = "dgxc-benchmarking v24.11.1 (nemotron/README_340b.md @ 35a9aec); NeMo 24.11 container";
+  EXPECT_FALSE(plan_row(row, kPresets).options.training.grad_reduce_in_bf16);
+}
+
 TEST(ValidateRow, TpCommOverlapWhereTheNotesSayTheRunUsedIt) {
   MeasuredRow row = llama_row();  // tp 4 with sequence parallelism
   EXPECT_FALSE(plan_row(row, kPresets).options.training.tp_comm_overlap);
