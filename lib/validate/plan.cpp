@@ -96,18 +96,14 @@ bool predates_megatron_2022(const MeasuredRow& row) {
   return source == "NARAYANAN21" || source == "BLOOM_176B";
 }
 
-// Whether NeMo's performance scripts of the row's release reduce its gradients in bf16: they set
-// grad_reduce_in_fp32 False for every fp8 run from NeMo 2.2 on (scripts/llm/performance/
-// pretrain_*.py at v2.2.1; scripts/performance/utils.py, set_primary_perf_configs, at v2.3.0),
-// the 25.02 and 25.04 containers that DGX Cloud Benchmarking's v25.04 and v25.05 releases launch
-// (FW_VERSION in their launch.sh); bf16 runs keep bf16_mixed's fp32 reduction.
-bool nemo_reduces_fp8_gradients_in_bf16(const MeasuredRow& row, const std::string& dtype) {
-  if (cell(row, "source_id") != "DGXC" || (dtype != "fp8" && dtype != "fp4")) return false;
+// The DGX Cloud Benchmarking release of a row ("dgxc-benchmarking v25.04" in its notes) as
+// YYMM (2504); 0 for another source or none named.
+int dgxc_release(const MeasuredRow& row) {
   std::smatch match;
   static const std::regex kRelease("dgxc-benchmarking v([0-9]{2})\\.([0-9]{2})");
   const std::string notes = cell(row, "notes");
-  if (!std::regex_search(notes, match, kRelease)) return false;
-  return std::stoi(match[1]) * 100 + std::stoi(match[2]) >= 2504;
+  if (cell(row, "source_id") != "DGXC" || !std::regex_search(notes, match, kRelease)) return 0;
+  return std::stoi(match[1]) * 100 + std::stoi(match[2]);
 }
 
 // Sources published before FlashAttention (Dao et al., May 2022) ran Megatron's unfused
@@ -315,11 +311,8 @@ TrainingConfig training(const MeasuredRow& row, int64_t dp, int64_t data_paralle
   t.cpu_offloading_num_layers = int_cell(row, "cpu_offloading_num_layers").value_or(0);
   // Megatron-Bridge's performance recipes keep and reduce the main gradients in bf16, for
   // every model of its tables (grad_reduce_in_fp32 false: scripts/performance/configs at
-  // v0.1.0rc4, *_llm_pretrain.yaml, and at v0.2.0, *_llm_pretrain.py), and NeMo's for fp8 from
-  // NeMo 2.2 on (above); the others keep fp32.
-  t.grad_reduce_in_bf16 = flag_cell(row, "grad_reduce_in_bf16")
-                              .value_or((megatron_bridge && t.dtype != "fp16") ||
-                                        nemo_reduces_fp8_gradients_in_bf16(row, t.dtype));
+  // v0.1.0rc4, *_llm_pretrain.yaml, and at v0.2.0, *_llm_pretrain.py); NeMo's below.
+  t.grad_reduce_in_bf16 = flag_cell(row, "grad_reduce_in_bf16").value_or(megatron_bridge && t.dtype != "fp16");
   if (t.grad_reduce_in_bf16) assumptions.push_back("grad_reduce_in_bf16=1");
   // Megatron recipes overlap the gradient reduction, and the parameter all-gather with the
   // distributed optimizer; there is nothing to overlap without data parallelism.
@@ -390,6 +383,22 @@ void torchtitan_model(const MeasuredRow& row, ModelConfig& model, std::vector<st
   model.apply_rope_fusion = !model.rope;
   model.bias_swiglu_fusion = !model.swiglu;
   assumptions.push_back("eager PyTorch: rms_norm_fusion, apply_rope_fusion, bias_swiglu_fusion off");
+}
+
+// NeMo's performance scripts, which DGX Cloud Benchmarking launches from its v25.04 release
+// (NeMo 2.2, the 25.02 container; FW_VERSION in its launch.sh), reduce gradients in bf16:
+// the dense models' recipes in performance mode (pretrain_performance_optimizations in
+// nemo/collections/llm/recipes/{llama3*,llama31*,nemotron*,gpt3_175b}.py at v2.2.1 and v2.3.0
+// set grad_reduce_in_fp32 False) and every fp8 run (scripts/llm/performance/pretrain_*.py at
+// v2.2.1, scripts/performance/utils.py set_primary_perf_configs at v2.3.0); DeepSeek-V3's
+// recipe keeps bf16_mixed's fp32 reduction. A grad_reduce_in_bf16 cell decides instead.
+void nemo_gradient_reduction(const MeasuredRow& row, const ModelConfig& model, ShardOptions& options,
+                             std::vector<std::string>& assumptions) {
+  TrainingConfig& t = options.training;
+  if (flag_cell(row, "grad_reduce_in_bf16") || t.grad_reduce_in_bf16 || dgxc_release(row) < 2504) return;
+  if (model.is_moe() && t.dtype != "fp8" && t.dtype != "fp4") return;
+  t.grad_reduce_in_bf16 = true;
+  assumptions.push_back("grad_reduce_in_bf16=1");
 }
 
 // A mixture of experts as the row's notes describe its run: the expert-TP size of a config table
@@ -541,6 +550,7 @@ RowPlan plan_row(const MeasuredRow& row, const std::string& hardware_dir,
     plan.options = layout(row, plan.assumptions);
     plan.model = architecture(row, plan.assumptions);
     expert_settings(row, plan.model, plan.options, plan.assumptions);
+    nemo_gradient_reduction(row, plan.model, plan.options, plan.assumptions);
     torchtitan_model(row, plan.model, plan.assumptions);
     balance_pipeline(plan.model, plan.options, plan.assumptions);
     measured_step_time(row, plan);

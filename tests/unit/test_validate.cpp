@@ -207,18 +207,29 @@ TEST(ValidateRow, MegatronBridgeRowsKeepTheirGradientsInBf16) {
   EXPECT_FALSE(plan_row(row, kPresets).options.training.grad_reduce_in_bf16);
 }
 
-// NeMo's performance scripts reduce fp8 runs' gradients in bf16 from NeMo 2.2 (the 25.02
-// container), which DGX Cloud Benchmarking launches from its v25.04 release.
-TEST(ValidateRow, DgxcFp8RowsFromV25_04KeepTheirGradientsInBf16) {
+// NeMo's performance scripts, launched by DGX Cloud Benchmarking from its v25.04 release, reduce
+// gradients in bf16: the dense models' recipes in performance mode, and every fp8 run.
+TEST(ValidateRow, DgxcRowsFromV25_04ReduceGradientsInBf16AsNemosPerformanceScripts) {
   MeasuredRow row = llama_row();
+  row["notes"] = "dgxc-benchmarking v24.11.1 (llama3.1/README_70b.md @ 35a9aec); NeMo 24.11 container";
+  EXPECT_FALSE(plan_row(row, kPresets).options.training.grad_reduce_in_bf16);
   row["notes"] = "dgxc-benchmarking v25.04 (llama3.1/README.md @ 741c886)";
-  EXPECT_FALSE(plan_row(row, kPresets).options.training.grad_reduce_in_bf16);  // bf16: bf16_mixed's fp32
+  RowPlan plan = plan_row(row, kPresets);
+  EXPECT_TRUE(plan.options.training.grad_reduce_in_bf16);
+  EXPECT_NE(std::find(plan.assumptions.begin(), plan.assumptions.end(), "grad_reduce_in_bf16=1"), plan.assumptions.end());
+  row["grad_reduce_in_bf16"] = "0";
+  EXPECT_FALSE(plan_row(row, kPresets).options.training.grad_reduce_in_bf16);
+  // DeepSeek-V3's recipe keeps bf16_mixed's fp32 reduction; its fp8 runs would not.
+  row = llama_row();
+  row["model"] = "DeepSeek-V3";
+  row["notes"] = "dgxc-benchmarking v25.05.01 (deepseek_v3/pretraining/README.md @ dfc8039)";
+  row["ep"] = "8";
+  row["layers"] = "61";
+  for (const char* column : {"hidden", "ffn_hidden", "heads", "kv_heads", "vocab"}) row[column] = "";
+  ASSERT_EQ(plan_row(row, kPresets).skip_reason, "");
+  EXPECT_FALSE(plan_row(row, kPresets).options.training.grad_reduce_in_bf16);
   row["dtype"] = "fp8";
   EXPECT_TRUE(plan_row(row, kPresets).options.training.grad_reduce_in_bf16);
-  row["notes"] = "dgxc-benchmarking v25.05.01 (deepseek_v3/pretraining/README.md @ dfc8039)";
-  EXPECT_TRUE(plan_row(row, kPresets).options.training.grad_reduce_in_bf16);
-  row["notes"] = "dgxc-benchmarking v24.11.1 (nemotron/README_340b.md @ 35a9aec); NeMo 24.11 container";
-  EXPECT_FALSE(plan_row(row, kPresets).options.training.grad_reduce_in_bf16);
 }
 
 TEST(ValidateRow, TpCommOverlapWhereTheNotesSayTheRunUsedIt) {
