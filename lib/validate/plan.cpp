@@ -311,7 +311,7 @@ TrainingConfig training(const MeasuredRow& row, int64_t dp, int64_t data_paralle
   t.cpu_offloading_num_layers = int_cell(row, "cpu_offloading_num_layers").value_or(0);
   // Megatron-Bridge's performance recipes keep and reduce the main gradients in bf16, for
   // every model of its tables (grad_reduce_in_fp32 false: scripts/performance/configs at
-  // v0.1.0rc4, *_llm_pretrain.yaml, and at v0.2.0, *_llm_pretrain.py); NeMo's below.
+  // v0.1.0rc4, *_llm_pretrain.yaml, and at v0.2.0, *_llm_pretrain.py); NVIDIA's others below.
   t.grad_reduce_in_bf16 = flag_cell(row, "grad_reduce_in_bf16").value_or(megatron_bridge && t.dtype != "fp16");
   if (t.grad_reduce_in_bf16) assumptions.push_back("grad_reduce_in_bf16=1");
   // Megatron recipes overlap the gradient reduction, and the parameter all-gather with the
@@ -385,18 +385,26 @@ void torchtitan_model(const MeasuredRow& row, ModelConfig& model, std::vector<st
   assumptions.push_back("eager PyTorch: rms_norm_fusion, apply_rope_fusion, bias_swiglu_fusion off");
 }
 
-// NeMo's performance scripts, which DGX Cloud Benchmarking launches from its v25.04 release
-// (NeMo 2.2, the 25.02 container; FW_VERSION in its launch.sh), reduce gradients in bf16:
-// the dense models' recipes in performance mode (pretrain_performance_optimizations in
-// nemo/collections/llm/recipes/{llama3*,llama31*,nemotron*,gpt3_175b}.py at v2.2.1 and v2.3.0
-// set grad_reduce_in_fp32 False) and every fp8 run (scripts/llm/performance/pretrain_*.py at
-// v2.2.1, scripts/performance/utils.py set_primary_perf_configs at v2.3.0); DeepSeek-V3's
-// recipe keeps bf16_mixed's fp32 reduction. A grad_reduce_in_bf16 cell decides instead.
-void nemo_gradient_reduction(const MeasuredRow& row, const ModelConfig& model, ShardOptions& options,
-                             std::vector<std::string>& assumptions) {
+// NVIDIA's runs that reduce their gradients in bf16, from the configs that launched them.
+// DGX Cloud Benchmarking v24.11's NeMo configs set optim.grad_sync_dtype bf16 for every model
+// (commit 35a9aec: llama3.1/*.yaml, nemo_megatron/gpt3_175b_hydra.yaml, nemotron/*-synth.yaml,
+// grok1/grok1_314b.yaml), as v25.04's Grok-1 config does (741c886, grok1/cfg); from v25.04 the
+// dense models run NeMo 2's performance scripts, whose recipes in performance mode set
+// grad_reduce_in_fp32 False (pretrain_performance_optimizations, nemo/collections/llm/recipes at
+// v2.2.1 and v2.3.0), as the scripts do for every fp8 run (scripts/llm/performance/pretrain_*.py
+// at v2.2.1, scripts/performance/utils.py at v2.3.0); v25.05's MoE runs in bf16 take NeMo 2's
+// recipes that keep bf16_mixed's fp32 reduction (recipes/deepseek_v3.py at v2.3.0). NeMo 24.07's
+// Nemotron-4 340B ran the launcher's nemotron_340b.yaml, grad_sync_dtype bf16 (NeMo-Framework-
+// Launcher 7c842fcd). A grad_reduce_in_bf16 cell decides instead.
+void nvidia_gradient_reduction(const MeasuredRow& row, const ModelConfig& model, ShardOptions& options,
+                               std::vector<std::string>& assumptions) {
   TrainingConfig& t = options.training;
-  if (flag_cell(row, "grad_reduce_in_bf16") || t.grad_reduce_in_bf16 || dgxc_release(row) < 2504) return;
-  if (model.is_moe() && t.dtype != "fp8" && t.dtype != "fp4") return;
+  if (flag_cell(row, "grad_reduce_in_bf16") || t.grad_reduce_in_bf16) return;
+  const int release = dgxc_release(row);
+  const bool low_precision = t.dtype == "fp8" || t.dtype == "fp4";
+  const bool dgxc = release > 0 && !(release >= 2505 && model.is_moe() && !low_precision);
+  const bool nemo_launcher = cell(row, "source_id") == "NEMO_2407" && cell(row, "model") == "Nemotron4-340B";
+  if (!dgxc && !nemo_launcher) return;
   t.grad_reduce_in_bf16 = true;
   assumptions.push_back("grad_reduce_in_bf16=1");
 }
@@ -550,7 +558,7 @@ RowPlan plan_row(const MeasuredRow& row, const std::string& hardware_dir,
     plan.options = layout(row, plan.assumptions);
     plan.model = architecture(row, plan.assumptions);
     expert_settings(row, plan.model, plan.options, plan.assumptions);
-    nemo_gradient_reduction(row, plan.model, plan.options, plan.assumptions);
+    nvidia_gradient_reduction(row, plan.model, plan.options, plan.assumptions);
     torchtitan_model(row, plan.model, plan.assumptions);
     balance_pipeline(plan.model, plan.options, plan.assumptions);
     measured_step_time(row, plan);

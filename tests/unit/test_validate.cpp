@@ -207,19 +207,25 @@ TEST(ValidateRow, MegatronBridgeRowsKeepTheirGradientsInBf16) {
   EXPECT_FALSE(plan_row(row, kPresets).options.training.grad_reduce_in_bf16);
 }
 
-// NeMo's performance scripts, launched by DGX Cloud Benchmarking from its v25.04 release, reduce
-// gradients in bf16: the dense models' recipes in performance mode, and every fp8 run.
-TEST(ValidateRow, DgxcRowsFromV25_04ReduceGradientsInBf16AsNemosPerformanceScripts) {
+// NVIDIA's configs reduce gradients in bf16: DGX Cloud Benchmarking's NeMo configs of v24.11
+// (grad_sync_dtype bf16) and NeMo 2's performance recipes from v25.04, but for v25.05's MoE runs
+// in bf16; NeMo 24.07's Nemotron-4 340B launcher config.
+TEST(ValidateRow, NvidiasRunsReduceGradientsInBf16WhereTheirConfigsSay) {
   MeasuredRow row = llama_row();
   row["notes"] = "dgxc-benchmarking v24.11.1 (llama3.1/README_70b.md @ 35a9aec); NeMo 24.11 container";
-  EXPECT_FALSE(plan_row(row, kPresets).options.training.grad_reduce_in_bf16);
-  row["notes"] = "dgxc-benchmarking v25.04 (llama3.1/README.md @ 741c886)";
   RowPlan plan = plan_row(row, kPresets);
   EXPECT_TRUE(plan.options.training.grad_reduce_in_bf16);
   EXPECT_NE(std::find(plan.assumptions.begin(), plan.assumptions.end(), "grad_reduce_in_bf16=1"), plan.assumptions.end());
+  row["notes"] = "dgxc-benchmarking v25.04 (llama3.1/README.md @ 741c886)";
+  EXPECT_TRUE(plan_row(row, kPresets).options.training.grad_reduce_in_bf16);
   row["grad_reduce_in_bf16"] = "0";
   EXPECT_FALSE(plan_row(row, kPresets).options.training.grad_reduce_in_bf16);
-  // DeepSeek-V3's recipe keeps bf16_mixed's fp32 reduction; its fp8 runs would not.
+  row.erase("notes");  // a DGXC row that names no release: fp32, as Megatron's default
+  row.erase("grad_reduce_in_bf16");
+  EXPECT_FALSE(plan_row(row, kPresets).options.training.grad_reduce_in_bf16);
+  row["source_id"] = "NEMO_2407";
+  EXPECT_FALSE(plan_row(row, kPresets).options.training.grad_reduce_in_bf16);
+  // DeepSeek-V3's NeMo 2 recipe keeps bf16_mixed's fp32 reduction; its fp8 runs would not.
   row = llama_row();
   row["model"] = "DeepSeek-V3";
   row["notes"] = "dgxc-benchmarking v25.05.01 (deepseek_v3/pretraining/README.md @ dfc8039)";
