@@ -29,7 +29,8 @@ const std::vector<std::string> kMoeModels = {"mixtral-8x7b", "mixtral-8x22b",   
                                              "moonlight-16b-a3b", "gpt-oss-120b", "grok-1"};
 const std::vector<std::string> kModels = [] {
   std::vector<std::string> models = {"llama3-8b", "llama3-70b", "llama3.1-405b", "qwen3-8b",
-                                     "gpt3-175b", "gpt3-5b",    "llama2-7b",     "llama2-70b"};
+                                     "gpt3-175b", "gpt3-5b",    "llama2-7b",     "llama2-70b",
+                                     "llama3.1-8b-torchtitan"};
   models.insert(models.end(), kMoeModels.begin(), kMoeModels.end());
   return models;
 }();
@@ -246,6 +247,19 @@ TEST(Presets, EveryPresetRoundTripsThroughJson) {
     HardwareConfig hw = syssim::load_hardware_yaml(hardware_path(name));
     EXPECT_EQ(syssim::to_json(syssim::hardware_from_json(syssim::to_json(hw), name)), syssim::to_json(hw)) << name;
   }
+}
+
+// torchtitan's Llama 3.1 8B is the published 8B architecture (Llama 3.1 extends the positions to
+// 131,072) with torchtitan's separate linears and fp32 loss.
+TEST(Presets, TorchtitansLlama31_8bIsLlama3_8bWithItsLinearsAndLoss) {
+  nlohmann::json torchtitan = syssim::to_json(syssim::load_model_yaml(model_path("llama3.1-8b-torchtitan")));
+  nlohmann::json llama = syssim::to_json(syssim::load_model_yaml(model_path("llama3-8b")));
+  EXPECT_EQ(torchtitan["projection_fusion"], false);
+  EXPECT_EQ(torchtitan["cross_entropy"], "torch_fp32");
+  EXPECT_EQ(torchtitan["max_position_embeddings"], 131072);
+  for (const char* key : {"name", "projection_fusion", "cross_entropy", "max_position_embeddings"})
+    torchtitan.erase(key), llama.erase(key);
+  EXPECT_EQ(torchtitan, llama);
 }
 
 // Llama 3 paper (arXiv:2407.21783) Table 3 and the Hugging Face config.json of Meta-Llama-3-8B.
