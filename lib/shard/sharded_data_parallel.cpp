@@ -206,18 +206,22 @@ class ShardedDataParallel {
   }
 
   // A unit's op reads the gathered weights of the parts whose weights it reads, and writes
-  // the whole gradients of the parts whose gradients it writes.
+  // the whole gradients of the parts whose gradients it writes. FSDP2 reshards a unit it kept
+  // whole only after the unit's backward, so every backward op of such a unit holds its
+  // weights, read or not (the embedding's backward reads none).
   void attach_unit_buffers(ShardOp& op) {
     auto found = op_unit_.find(op.id);
     if (found == op_unit_.end() || !units_.count(found->second)) return;
     const UnitKey& key = found->second;
+    const bool kept_until_resharded = forward_twin_kept(key);
     std::vector<int64_t> reads, writes;
     for (int part = 0; part < 2; ++part) {
       const ShardedPart& p = units_.at(key).part[part];
       auto gathered = gathered_.find({key, part});
-      if (gathered != gathered_.end() && std::any_of(op.reads.begin(), op.reads.end(), [&](int64_t b) {
-            return std::find(p.weights.begin(), p.weights.end(), b) != p.weights.end();
-          }))
+      if (gathered != gathered_.end() &&
+          (kept_until_resharded || std::any_of(op.reads.begin(), op.reads.end(), [&](int64_t b) {
+             return std::find(p.weights.begin(), p.weights.end(), b) != p.weights.end();
+           })))
         reads.push_back(gathered->second);
       auto unreduced = unreduced_.find({key, part});
       if (unreduced != unreduced_.end() && std::any_of(op.writes.begin(), op.writes.end(), [&](int64_t b) {
