@@ -14,13 +14,6 @@ namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
-// Megatron-LM's --recompute-modules: the module paths each checkpoints (the components of the
-// paths lib/trace gives them) and how. mlp is the dense MLP only, moe the whole MoE layer
-// (Megatron-Core's TransformerLayer: an MoE layer's mlp is recomputed by moe), moe_act the
-// experts' activation, mla_up_proj MLA's up projections with their RoPE as one function.
-// layernorm, moe_act and mla_up_proj are Megatron's CheckpointWithoutOutput: their outputs are
-// dropped too and recomputed for the backward ops that read them (megatron/training/arguments.py,
-// --recompute-modules); the others are torch checkpoints, which keep their outputs.
 // What a checkpoint keeps of the buffers it writes when the forward pass leaves it.
 enum class KeptOutputs : uint8_t {
   none,                // Megatron's CheckpointWithoutOutput: its outputs are recomputed too
@@ -29,6 +22,13 @@ enum class KeptOutputs : uint8_t {
                        // ops of other layers (or of none) read, the layer's output
 };
 
+// Megatron-LM's --recompute-modules: the module paths each checkpoints (the components of the
+// paths lib/trace gives them) and how. mlp is the dense MLP only, moe the whole MoE layer
+// (Megatron-Core's TransformerLayer: an MoE layer's mlp is recomputed by moe), moe_act the
+// experts' activation, mla_up_proj MLA's up projections with their RoPE as one function.
+// layernorm, moe_act and mla_up_proj are Megatron's CheckpointWithoutOutput: their outputs are
+// dropped too and recomputed for the backward ops that read them (megatron/training/arguments.py,
+// --recompute-modules); the others are torch checkpoints, which keep their outputs.
 struct RecomputeModule {
   std::vector<ModuleComponent> components;
   KeptOutputs kept = KeptOutputs::read_outside;
@@ -46,8 +46,8 @@ const std::map<std::string, RecomputeModule> kRecomputeModules = {
       KeptOutputs::none}},
 };
 
-// torchtitan's per-op selective checkpointing (selective_ac_option "op"), a policy over ops
-// rather than a list of modules, so it is the only module where it is selected.
+// torchtitan's per-op selective checkpointing (selective_ac_option "op"): a policy over every
+// op of a layer rather than a module, so it is selected alone.
 constexpr const char* kOpLevel = "op";
 
 std::vector<std::string> selected_modules(const TrainingConfig& training) {
@@ -63,6 +63,18 @@ struct Region {
   std::set<int64_t> dropped;       // buffers it writes that the backward reads recomputed
   bool recomputed = false;
 };
+
+// The region of `key` (made, keeping `kept`, when the key is new) takes op `id`.
+template <typename Key>
+void add_to_region(std::map<Key, size_t>& region_of, const Key& key, KeptOutputs kept, int64_t id,
+                   std::vector<Region>& regions) {
+  auto [it, added] = region_of.emplace(key, regions.size());
+  if (added) {
+    regions.emplace_back();
+    regions.back().kept = kept;
+  }
+  regions[it->second].ops.push_back(id);
+}
 
 // Full recompute: per pipeline stage and model chunk, uniform groups consecutive layers in
 // checkpoints of n; block checkpoints each of the first n layers and stores the others.
@@ -100,12 +112,7 @@ std::vector<Region> selective_regions(const ModelConfig& model, const std::vecto
       for (ModuleComponent component : module.components) {
         if (!op.module.module_path().has(component)) continue;
         const std::string region = module.region_per_component ? to_string(component) : name;
-        auto [it, added] = region_of.emplace(std::pair{*op.layer, region}, regions.size());
-        if (added) {
-          regions.emplace_back();
-          regions.back().kept = module.kept;
-        }
-        regions[it->second].ops.push_back(op.id);
+        add_to_region(region_of, std::pair{*op.layer, region}, module.kept, op.id, regions);
         break;
       }
     }
@@ -132,13 +139,8 @@ std::vector<Region> op_level_regions(const std::vector<ShardOp>& ops) {
   std::map<int64_t, int64_t> mms_of_layer;
   std::vector<Region> regions;
   for (const ShardOp& op : ops) {
-    if (!is_layer_forward_op(op) || saved_by_op_level_policy(op, mms_of_layer[*op.layer])) continue;
-    auto [it, added] = region_of_layer.emplace(*op.layer, regions.size());
-    if (added) {
-      regions.emplace_back();
-      regions.back().kept = KeptOutputs::read_outside_layer;
-    }
-    regions[it->second].ops.push_back(op.id);
+    if (is_layer_forward_op(op) && !saved_by_op_level_policy(op, mms_of_layer[*op.layer]))
+      add_to_region(region_of_layer, *op.layer, KeptOutputs::read_outside_layer, op.id, regions);
   }
   return regions;
 }

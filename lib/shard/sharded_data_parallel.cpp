@@ -214,20 +214,18 @@ class ShardedDataParallel {
     if (found == op_unit_.end() || !units_.count(found->second)) return;
     const UnitKey& key = found->second;
     const bool kept_until_resharded = forward_twin_kept(key);
+    auto any_of = [](const std::vector<int64_t>& buffers, const std::vector<int64_t>& among) {
+      return std::any_of(buffers.begin(), buffers.end(),
+                         [&](int64_t b) { return std::find(among.begin(), among.end(), b) != among.end(); });
+    };
     std::vector<int64_t> reads, writes;
     for (int part = 0; part < 2; ++part) {
       const ShardedPart& p = units_.at(key).part[part];
       auto gathered = gathered_.find({key, part});
-      if (gathered != gathered_.end() &&
-          (kept_until_resharded || std::any_of(op.reads.begin(), op.reads.end(), [&](int64_t b) {
-             return std::find(p.weights.begin(), p.weights.end(), b) != p.weights.end();
-           })))
+      if (gathered != gathered_.end() && (kept_until_resharded || any_of(op.reads, p.weights)))
         reads.push_back(gathered->second);
       auto unreduced = unreduced_.find({key, part});
-      if (unreduced != unreduced_.end() && std::any_of(op.writes.begin(), op.writes.end(), [&](int64_t b) {
-            return std::find(p.grads.begin(), p.grads.end(), b) != p.grads.end();
-          }))
-        writes.push_back(unreduced->second);
+      if (unreduced != unreduced_.end() && any_of(op.writes, p.grads)) writes.push_back(unreduced->second);
     }
     op.reads.insert(op.reads.end(), reads.begin(), reads.end());
     op.writes.insert(op.writes.end(), writes.begin(), writes.end());

@@ -110,11 +110,11 @@ const std::map<std::string, OpRule> kOpRules = {
 const std::set<std::string> kTransparentOps = {
     "aten::_reshape_alias", "aten::_unsafe_view", "aten::alias", "aten::as_strided", "aten::chunk",
     "aten::conj", "aten::contiguous", "aten::detach", "detach", "aten::empty", "aten::empty_like",
-    "aten::empty_strided", "aten::expand", "aten::expand_as", "aten::linear", "aten::matmul", "aten::narrow",
-    "aten::new_empty_strided", "aten::ones_like", "aten::permute", "aten::reshape", "aten::resolve_conj",
-    "aten::resolve_neg", "aten::select", "aten::slice", "aten::softmax", "aten::log_softmax", "aten::split", "aten::squeeze",
-    "aten::sum_to_size", "aten::t", "aten::to", "aten::transpose", "aten::unsqueeze", "aten::view",
-    "aten::view_as", "aten::zeros_like",
+    "aten::empty_strided", "aten::expand", "aten::expand_as", "aten::linear", "aten::log_softmax", "aten::matmul",
+    "aten::narrow", "aten::new_empty_strided", "aten::ones_like", "aten::permute", "aten::reshape",
+    "aten::resolve_conj", "aten::resolve_neg", "aten::select", "aten::slice", "aten::softmax", "aten::split",
+    "aten::squeeze", "aten::sum_to_size", "aten::t", "aten::to", "aten::transpose", "aten::unsqueeze",
+    "aten::view", "aten::view_as", "aten::zeros_like",
 };
 
 }  // namespace

@@ -374,7 +374,7 @@ void balance_pipeline(const ModelConfig& model, ShardOptions& options, std::vect
 // apply_rotary_emb and FeedForward); torch.compile fuses them.
 void torchtitan_model(const MeasuredRow& row, ModelConfig& model, std::vector<std::string>& assumptions) {
   if (cell(row, "source_id") != "TORCHTITAN") return;
-  model.projection_fusion = model.multi_latent_attention;  // config.cpp refuses unfused MLA projections
+  if (!model.multi_latent_attention) model.projection_fusion = false;  // MLA's projections stay fused
   model.cross_entropy = "torch_fp32";  // torchtitan/components/loss.py: cross_entropy(pred.float(), labels)
   assumptions.push_back("projection_fusion=0, cross_entropy=torch_fp32");
   if (cell(row, "notes").find("torch.compile") != std::string::npos) return;
