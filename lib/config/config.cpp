@@ -12,6 +12,7 @@
 #include "common/io.hpp"
 #include "common/json_util.hpp"
 #include "common/text.hpp"
+#include "common/units.hpp"
 #include "common/yaml_util.hpp"
 #include "config/huggingface.hpp"
 #include "config/presets.hpp"
@@ -509,6 +510,13 @@ double tensor_core_peak_tflops(const HardwareConfig& hw, const std::string& dtyp
   throw DataError("dtype \"" + dtype + "\": expected bf16, fp16, fp8, fp4 or fp32");
 }
 
+double TrainingConfig::optimizer_state_bytes() const {
+  const bool fp32 = optimizer_state_dtype == OptimizerStateDtype::fp32;
+  const double moments = 2 * (fp32 ? kFp32Bytes : 2);
+  const double master = fp32 ? (store_param_remainders ? 2 : kFp32Bytes) : 0;
+  return master + moments;
+}
+
 std::string layout_text(const ParallelismConfig& p, const TrainingConfig& t) {
   std::string text = "tp" + std::to_string(p.tp) + (p.sp ? "+sp" : "") + " pp" + std::to_string(p.pp);
   if (p.vpp) text += " vpp" + std::to_string(*p.vpp);
@@ -1004,7 +1012,8 @@ void normalize_sharding(TrainingConfig& t) {
 
 const std::vector<std::string> kTrainingKeysWhenSet = {"data_parallel_sharding_strategy", "fsdp_implementation",
                                                       "cuda_graph_scope", "cpu_offloading_num_layers",
-                                                      "grad_reduce_in_bf16"};
+                                                      "grad_reduce_in_bf16", "optimizer_state_dtype",
+                                                      "store_param_remainders"};
 
 nlohmann::json to_json(const TrainingConfig& t) {
   nlohmann::json j = {{"micro_batch", t.micro_batch},
@@ -1035,6 +1044,9 @@ nlohmann::json to_json(const TrainingConfig& t) {
   if (t.cpu_offloading_num_layers != 0) j["cpu_offloading_num_layers"] = t.cpu_offloading_num_layers;
   // New in 1.13, written only when set.
   if (t.grad_reduce_in_bf16) j["grad_reduce_in_bf16"] = true;
+  // New in 1.15, written only when not the default.
+  if (t.optimizer_state_dtype != OptimizerStateDtype::fp32) j["optimizer_state_dtype"] = to_string(t.optimizer_state_dtype);
+  if (t.store_param_remainders) j["store_param_remainders"] = true;
   // New in 1.6, written only for the strategies beyond the distributed optimizer.
   if (t.shards_gradients()) {
     j["data_parallel_sharding_strategy"] = to_string(t.data_parallel_sharding);
@@ -1076,6 +1088,10 @@ TrainingConfig training_from_json(const nlohmann::json& j, const std::string& pa
   if (j.contains("cpu_offloading_num_layers"))
     t.cpu_offloading_num_layers = require_as<int64_t>(j, "cpu_offloading_num_layers", path);
   if (j.contains("grad_reduce_in_bf16")) t.grad_reduce_in_bf16 = require_as<bool>(j, "grad_reduce_in_bf16", path);
+  if (j.contains("optimizer_state_dtype"))
+    t.optimizer_state_dtype = require_enum<OptimizerStateDtype>(j, "optimizer_state_dtype", path);
+  if (j.contains("store_param_remainders"))
+    t.store_param_remainders = require_as<bool>(j, "store_param_remainders", path);
   if (j.contains("cuda_graph_scope")) {
     const std::string at = path + "/cuda_graph_scope";
     const nlohmann::json& scopes = j["cuda_graph_scope"];

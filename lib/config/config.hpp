@@ -217,6 +217,14 @@ struct EnumNames<CudaGraphScope> {
                                                         "moe",            "moe_router", "moe_preprocess"};
 };
 
+// The dtype of Adam's state (docs/memory.md "Optimizer state"): its two moments and its master
+// weights, fp32 or a 16-bit type whose master weights are the 16-bit weights themselves.
+enum class OptimizerStateDtype : uint8_t { fp32, bf16, fp16 };
+template <>
+struct EnumNames<OptimizerStateDtype> {
+  static constexpr std::array<const char*, 3> kNames = {"fp32", "bf16", "fp16"};
+};
+
 struct TrainingConfig {
   int64_t micro_batch = 1;
   int64_t global_batch = 1;
@@ -242,6 +250,14 @@ struct TrainingConfig {
   // gradients are accumulated, reduced and kept in bf16 instead of fp32.
   bool grad_reduce_in_bf16 = false;
   double main_grad_bytes() const { return grad_reduce_in_bf16 ? 2 : 4; }
+  // Adam's state: Apex DistributedFusedAdam's dtype (NeMo 1's optim.dtype); 16-bit: the moments
+  // in that type and no master copy (NeMo's store_params false). store_param_remainders
+  // (Megatron-LM's --store-param-remainders; Apex's and Transformer Engine's fused Adam): the
+  // fp32 master weights kept as the 16 bits their bf16 weights lack.
+  OptimizerStateDtype optimizer_state_dtype = OptimizerStateDtype::fp32;
+  bool store_param_remainders = false;
+  // Bytes of optimizer state per parameter: master weights plus the two moments (12 for fp32).
+  double optimizer_state_bytes() const;
   // Communication overlap (docs/syssim-shard.md "Communication overlap") and clipping.
   bool overlap_grad_reduce = false;           // DP gradient reduction per bucket, during backward
   bool overlap_param_gather = false;          // distributed optimizer's all-gather during the next forward

@@ -11,11 +11,6 @@
 namespace syssim {
 namespace {
 
-// Megatron mixed precision, bytes per parameter: fp32 master weights plus Adam's two moments
-// (the main gradients: TrainingConfig::main_grad_bytes). The weights are counted from their
-// buffers (16-bit, or fp8 parameters).
-constexpr double kOptimizerStateBytes = 12;
-
 // The memory of one pipeline rank at its peak.
 struct StageMemory {
   double param_bytes = 0;
@@ -301,7 +296,7 @@ TrainingStateBytes training_state_bytes(double params, const ParallelismConfig& 
   const double shard_params = (params - expert_params) / dense_shards + expert_params / expert_shards;
   TrainingStateBytes states;
   states.grad_bytes = (training.shards_gradients() ? shard_params : params) * training.main_grad_bytes();
-  states.optimizer_state_bytes = shard_params * kOptimizerStateBytes;
+  states.optimizer_state_bytes = shard_params * training.optimizer_state_bytes();
   if (training.shards_weights() && params > 0) states.weight_share = shard_params / params;
   return states;
 }

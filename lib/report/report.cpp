@@ -193,6 +193,9 @@ std::string job_block(const Graph& g, const ShardSection& shard) {
   if (t.shards_gradients()) data_parallel += std::string(" (") + to_string(t.fsdp_implementation) + ")";
   if (t.overlap_grad_reduce) data_parallel += ", gradient reduction overlapped";
   if (t.grad_reduce_in_bf16) data_parallel += ", gradients in bf16";
+  if (t.optimizer_state_dtype != OptimizerStateDtype::fp32)
+    data_parallel += std::string(", optimizer state in ") + to_string(t.optimizer_state_dtype);
+  if (t.store_param_remainders) data_parallel += ", master weights as remainders";
   fields.push_back({"data_parallel", data_parallel});
   if (g.cost) fields.push_back({"estimator", estimator_text(*g.cost)});
   return block("Job", 0, fields);

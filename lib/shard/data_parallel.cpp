@@ -17,9 +17,13 @@
 namespace syssim {
 namespace {
 
-// Adam on fp32 master weights: read the grad (4), read and write master weight, m and v
-// (3 x 8), write the 16-bit model weight (2) = 30 bytes per parameter.
-constexpr double kAdamBytesPerParam = 30;
+// Adam's memory traffic per parameter: read the fp32 gradient (4), read and write its state
+// (master weights and moments), and write the 16-bit weight (2); remainders and 16-bit state
+// also read the 16-bit weight they complete or are (2): 30 bytes with fp32 state.
+double adam_bytes_per_param(const TrainingConfig& t) {
+  const bool reads_weight = t.store_param_remainders || t.optimizer_state_dtype != OptimizerStateDtype::fp32;
+  return kFp32Bytes + 2 * t.optimizer_state_bytes() + 2 + (reads_weight ? 2 : 0);
+}
 // Adam's arithmetic per parameter: moment updates (7), bias correction, sqrt, division and
 // weight decay (5).
 constexpr double kAdamFlopsPerParam = 12;
@@ -60,6 +64,13 @@ void check_step_options(const TrainingConfig& t) {
                      " needs --overlap-grad-reduce (without it Megatron-LM reduces all gradients in one bucket)");
   if (t.grad_reduce_in_bf16 && t.dtype == "fp16")
     throw UsageError("grad_reduce_in_bf16 needs bf16 parameters (--dtype bf16, fp8 or fp4), not fp16");
+  // The remainders complete bf16 weights to fp32 (Megatron-LM's check: bf16 parameters).
+  if (t.store_param_remainders && (t.dtype == "fp16" || t.fp8_param_gather))
+    throw UsageError("store_param_remainders needs bf16 weights, not " +
+                     std::string(t.fp8_param_gather ? "fp8 parameters (--fp8-param-gather)" : "fp16"));
+  if (t.store_param_remainders && t.optimizer_state_dtype != OptimizerStateDtype::fp32)
+    throw UsageError("store_param_remainders keeps fp32 master weights; optimizer_state_dtype=" +
+                     std::string(to_string(t.optimizer_state_dtype)) + " keeps none");
   if (!(t.clip_grad >= 0 && std::isfinite(t.clip_grad))) {
     std::ostringstream text;  // "nan" and "inf" as they were given (JSON would write null)
     text << t.clip_grad;
@@ -322,7 +333,7 @@ class StepOps {
   void step_optimizer() {
     ShardOp adam = step_op("optimizer::adam", OpKind::optimizer, "optimizer");
     adam.flops = shard_params_ * kAdamFlopsPerParam;
-    adam.bytes = shard_params_ * kAdamBytesPerParam;
+    adam.bytes = shard_params_ * adam_bytes_per_param(t_);
     adam.reads = grads_;
     optimizer_step_ = {rewriter_.add(adam)};
   }

@@ -114,10 +114,10 @@ std::vector<std::vector<std::string>> cartesian_product(const std::vector<SweepA
 namespace {
 
 // Whether `key` of a section written back holds `given`; a scalar key written only when set
-// (kTrainingKeysWhenSet) is absent when it holds its default, false or 0.
+// (kTrainingKeysWhenSet) is absent when it holds its default: false, 0, or fp32 optimizer state.
 bool reads_back(const nlohmann::json& written, const std::string& key, const nlohmann::json& given) {
   if (written.contains(key)) return written[key] == given;
-  return given == false || given == 0;
+  return given == false || given == 0 || (key == "optimizer_state_dtype" && given == "fp32");
 }
 
 // Sets every setting through the config's own readers, one JSON round trip per section (the

@@ -409,6 +409,34 @@ void nvidia_gradient_reduction(const MeasuredRow& row, const ModelConfig& model,
   assumptions.push_back("grad_reduce_in_bf16=1");
 }
 
+// NeMo 1's runs (NeMo-Framework-Launcher 24.07's training configs: the NEMO_2407 rows; DGX Cloud
+// Benchmarking v24.11's NeMo configs but Grok-1's, whose optim.name is mcore_distributed_optim)
+// train with Apex's DistributedFusedAdam (optim.name distributed_fused_adam), which NeMo sets up
+// by the weights and the optimizer's dtype (nemo/collections/nlp/models/language_modeling/
+// megatron_base_model.py at v2.0.0, setup_optimization): fp8 parameters (model.fp8_params) keep
+// fp32 master weights; an optim.dtype equal to the bf16 weights' keeps none (store_params false);
+// fp32 keeps them as remainders (store_param_remainders). Only Nemotron-4 340B's configs set
+// optim.dtype bf16 (launcher 24.07 training/nemotron/nemotron_340b.yaml; dgxc 35a9aec
+// nemotron/nemotron4-340b-synth.yaml); DGXC's GPT-3 175B sets fp8_params
+// (nemo_megatron/gpt3_175b_hydra.yaml), and the fp8 rows are simulated with fp8 parameters
+// (`layout`; their configs leave fp8_params unset, but without fp8 parameters three of the
+// NEMO_2407 runs would not have fit in 80 GB).
+void nemo1_optimizer(const MeasuredRow& row, ShardOptions& options, std::vector<std::string>& assumptions) {
+  const std::string model = cell(row, "model");
+  const bool launcher = cell(row, "source_id") == "NEMO_2407";
+  const bool dgxc = dgxc_release(row) == 2411 && !starts_with(model, "Grok");
+  if (!(launcher || dgxc) || (dgxc && starts_with(model, "GPT3"))) return;
+  TrainingConfig& t = options.training;
+  if (t.fp8_param_gather) return;
+  if (starts_with(model, "Nemotron4-340B")) {
+    t.optimizer_state_dtype = OptimizerStateDtype::bf16;
+    assumptions.push_back("optimizer_state_dtype=bf16 (NeMo 1's optim.dtype)");
+  } else {
+    t.store_param_remainders = true;
+    assumptions.push_back("store_param_remainders=1 (NeMo 1's DistributedFusedAdam)");
+  }
+}
+
 // A mixture of experts as the row's notes describe its run: the expert-TP size of a config table
 // ("ETP4"; default 1, as NVIDIA's MoE recipes set expert_tensor_parallel_size), token dropping of
 // Megatron-Bridge's "tokendrop" variant (apply_moe_token_drop: capacity factor 1.0, inputs padded
@@ -559,6 +587,7 @@ RowPlan plan_row(const MeasuredRow& row, const std::string& hardware_dir,
     plan.model = architecture(row, plan.assumptions);
     expert_settings(row, plan.model, plan.options, plan.assumptions);
     nvidia_gradient_reduction(row, plan.model, plan.options, plan.assumptions);
+    nemo1_optimizer(row, plan.options, plan.assumptions);
     torchtitan_model(row, plan.model, plan.assumptions);
     balance_pipeline(plan.model, plan.options, plan.assumptions);
     measured_step_time(row, plan);

@@ -191,3 +191,15 @@ sweep_tiny() {
   awk -v a="$fp32" -v b="$bf16" -v g="$grad_bytes" 'BEGIN { d = (a - b) * 1e9 - g / 2; exit !(d < 1 && d > -1) }' ||
     { echo "fp32 $fp32 GB, bf16 $bf16 GB, fp32 gradients $grad_bytes bytes"; false; }
 }
+
+@test "sweep --over takes optimizer_state_dtype at its default and a 16-bit type" {
+  run sweep_tiny --global-batch 4 --over training.optimizer_state_dtype=fp32,bf16 --format csv
+  assert_success
+  # Adam's 12 bytes per parameter become 4 (bf16 moments, no master copy): the peak drops by
+  # two thirds of the fp32 run's optimizer-state bytes.
+  local state_bytes=$(syssim run "$TINY" --hardware "$A100" --global-batch 4 --format json | jq '.optimizer_state_bytes')
+  local fp32=$(echo "$output" | awk -F, '$1 == "fp32" && $2 == "ok" { print $5 }')
+  local bf16=$(echo "$output" | awk -F, '$1 == "bf16" && $2 == "ok" { print $5 }')
+  awk -v a="$fp32" -v b="$bf16" -v s="$state_bytes" 'BEGIN { d = (a - b) * 1e9 - s * 2 / 3; exit !(d < 1 && d > -1) }' ||
+    { echo "fp32 $fp32 GB, bf16 $bf16 GB, fp32 state $state_bytes bytes"; false; }
+}

@@ -318,6 +318,20 @@ TEST(DataParallel, Bf16MainGradientsHalveTheReductionAndAreCopiedToFp32ForTheOpt
                            [](const ShardOp& op) { return op.name == "optimizer::copy_grads_to_fp32"; }));
 }
 
+TEST(DataParallel, AdamMovesTheBytesOfItsState) {
+  // Per parameter of the rank's quarter: the fp32 gradient read (4), the state read and written,
+  // the bf16 weight written (2). fp32 state 4 + 2 x 12 + 2 = 30; master weights as remainders
+  // also read the bf16 weight: 4 + 2 x 10 + 2 + 2 = 28; bf16 moments updating the bf16 weights
+  // in place: 4 + 2 x 4 + 2 + 2 = 16.
+  ShardOptions o = distributed_in_three_buckets();
+  EXPECT_DOUBLE_EQ(op_named(shard_of(o), "optimizer::adam").bytes, kParams / 4 * 30);
+  o.training.store_param_remainders = true;
+  EXPECT_DOUBLE_EQ(op_named(shard_of(o), "optimizer::adam").bytes, kParams / 4 * 28);
+  o.training.store_param_remainders = false;
+  o.training.optimizer_state_dtype = OptimizerStateDtype::bf16;
+  EXPECT_DOUBLE_EQ(op_named(shard_of(o), "optimizer::adam").bytes, kParams / 4 * 16);
+}
+
 TEST(DataParallel, ClipGradZeroDisablesTheNormAndClipping) {
   ShardOptions o = layout(1, false, 2);
   o.training.clip_grad = 0;
@@ -347,6 +361,14 @@ TEST(DataParallel, SettingsMegatronRefusesAreUsageErrors) {
   fp16.training.dtype = "fp16";
   fp16.training.grad_reduce_in_bf16 = true;
   EXPECT_EQ(usage_error_of(fp16), "grad_reduce_in_bf16 needs bf16 parameters (--dtype bf16, fp8 or fp4), not fp16");
+  ShardOptions remainders = layout(1, false, 2);
+  remainders.training.store_param_remainders = true;
+  remainders.training.dtype = "fp16";
+  EXPECT_EQ(usage_error_of(remainders), "store_param_remainders needs bf16 weights, not fp16");
+  remainders.training.dtype = "bf16";
+  remainders.training.optimizer_state_dtype = OptimizerStateDtype::bf16;
+  EXPECT_EQ(usage_error_of(remainders),
+            "store_param_remainders keeps fp32 master weights; optimizer_state_dtype=bf16 keeps none");
   ShardOptions tp_overlap = layout(2, false, 1);
   tp_overlap.training.tp_comm_overlap = true;
   EXPECT_EQ(usage_error_of(tp_overlap),

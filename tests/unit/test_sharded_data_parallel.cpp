@@ -448,6 +448,15 @@ TEST(ShardedDataParallel, TrainingStateIsShardedOverTheDataParallelRanks) {
   bf16.training.grad_reduce_in_bf16 = true;
   normalize_sharding(bf16.training);
   EXPECT_DOUBLE_EQ(training_state_bytes(P, bf16.parallelism, bf16.training).grad_bytes, 1245824);
+  // Adam's state sharded over dp 4: fp32 master weights as remainders 2 + 4 + 4 = 10 bytes,
+  // 10P/4 = 6,229,120; bf16 moments and the weights as master weights 2 + 2 = 4, P = 2,491,648.
+  ShardOptions adam = layout(4, "optim", 1, 1);
+  normalize_sharding(adam.training);
+  adam.training.store_param_remainders = true;
+  EXPECT_DOUBLE_EQ(training_state_bytes(P, adam.parallelism, adam.training).optimizer_state_bytes, 6229120);
+  adam.training.store_param_remainders = false;
+  adam.training.optimizer_state_dtype = OptimizerStateDtype::bf16;
+  EXPECT_DOUBLE_EQ(training_state_bytes(P, adam.parallelism, adam.training).optimizer_state_bytes, 2491648);
 }
 
 TEST(ShardedDataParallel, MemoryOfTheSimulatedGraph) {
@@ -703,6 +712,28 @@ TEST(ShardedDataParallel, TrainingConfigRoundTripsThroughJson) {
   // The shard section records the strategy simulated.
   ShardSection shard = sharded(layout(4, "zero3"));
   EXPECT_EQ(to_json(shard.training).at("data_parallel_sharding_strategy"), "optim_grads_params");
+}
+
+// Plumbing: the optimizer's state keys (1.15) are written when set and read back; an unknown
+// dtype is bad data naming the key and the value.
+TEST(ShardedDataParallel, OptimizerStateKeysRoundTripThroughJson) {
+  TrainingConfig t;
+  EXPECT_FALSE(to_json(t).contains("optimizer_state_dtype"));
+  EXPECT_FALSE(to_json(t).contains("store_param_remainders"));
+  t.store_param_remainders = true;
+  EXPECT_TRUE(training_from_json(to_json(t), "/t").store_param_remainders);
+  t.store_param_remainders = false;
+  t.optimizer_state_dtype = OptimizerStateDtype::fp16;
+  nlohmann::json j = to_json(t);
+  EXPECT_EQ(j.at("optimizer_state_dtype"), "fp16");
+  EXPECT_EQ(training_from_json(j, "/t").optimizer_state_dtype, OptimizerStateDtype::fp16);
+  j["optimizer_state_dtype"] = "fp8";
+  try {
+    training_from_json(j, "/shard/training");
+    ADD_FAILURE() << "no DataError";
+  } catch (const DataError& e) {
+    EXPECT_STREQ(e.what(), "graph: /shard/training/optimizer_state_dtype: expected fp32, bf16 or fp16, got \"fp8\"");
+  }
 }
 
 TEST(ShardedDataParallel, JsonStrategyNamesAreCheckedAndImplyTheDistributedOptimizer) {

@@ -238,6 +238,41 @@ TEST(ValidateRow, NvidiasRunsReduceGradientsInBf16WhereTheirConfigsSay) {
   EXPECT_TRUE(plan_row(row, kPresets).options.training.grad_reduce_in_bf16);
 }
 
+// NeMo 1's DistributedFusedAdam as NeMo sets it up: fp32 master weights as remainders, none
+// where optim.dtype is bf16 (Nemotron-4 340B), fp32 ones with fp8 parameters (DGXC's GPT-3 175B);
+// Megatron's optimizer (Grok-1's config, later releases) keeps fp32 master weights.
+TEST(ValidateRow, NemoOnesRunsKeepTheOptimizerStateTheirConfigsSay) {
+  auto has = [](const RowPlan& plan, const std::string& assumption) {
+    return std::find(plan.assumptions.begin(), plan.assumptions.end(), assumption) != plan.assumptions.end();
+  };
+  MeasuredRow row = llama_row();
+  row["notes"] = "dgxc-benchmarking v24.11.1 (llama3.1/README_70b.md @ 35a9aec); NeMo 24.11 container";
+  RowPlan plan = plan_row(row, kPresets);
+  EXPECT_TRUE(plan.options.training.store_param_remainders);
+  EXPECT_EQ(plan.options.training.optimizer_state_bytes(), 10);  // 2 + 4 + 4
+  EXPECT_TRUE(has(plan, "store_param_remainders=1 (NeMo 1's DistributedFusedAdam)"));
+  row["dtype"] = "fp8";  // simulated with fp8 parameters: NeMo keeps fp32 master weights
+  plan = plan_row(row, kPresets);
+  EXPECT_TRUE(plan.options.training.fp8_param_gather);
+  EXPECT_EQ(plan.options.training.optimizer_state_bytes(), 12);
+  row["dtype"] = "bf16";
+  row["source_id"] = "NEMO_2407";
+  row.erase("notes");
+  EXPECT_TRUE(plan_row(row, kPresets).options.training.store_param_remainders);
+  row["model"] = "Nemotron4-340B";
+  plan = plan_row(row, kPresets);
+  EXPECT_FALSE(plan.options.training.store_param_remainders);
+  EXPECT_EQ(plan.options.training.optimizer_state_dtype, OptimizerStateDtype::bf16);
+  EXPECT_EQ(plan.options.training.optimizer_state_bytes(), 4);  // bf16 moments, no master copy
+  row = gpt_row();  // DGXC's GPT-3 175B config sets fp8_params: fp32 master weights
+  row["source_id"] = "DGXC";
+  row["notes"] = "dgxc-benchmarking v24.11.1 (nemo_megatron/README.md @ 35a9aec)";
+  EXPECT_EQ(plan_row(row, kPresets).options.training.optimizer_state_bytes(), 12);
+  row = llama_row();
+  row["notes"] = "dgxc-benchmarking v25.04 (llama3.1/README.md @ 741c886)";  // NeMo 2: Megatron's optimizer
+  EXPECT_EQ(plan_row(row, kPresets).options.training.optimizer_state_bytes(), 12);
+}
+
 TEST(ValidateRow, TpCommOverlapWhereTheNotesSayTheRunUsedIt) {
   MeasuredRow row = llama_row();  // tp 4 with sequence parallelism
   EXPECT_FALSE(plan_row(row, kPresets).options.training.tp_comm_overlap);

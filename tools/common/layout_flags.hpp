@@ -88,6 +88,14 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
                "All-gather the distributed optimizer's weights during the next forward pass");
   app.add_flag("--grad-reduce-in-bf16", t.grad_reduce_in_bf16,
                "Keep and reduce the main gradients in bf16 instead of fp32 (Megatron-LM's flag)");
+  app.add_option_function<std::string>(
+         "--optimizer-state-dtype",
+         [&t](const std::string& name) { t.optimizer_state_dtype = *parse_enum<OptimizerStateDtype>(name); },
+         "Adam's moments and master weights: fp32 (default), or bf16/fp16 with the 16-bit weights as master weights "
+         "(NeMo 1's optim.dtype)")
+      ->check(CLI::IsMember(names_of<OptimizerStateDtype>()));
+  app.add_flag("--store-param-remainders", t.store_param_remainders,
+               "Keep the fp32 master weights as the 16 bits the bf16 weights lack (Megatron-LM's flag)");
   app.add_option("--ddp-bucket-size", t.ddp_bucket_size,
                  "Parameters per gradient bucket (default max(40000000, 1000000 * dp))")
       ->check(kPositive);
