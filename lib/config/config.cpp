@@ -38,6 +38,7 @@ const std::vector<std::string> kHardwareKeys = {
     "name", "peak_tflops_mm", "peak_tflops_math", "peak_memory_bandwidth_GBps", "gpus_per_node",
     "peak_tflops_mm_fp8", "peak_tflops_mm_fp4", "sfu_peak", "gpu_memory_GB",
     "inter_node_bandwidth_GBps", "host_link_GBps", "compute_slowdown_under_communication", "inter_node_latency_us", "kernel_launch_us", "host", "topology",
+    "cuda_context_GB", "nccl_channels",
     "estimator", "calibrated_model", "calibrated_families", "efficiency", "block_scaled_formats",
     "collective_algorithm"};
 
@@ -50,8 +51,17 @@ const std::vector<std::string> kBlockScaledFormats = {"mxfp8", "nvfp4"};
 
 const std::vector<std::string> kTopologyKeys = {"levels"};
 const std::vector<std::string> kHostKeys = {"op_us", "module_us", "launch_us"};
+const std::vector<std::string> kNcclChannelKeys = {"coll_in_node", "coll_across_nodes", "p2p_per_peer_in_node",
+                                                  "p2p_per_peer_across_nodes", "p2p_across_nodes", "nvls"};
 const std::vector<std::string> kLevelKeys = {"kind", "size", "bandwidth_GBps", "latency_us", "efficiency",
                                              "oversubscription", "nvls_bus_bandwidth_GBps"};
+
+// The channel counts' fields, in kNcclChannelKeys' order (const or not, as `c`).
+template <typename Channels>
+auto nccl_channel_fields(Channels& c) {
+  return std::array{&c.coll_in_node, &c.coll_across_nodes, &c.p2p_per_peer_in_node, &c.p2p_per_peer_across_nodes,
+                    &c.p2p_across_nodes, &c.nvls};
+}
 
 template <typename T>
 void require_positive(T value, const std::string& key, const std::string& where) {
@@ -440,6 +450,13 @@ HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& n
     hw.host.module_us = yaml_get<double>(host, "module_us", name + ": host", 0.0);
     hw.host.launch_us = yaml_get<double>(host, "launch_us", name + ": host", 0.0);
   }
+  hw.cuda_context_GB = yaml_get<double>(node, "cuda_context_GB", name, 0.0);
+  if (YAML::Node channels = node["nccl_channels"]) {
+    check_keys(channels, kNcclChannelKeys, name + ": nccl_channels");
+    const auto fields = nccl_channel_fields(hw.nccl_channels);
+    for (size_t i = 0; i < fields.size(); ++i)
+      *fields[i] = yaml_get<int64_t>(channels, kNcclChannelKeys[i], name + ": nccl_channels", 0);
+  }
   if (YAML::Node formats = node["block_scaled_formats"]) {
     if (!formats.IsSequence()) throw DataError(name + ": key 'block_scaled_formats' must be a list (mxfp8, nvfp4)");
     for (size_t i = 0; i < formats.size(); ++i) {
@@ -601,6 +618,10 @@ void validate(const HardwareConfig& hw, const std::string& where) {
          << ", got " << hw.compute_slowdown_under_communication;
     throw DataError(text.str());
   }
+  require_non_negative(hw.cuda_context_GB, "cuda_context_GB", where);
+  const auto channel_fields = nccl_channel_fields(hw.nccl_channels);
+  for (size_t i = 0; i < channel_fields.size(); ++i)
+    require_non_negative(static_cast<double>(*channel_fields[i]), "nccl_channels." + kNcclChannelKeys[i], where);
   require_non_negative(hw.host.op_us, "host.op_us", where);
   require_non_negative(hw.host.module_us, "host.module_us", where);
   require_non_negative(hw.host.launch_us, "host.launch_us", where);
@@ -817,6 +838,11 @@ nlohmann::json to_json(const HardwareConfig& hw) {
     j["compute_slowdown_under_communication"] = hw.compute_slowdown_under_communication;
   if (hw.host.simulated())
     j["host"] = {{"op_us", hw.host.op_us}, {"module_us", hw.host.module_us}, {"launch_us", hw.host.launch_us}};
+  if (hw.cuda_context_GB > 0) j["cuda_context_GB"] = hw.cuda_context_GB;  // new in 1.15
+  if (hw.nccl_channels.given()) {  // new in 1.15
+    const auto fields = nccl_channel_fields(hw.nccl_channels);
+    for (size_t i = 0; i < fields.size(); ++i) j["nccl_channels"][kNcclChannelKeys[i]] = *fields[i];
+  }
   return j;
 }
 
@@ -880,6 +906,12 @@ HardwareConfig hardware_from_json(const nlohmann::json& j, const std::string& pa
     const std::string at = path + "/host";
     hw.host = {require_as<double>(host, "op_us", at), require_as<double>(host, "module_us", at),
                require_as<double>(host, "launch_us", at)};
+  }
+  if (j.contains("cuda_context_GB")) hw.cuda_context_GB = require_as<double>(j, "cuda_context_GB", path);
+  if (j.contains("nccl_channels")) {  // new in graph format 1.15
+    const auto fields = nccl_channel_fields(hw.nccl_channels);
+    for (size_t i = 0; i < fields.size(); ++i)
+      *fields[i] = require_as<int64_t>(j["nccl_channels"], kNcclChannelKeys[i], path + "/nccl_channels");
   }
   validate(hw, "graph: " + path);
   return hw;

@@ -150,6 +150,19 @@ struct HardwareConfig {
     double launch_us = 0;  // each further kernel a call launches
     bool simulated() const { return op_us > 0 || module_us > 0 || launch_us > 0; }
   } host;
+  // Device memory outside PyTorch's caching allocator (docs/memory.md "Memory outside the
+  // allocator"): the CUDA context, and NCCL's connection buffers, sized from the channels NCCL
+  // opens on this system; no channels given: NCCL's buffers are not counted.
+  double cuda_context_GB = 0;
+  struct NcclChannels {
+    int64_t coll_in_node = 0;                // ring channels of a communicator inside one node
+    int64_t coll_across_nodes = 0;           // ... of one spanning nodes
+    int64_t p2p_per_peer_in_node = 0;        // send/recv channels per peer, communicator inside one node
+    int64_t p2p_per_peer_across_nodes = 0;   // ... spanning nodes
+    int64_t p2p_across_nodes = 0;            // send/recv channels of a communicator spanning nodes
+    int64_t nvls = 0;                        // NVLink SHARP channels; 0: no NVLS
+    bool given() const { return coll_in_node > 0 || coll_across_nodes > 0 || p2p_per_peer_in_node > 0; }
+  } nccl_channels;
   std::vector<TopologyLevel> topology;  // innermost level first
   // Collective -> the algorithm to use instead of the fastest one; none: auto.
   std::map<NcclCollective, CollectiveAlgorithm> collective_algorithm;

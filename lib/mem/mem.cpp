@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/units.hpp"
+#include "mem/reserve.hpp"
 
 namespace syssim {
 namespace {
@@ -312,7 +313,12 @@ void account_memory(Graph& g) {
 
   MemSection mem;
   StageMemory heaviest;
+  MemoryReserve heaviest_reserve;
+  double most_device_bytes = 0;  // over the ranks: their tensors and what lies outside the allocator
+  const HardwareConfig* hardware = g.cost ? &g.cost->hardware : nullptr;
   const std::vector<RankProgram> programs = rank_programs(shard);
+  const std::vector<MemoryReserve> reserves =
+      hardware ? memory_reserves(shard, *hardware) : std::vector<MemoryReserve>(static_cast<size_t>(pp));
   for (int64_t rank = 0; rank < pp; ++rank) {
     StageMemory stage;
     double params = shard.stage_params_local[rank];
@@ -325,8 +331,11 @@ void account_memory(Graph& g) {
     transient_peak(shard, transient, rank, programs[rank], stage);
     mem.pp_stage_memory_gb.push_back(stage.total_bytes() / kBytesPerGB);
     mem.pp_stage_microbatches_in_flight.push_back(stage.microbatches_in_flight);
+    const MemoryReserve& reserve = reserves[static_cast<size_t>(rank)];
+    most_device_bytes = std::max(most_device_bytes, stage.total_bytes() + reserve.total());
     if (rank == 0 || stage.total_bytes() > heaviest.total_bytes()) {
       heaviest = stage;
+      heaviest_reserve = reserve;
       mem.peak_pp_stage = rank;
     }
   }
@@ -337,12 +346,14 @@ void account_memory(Graph& g) {
   mem.temporary_bytes = heaviest.temporary_bytes;
   mem.peak_module = heaviest.module;
   mem.peak_memory_gb = heaviest.total_bytes() / kBytesPerGB;
+  mem.cuda_context_bytes = heaviest_reserve.cuda_context_bytes;
+  mem.nccl_buffer_bytes = heaviest_reserve.nccl_buffer_bytes;
+  mem.device_memory_gb = (heaviest.total_bytes() + heaviest_reserve.total()) / kBytesPerGB;
 
-  if (g.cost && g.cost->hardware.gpu_memory_GB) {
-    double capacity_gb = *g.cost->hardware.gpu_memory_GB;
+  if (hardware && hardware->gpu_memory_GB) {
+    const double capacity_gb = *hardware->gpu_memory_GB, required_gb = most_device_bytes / kBytesPerGB;
     mem.gpu_memory_gb = capacity_gb;
-    if (mem.peak_memory_gb > capacity_gb)
-      mem.oom = OomInfo{capacity_gb, mem.peak_memory_gb, mem.peak_memory_gb - capacity_gb};
+    if (required_gb > capacity_gb) mem.oom = OomInfo{capacity_gb, required_gb, required_gb - capacity_gb};
   }
   g.mem = std::move(mem);
 }

@@ -6,7 +6,8 @@ namespace syssim {
 
 // Sets g.mem from g.shard: Megatron mixed-precision model states plus the peak of the
 // buffers live while one micro-batch and the step ops run. The GPU capacity, and with it
-// the OOM check, comes from g.cost's hardware when that section is present.
+// the OOM check, and the memory outside the allocator (lib/mem/reserve.hpp) come from g.cost's
+// hardware when that section is present.
 void account_memory(Graph& g);
 
 // The gradients and optimizer states of `params` parameters held by one GPU, `expert_params`

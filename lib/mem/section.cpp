@@ -16,6 +16,9 @@ json to_json(const MemSection& m) {
           {"activation_bytes", m.activation_bytes},
           {"temporary_bytes", m.temporary_bytes},
           {"peak_memory_gb", m.peak_memory_gb},
+          {"cuda_context_bytes", m.cuda_context_bytes},
+          {"nccl_buffer_bytes", m.nccl_buffer_bytes},
+          {"device_memory_gb", m.device_memory_gb},
           {"pp_stage_memory_gb", m.pp_stage_memory_gb},
           {"pp_stage_microbatches_in_flight", m.pp_stage_microbatches_in_flight},
           {"peak_pp_stage", m.peak_pp_stage},
@@ -32,6 +35,10 @@ MemSection mem_from_json(const json& j, const std::string& path) {
   m.activation_bytes = require_as<double>(j, "activation_bytes", path);
   m.temporary_bytes = require_as<double>(j, "temporary_bytes", path);
   m.peak_memory_gb = require_as<double>(j, "peak_memory_gb", path);
+  // New in 1.15; absent: nothing outside the allocator.
+  if (j.contains("cuda_context_bytes")) m.cuda_context_bytes = require_as<double>(j, "cuda_context_bytes", path);
+  if (j.contains("nccl_buffer_bytes")) m.nccl_buffer_bytes = require_as<double>(j, "nccl_buffer_bytes", path);
+  m.device_memory_gb = j.contains("device_memory_gb") ? require_as<double>(j, "device_memory_gb", path) : m.peak_memory_gb;
   m.pp_stage_memory_gb = require_as<std::vector<double>>(j, "pp_stage_memory_gb", path);
   m.pp_stage_microbatches_in_flight = require_as<std::vector<int64_t>>(j, "pp_stage_microbatches_in_flight", path);
   m.peak_pp_stage = require_as<int64_t>(j, "peak_pp_stage", path);

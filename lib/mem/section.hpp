@@ -20,7 +20,12 @@ struct MemSection {
   double optimizer_state_bytes = 0;
   double activation_bytes = 0;  // saved for backward, at the peak
   double temporary_bytes = 0;   // other live buffers at the peak
-  double peak_memory_gb = 0;
+  double peak_memory_gb = 0;    // the tensors above: what PyTorch's allocator holds at the peak
+  // Outside the allocator, on the same rank (docs/memory.md "Memory outside the allocator");
+  // the OOM check counts them.
+  double cuda_context_bytes = 0;
+  double nccl_buffer_bytes = 0;
+  double device_memory_gb = 0;  // peak_memory_gb and the two above: what the GPU holds
   std::vector<double> pp_stage_memory_gb;            // peak of each pipeline rank
   std::vector<int64_t> pp_stage_microbatches_in_flight;  // micro-batches with activations live at that peak
   int64_t peak_pp_stage = 0;                         // the heaviest rank, whose breakdown the fields give

@@ -350,6 +350,8 @@ NcclCollective nccl_collective(Collective collective) {
 
 }  // namespace
 
+std::vector<int64_t> collective_ranks(const ShardOp& op, const ParallelismConfig& p) { return group_ranks(op, p); }
+
 CollectiveTime shard_collective_time(const ShardOp& op, const ParallelismConfig& p, const HardwareConfig& hw) {
   const NcclCollective collective = nccl_collective(op.collective);
   if (op.group_size < 1)

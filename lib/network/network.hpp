@@ -52,6 +52,11 @@ struct GroupPlacement {
 // The placement of the group of these global ranks on the hardware's levels.
 GroupPlacement place_ranks(const std::vector<int64_t>& ranks, const HardwareConfig& hw);
 
+// The global ranks of a shard section's collective op's group (the one holding the simulated
+// rank of its stage, in the parallelism's rank order): a pipeline send_recv's two ranks, its
+// own and its neighbour's.
+std::vector<int64_t> collective_ranks(const ShardOp& op, const ParallelismConfig& p);
+
 struct CollectiveTime {
   double time_us = 0;
   std::optional<CollectiveAlgorithm> algorithm;  // none: a group of one rank, which moves nothing

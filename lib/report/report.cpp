@@ -119,6 +119,9 @@ std::string memory_block(const MemSection& mem) {
                 {"activation_gb", gb(mem.activation_bytes / kBytesPerGB)},
                 {"temporary_gb", gb(mem.temporary_bytes / kBytesPerGB)},
                 {"peak_memory_gb", gb(mem.peak_memory_gb)},
+                {"cuda_context_gb", gb(mem.cuda_context_bytes / kBytesPerGB)},
+                {"nccl_buffers_gb", gb(mem.nccl_buffer_bytes / kBytesPerGB)},
+                {"device_memory_gb", gb(mem.device_memory_gb)},
                 {"oom", oom_text(mem)}});
 }
 
@@ -211,6 +214,9 @@ json memory_json(const Graph& g, const ShardSection& shard, const MemSection& me
           {"activation_bytes", mem.activation_bytes},
           {"temporary_bytes", mem.temporary_bytes},
           {"peak_memory_gb", mem.peak_memory_gb},
+          {"cuda_context_bytes", mem.cuda_context_bytes},
+          {"nccl_buffer_bytes", mem.nccl_buffer_bytes},
+          {"device_memory_gb", mem.device_memory_gb},
           {"pp_stage_memory_gb", mem.pp_stage_memory_gb},
           {"pp_stage_microbatches_in_flight", mem.pp_stage_microbatches_in_flight},
           {"pipeline_schedule", to_string(shard.pipeline_schedule)},

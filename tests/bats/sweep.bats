@@ -180,26 +180,26 @@ sweep_tiny() {
   [ "$(grep -c '<circle ' "$BATS_TEST_TMPDIR/front.svg")" -eq "$front" ]
 }
 
-@test "sweep --over takes a training key written only when set (grad_reduce_in_bf16) at both values" {
-  run sweep_tiny --global-batch 4 --over training.grad_reduce_in_bf16=false,true --format csv
+# Sweeps a training key written only when set over its default and another value; the peak
+# drops by `share` of the default run's `field` bytes.
+assert_peak_drop() {
+  local key=$1 default=$2 other=$3 field=$4 share=$5
+  run sweep_tiny --global-batch 4 --over "training.$key=$default,$other" --format csv
   assert_success
-  # bf16 main gradients hold 2 bytes per parameter where fp32 ones hold 4: the peak drops by
-  # half of the fp32 run's gradient bytes.
-  local grad_bytes=$(syssim run "$TINY" --hardware "$A100" --global-batch 4 --format json | jq '.grad_bytes')
-  local fp32=$(echo "$output" | awk -F, '$1 == "false" && $2 == "ok" { print $5 }')
-  local bf16=$(echo "$output" | awk -F, '$1 == "true" && $2 == "ok" { print $5 }')
-  awk -v a="$fp32" -v b="$bf16" -v g="$grad_bytes" 'BEGIN { d = (a - b) * 1e9 - g / 2; exit !(d < 1 && d > -1) }' ||
-    { echo "fp32 $fp32 GB, bf16 $bf16 GB, fp32 gradients $grad_bytes bytes"; false; }
+  local bytes=$(syssim run "$TINY" --hardware "$A100" --global-batch 4 --format json | jq ".$field")
+  local a=$(echo "$output" | awk -F, -v v="$default" '$1 == v && $2 == "ok" { print $5 }')
+  local b=$(echo "$output" | awk -F, -v v="$other" '$1 == v && $2 == "ok" { print $5 }')
+  awk -v a="$a" -v b="$b" -v g="$bytes" -v s="$share" 'BEGIN { d = (a - b) * 1e9 - g * s; exit !(d < 1 && d > -1) }' ||
+    { echo "$default $a GB, $other $b GB, $field of $default: $bytes bytes"; false; }
+}
+
+@test "sweep --over takes a training key written only when set (grad_reduce_in_bf16) at both values" {
+  # bf16 main gradients hold 2 bytes per parameter where fp32 ones hold 4.
+  assert_peak_drop grad_reduce_in_bf16 false true grad_bytes 0.5
 }
 
 @test "sweep --over takes optimizer_state_dtype at its default and a 16-bit type" {
-  run sweep_tiny --global-batch 4 --over training.optimizer_state_dtype=fp32,bf16 --format csv
-  assert_success
-  # Adam's 12 bytes per parameter become 4 (bf16 moments, no master copy): the peak drops by
-  # two thirds of the fp32 run's optimizer-state bytes.
-  local state_bytes=$(syssim run "$TINY" --hardware "$A100" --global-batch 4 --format json | jq '.optimizer_state_bytes')
-  local fp32=$(echo "$output" | awk -F, '$1 == "fp32" && $2 == "ok" { print $5 }')
-  local bf16=$(echo "$output" | awk -F, '$1 == "bf16" && $2 == "ok" { print $5 }')
-  awk -v a="$fp32" -v b="$bf16" -v s="$state_bytes" 'BEGIN { d = (a - b) * 1e9 - s * 2 / 3; exit !(d < 1 && d > -1) }' ||
-    { echo "fp32 $fp32 GB, bf16 $bf16 GB, fp32 state $state_bytes bytes"; false; }
+  # Adam's 12 bytes per parameter become 4 (bf16 moments, no master copy).
+  assert_peak_drop optimizer_state_dtype fp32 bf16 optimizer_state_bytes 0.6666666666666666
 }
+

@@ -100,10 +100,12 @@ ONE=(--seq-length 1024)
 @test "within the 80 GiB (85.9 GB) of the H100 there is no OOM; all of llama3-8b on one GPU is" {
   run jq -c '.mem | [.gpu_memory_gb, .oom]' "$(stage_of llama3-8b mem "${DISTOPT[@]}")"
   assert_output '[85.9,null]'
-  run jq -c '.mem | [.gpu_memory_gb, .oom.capacity_gb, .oom.required_gb == .peak_memory_gb,
-    (.oom.excess_gb - (.peak_memory_gb - 85.9) | if . < 0 then -. else . end) < 1e-9, .peak_memory_gb > 85.9]' \
+  # One GPU opens no communicator: the GPU holds the tensors and the preset's 0.4 GB CUDA context.
+  run jq -c '.mem | [.gpu_memory_gb, .oom.capacity_gb, .nccl_buffer_bytes, .cuda_context_bytes,
+    (.device_memory_gb - .peak_memory_gb - 0.4 | if . < 0 then -. else . end) < 1e-9, .oom.required_gb == .device_memory_gb,
+    (.oom.excess_gb - (.device_memory_gb - 85.9) | if . < 0 then -. else . end) < 1e-9, .peak_memory_gb > 85.9]' \
     "$(stage_of llama3-8b mem "${ONE[@]}")"
-  assert_output '[85.9,85.9,true,true,true]'
+  assert_output '[85.9,85.9,0,400000000,true,true,true,true]'
 }
 
 @test "without a cost section the capacity is unknown: no OOM verdict" {

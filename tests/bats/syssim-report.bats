@@ -80,6 +80,10 @@ text_from_json() {
   printf '    activation_gb      = %.3f\n' "$act"
   printf '    temporary_gb       = %.3f\n' "$temp"
   printf '    peak_memory_gb     = %.3f\n' "$peak"
+  jq -r '"\(.cuda_context_bytes / 1e9)\t\(.nccl_buffer_bytes / 1e9)\t\(.device_memory_gb)"' <<< "$json" |
+    while IFS=$'\t' read -r context nccl device; do
+      printf '    cuda_context_gb    = %.3f\n    nccl_buffers_gb    = %.3f\n    device_memory_gb   = %.3f\n' "$context" "$nccl" "$device"
+    done
   printf '    oom                = %s\n' "$oom"
   printf '  )\n'
   printf '  Bottlenecks(\n'
@@ -217,7 +221,7 @@ text_from_json() {
 
 @test "json: out of memory is reported with capacity, required and excess" {
   run syssim-report -i "$(stage_of llama3-8b mem "${ONE[@]}")" --format json
-  run jq -c '[.bottlenecks.oom.capacity_gb, .bottlenecks.oom.required_gb == .peak_memory_gb, .bottlenecks.longest_collective]' <<< "$output"
+  run jq -c '[.bottlenecks.oom.capacity_gb, .bottlenecks.oom.required_gb == .device_memory_gb, .bottlenecks.longest_collective]' <<< "$output"
   assert_output '[85.9,true,["",0]]'
 }
 

@@ -106,8 +106,8 @@ pipe_report() {
   run --separate-stderr syssim run llama3-8b --hardware h100-sxm-80gb --fail-on-oom --format json
   [ "$status" -eq 3 ]
   jq -e '.bottlenecks.oom.required_gb > 144.5' <<< "$output"
-  required=$(jq -r '.bottlenecks.oom.required_gb * 10 | round / 10' <<< "$output")
-  excess=$(jq -r '.bottlenecks.oom.excess_gb * 10 | round / 10' <<< "$output")
+  required=$(printf %.1f "$(jq -r '.bottlenecks.oom.required_gb' <<< "$output")")
+  excess=$(printf %.1f "$(jq -r '.bottlenecks.oom.excess_gb' <<< "$output")")
   [ "$stderr" = "syssim: out of memory: needs $required GB per GPU of 85.9 GB ($excess GB over) on pipeline stage 0" ]
   run --separate-stderr syssim memory llama3-8b --hardware h100-sxm-80gb --fail-on-oom
   [ "$status" -eq 3 ]

@@ -4,6 +4,7 @@
 
 #include "common/error.hpp"
 #include "mem/mem.hpp"
+#include "mem/reserve.hpp"
 
 namespace syssim {
 namespace {
@@ -231,6 +232,81 @@ TEST(ModelStates, Fp8ParametersHoldOneBytePerParameter) {
   MemSection mem = account(shard);
   EXPECT_DOUBLE_EQ(mem.param_bytes, 2 * (1e6 + 4));
   EXPECT_DOUBLE_EQ(mem.grad_bytes + mem.optimizer_state_bytes, 16e6);
+}
+
+// Memory outside the allocator (docs/memory.md "Memory outside the allocator").
+TEST(Capacity, TheCudaContextCountsTowardTheCapacity) {
+  // The tensors' peak 0.018002 GB fits 0.2 GB; with a 0.4 GB context the GPU needs 0.418002.
+  ShardSection shard = one_layer();
+  Graph g;
+  g.shard = shard;
+  g.cost = CostSection{};
+  g.cost->hardware.gpu_memory_GB = 0.2;
+  g.cost->hardware.cuda_context_GB = 0.4;
+  account_memory(g);
+  EXPECT_DOUBLE_EQ(g.mem->peak_memory_gb, 0.018002);
+  EXPECT_DOUBLE_EQ(g.mem->cuda_context_bytes, 4e8);
+  EXPECT_DOUBLE_EQ(g.mem->nccl_buffer_bytes, 0);  // no channel counts: not counted
+  EXPECT_DOUBLE_EQ(g.mem->device_memory_gb, 0.418002);
+  ASSERT_TRUE(g.mem->oom.has_value());
+  EXPECT_DOUBLE_EQ(g.mem->oom->required_gb, 0.418002);
+}
+
+// A collective of stage 0 in `group` of `size` ranks.
+ShardOp collective(Collective kind, CommGroup group, int64_t size, OpPhase phase = OpPhase::fwd) {
+  ShardOp o;
+  o.kind = OpKind::collective;
+  o.collective = kind;
+  o.group = group;
+  o.group_size = size;
+  o.phase = phase;
+  return o;
+}
+
+// NCCL's buffers on 8-GPU nodes with the H100 SXM preset's channels: 24 ring channels inside a
+// node, 16 across nodes, 32 send/recv channels per peer inside a node (2 across), 16 send/recv
+// channels across nodes, 16 NVLS channels. A connection's receiver holds 10 MiB, an NVLink
+// sender 2 MiB, a network sender 10 MiB; NVLS 1 MiB per channel, direction and GPU of the
+// node; the network send/recv pool 16 x 128 KiB per channel and direction.
+double nccl_bytes(const ParallelismConfig& p, const std::vector<ShardOp>& ops) {
+  ShardSection shard;
+  shard.parallelism = p;
+  shard.ops = ops;
+  HardwareConfig hw;
+  hw.gpus_per_node = 8;
+  hw.nccl_channels = {24, 16, 32, 2, 16, 16};
+  return memory_reserves(shard, hw).at(0).nccl_buffer_bytes;
+}
+
+// Parallel sizes in Megatron's default rank order (tp fastest).
+ParallelismConfig sizes(int64_t tp, int64_t cp, int64_t ep, int64_t dp, int64_t pp) {
+  ParallelismConfig p;
+  p.tp = tp, p.cp = cp, p.ep = ep, p.dp = dp, p.pp = pp;
+  return p;
+}
+
+TEST(Reserve, NcclBuffersOfEachCommunicatorTheRankUses) {
+  const double MiB = 1 << 20;
+  using C = Collective;
+  // A ring inside the node: 24 x (10 + 2) MiB, and NVLS over its 8 GPUs 16 x 2 x 1 MiB x 8:
+  // 288 + 256 = 544 MiB, counted once for all the group's collectives.
+  const ShardOp tp_gather = collective(C::all_gather, CommGroup::tp, 8);
+  EXPECT_DOUBLE_EQ(nccl_bytes(sizes(8, 1, 1, 1, 1), {tp_gather, collective(C::reduce_scatter, CommGroup::tp, 8)}), 544 * MiB);
+  // dp 4 with tp 8: one GPU per node, each channel a receive and a network send: 16 x 20 MiB.
+  EXPECT_DOUBLE_EQ(nccl_bytes(sizes(8, 1, 1, 4, 1), {tp_gather, collective(C::all_reduce, CommGroup::dp, 4)}),
+                   (544 + 320) * MiB);
+  // tp 2, dp 8: the dp group holds 4 GPUs in each of 2 nodes; per channel the node's 4 receives,
+  // 3 NVLink sends and 1 network send, (40 + 6 + 10) / 4 = 14 MiB per GPU: 16 x 14 = 224 MiB.
+  EXPECT_DOUBLE_EQ(nccl_bytes(sizes(2, 1, 1, 8, 1), {collective(C::all_reduce, CommGroup::dp, 8)}), 224 * MiB);
+  // An 8-way all-to-all inside the node: 7 NVLink peers x 32 channels x 12 MiB = 2,688 MiB.
+  EXPECT_DOUBLE_EQ(nccl_bytes(sizes(1, 1, 8, 8, 1), {collective(C::all_to_all, CommGroup::ep, 8)}), 2688 * MiB);
+  // Context parallelism's ring exchange, cp 4 inside the node: its 2 neighbours x 32 x 12 MiB.
+  EXPECT_DOUBLE_EQ(nccl_bytes(sizes(2, 4, 1, 1, 1), {collective(C::send_recv, CommGroup::cp, 4)}), 768 * MiB);
+  // Pipeline neighbours on other nodes (tp 8, pp 2): the network pool, 2 x 16 x 16 x 128 KiB;
+  // on the same node (tp 4, pp 2): one NVLink peer, 32 channels x 12 MiB.
+  const ShardOp to_next = collective(C::send_recv, CommGroup::pp, 2, OpPhase::bwd);
+  EXPECT_DOUBLE_EQ(nccl_bytes(sizes(8, 1, 1, 1, 2), {to_next}), 64 * MiB);
+  EXPECT_DOUBLE_EQ(nccl_bytes(sizes(4, 1, 1, 1, 2), {to_next}), 384 * MiB);
 }
 
 TEST(Capacity, NeedsTheShardSection) {

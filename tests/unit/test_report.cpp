@@ -48,6 +48,7 @@ Graph simulated_graph() {
   mem.activation_bytes = 5.5e9;
   mem.temporary_bytes = 1.25e9;
   mem.peak_memory_gb = 78.75;
+  mem.device_memory_gb = 78.75;  // nothing outside the allocator
   mem.pp_stage_memory_gb = {78.75};
   mem.peak_module = "decoder.layers.0.mlp";
   mem.gpu_memory_gb = 70;
@@ -64,6 +65,9 @@ const std::string kGoldenMemory = R"(  Memory(
     activation_gb      = 5.500
     temporary_gb       = 1.250
     peak_memory_gb     = 78.750
+    cuda_context_gb    = 0.000
+    nccl_buffers_gb    = 0.000
+    device_memory_gb   = 78.750
     oom                = capacity 70.000 GB, required 78.750 GB, excess 8.750 GB
   )
 )";

@@ -143,8 +143,10 @@ TEST(Sweep, InvalidAndOutOfMemoryPointsAreListedButNeverBest) {
   ASSERT_EQ(roomy.size(), 6u);
   EXPECT_EQ(roomy[0].status, "invalid");
   EXPECT_EQ(roomy[0].reason, "tp=4 does not divide num_query_groups=2");
-  // A GPU between the two tp=1 points' peaks: micro-batch 4 no longer fits.
+  // A GPU between the two tp=1 points' peaks: micro-batch 4 no longer fits (the rows' peaks are
+  // the tensors': nothing outside the allocator on this GPU).
   HardwareConfig small = a100();
+  small.cuda_context_GB = 0;
   small.gpu_memory_GB = (roomy[2].peak_memory_gb + roomy[3].peak_memory_gb) / 2;
   std::vector<SweepRow> rows = run_sweep(tiny(), small, base, axes, {false, {}});
   EXPECT_EQ(rows[2].status, "ok");
@@ -272,7 +274,9 @@ void expect_same_front(int64_t layers, int64_t gpus, int64_t global_batch) {
   base.training.global_batch = global_batch;
   HardwareConfig hardware = a100();
   SearchResult roomy = search_layouts(tiny(layers), hardware, base, false);
-  // A GPU that holds only the leaner layouts of the front, so that memory prunes too.
+  // A GPU that holds only the leaner layouts of the front, so that memory prunes too (the rows'
+  // peaks are the tensors': nothing outside the allocator on this GPU).
+  hardware.cuda_context_GB = 0;
   hardware.gpu_memory_GB = (roomy.front.front().peak_memory_gb + roomy.front.back().peak_memory_gb) / 2;
   SearchResult exhaustive = search_layouts(tiny(layers), hardware, base, false);
   SearchResult pruned = search_layouts(tiny(layers), hardware, base, true);
