@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cmath>
 #include <regex>
+#include <sstream>
 
 #include "common/error.hpp"
 #include "common/text.hpp"
@@ -271,11 +272,17 @@ TrainingConfig training(const MeasuredRow& row, int64_t dp, int64_t data_paralle
   if (method != "none" && method != "full" && method != "selective")
     throw Unsupported{"recompute '" + recompute + "' not recognised"};
   t.recompute = method;
-  // torchtitan's per-op selective checkpointing, as its tables name it.
+  // torchtitan's per-op selective checkpointing, as its tables name it; Megatron's modules
+  // listed in parentheses, "selective (layernorm, moe_act)".
+  static const std::regex kModules("^selective \\(([a-z_]+(, ?[a-z_]+)*)\\)$");
+  std::smatch modules;
   if (method == "selective" &&
       (recompute.find("op-level SAC") != std::string::npos || recompute.find("per-op SAC") != std::string::npos)) {
     t.recompute_modules = {"op"};
     assumptions.push_back("recompute_modules=op");
+  } else if (std::regex_match(recompute, modules, kModules)) {
+    std::stringstream list(modules[1].str());
+    for (std::string module; std::getline(list >> std::ws, module, ',');) t.recompute_modules.push_back(module);
   }
   const bool legacy = predates_megatron_2022(row);
   std::optional<bool> distributed = flag_cell(row, "distributed_optimizer");

@@ -273,6 +273,19 @@ TEST(ValidateRow, NemoOnesRunsKeepTheOptimizerStateTheirConfigsSay) {
   EXPECT_EQ(plan_row(row, kPresets).options.training.optimizer_state_bytes(), 12);
 }
 
+// A selective cell names Megatron's modules in parentheses; other words there are a comment.
+TEST(ValidateRow, SelectiveRecomputationOfTheModulesACellNames) {
+  MeasuredRow row = llama_row();
+  row["recompute"] = "selective (layernorm, moe_act)";
+  RowPlan plan = plan_row(row, kPresets);
+  EXPECT_EQ(plan.options.training.recompute, "selective");
+  EXPECT_EQ(plan.options.training.recompute_modules, (std::vector<std::string>{"layernorm", "moe_act"}));
+  row["recompute"] = "selective (op-level SAC)";
+  EXPECT_EQ(plan_row(row, kPresets).options.training.recompute_modules, std::vector<std::string>{"op"});
+  row["recompute"] = "selective (as the recipe)";
+  EXPECT_TRUE(plan_row(row, kPresets).options.training.recompute_modules.empty());  // core_attn, the default
+}
+
 TEST(ValidateRow, TpCommOverlapWhereTheNotesSayTheRunUsedIt) {
   MeasuredRow row = llama_row();  // tp 4 with sequence parallelism
   EXPECT_FALSE(plan_row(row, kPresets).options.training.tp_comm_overlap);
