@@ -1045,7 +1045,7 @@ void normalize_sharding(TrainingConfig& t) {
 const std::vector<std::string> kTrainingKeysWhenSet = {"data_parallel_sharding_strategy", "fsdp_implementation",
                                                       "cuda_graph_scope", "cpu_offloading_num_layers",
                                                       "grad_reduce_in_bf16", "optimizer_state_dtype",
-                                                      "store_param_remainders"};
+                                                      "store_param_remainders", "allocator_fragmentation"};
 
 nlohmann::json to_json(const TrainingConfig& t) {
   nlohmann::json j = {{"micro_batch", t.micro_batch},
@@ -1079,6 +1079,7 @@ nlohmann::json to_json(const TrainingConfig& t) {
   // New in 1.15, written only when not the default.
   if (t.optimizer_state_dtype != OptimizerStateDtype::fp32) j["optimizer_state_dtype"] = to_string(t.optimizer_state_dtype);
   if (t.store_param_remainders) j["store_param_remainders"] = true;
+  if (t.allocator_fragmentation != 0) j["allocator_fragmentation"] = t.allocator_fragmentation;
   // New in 1.6, written only for the strategies beyond the distributed optimizer.
   if (t.shards_gradients()) {
     j["data_parallel_sharding_strategy"] = to_string(t.data_parallel_sharding);
@@ -1124,6 +1125,8 @@ TrainingConfig training_from_json(const nlohmann::json& j, const std::string& pa
     t.optimizer_state_dtype = require_enum<OptimizerStateDtype>(j, "optimizer_state_dtype", path);
   if (j.contains("store_param_remainders"))
     t.store_param_remainders = require_as<bool>(j, "store_param_remainders", path);
+  if (j.contains("allocator_fragmentation"))
+    t.allocator_fragmentation = require_as<double>(j, "allocator_fragmentation", path);
   if (j.contains("cuda_graph_scope")) {
     const std::string at = path + "/cuda_graph_scope";
     const nlohmann::json& scopes = j["cuda_graph_scope"];

@@ -269,6 +269,10 @@ struct TrainingConfig {
   // fp32 master weights kept as the 16 bits their bf16 weights lack.
   OptimizerStateDtype optimizer_state_dtype = OptimizerStateDtype::fp32;
   bool store_param_remainders = false;
+  // The caching allocator's fragmentation: memory it holds but no tensor uses, as a share of the
+  // tensors at the peak (reserved / allocated - 1, as torch.cuda.memory_stats gives them); counted
+  // outside the tensors (docs/memory.md "Memory outside the allocator"). 0: none.
+  double allocator_fragmentation = 0;
   // Bytes of optimizer state per parameter: master weights plus the two moments (12 for fp32).
   double optimizer_state_bytes() const;
   // Communication overlap (docs/syssim-shard.md "Communication overlap") and clipping.

@@ -332,7 +332,8 @@ void account_memory(Graph& g) {
     mem.pp_stage_memory_gb.push_back(stage.total_bytes() / kBytesPerGB);
     mem.pp_stage_microbatches_in_flight.push_back(stage.microbatches_in_flight);
     const MemoryReserve& reserve = reserves[static_cast<size_t>(rank)];
-    most_device_bytes = std::max(most_device_bytes, stage.total_bytes() + reserve.total());
+    const double fragmentation = shard.training.allocator_fragmentation * stage.total_bytes();
+    most_device_bytes = std::max(most_device_bytes, stage.total_bytes() + fragmentation + reserve.total());
     if (rank == 0 || stage.total_bytes() > heaviest.total_bytes()) {
       heaviest = stage;
       heaviest_reserve = reserve;
@@ -348,7 +349,8 @@ void account_memory(Graph& g) {
   mem.peak_memory_gb = heaviest.total_bytes() / kBytesPerGB;
   mem.cuda_context_bytes = heaviest_reserve.cuda_context_bytes;
   mem.nccl_buffer_bytes = heaviest_reserve.nccl_buffer_bytes;
-  mem.device_memory_gb = (heaviest.total_bytes() + heaviest_reserve.total()) / kBytesPerGB;
+  mem.fragmentation_bytes = shard.training.allocator_fragmentation * heaviest.total_bytes();
+  mem.device_memory_gb = (heaviest.total_bytes() + mem.fragmentation_bytes + heaviest_reserve.total()) / kBytesPerGB;
 
   if (hardware && hardware->gpu_memory_GB) {
     const double capacity_gb = *hardware->gpu_memory_GB, required_gb = most_device_bytes / kBytesPerGB;

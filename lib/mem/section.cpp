@@ -18,6 +18,7 @@ json to_json(const MemSection& m) {
           {"peak_memory_gb", m.peak_memory_gb},
           {"cuda_context_bytes", m.cuda_context_bytes},
           {"nccl_buffer_bytes", m.nccl_buffer_bytes},
+          {"fragmentation_bytes", m.fragmentation_bytes},
           {"device_memory_gb", m.device_memory_gb},
           {"pp_stage_memory_gb", m.pp_stage_memory_gb},
           {"pp_stage_microbatches_in_flight", m.pp_stage_microbatches_in_flight},
@@ -38,6 +39,7 @@ MemSection mem_from_json(const json& j, const std::string& path) {
   // New in 1.15; absent: nothing outside the allocator.
   if (j.contains("cuda_context_bytes")) m.cuda_context_bytes = require_as<double>(j, "cuda_context_bytes", path);
   if (j.contains("nccl_buffer_bytes")) m.nccl_buffer_bytes = require_as<double>(j, "nccl_buffer_bytes", path);
+  if (j.contains("fragmentation_bytes")) m.fragmentation_bytes = require_as<double>(j, "fragmentation_bytes", path);
   m.device_memory_gb = j.contains("device_memory_gb") ? require_as<double>(j, "device_memory_gb", path) : m.peak_memory_gb;
   m.pp_stage_memory_gb = require_as<std::vector<double>>(j, "pp_stage_memory_gb", path);
   m.pp_stage_microbatches_in_flight = require_as<std::vector<int64_t>>(j, "pp_stage_microbatches_in_flight", path);

@@ -121,6 +121,7 @@ std::string memory_block(const MemSection& mem) {
                 {"peak_memory_gb", gb(mem.peak_memory_gb)},
                 {"cuda_context_gb", gb(mem.cuda_context_bytes / kBytesPerGB)},
                 {"nccl_buffers_gb", gb(mem.nccl_buffer_bytes / kBytesPerGB)},
+                {"fragmentation_gb", gb(mem.fragmentation_bytes / kBytesPerGB)},
                 {"device_memory_gb", gb(mem.device_memory_gb)},
                 {"oom", oom_text(mem)}});
 }
@@ -216,6 +217,7 @@ json memory_json(const Graph& g, const ShardSection& shard, const MemSection& me
           {"peak_memory_gb", mem.peak_memory_gb},
           {"cuda_context_bytes", mem.cuda_context_bytes},
           {"nccl_buffer_bytes", mem.nccl_buffer_bytes},
+          {"fragmentation_bytes", mem.fragmentation_bytes},
           {"device_memory_gb", mem.device_memory_gb},
           {"pp_stage_memory_gb", mem.pp_stage_memory_gb},
           {"pp_stage_microbatches_in_flight", mem.pp_stage_microbatches_in_flight},

@@ -71,6 +71,11 @@ void check_step_options(const TrainingConfig& t) {
   if (t.store_param_remainders && t.optimizer_state_dtype != OptimizerStateDtype::fp32)
     throw UsageError("store_param_remainders keeps fp32 master weights; optimizer_state_dtype=" +
                      std::string(to_string(t.optimizer_state_dtype)) + " keeps none");
+  if (!(t.allocator_fragmentation >= 0 && t.allocator_fragmentation <= 1)) {
+    std::ostringstream text;
+    text << t.allocator_fragmentation;
+    throw UsageError("allocator_fragmentation=" + text.str() + " must be a share from 0 to 1");
+  }
   if (!(t.clip_grad >= 0 && std::isfinite(t.clip_grad))) {
     std::ostringstream text;  // "nan" and "inf" as they were given (JSON would write null)
     text << t.clip_grad;

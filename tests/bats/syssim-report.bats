@@ -80,9 +80,10 @@ text_from_json() {
   printf '    activation_gb      = %.3f\n' "$act"
   printf '    temporary_gb       = %.3f\n' "$temp"
   printf '    peak_memory_gb     = %.3f\n' "$peak"
-  jq -r '"\(.cuda_context_bytes / 1e9)\t\(.nccl_buffer_bytes / 1e9)\t\(.device_memory_gb)"' <<< "$json" |
-    while IFS=$'\t' read -r context nccl device; do
-      printf '    cuda_context_gb    = %.3f\n    nccl_buffers_gb    = %.3f\n    device_memory_gb   = %.3f\n' "$context" "$nccl" "$device"
+  jq -r '"\(.cuda_context_bytes / 1e9)\t\(.nccl_buffer_bytes / 1e9)\t\(.fragmentation_bytes / 1e9)\t\(.device_memory_gb)"' <<< "$json" |
+    while IFS=$'\t' read -r context nccl fragmentation device; do
+      printf '    cuda_context_gb    = %.3f\n    nccl_buffers_gb    = %.3f\n' "$context" "$nccl"
+      printf '    fragmentation_gb   = %.3f\n    device_memory_gb   = %.3f\n' "$fragmentation" "$device"
     done
   printf '    oom                = %s\n' "$oom"
   printf '  )\n'

@@ -369,6 +369,9 @@ TEST(DataParallel, SettingsMegatronRefusesAreUsageErrors) {
   remainders.training.optimizer_state_dtype = OptimizerStateDtype::bf16;
   EXPECT_EQ(usage_error_of(remainders),
             "store_param_remainders keeps fp32 master weights; optimizer_state_dtype=bf16 keeps none");
+  ShardOptions fragmented = layout(1, false, 2);
+  fragmented.training.allocator_fragmentation = 1.5;
+  EXPECT_EQ(usage_error_of(fragmented), "allocator_fragmentation=1.5 must be a share from 0 to 1");
   ShardOptions tp_overlap = layout(2, false, 1);
   tp_overlap.training.tp_comm_overlap = true;
   EXPECT_EQ(usage_error_of(tp_overlap),

@@ -252,6 +252,18 @@ TEST(Capacity, TheCudaContextCountsTowardTheCapacity) {
   EXPECT_DOUBLE_EQ(g.mem->oom->required_gb, 0.418002);
 }
 
+TEST(Capacity, TheAllocatorsFragmentationIsAShareOfTheTensors) {
+  // 10% of the tensors' 0.018002 GB: 0.0018002 GB held unused, 0.0198022 GB on the GPU.
+  ShardSection shard = one_layer();
+  shard.training.allocator_fragmentation = 0.1;
+  MemSection mem = account(shard, 0.019);
+  EXPECT_DOUBLE_EQ(mem.peak_memory_gb, 0.018002);
+  EXPECT_DOUBLE_EQ(mem.fragmentation_bytes, 1800200);
+  EXPECT_DOUBLE_EQ(mem.device_memory_gb, 0.0198022);
+  ASSERT_TRUE(mem.oom.has_value());
+  EXPECT_DOUBLE_EQ(mem.oom->required_gb, 0.0198022);
+}
+
 // A collective of stage 0 in `group` of `size` ranks.
 ShardOp collective(Collective kind, CommGroup group, int64_t size, OpPhase phase = OpPhase::fwd) {
   ShardOp o;

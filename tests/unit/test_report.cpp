@@ -67,6 +67,7 @@ const std::string kGoldenMemory = R"(  Memory(
     peak_memory_gb     = 78.750
     cuda_context_gb    = 0.000
     nccl_buffers_gb    = 0.000
+    fragmentation_gb   = 0.000
     device_memory_gb   = 78.750
     oom                = capacity 70.000 GB, required 78.750 GB, excess 8.750 GB
   )

@@ -714,8 +714,8 @@ TEST(ShardedDataParallel, TrainingConfigRoundTripsThroughJson) {
   EXPECT_EQ(to_json(shard.training).at("data_parallel_sharding_strategy"), "optim_grads_params");
 }
 
-// Plumbing: the optimizer's state keys (1.15) are written when set and read back; an unknown
-// dtype is bad data naming the key and the value.
+// Plumbing: the optimizer's state keys and the allocator's fragmentation (1.15) are written when
+// set and read back; an unknown dtype is bad data naming the key and the value.
 TEST(ShardedDataParallel, OptimizerStateKeysRoundTripThroughJson) {
   TrainingConfig t;
   EXPECT_FALSE(to_json(t).contains("optimizer_state_dtype"));
@@ -727,6 +727,8 @@ TEST(ShardedDataParallel, OptimizerStateKeysRoundTripThroughJson) {
   nlohmann::json j = to_json(t);
   EXPECT_EQ(j.at("optimizer_state_dtype"), "fp16");
   EXPECT_EQ(training_from_json(j, "/t").optimizer_state_dtype, OptimizerStateDtype::fp16);
+  t.allocator_fragmentation = 0.08;
+  EXPECT_EQ(training_from_json(to_json(t), "/t").allocator_fragmentation, 0.08);
   j["optimizer_state_dtype"] = "fp8";
   try {
     training_from_json(j, "/shard/training");

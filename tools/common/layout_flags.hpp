@@ -96,6 +96,9 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
       ->check(CLI::IsMember(names_of<OptimizerStateDtype>()));
   app.add_flag("--store-param-remainders", t.store_param_remainders,
                "Keep the fp32 master weights as the 16 bits the bf16 weights lack (Megatron-LM's flag)");
+  app.add_option("--allocator-fragmentation", t.allocator_fragmentation,
+                 "Memory PyTorch's caching allocator holds unused, as a share of the tensors at the peak "
+                 "(reserved / allocated - 1; default 0), counted against the GPU");
   app.add_option("--ddp-bucket-size", t.ddp_bucket_size,
                  "Parameters per gradient bucket (default max(40000000, 1000000 * dp))")
       ->check(kPositive);
