@@ -1042,10 +1042,10 @@ void normalize_sharding(TrainingConfig& t) {
     t.data_parallel_sharding = DataParallelSharding::optim;
 }
 
-const std::vector<std::string> kTrainingKeysWhenSet = {"data_parallel_sharding_strategy", "fsdp_implementation",
-                                                      "cuda_graph_scope", "cpu_offloading_num_layers",
-                                                      "grad_reduce_in_bf16", "optimizer_state_dtype",
-                                                      "store_param_remainders", "allocator_fragmentation"};
+const std::map<std::string, nlohmann::json> kTrainingKeysWhenSet = {
+    {"data_parallel_sharding_strategy", nullptr}, {"fsdp_implementation", nullptr}, {"cuda_graph_scope", nullptr},
+    {"cpu_offloading_num_layers", 0},             {"grad_reduce_in_bf16", false},   {"optimizer_state_dtype", "fp32"},
+    {"store_param_remainders", false},            {"allocator_fragmentation", 0}};
 
 nlohmann::json to_json(const TrainingConfig& t) {
   nlohmann::json j = {{"micro_batch", t.micro_batch},

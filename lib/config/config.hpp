@@ -161,7 +161,10 @@ struct HardwareConfig {
     int64_t p2p_per_peer_across_nodes = 0;   // ... spanning nodes
     int64_t p2p_across_nodes = 0;            // send/recv channels of a communicator spanning nodes
     int64_t nvls = 0;                        // NVLink SHARP channels; 0: no NVLS
-    bool given() const { return coll_in_node > 0 || coll_across_nodes > 0 || p2p_per_peer_in_node > 0; }
+    bool given() const {
+      return coll_in_node > 0 || coll_across_nodes > 0 || p2p_per_peer_in_node > 0 || p2p_per_peer_across_nodes > 0 ||
+             p2p_across_nodes > 0 || nvls > 0;
+    }
   } nccl_channels;
   std::vector<TopologyLevel> topology;  // innermost level first
   // Collective -> the algorithm to use instead of the fastest one; none: auto.
@@ -365,8 +368,9 @@ inline constexpr int64_t kMaxGpus = int64_t{1} << 20;
 ParallelismConfig parallelism_from_json(const nlohmann::json& j, const std::string& path);
 nlohmann::json to_json(const TrainingConfig& training);
 // The training keys to_json writes only when they are set (a sharding strategy beyond the
-// distributed optimizer, CUDA graph scopes); training_from_json reads them all.
-extern const std::vector<std::string> kTrainingKeysWhenSet;
+// distributed optimizer, CUDA graph scopes, settings off their defaults), each with the scalar
+// it holds when absent (null: none); training_from_json reads them all.
+extern const std::map<std::string, nlohmann::json> kTrainingKeysWhenSet;
 TrainingConfig training_from_json(const nlohmann::json& j, const std::string& path);
 // Makes distributed_optimizer and data_parallel_sharding agree: the distributed optimizer
 // alone is optim; a sharding strategy turns the distributed optimizer on.

@@ -69,10 +69,10 @@ Graph estimate_memory(const ModelConfig& model, const HardwareConfig& hardware, 
 ShardOptions shard_options_from_json(const nlohmann::json& parallelism, const nlohmann::json& training) {
   ShardOptions options;
   auto merged = [](nlohmann::json defaults, const nlohmann::json& given, const std::string& section,
-                   const std::vector<std::string>& also = {}) {
+                   const std::map<std::string, nlohmann::json>& also = {}) {
     if (!given.is_object()) throw DataError(section + ": expected an object, got " + given.dump());
     for (const auto& [key, value] : given.items()) {
-      const bool known = defaults.contains(key) || std::find(also.begin(), also.end(), key) != also.end();
+      const bool known = defaults.contains(key) || also.count(key) > 0;
       if (!known || key == "world_size")
         throw DataError(section + ": unknown key '" + key + "' (docs/graph-format.md lists them)");
       defaults[key] = value;

@@ -314,7 +314,12 @@ void account_memory(Graph& g) {
   MemSection mem;
   StageMemory heaviest;
   MemoryReserve heaviest_reserve;
-  double most_device_bytes = 0;  // over the ranks: their tensors and what lies outside the allocator
+  // The GPU's memory: tensors, the allocator's fragmentation of them, and the reserve.
+  const double fragmentation = shard.training.allocator_fragmentation;
+  auto device_bytes = [&](const StageMemory& stage, const MemoryReserve& reserve) {
+    return stage.total_bytes() * (1 + fragmentation) + reserve.total();
+  };
+  double most_device_bytes = 0;  // over the ranks
   const HardwareConfig* hardware = g.cost ? &g.cost->hardware : nullptr;
   const std::vector<RankProgram> programs = rank_programs(shard);
   const std::vector<MemoryReserve> reserves =
@@ -332,8 +337,7 @@ void account_memory(Graph& g) {
     mem.pp_stage_memory_gb.push_back(stage.total_bytes() / kBytesPerGB);
     mem.pp_stage_microbatches_in_flight.push_back(stage.microbatches_in_flight);
     const MemoryReserve& reserve = reserves[static_cast<size_t>(rank)];
-    const double fragmentation = shard.training.allocator_fragmentation * stage.total_bytes();
-    most_device_bytes = std::max(most_device_bytes, stage.total_bytes() + fragmentation + reserve.total());
+    most_device_bytes = std::max(most_device_bytes, device_bytes(stage, reserve));
     if (rank == 0 || stage.total_bytes() > heaviest.total_bytes()) {
       heaviest = stage;
       heaviest_reserve = reserve;
@@ -349,8 +353,8 @@ void account_memory(Graph& g) {
   mem.peak_memory_gb = heaviest.total_bytes() / kBytesPerGB;
   mem.cuda_context_bytes = heaviest_reserve.cuda_context_bytes;
   mem.nccl_buffer_bytes = heaviest_reserve.nccl_buffer_bytes;
-  mem.fragmentation_bytes = shard.training.allocator_fragmentation * heaviest.total_bytes();
-  mem.device_memory_gb = (heaviest.total_bytes() + mem.fragmentation_bytes + heaviest_reserve.total()) / kBytesPerGB;
+  mem.fragmentation_bytes = fragmentation * heaviest.total_bytes();
+  mem.device_memory_gb = device_bytes(heaviest, heaviest_reserve) / kBytesPerGB;
 
   if (hardware && hardware->gpu_memory_GB) {
     const double capacity_gb = *hardware->gpu_memory_GB, required_gb = most_device_bytes / kBytesPerGB;

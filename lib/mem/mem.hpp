@@ -12,8 +12,8 @@ void account_memory(Graph& g);
 
 // The gradients and optimizer states of `params` parameters held by one GPU, `expert_params`
 // of them the experts': the main gradients, and Adam's master weights and two moments
-// (TrainingConfig::optimizer_state_bytes), which the distributed optimizer shards over the data-parallel group (dp x cp ranks; the
-// experts' over the expert-data-parallel group); optim_grads shards the gradients too, and
+// (TrainingConfig::optimizer_state_bytes), which the distributed optimizer shards over the
+// data-parallel group (dp x cp ranks; the experts' over the expert-data-parallel group); optim_grads shards the gradients too, and
 // optim_grads_params the weights (`weight_share`: the share of its weights a GPU keeps between
 // the layers' all-gathers).
 struct TrainingStateBytes {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
-#include <tuple>
+#include <utility>
 
 #include "common/units.hpp"
 #include "network/network.hpp"
@@ -52,7 +52,7 @@ double p2p_bytes(int64_t nvlink_peers, bool across_nodes, const HardwareConfig::
 // placed once; a pipeline send_recv's peer (its neighbour) once per chunk and direction.
 struct RankCommunicators {
   std::map<std::pair<CommGroup, int64_t>, const ShardOp*> rings, all_to_alls, ring_exchanges;
-  std::map<std::tuple<int64_t, OpPhase>, const ShardOp*> sends;
+  std::map<std::pair<int64_t, OpPhase>, const ShardOp*> sends;
 
   void add(const ShardOp& op) {
     const std::pair key{op.group, op.group_size};

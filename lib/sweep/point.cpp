@@ -57,7 +57,7 @@ std::pair<std::string, std::string> split_config_path(const std::string& path) {
   // Every key, those written only when they apply or are set (kTrainingKeysWhenSet) too.
   static const nlohmann::json training_keys = [] {
     nlohmann::json keys = section_keys(to_json(TrainingConfig()));
-    for (const std::string& key : kTrainingKeysWhenSet) keys[key] = nullptr;
+    for (const auto& [key, unset] : kTrainingKeysWhenSet) keys[key] = nullptr;
     return keys;
   }();
   size_t dot = path.find('.');
@@ -113,11 +113,12 @@ std::vector<std::vector<std::string>> cartesian_product(const std::vector<SweepA
 
 namespace {
 
-// Whether `key` of a section written back holds `given`; a scalar key written only when set
-// (kTrainingKeysWhenSet) is absent when it holds its default: false, 0, or fp32 optimizer state.
+// Whether `key` of a section written back holds `given`; a key written only when set
+// (kTrainingKeysWhenSet) is absent when it holds the value it has unset.
 bool reads_back(const nlohmann::json& written, const std::string& key, const nlohmann::json& given) {
   if (written.contains(key)) return written[key] == given;
-  return given == false || given == 0 || (key == "optimizer_state_dtype" && given == "fp32");
+  const auto unset = kTrainingKeysWhenSet.find(key);
+  return unset != kTrainingKeysWhenSet.end() && !unset->second.is_null() && unset->second == given;
 }
 
 // Sets every setting through the config's own readers, one JSON round trip per section (the

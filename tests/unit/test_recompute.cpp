@@ -195,8 +195,11 @@ TEST(Recompute, OpLevelRecomputeRerunsTheEvenGemms) {
                                                "decoder.layers.1.self_attention.linear_proj",
                                                "decoder.layers.1.mlp.linear_fc1_up"}));
   EXPECT_DOUBLE_EQ(flops, 2 * s * b * h * (4 * d + h + f));
-  for (const ShardOp& op : g.shard->ops)
-    if (op.recompute) EXPECT_NE(op.kind, OpKind::attention) << op_label(op);
+  for (const ShardOp& op : g.shard->ops) {
+    if (op.recompute) {
+      EXPECT_NE(op.kind, OpKind::attention) << op_label(op);
+    }
+  }
 }
 
 // torch.nn.functional.cross_entropy of fp32 logits holds, at the peak of its backward, the
