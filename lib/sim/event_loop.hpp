@@ -25,6 +25,8 @@ constexpr double kDoneFraction = 1e-9;
 constexpr double kSettled = 1e-9;
 // The instances of one queue a replay looks at before it gives up (EventLoop::alone_beside_communication).
 constexpr uint32_t kMostLookedAt = 64;
+// When an instance that has not started is done (EventLoop::done_at).
+constexpr double kNever = std::numeric_limits<double>::infinity();
 
 // An op instance as it ran: the entry of its rank's slot `slot` on `queue`.
 struct RanInstance {
@@ -56,6 +58,9 @@ struct KindReplay {
   std::vector<char> ends_queue_use;   // by entry: its queue's last local entry of the kind
   std::vector<char> waited_outside;   // by entry: an instance outside the replayed part may wait for it
   std::vector<uint32_t> queues;       // the local queues it uses
+  // The deps from outside it waits for (Plan::deps): on each queue, of those in the same slot
+  // only the one furthest along, since a queue finishes in order; every other.
+  std::vector<uint32_t> outside_deps;
   bool communicates = false;          // a local entry slows compute
   std::vector<double> queue_end_us;   // by queue of `queues`: when its last instance finishes
   double compute_end_us = 0;          // when its last instance on a slowed queue finishes
@@ -101,7 +106,8 @@ class EventLoop {
   EventLoop(const Plan& plan, Observer& observer, bool replay_slots, Lookout lookout = {})
       // Slots of the combined schedule overlap each other: none runs as it did alone.
       : plan_(plan), observer_(observer), replay_slots_(replay_slots && !plan.combined), lookout_(lookout),
-        queues_(plan.queues.size()), flows_(plan.queues.size()), replays_(replay_slots_ ? plan.kinds.size() : 0) {
+        queues_(plan.queues.size()), flows_(plan.queues.size()), replays_(replay_slots_ ? plan.kinds.size() : 0),
+        issue_runs_(plan.queues.size()), wake_us_(plan.queues.size(), kNever) {
     prepare_slowdown();
     if (!plan.cost->links.empty()) {
       RankNetwork network;
@@ -135,6 +141,8 @@ class EventLoop {
         case Kind::kReplayedFinish: finish_replayed(event.queue, event.tag, event.time_us); break;
         case Kind::kReplayedCommStart: communicate(plan_.queues[event.queue].rank, +1, event.time_us); break;
         case Kind::kReplayedCommEnd: communicate(plan_.queues[event.queue].rank, -1, event.time_us); break;
+        case Kind::kIssued: issued(event.queue, event.time_us); break;
+        case Kind::kWake: try_start(event.queue, event.time_us); break;
       }
       if (marker_ >= 0) at_marker(event.time_us);
     }
@@ -147,8 +155,11 @@ class EventLoop {
   }
 
  private:
-  // kReplayedCommStart and kReplayedCommEnd: a replayed instance that slows compute starts or ends.
-  enum class Kind : uint8_t { kFinish, kLatencyEnd, kFlowEnd, kReplayedFinish, kReplayedCommStart, kReplayedCommEnd };
+  // kReplayedCommStart and kReplayedCommEnd: a replayed instance that slows compute starts or
+  // ends; kIssued: a host's run of issues ends; kWake: a queue's head may start, its issue done.
+  enum class Kind : uint8_t {
+    kFinish, kLatencyEnd, kFlowEnd, kReplayedFinish, kReplayedCommStart, kReplayedCommEnd, kIssued, kWake
+  };
   struct Event {  // 32 bytes: the heap moves them on every push and pop
     double time_us;
     uint64_t sequence;
@@ -250,10 +261,16 @@ class EventLoop {
     state.head = nullptr;
   }
 
-  // Whether the instance `dep` names, for an instance of rank slot `slot` and micro-batch
-  // `microbatch` (-1: the last micro-batch's), has finished.
-  bool finished(const Dep& dep, uint32_t slot, int32_t microbatch) const {
-    return queues_[dep.queue].finished > plan_.place_of(dep, slot, microbatch);
+  // When the instance `dep` names, for an instance of rank slot `slot` and micro-batch
+  // `microbatch` (-1: the last micro-batch's), is done: -kNever once its queue has finished
+  // it, its issue's end when a host's run of issues holds it (issue), else kNever.
+  double done_at(const Dep& dep, uint32_t slot, int32_t microbatch) const {
+    const QueueState& state = queues_[dep.queue];
+    const uint64_t place = plan_.place_of(dep, slot, microbatch);
+    if (state.finished > place) return -kNever;
+    if (!state.busy || !plan_.queues[dep.queue].host()) return kNever;
+    const std::vector<double>& issued_us = issue_runs_[dep.queue];
+    return place - state.finished < issued_us.size() ? issued_us[place - state.finished] : kNever;
   }
 
   // In the combined 1F1B schedule (docs/syssim-sim.md, "The combined 1F1B schedule"): a
@@ -288,13 +305,17 @@ class EventLoop {
     if (!host_allows(queue)) return;
     const Entry& entry = *state.head;
     for (uint32_t d = entry.deps_begin; d < entry.deps_end; ++d)
-      if (!finished(plan_.deps[d], state.slot, state.microbatch)) return;
+      if (const double done_us = done_at(plan_.deps[d], state.slot, state.microbatch); done_us > now_us) {
+        if (done_us < kNever) wake(queue, done_us);
+        return;
+      }
     if constexpr (Observer::kMayJump)
       if (queue == marker_queue_ && state.kind == marker_kind_ && state.pos == 0) marker_ = state.microbatch;
     const int64_t rank = plan_.queues[queue].rank;
     if (replay_slots_ && !plan_.kinds[state.kind].once && state.head_index == prepared(state.kind).first_local &&
         replay(rank, state.slot, now_us))
       return;
+    if (plan_.queues[queue].host()) return issue(queue, now_us);
     state.busy = true;
     state.start_us = now_us;
     observer_.started(queue, entry, now_us);
@@ -336,6 +357,66 @@ class EventLoop {
     }
   }
 
+  // The host issues its head and the ops after it in its slot back to back, up to the next
+  // that waits for the GPU (docs/syssim-sim.md, "The host"). Their issue times are known now:
+  // the run takes one event, and a queue whose head waits for an issue still to come is woken
+  // then (done_at), where a host's every issue would take an event.
+  void issue(uint32_t queue, double now_us) {
+    QueueState& state = queues_[queue];
+    const int64_t rank = plan_.queues[queue].rank;
+    const Plan::Kind& kind = plan_.kinds[state.kind];
+    const std::vector<uint32_t>& on_queue = *state.on_queue;
+    std::vector<double>& issued_us = issue_runs_[queue];
+    issued_us.clear();
+    double finish_us = now_us;
+    for (uint32_t pos = state.pos; pos < on_queue.size(); ++pos) {
+      const Entry& entry = kind.entries[on_queue[pos]];
+      if (pos > state.pos && entry.deps_begin < entry.deps_end) break;
+      const double start_us = finish_us;
+      finish_us += entry.time_us;  // as an instance's finish event would be, one after the other
+      issued_us.push_back(finish_us);
+      observer_.ran(RanInstance{queue, rank, state.slot, state.microbatch, &entry, on_queue[pos], start_us, finish_us,
+                                entry.time_us});
+    }
+    state.busy = true;
+    state.start_us = now_us;
+    push(finish_us, queue, Kind::kIssued);
+    // The queues whose ops these issue may wait for them: each is tried once, as nothing
+    // finishes between the tries to change the answer.
+    const uint32_t first = plan_.first_queue[rank];
+    uint64_t tried = 0;
+    for (uint32_t pos = state.pos; pos < state.pos + issued_us.size(); ++pos) {
+      const Entry& entry = kind.entries[on_queue[pos]];
+      for (uint32_t d = entry.dependents_begin; d < entry.dependents_end; ++d) {
+        const uint32_t dependent = plan_.dependent_queues[d];
+        const uint32_t local = dependent - first;  // wraps for another rank's queue
+        if (local < 64) {
+          if (tried >> local & 1) continue;
+          tried |= uint64_t{1} << local;
+        }
+        try_start(dependent, now_us);
+      }
+    }
+  }
+
+  // A host's run of issues ends: it goes on to its next.
+  void issued(uint32_t queue, double now_us) {
+    QueueState& state = queues_[queue];
+    const auto count = static_cast<uint32_t>(issue_runs_[queue].size());
+    state.busy = false;
+    state.finished += count;
+    state.pos += count - 1;
+    step(queue);
+    try_start(queue, now_us);
+  }
+
+  // `queue` is tried again at `at_us`, once however often its head finds the same issue to come.
+  void wake(uint32_t queue, double at_us) {
+    if (wake_us_[queue] == at_us) return;
+    wake_us_[queue] = at_us;
+    push(at_us, queue, Kind::kWake);
+  }
+
   // The kind's entries that a replay covers and how they wait, worked out once.
   KindReplay& prepared(uint32_t k) {
     KindReplay& r = replays_[k];
@@ -362,6 +443,17 @@ class EventLoop {
       if (r.first_local == kNone) r.first_local = e;
       r.waited_outside[e] |= plan_.waited_across_slots[entry.op];
       if (std::find(r.queues.begin(), r.queues.end(), entry.queue) == r.queues.end()) r.queues.push_back(entry.queue);
+      for (uint32_t d = entry.deps_begin; d < entry.deps_end; ++d) {
+        const Dep& dep = plan_.deps[d];
+        if (dep.slot.is_same_slot() && plan_.local_queue[dep.queue]) continue;  // inside the replay
+        auto same_queue = std::find_if(r.outside_deps.begin(), r.outside_deps.end(), [&](uint32_t o) {
+          return dep.slot.is_same_slot() && plan_.deps[o].slot.is_same_slot() && plan_.deps[o].queue == dep.queue;
+        });
+        if (same_queue == r.outside_deps.end())
+          r.outside_deps.push_back(d);
+        else if (plan_.deps[*same_queue].at < dep.at)
+          *same_queue = d;
+      }
     }
     for (uint32_t queue : r.queues) {
       r.ends_queue_use[kind.on_queue[queue - plan_.first_queue[plan_.queues[queue].rank]].back()] = 1;
@@ -379,15 +471,8 @@ class EventLoop {
     KindReplay& r = replays_[slot.kind];
     if (!r.simulated) simulate_alone(slot, r);
     if (!r.replayable) return false;
-    for (uint32_t e = 0; e < kind.entries.size(); ++e) {
-      if (!r.local[e]) continue;
-      const Entry& entry = kind.entries[e];
-      for (uint32_t d = entry.deps_begin; d < entry.deps_end; ++d) {
-        const Dep& dep = plan_.deps[d];
-        if (dep.slot.is_same_slot() && plan_.local_queue[dep.queue]) continue;  // inside the replay
-        if (!finished(dep, s, slot.microbatch)) return false;
-      }
-    }
+    for (uint32_t d : r.outside_deps)
+      if (done_at(plan_.deps[d], s, slot.microbatch) > now_us) return false;
     for (uint32_t queue : r.queues) {
       const QueueState& state = queues_[queue];
       if (state.busy || state.slot != s || state.pos != 0) return false;
@@ -894,6 +979,8 @@ class EventLoop {
       state.head_index = (*state.on_queue)[state.pos];
       state.head = &kind.entries[state.head_index];
       if (state.busy) state.start_us += shift_us, state.work_updated_us += shift_us;
+      if (state.busy && plan_.queues[q].host())
+        for (double& issued_us : issue_runs_[q]) issued_us += shift_us;
     }
     for (size_t r = 0; r < networks_.size(); ++r) {
       RankNetwork& network = networks_[r];
@@ -939,6 +1026,10 @@ class EventLoop {
   std::vector<std::pair<QueuePlace, QueuePlace>> slowing_asked_;
   std::vector<Event> events_;  // a heap (Later)
   uint64_t sequence_ = 0;
+  // By host queue: when each issue of its current run ends (issue); by queue: the time of its
+  // last wake (a wake shifted by a jump may come twice, which only tries the queue again).
+  std::vector<std::vector<double>> issue_runs_;
+  std::vector<double> wake_us_;
 
   // Steady-state jumps (docs/syssim-sim.md, "Extrapolated micro-batches").
   uint32_t marker_queue_ = kNone, marker_kind_ = kNone;
