@@ -65,6 +65,10 @@ struct KindReplay {
   std::vector<double> queue_end_us;   // by queue of `queues`: when its last instance finishes
   double compute_end_us = 0;          // when its last instance on a slowed queue finishes
   std::vector<double> start_us, finish_us, duration_us;
+  double last_finish_us = 0;          // the latest of finish_us
+  std::vector<uint32_t> local_entries;  // the entries on local queues, in order
+  // Of those, the ones whose replayed instances take events (EventLoop::replay), in order.
+  std::vector<uint32_t> evented_entries;
   std::vector<LinkState> links;  // traffic of one replay on the rank's links
 };
 
@@ -439,6 +443,7 @@ class EventLoop {
         continue;
       }
       r.local[e] = 1;
+      r.local_entries.push_back(e);
       r.communicates |= entry.slows_compute;
       if (r.first_local == kNone) r.first_local = e;
       r.waited_outside[e] |= plan_.waited_across_slots[entry.op];
@@ -479,13 +484,11 @@ class EventLoop {
     }
     if (slowing_ && !alone_beside_communication(rank, s, r)) return false;
     observer_.replayed(rank, s, slot.kind, r, now_us);
-    for (uint32_t e = 0; e < kind.entries.size(); ++e) {
-      if (!r.local[e]) continue;
-      ++replayed_;
+    replayed_ += static_cast<int64_t>(r.local_entries.size());
+    for (uint32_t e : r.evented_entries) {
       const Entry& entry = kind.entries[e];
       if (r.ends_queue_use[e] || r.waited_outside[e]) push(now_us + r.finish_us[e], entry.queue, Kind::kReplayedFinish, e);
-      // Its collectives still running when its compute is done slow the compute after it.
-      if (slowing_ && entry.slows_compute && r.finish_us[e] > r.compute_end_us) {
+      if (slows_after_compute(r, entry, e)) {
         push(now_us + r.start_us[e], entry.queue, Kind::kReplayedCommStart, e);
         push(now_us + r.finish_us[e], entry.queue, Kind::kReplayedCommEnd, e);
       }
@@ -504,6 +507,12 @@ class EventLoop {
       }
     }
     return true;
+  }
+
+  // Whether replayed entry `e` is a collective still running when the replay's compute is
+  // done: it slows the compute after it.
+  bool slows_after_compute(const KindReplay& r, const Entry& entry, uint32_t e) const {
+    return slowing_ && entry.slows_compute && r.finish_us[e] > r.compute_end_us;
   }
 
   // Under the slowdown of compute beside communication, a replay runs as its slot did alone
@@ -666,6 +675,11 @@ class EventLoop {
       if (slowed_[r.queues[q]]) r.compute_end_us = std::max(r.compute_end_us, times.finish_us[a]);
     }
     if (!loop.networks().empty()) r.links = loop.networks().front().links;
+    for (uint32_t e : r.local_entries) {
+      r.last_finish_us = std::max(r.last_finish_us, r.finish_us[e]);
+      if (r.ends_queue_use[e] || r.waited_outside[e] || slows_after_compute(r, kind.entries[e], e))
+        r.evented_entries.push_back(e);
+    }
     r.replayable = !entry_of.empty();
   }
 

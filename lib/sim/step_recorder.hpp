@@ -253,10 +253,14 @@ class StepRecorder {
   void replayed(int64_t rank, uint32_t slot, uint32_t kind, const KindReplay& replay, double now_us) {
     const Plan::Kind& slot_kind = plan_.kinds[kind];
     const int32_t microbatch = plan_.slots[rank][slot].microbatch;
-    for (uint32_t e = 0; e < slot_kind.entries.size(); ++e)
-      if (replay.local[e])
-        add(rank, slot_kind.entries[e].queue, slot, microbatch, slot_kind.entries[e], e, now_us + replay.start_us[e],
-            now_us + replay.finish_us[e], replay.duration_us[e]);
+    for (uint32_t e : replay.local_entries) {
+      const Entry& entry = slot_kind.entries[e];
+      if (keep_timeline_)
+        record(rank, entry.queue, slot, microbatch, entry, e, now_us + replay.start_us[e], now_us + replay.finish_us[e]);
+      count(entry, replay.duration_us[e]);
+    }
+    // The latest of the instances' finishes, now + each: now + the latest, as rounding keeps order.
+    if (!replay.local_entries.empty()) reached(rank, microbatch, now_us + replay.last_finish_us);
     std::vector<Coverage::Boundary>& boundaries = replay_boundaries_[kind];
     if (boundaries.empty()) {
       // By local queue, its instances as intervals, those that follow at once with the same
@@ -372,18 +376,28 @@ class StepRecorder {
   // An instance's share of the totals, and its timeline entry.
   void add(int64_t rank, uint32_t queue, uint32_t slot, int32_t microbatch, const Entry& entry, uint32_t entry_index,
            double start_us, double finish_us, double duration_us) {
-    if (keep_timeline_)
-      timeline_.push_back({{rank, slot, entry_index},
-                           TimelineEntry{rank, plan_.queues[queue].stream, entry.op, microbatch, start_us * kMsPerUs,
-                                         finish_us * kMsPerUs}});
+    if (keep_timeline_) record(rank, queue, slot, microbatch, entry, entry_index, start_us, finish_us);
     if (entry.host) {  // the host's issue of an op: its busy time and the timeline only
       totals_.host_busy_us[rank] += duration_us;
       return;
     }
+    reached(rank, microbatch, finish_us);
+    count(entry, duration_us);
+  }
+  void record(int64_t rank, uint32_t queue, uint32_t slot, int32_t microbatch, const Entry& entry, uint32_t entry_index,
+              double start_us, double finish_us) {
+    timeline_.push_back({{rank, slot, entry_index}, TimelineEntry{rank, plan_.queues[queue].stream, entry.op, microbatch,
+                                                                  start_us * kMsPerUs, finish_us * kMsPerUs}});
+  }
+  // An instance of the rank's (of micro-batch `microbatch`; -1: a step op) finishes at finish_us.
+  void reached(int64_t rank, int32_t microbatch, double finish_us) {
     double& finish = totals_.finish_us[rank];
     finish = std::max(finish, finish_us);
-    totals_.flops += entry.flops;
     if (microbatch >= 0) totals_.pipeline_end_us = std::max(totals_.pipeline_end_us, finish_us);
+  }
+  // An instance of `entry` (not the host's) ran for duration_us: its share of the sums.
+  void count(const Entry& entry, double duration_us) {
+    totals_.flops += entry.flops;
     OpSums& sums = op_sums_[entry.op];
     sums.duration_us += duration_us;
     sums.standalone_us += entry.time_us;

@@ -87,6 +87,41 @@ BENCHMARK(BM_Run70B)
     ->ArgNames({"gpus", "microbatches", "layers"})
     ->Unit(benchmark::kMillisecond);
 
+// One sweep point of GPT-3 175B on 1,024 A100 (tp 8 with SP, pp 8, vpp 2, dp 16, full
+// recompute, micro-batch 1, global batch 1536), the trace made and its instantiation kept as
+// a sweep keeps it (ShardReuse). Args: the stages run, 0 shard, 1 shard and cost, 2 shard,
+// cost and simulation, 3 all four (memory too): the differences split a point by stage.
+void BM_Point175B(benchmark::State& state) {
+  const ModelConfig model = model_named("gpt3-175b");
+  const TraceSection& trace = trace_of(model);
+  const CostEstimator estimator(hardware_named("a100-sxm-80gb"));
+  ShardOptions options;
+  ParallelismConfig& p = options.parallelism;
+  p.tp = 8, p.sp = true, p.pp = 8, p.vpp = 2, p.dp = 16;
+  options.training.micro_batch = 1;
+  options.training.global_batch = 1536;
+  options.training.distributed_optimizer = true;
+  options.training.recompute = "full";
+  const int64_t stages = state.range(0);
+  SimStats stats;
+  size_t ops = 0;
+  ShardReuse reuse(trace);
+  for (auto _ : state) {
+    Graph graph;
+    graph.model = model;
+    graph.shard = shard_trace(model, trace, options, &reuse);
+    ops = graph.shard->ops.size();
+    if (stages >= 1) estimator.cost_graph(graph);
+    if (stages >= 2) stats = simulate_graph(graph);
+    if (stages >= 3) account_memory(graph);
+    benchmark::DoNotOptimize(graph);
+  }
+  state.counters["ops"] = static_cast<double>(ops);
+  state.counters["instances"] = static_cast<double>(stats.instances);
+  state.counters["replayed"] = static_cast<double>(stats.replayed);
+}
+BENCHMARK(BM_Point175B)->DenseRange(0, 3)->ArgName("stages")->Unit(benchmark::kMillisecond);
+
 // The simulation alone of a step that is simulated micro-batch by micro-batch (GPipe, whose
 // ranks of unequal speed never settle), Llama-3-70B on 1,024 GPUs as BM_Run70B. Arg:
 // micro-batches per pipeline. Counters: op instances simulated, of them replayed, and how far the simulation
