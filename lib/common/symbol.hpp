@@ -70,11 +70,16 @@ class Symbol {
   friend std::string operator+(Symbol a, const char* b) { return a.entry_->text + b; }
   friend std::ostream& operator<<(std::ostream& out, Symbol s) { return out << s.entry_->text; }
 
+  // The text with each dot-separated part of only digits read as '*' (a module path of any
+  // layer: "decoder.layers.*.mlp"), found once, when the text is first interned.
+  const std::string& any_layer() const { return entry_->any_layer.empty() ? entry_->text : entry_->any_layer; }
+
   // One interned text.
   struct Entry {
     std::string text;
     NamedOp named_op;
     ModulePath module_path;
+    std::string any_layer;  // empty where it is the text
   };
 
  private:

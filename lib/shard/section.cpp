@@ -209,19 +209,7 @@ RankProgram rank_program(const ShardSection& shard, int64_t stage) {
 }
 
 std::string op_label(const ShardOp& op, bool any_layer) {
-  std::string module(op.module.str());
-  if (any_layer) {
-    std::string pattern;
-    size_t begin = 0;
-    while (begin <= module.size()) {  // each dot-separated part; all digits: '*'
-      const size_t end = std::min(module.find('.', begin), module.size());
-      const std::string_view part = std::string_view(module).substr(begin, end - begin);
-      const bool number = !part.empty() && part.find_first_not_of("0123456789") == std::string_view::npos;
-      pattern += (begin ? "." : "") + (number ? std::string("*") : std::string(part));
-      begin = end + 1;
-    }
-    module = pattern;
-  }
+  const std::string& module = any_layer ? op.module.any_layer() : op.module.str();
   const std::string_view name = op.name.str();
   const size_t colons = name.find("::");
   std::string label = module + " " + std::string(colons == std::string_view::npos ? name : name.substr(colons + 2));

@@ -1,8 +1,12 @@
 #include "sim/sim.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <string>
+#include <tuple>
 #include <utility>
 
 #include "common/units.hpp"
@@ -17,6 +21,32 @@ using namespace sim_detail;
 
 constexpr size_t kTopOps = 10;
 
+// The summed time of the ops `ran` by op_label of any layer, each label's added up in op order.
+// The label follows from the module's path of any layer, the name, the group and the recompute
+// flag, so it is made once for each of those seen, not for each op.
+std::map<std::string, double> time_by_label(const ShardSection& shard, const StepTotals& totals,
+                                            const std::vector<int64_t>& ran) {
+  using Key = std::tuple<const std::string*, const std::string*, int, bool>;  // interned texts
+  std::map<Key, size_t> label_of_key;
+  std::map<std::string, size_t> label_index;
+  std::vector<double> sums;  // by label index
+  for (int64_t id : ran) {
+    const ShardOp& op = shard.ops[id];
+    const Key key{&op.module.any_layer(), &op.name.str(),
+                  op.kind == OpKind::collective ? static_cast<int>(op.group) : -1, op.recompute};
+    auto known = label_of_key.find(key);
+    if (known == label_of_key.end()) {
+      auto [label, added] = label_index.try_emplace(op_label(op, true), sums.size());
+      if (added) sums.push_back(0);
+      known = label_of_key.emplace(key, label->second).first;
+    }
+    sums[known->second] += totals.duration_us[id];
+  }
+  std::map<std::string, double> by_label_us;
+  for (const auto& [label, index] : label_index) by_label_us.emplace(label, sums[index]);
+  return by_label_us;
+}
+
 // The report of a step from its totals: the step time is the binding rank's finish; its
 // phase, kind and collective-group times, longest ops, link loads, exposed communication and
 // pipeline bubble (docs/syssim-sim.md).
@@ -30,18 +60,26 @@ SimSection sim_section(const ShardSection& shard, const CostSection& cost, const
   sim.step_time_ms = step_us * kMsPerUs;
 
   double collective_standalone_ms = 0;
+  // By kind and by group, summed in op order as the maps would be, without a lookup per op.
+  std::array<std::optional<double>, EnumNames<OpKind>::kNames.size()> by_kind_ms;
+  std::array<std::optional<double>, EnumNames<CommGroup>::kNames.size()> by_group_ms;
+  auto add = [](std::optional<double>& sum, double ms) { sum = sum.value_or(0) + ms; };
   for (const ShardOp& op : shard.ops) {
     if (!totals.ran[op.id]) continue;
     double ms = totals.duration_us[op.id] * kMsPerUs;
-    sim.by_op_type_ms[to_string(op.kind)] += ms;
+    add(by_kind_ms[static_cast<size_t>(op.kind)], ms);
     if (op.kind == OpKind::collective) {
       sim.collective_total_ms += ms;
-      sim.collective_by_group_ms[to_string(op.group)].total_ms += ms;
+      add(by_group_ms[static_cast<size_t>(op.group)], ms);
       collective_standalone_ms += totals.standalone_us[op.id] * kMsPerUs;
     } else {
       (op.phase == OpPhase::fwd ? sim.forward_ms : op.phase == OpPhase::bwd ? sim.backward_ms : sim.optimizer_ms) += ms;
     }
   }
+  for (size_t k = 0; k < by_kind_ms.size(); ++k)
+    if (by_kind_ms[k]) sim.by_op_type_ms[to_string(static_cast<OpKind>(k))] = *by_kind_ms[k];
+  for (size_t g = 0; g < by_group_ms.size(); ++g)
+    if (by_group_ms[g]) sim.collective_by_group_ms[to_string(static_cast<CommGroup>(g))].total_ms = *by_group_ms[g];
   if (collective_standalone_ms > 0) sim.collective_slowdown = sim.collective_total_ms / collective_standalone_ms;
   double dominant_ms = -1;
   for (const auto& [kind, ms] : sim.by_op_type_ms)
@@ -56,8 +94,7 @@ SimSection sim_section(const ShardSection& shard, const CostSection& cost, const
   for (size_t i = 0; i < std::min(kTopOps, ran.size()); ++i)
     sim.top_ops.push_back(timed(shard.ops[ran[i]], totals.duration_us[ran[i]]));
   // By module and role, every layer's op together: where a person would change something.
-  std::map<std::string, double> by_label_us;
-  for (int64_t id : ran) by_label_us[op_label(shard.ops[id], true)] += totals.duration_us[id];
+  const std::map<std::string, double> by_label_us = time_by_label(shard, totals, ran);
   std::vector<std::pair<std::string, double>> labels(by_label_us.begin(), by_label_us.end());
   std::stable_sort(labels.begin(), labels.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   for (size_t i = 0; i < std::min(kTopOps, labels.size()); ++i)
