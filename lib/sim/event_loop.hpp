@@ -424,7 +424,10 @@ class EventLoop {
   // The kind's entries that a replay covers and how they wait, worked out once.
   KindReplay& prepared(uint32_t k) {
     KindReplay& r = replays_[k];
-    if (r.prepared) return r;
+    if (!r.prepared) prepare(k, r);
+    return r;
+  }
+  void prepare(uint32_t k, KindReplay& r) {
     r.prepared = true;
     const Plan::Kind& kind = plan_.kinds[k];
     const size_t entries = kind.entries.size();
@@ -463,7 +466,6 @@ class EventLoop {
     for (uint32_t queue : r.queues) {
       r.ends_queue_use[kind.on_queue[queue - plan_.first_queue[plan_.queues[queue].rank]].back()] = 1;
     }
-    return r;
   }
 
   // Replays rank slot `s`, whose first local instance can start now, from its kind's

@@ -131,7 +131,11 @@ struct Plan {
   // The place in its queue's issue order of the instance `dep` names, for an instance of rank
   // slot `slot` and micro-batch `microbatch` (the last micro-batch for a step op's dep).
   uint64_t place_of(const Dep& dep, uint32_t slot, int32_t microbatch) const {
-    if (dep.slot.is_same_slot()) return queues[dep.queue].before[slot] + dep.at;
+    if (dep.slot.is_same_slot()) return queues[dep.queue].before[slot] + dep.at;  // the common case, inlined
+    return place_in_other_slot(dep, microbatch);
+  }
+  // place_of for a dep whose instance is in another slot than the waiting one's.
+  uint64_t place_in_other_slot(const Dep& dep, int32_t microbatch) const {
     if (microbatch < 0) microbatch = static_cast<int32_t>(microbatches - 1);
     if (!dep.slot.is_several()) {
       const uint32_t running = slot_running(dep.slot.kind(), microbatch);
