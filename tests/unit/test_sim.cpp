@@ -3,6 +3,8 @@
 // tests/unit/test_schedule.cpp.)
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "common/error.hpp"
 #include "sim/section.hpp"
 #include "shard/schedule.hpp"
@@ -257,6 +259,26 @@ TEST(Host, ASynchronizationWaitsForTheGpuBeforeTheNextIssue) {
   };
   EXPECT_DOUBLE_EQ(simulate(ops(std::nullopt)).step_time_ms, 0.031);
   EXPECT_DOUBLE_EQ(simulate(ops(1)).step_time_ms, 0.032);
+}
+
+TEST(Host, TheHostIssuesInRunsUpToEachSynchronization) {
+  // As above with the host waiting for b before it issues c: the host issues a 0-1 us and b
+  // 1-2 us in one run, then c 21-22 us, once b has run 11-21 us; it is busy 3 us in all.
+  Graph g = graph_of({{"a", "math", "fwd", "compute", 10, {}, "microbatch", 0, 0, "tp", {}, {}, 1},
+                      {"b", "math", "fwd", "compute", 10, {0}, "microbatch", 0, 0, "tp", {}, {}, 1},
+                      {"c", "math", "fwd", "compute", 10, {1}, "microbatch", 0, 0, "tp", {}, {}, 1, 1}});
+  simulate_graph(g, SimOptions{true});
+  EXPECT_DOUBLE_EQ(g.sim->host_busy_ms, 0.003);
+  std::vector<std::tuple<int64_t, double, double>> issued;  // op, start and finish in us
+  for (const TimelineEntry& entry : *g.sim->timeline)
+    if (entry.host()) issued.emplace_back(entry.op, entry.start_ms * 1e3, entry.end_ms * 1e3);
+  const std::vector<std::tuple<int64_t, double, double>> expected = {{0, 0, 1}, {1, 1, 2}, {2, 21, 22}};
+  ASSERT_EQ(issued.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(std::get<0>(issued[i]), std::get<0>(expected[i])) << "issue " << i;
+    EXPECT_NEAR(std::get<1>(issued[i]), std::get<1>(expected[i]), 1e-9) << "issue " << i;
+    EXPECT_NEAR(std::get<2>(issued[i]), std::get<2>(expected[i]), 1e-9) << "issue " << i;
+  }
 }
 
 TEST(Host, TheHostIssuesAtMostOneSlotAheadOfTheComputeStream) {
