@@ -45,6 +45,20 @@ double peak_resident_mb() {
 // the static destructors run, and a booster freed after that crashes at exit.
 CostEstimator h100() { return CostEstimator(hardware_named("h100-sxm-80gb")); }
 
+// GPT-3 175B on 1,024 A100 as the search meets it: global batch 1536, micro-batch 1, the
+// distributed optimizer, SP with tp, recomputing `recompute`; dp fills the GPUs.
+ShardOptions layout_175b(int64_t tp, int64_t pp, int64_t cp, const std::string& recompute) {
+  ShardOptions options;
+  ParallelismConfig& p = options.parallelism;
+  p.tp = tp, p.pp = pp, p.cp = cp, p.sp = tp > 1;
+  p.dp = 1024 / (tp * pp * cp);
+  options.training.micro_batch = 1;
+  options.training.global_batch = 1536;
+  options.training.distributed_optimizer = true;
+  options.training.recompute = recompute;
+  return options;
+}
+
 // Llama-3-70B as Megatron-LM trains it on H100: tp 8 with SP, pp 8, the distributed optimizer,
 // micro-batch 1; dp fills the GPUs and the global batch gives each pipeline `microbatches`.
 ShardOptions layout_70b(int64_t gpus, int64_t microbatches) {
@@ -95,13 +109,8 @@ void BM_Point175B(benchmark::State& state) {
   const ModelConfig model = model_named("gpt3-175b");
   const TraceSection& trace = trace_of(model);
   const CostEstimator estimator(hardware_named("a100-sxm-80gb"));
-  ShardOptions options;
-  ParallelismConfig& p = options.parallelism;
-  p.tp = 8, p.sp = true, p.pp = 8, p.vpp = 2, p.dp = 16;
-  options.training.micro_batch = 1;
-  options.training.global_batch = 1536;
-  options.training.distributed_optimizer = true;
-  options.training.recompute = "full";
+  ShardOptions options = layout_175b(8, 8, 1, "full");
+  options.parallelism.vpp = 2;
   const int64_t stages = state.range(0);
   SimStats stats;
   size_t ops = 0;
@@ -176,19 +185,12 @@ void BM_Estimate175B(benchmark::State& state) {
   const ModelConfig model = model_named("gpt3-175b");
   const TraceSection& trace = trace_of(model);
   const CostEstimator estimator(hardware_named("a100-sxm-80gb"));
-  ShardOptions options;
-  ParallelismConfig& p = options.parallelism;
-  p.tp = state.range(0), p.pp = state.range(1), p.cp = state.range(2), p.sp = p.tp > 1;
-  p.dp = 1024 / (p.tp * p.pp * p.cp);
-  options.training.micro_batch = 1;
-  options.training.global_batch = 1536;
-  options.training.distributed_optimizer = true;
-  options.training.recompute = "selective";
+  const ShardOptions options = layout_175b(state.range(0), state.range(1), state.range(2), "selective");
   for (auto _ : state) {
     Graph graph = estimate_memory(model, trace, estimator, options);
     benchmark::DoNotOptimize(step_time_lower_bound_ms(*graph.shard, *graph.cost));
   }
-  state.SetLabel(std::to_string(1536 / p.dp) + " micro-batches");
+  state.SetLabel(std::to_string(1536 / options.parallelism.dp) + " micro-batches");
 }
 BENCHMARK(BM_Estimate175B)
     ->Args({8, 8, 1})->Args({2, 8, 4})->Args({2, 8, 32})->Args({8, 2, 64})
