@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
-#include <set>
 
 #include "common/error.hpp"
 #include "shard/passes.hpp"
@@ -401,10 +400,11 @@ class PipelineRewriter {
   // touches that the rank holds (an op touching none, like the gradient norm's all-reduce,
   // runs whole on every rank), on the rank's own copies of the other buffers.
   void split_step_op(const ShardOp& op) {
-    std::set<int64_t> covered;
+    std::vector<int64_t> covered;  // in buffer order, each once
     for (const auto* buffers : {&op.reads, &op.writes})
       for (int64_t b : *buffers)
-        if (is_model_state(shard_.buffers[b])) covered.insert(b);
+        if (is_model_state(shard_.buffers[b])) covered.push_back(b);
+    sort_unique(covered);
     double total = 0;
     for (int64_t b : covered) total += shard_.buffers[b].bytes;
     std::vector<int64_t> control;
