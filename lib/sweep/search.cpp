@@ -129,12 +129,18 @@ nlohmann::ordered_json layout_inputs(const ShardOptions& o) {
   return inputs;
 }
 
-// The layout's inputs but one, as text: the key of the layouts that differ only there.
-std::string inputs_but(const ShardOptions& layout, const char* input) {
-  nlohmann::ordered_json inputs = layout_inputs(layout);
-  inputs.erase(input);
-  return inputs.dump();
+// The layout's inputs (layout_inputs) but its micro-batch or its recompute, field by field:
+// the key of the layouts that differ only there (a text made per layout cost more than the
+// rest of a search's bookkeeping).
+enum class AllBut { micro_batch, recompute };
+auto inputs_but(const ShardOptions& o, AllBut but) {
+  const ParallelismConfig& p = o.parallelism;
+  return std::make_tuple(p.tp, p.pp, p.vpp.value_or(-1), p.cp, p.dp, p.etp ? p.ep : -1, p.etp.value_or(-1), o.pp_layout,
+                         but == AllBut::micro_batch ? int64_t{0} : o.training.micro_batch,
+                         but == AllBut::recompute ? std::string() : o.training.recompute,
+                         o.training.distributed_optimizer, o.training.data_parallel_sharding);
 }
+using InputsKey = decltype(inputs_but(ShardOptions{}, AllBut::recompute));
 
 // A layout's memory estimate and the lower bound on its step time (step_time_lower_bound_ms):
 // {"status": "invalid" | "oom" | "fits", "peak_memory_gb", "step_bound_ms"}, the bound for
@@ -446,13 +452,13 @@ class LayoutSearch {
   // communication), so the bound of a layout without recompute, once estimated, bounds its
   // recomputing siblings' too.
   void pair_recompute_siblings() {
-    std::map<std::string, size_t> without_recompute;
+    std::map<InputsKey, size_t> without_recompute;
     for (size_t i = 0; i < layouts_.size(); ++i)
       if (layouts_[i].training.recompute == "none")
-        without_recompute.emplace(inputs_but(layouts_[i], "training.recompute"), i);
+        without_recompute.emplace(inputs_but(layouts_[i], AllBut::recompute), i);
     for (size_t i = 0; i < layouts_.size(); ++i) {
       if (layouts_[i].training.recompute == "none") continue;
-      auto sibling = without_recompute.find(inputs_but(layouts_[i], "training.recompute"));
+      auto sibling = without_recompute.find(inputs_but(layouts_[i], AllBut::recompute));
       if (sibling != without_recompute.end()) sibling_without_recompute_[i] = sibling->second;
     }
   }
@@ -496,9 +502,9 @@ class LayoutSearch {
   // micro-batch, so once a layout is out of memory the same layout with a larger micro-batch
   // is too, and is dropped without an estimate.
   void group_by_micro_batch() {
-    std::map<std::string, size_t> group_index;
+    std::map<InputsKey, size_t> group_index;
     for (size_t i = 0; i < layouts_.size(); ++i) {
-      auto [it, added] = group_index.emplace(inputs_but(layouts_[i], "training.micro_batch"), groups_.size());
+      auto [it, added] = group_index.emplace(inputs_but(layouts_[i], AllBut::micro_batch), groups_.size());
       if (added) groups_.emplace_back();
       groups_[it->second].push_back(i);
       group_of_[i] = it->second;
