@@ -103,7 +103,7 @@ double Poly::evaluate(const AxisValues& values, const std::string& where) const 
   return total;
 }
 
-bool Poly::contains_axis(const std::string& name) const {
+bool Poly::contains_axis(std::string_view name) const {
   return std::any_of(terms_.begin(), terms_.end(),
                      [&](const Monomial& m) {
                        return std::any_of(m.exponents.begin(), m.exponents.end(),

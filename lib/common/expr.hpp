@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace syssim {
@@ -37,7 +38,7 @@ class Poly {
 
   // Throws DataError naming `where` if an axis has no value.
   double evaluate(const AxisValues& values, const std::string& where) const;
-  bool contains_axis(const std::string& name) const;
+  bool contains_axis(std::string_view name) const;
   std::string to_string() const;  // canonical text: sorted, deterministic
   const std::vector<Monomial>& terms() const { return terms_; }
 

@@ -149,7 +149,7 @@ void split_tokens(ShardOp& op, double share);
 double dtype_size(const std::string& dtype);
 // Whether some dimension uses an axis that tensor parallelism splits (g, f, v).
 bool has_tensor_parallel_axis(const Dims& dims);
-bool has_axis(const Dims& dims, const std::string& axis);
+bool has_axis(const Dims& dims, std::string_view axis);
 
 // Puts an op inserted for `anchor` in the anchor's layer, module, pass, pipeline place and
 // recomputation.

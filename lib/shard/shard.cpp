@@ -207,7 +207,7 @@ bool has_tensor_parallel_axis(const Dims& dims) {
   return false;
 }
 
-bool has_axis(const Dims& dims, const std::string& axis) {
+bool has_axis(const Dims& dims, std::string_view axis) {
   return std::any_of(dims.begin(), dims.end(), [&](const Poly& d) { return d.contains_axis(axis); });
 }
 

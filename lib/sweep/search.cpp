@@ -157,7 +157,7 @@ nlohmann::json memory_estimate(PointEvaluator& evaluate, const ShardOptions& lay
   nlohmann::json estimated = {{"status", "invalid"}};
   try {
     Graph graph = estimate_memory(evaluate.model(), evaluate.trace(layout.training.seq_length), evaluate.estimator(),
-                                  layout);
+                                  layout, &evaluate.reuse(layout.training.seq_length));
     estimated = {{"status", graph.mem->oom ? "oom" : "fits"},
                  {"peak_memory_gb", graph.mem->peak_memory_gb},
                  {"step_bound_ms", step_time_lower_bound_ms(*graph.shard, *graph.cost)}};
