@@ -54,7 +54,6 @@ struct KindReplay {
   bool simulated = false;  // the rest
   bool replayable = false;
   uint32_t first_local = kNone;  // its first entry on a local queue
-  std::vector<char> local;            // by entry: on a local queue
   std::vector<char> ends_queue_use;   // by entry: its queue's last local entry of the kind
   std::vector<char> waited_outside;   // by entry: an instance outside the replayed part may wait for it
   std::vector<uint32_t> queues;       // the local queues it uses
@@ -65,7 +64,7 @@ struct KindReplay {
   std::vector<double> queue_end_us;   // by queue of `queues`: when its last instance finishes
   double compute_end_us = 0;          // when its last instance on a slowed queue finishes
   std::vector<double> start_us, finish_us, duration_us;
-  double last_finish_us = 0;          // the latest of finish_us
+  double last_finish_us = 0;          // the latest of queue_end_us
   std::vector<uint32_t> local_entries;  // the entries on local queues, in order
   // Of those, the ones whose replayed instances take events (EventLoop::replay), in order.
   std::vector<uint32_t> evented_entries;
@@ -431,7 +430,6 @@ class EventLoop {
     r.prepared = true;
     const Plan::Kind& kind = plan_.kinds[k];
     const size_t entries = kind.entries.size();
-    r.local.assign(entries, 0);
     r.ends_queue_use.assign(entries, 0);
     r.waited_outside.assign(entries, 0);
     for (uint32_t e = 0; e < entries; ++e) {
@@ -445,7 +443,6 @@ class EventLoop {
         }
         continue;
       }
-      r.local[e] = 1;
       r.local_entries.push_back(e);
       r.communicates |= entry.slows_compute;
       if (r.first_local == kNone) r.first_local = e;
@@ -635,8 +632,7 @@ class EventLoop {
     Plan::Kind& part = alone.kinds.emplace_back();
     part.on_queue.resize(r.queues.size());
     std::vector<uint32_t> entry_of;  // by entry of `part`: the kind's
-    for (uint32_t e = 0; e < kind.entries.size(); ++e) {
-      if (!r.local[e]) continue;
+    for (uint32_t e : r.local_entries) {
       const Entry& entry = kind.entries[e];
       Entry copy = entry;
       copy.queue = alone_queue(entry.queue);
@@ -677,11 +673,10 @@ class EventLoop {
       if (slowed_[r.queues[q]]) r.compute_end_us = std::max(r.compute_end_us, times.finish_us[a]);
     }
     if (!loop.networks().empty()) r.links = loop.networks().front().links;
-    for (uint32_t e : r.local_entries) {
-      r.last_finish_us = std::max(r.last_finish_us, r.finish_us[e]);
+    if (!r.queue_end_us.empty()) r.last_finish_us = *std::max_element(r.queue_end_us.begin(), r.queue_end_us.end());
+    for (uint32_t e : r.local_entries)
       if (r.ends_queue_use[e] || r.waited_outside[e] || slows_after_compute(r, kind.entries[e], e))
         r.evented_entries.push_back(e);
-    }
     r.replayable = !entry_of.empty();
   }
 

@@ -112,6 +112,7 @@ std::vector<ShardOptions> enumerate_layouts(const ModelConfig& model, const Hard
   return layouts;
 }
 
+// (inputs_but below keys the same fields: a field added here goes there too.)
 nlohmann::ordered_json layout_inputs(const ShardOptions& o) {
   const ParallelismConfig& p = o.parallelism;
   nlohmann::ordered_json inputs = {{"parallelism.tp", p.tp},
