@@ -38,7 +38,7 @@ assert_oom_on() {
   assert_oom_on "$report" 42.9
 }
 
-@test "h100-sxm-96gb-500w: the H100 SXM peak (the 500 W cap is not modelled) and 96 GiB" {
+@test "h100-sxm-96gb-500w: the H100 SXM peak (an upper bound at 500 W) and 96 GiB" {
   report=$(run_8b h100-sxm-96gb-500w)
   # H100 datasheet, SXM: BF16 1,979 TFLOPS with sparsity / 2 = 989 (as torchtitan's MFU takes it).
   assert_close "$(peak_of "$report")" 989 1e-6
