@@ -64,7 +64,7 @@ enum class NamedOp : uint8_t {
   flash_attn, flash_attn_backward, flash_attn_window, flash_attn_window_backward,
   scale_mask_softmax, moe_permute,
   rms_norm, rms_norm_backward, layer_norm, layer_norm_backward, grad_norm,
-  sum, cross_entropy, amax, quantize, transpose,
+  sum, cross_entropy, amax, quantize, transpose, torchao_quantize,
 };
 
 // Each enum's names, in the order of its values, as the graph format writes them.
@@ -114,7 +114,7 @@ struct EnumNames<TpRole> {
 };
 template <>
 struct EnumNames<NamedOp> {
-  static constexpr std::array<const char*, 29> kNames = {
+  static constexpr std::array<const char*, 30> kNames = {
       "",  // other: any name not below
       "syssim::linear", "syssim::linear_dgrad", "syssim::linear_wgrad",
       "syssim::qkv_linear", "syssim::qkv_linear_dgrad", "syssim::qkv_linear_wgrad",
@@ -125,7 +125,8 @@ struct EnumNames<NamedOp> {
       "syssim::scale_mask_softmax", "syssim::moe_permute",
       "syssim::rms_norm", "syssim::rms_norm_backward", "syssim::layer_norm", "syssim::layer_norm_backward",
       "optimizer::grad_norm",
-      "aten::sum", "syssim::cross_entropy", "te::amax", "te::quantize", "te::transpose"};
+      "aten::sum", "syssim::cross_entropy", "te::amax", "te::quantize", "te::transpose",
+      "torchao::quantize"};
 };
 
 // A group's stream bears the group's name.

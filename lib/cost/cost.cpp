@@ -17,7 +17,7 @@ std::string op_path(const ShardOp& op) { return "/shard/ops/" + std::to_string(o
 
 // The estimator family of a compute op (lib/calibrate/calibrate.hpp): GEMMs and attention by
 // kind; the other kernels by the op they are, named exactly (the norms, the reductions and
-// Transformer Engine's casts; every other op is elementwise).
+// Transformer Engine's and torchao's casts; every other op is elementwise).
 std::string family_of(const ShardOp& op) {
   switch (op.kind) {
     case OpKind::gemm: return "gemm";
@@ -38,7 +38,8 @@ std::string family_of(const ShardOp& op) {
     case NamedOp::cross_entropy:
     case NamedOp::amax: return "reduction";
     case NamedOp::quantize:
-    case NamedOp::transpose: return "quantize";
+    case NamedOp::transpose:
+    case NamedOp::torchao_quantize: return "quantize";
     default: return "elementwise";
   }
 }

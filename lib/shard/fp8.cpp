@@ -43,10 +43,14 @@ constexpr double kBackwardTensorsPerLinear = 1;
 struct Recipe {
   std::string gemm_dtype;         // dtype of the GEMMs: fp8 | fp4
   double element_bytes = 1;       // E4M3/E5M2: 1 byte; E2M1: half a byte
-  double block = 0;               // elements sharing one block scale; 0: one scale per tensor
+  double block = 0;               // elements sharing one block scale; 0: none
   double tensor_scale_bytes = 0;  // fp32 scale of the whole tensor
   bool amax_pass = false;         // the tensor's amax is read in a pass of its own before the cast
   bool delayed = false;           // scales come from the amax history, updated after each pass
+  bool copy_amaxes = false;       // each copy takes the amaxes of its own blocks or rows in the cast
+  bool gathers_quantized = true;  // a TP all-gathered operand is quantized before the gather
+  bool rescaled_backward = false; // dgrad and wgrad scale their output in a kernel of their own
+  std::string framework = "te";   // whose kernels: the prefix of the ops' names
 };
 
 // TE's recipes (NVIDIA/TransformerEngine docs/features/low_precision_training):
@@ -59,12 +63,26 @@ struct Recipe {
 //   copies quantized independently from the high-precision data (mxfp8.rst).
 // - NVFP4BlockScaling: E2M1 elements, one E4M3 scale per 16 elements and an fp32 global scale
 //   from the tensor's amax (nvfp4.rst).
+// - torchao's rowwise recipe (pytorch/ao torchao/float8/config.py, Float8LinearRecipeName.
+//   ROWWISE, at the commit torchtitan's June 2025 benchmarks ran, 6243040): input, weight and
+//   output gradient scaled per row along the GEMM's reduced dimension (AXISWISE), one fp32 per
+//   row of thousands of elements (not counted), each usage cast from the bf16 tensor along its
+//   own axis in a kernel that finds the rows' amaxes; torchtitan's TP all-gathers in bf16 and
+//   casts after (torchtitan/models/llama3/parallelize_llama.py: the float8 TP styles only for
+//   tensorwise). The forward GEMM runs PyTorch's row-wise CUTLASS kernel with fast
+//   accumulation, within 90-100% of the per-tensor cuBLAS kernel on most shapes (pytorch/pytorch
+//   issue 147971), priced as the fp8 GEMM; dgrad and wgrad accumulate in full precision, where
+//   that kernel is slow, so torchao runs cuBLAS's per-tensor kernel with unit scales and
+//   multiplies its output by the row and column scales afterwards (torchao/float8/
+//   float8_ops.py, addmm_float8_unwrapped): an element-wise pass over each output, taken as a
+//   kernel of its own (Inductor may fuse it into the next point-wise op).
 Recipe recipe_named(const std::string& name) {
   if (name == "delayed") return {"fp8", 1, 0, kFp32Bytes, false, true};
   if (name == "current") return {"fp8", 1, 0, kFp32Bytes, true, false};
-  if (name == "mxfp8") return {"fp8", 1, 32, 0, false, false};
-  if (name == "nvfp4") return {"fp4", 0.5, 16, kFp32Bytes, true, false};
-  throw UsageError("fp8_recipe=" + name + ": expected delayed, current, mxfp8 or nvfp4");
+  if (name == "mxfp8") return {"fp8", 1, 32, 0, false, false, true};
+  if (name == "nvfp4") return {"fp4", 0.5, 16, kFp32Bytes, true, false, true};
+  if (name == "rowwise") return {"fp8", 1, 0, 0, false, false, true, false, true, "torchao"};
+  throw UsageError("fp8_recipe=" + name + ": expected delayed, current, mxfp8, nvfp4 or rowwise");
 }
 
 // Bytes of one quantized copy (one usage) of a tensor of `elements`.
@@ -74,9 +92,10 @@ double copy_bytes(const Recipe& recipe, double elements) {
 }
 
 // FLOPs of a cast writing `copies` usages: a scaling multiply per element and copy, each
-// copy's block amaxes (MXFP8, NVFP4) and the tensor's amax in the same pass (delayed scaling).
+// copy's block or row amaxes (MXFP8, NVFP4, rowwise) and the tensor's amax in the same pass
+// (delayed scaling).
 double cast_flops(const Recipe& recipe, double elements, size_t copies) {
-  double per_copy = recipe.block > 0 ? 2 : 1;
+  double per_copy = recipe.copy_amaxes ? 2 : 1;
   return elements * (static_cast<double>(copies) * per_copy + (recipe.delayed ? 1 : 0));
 }
 
@@ -202,7 +221,7 @@ class LowPrecision {
       } else if (is_activation_operand(b)) {
         int64_t writer = last_writer[b];
         Usage usage = activation_usage(role);
-        if (writer >= 0 && is_tp_gather(ops[writer])) {
+        if (recipe_.gathers_quantized && writer >= 0 && is_tp_gather(ops[writer])) {
           gather_usages_[writer].insert(usage);
           source_usages_[ops[writer].reads[0]].insert(usage);
         } else {
@@ -257,7 +276,7 @@ class LowPrecision {
   // Quantizes `sources` (one tensor of TE's) before `consumer` in every usage their readers
   // need, in one cast; `gathered` when the copies are all-gathered next.
   void quantize(const std::vector<int64_t>& sources, const ShardOp& consumer, bool gathered) {
-    ShardOp cast = inserted(consumer, "te::quantize", OpKind::memory);
+    ShardOp cast = inserted(consumer, recipe_.framework + "::quantize", OpKind::memory);
     cast.reads = sources;
     if (recipe_.amax_pass) cast.reads.push_back(amax_pass(sources, consumer, gathered));
     for (int64_t source : sources) {
@@ -341,6 +360,17 @@ class LowPrecision {
       if (copy != b && is_weight(b) && role == GemmRole::kForward) q.reads.push_back(b);
     }
     rewriter_.keep(op.id, q);
+    if (recipe_.rescaled_backward && role != GemmRole::kForward) rescale(q);
+  }
+
+  // The per-row and per-column scales applied to a backward GEMM's 16-bit output in place
+  // (torchao's rowwise recipe): one multiply per element, the output read and written.
+  void rescale(const ShardOp& gemm) {
+    ShardOp op = inserted(gemm, recipe_.framework + "::rescale", OpKind::math);
+    op.reads = op.writes = gemm.writes;
+    op.flops = bytes_of(gemm.writes) / dtype_size(high_precision_);
+    op.bytes = 2 * bytes_of(gemm.writes);
+    rewriter_.add(op);
   }
 
   // Once per step, before the first micro-batch: each linear's weights quantized in the usages
@@ -354,7 +384,7 @@ class LowPrecision {
       consumer.scope = OpScope::step_start;
       consumer.pass = OpPass::step;
       consumer.recompute = false;
-      ShardOp cast = inserted(consumer, param_gather_ ? "te::transpose" : "te::quantize", OpKind::memory);
+      ShardOp cast = inserted(consumer, param_gather_ ? "te::transpose" : recipe_.framework + "::quantize", OpKind::memory);
       cast.reads = weights;
       if (recipe_.amax_pass && !param_gather_) cast.reads.push_back(amax_pass(weights, consumer, false));
       for (int64_t w : weights) {
@@ -467,8 +497,8 @@ void check_low_precision(const ShardOptions& options) {
     if (t.dtype != "fp8") throw UsageError("fp8_param_gather needs --dtype fp8");
     if (!t.distributed_optimizer)
       throw UsageError("fp8_param_gather needs --distributed-optimizer (as in Megatron-LM)");
-    if (*low_precision_recipe(t) == "mxfp8")
-      throw UsageError("fp8_param_gather with fp8_recipe=mxfp8 is not simulated yet (delayed or current only)");
+    if (const std::string recipe = *low_precision_recipe(t); recipe != "delayed" && recipe != "current")
+      throw UsageError("fp8_param_gather with fp8_recipe=" + recipe + " is not simulated yet (delayed or current only)");
   }
 }
 

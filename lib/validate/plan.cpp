@@ -66,6 +66,20 @@ int64_t required(std::optional<int64_t> (*read)(const MeasuredRow&, const std::s
 int64_t required_int(const MeasuredRow& row, const std::string& column) { return required(int_cell, row, column); }
 int64_t required_size(const MeasuredRow& row, const std::string& column) { return required(size_cell, row, column); }
 
+// torchtitan's Llama 3 training configs train at 8,192 tokens (torchtitan/models/llama3/
+// train_configs/llama3_8b.toml, seq_len = 8192, at 820504e, the commit of its June 2025
+// benchmarks, whose tables do not restate it).
+constexpr int64_t kTorchtitanLlama3Sequence = 8192;
+
+bool torchtitan(const MeasuredRow& row) { return cell(row, "source_id") == "TORCHTITAN"; }
+
+// The row's sequence length, else the one its source's training config sets.
+int64_t sequence_length(const MeasuredRow& row) {
+  if (std::optional<int64_t> seq = int_cell(row, "seq_length")) return *seq;
+  if (torchtitan(row) && starts_with(cell(row, "model"), "Llama3")) return kTorchtitanLlama3Sequence;
+  throw Unsupported{"column 'seq_length' is empty"};
+}
+
 // The `gpu` cells of the measured table's README, which name their presets exactly; any other
 // spelling (spellings.hpp) is listed among the row's assumptions.
 const std::vector<std::string> kTableGpus = {"H100-80GB", "A100-80GB", "GB200", "B200", "GB300",
@@ -137,7 +151,7 @@ ModelConfig named_model(const std::string& name, int64_t seq_length) {
 
 // A model from a preset or the model_config column, checked against the row's own columns.
 ModelConfig configured_model(const MeasuredRow& row, const std::string& config, std::vector<std::string>& assumptions) {
-  ModelConfig model = named_model(config, required_int(row, "seq_length"));
+  ModelConfig model = named_model(config, sequence_length(row));
   for (const auto& [column, value] : {std::pair{"layers", model.num_layers}, {"hidden", model.hidden_size},
                                       {"heads", model.num_attention_heads}})
     if (std::optional<int64_t> given = int_cell(row, column); given && *given != value)
@@ -175,7 +189,7 @@ ModelConfig architecture(const MeasuredRow& row, std::vector<std::string>& assum
   model.num_attention_heads = required_int(row, "heads");
   model.num_query_groups = int_cell(row, "kv_heads").value_or(model.num_attention_heads);
   model.kv_channels = model.num_attention_heads > 0 ? model.hidden_size / model.num_attention_heads : 0;
-  model.seq_length = required_int(row, "seq_length");
+  model.seq_length = sequence_length(row);
   model.max_position_embeddings = model.seq_length;
   if (std::string backend = cell(row, "attention_backend"); !backend.empty()) {
     model.attention_backend = backend;
@@ -257,13 +271,14 @@ TrainingConfig training(const MeasuredRow& row, int64_t dp, int64_t data_paralle
   t.micro_batch = micro_batch.value_or(1);
   if (!micro_batch) assumptions.push_back("micro_batch=1");
   t.global_batch = required_int(row, "global_batch");
-  t.seq_length = required_int(row, "seq_length");
+  t.seq_length = sequence_length(row);
+  if (cell(row, "seq_length").empty()) assumptions.push_back("seq_length=" + std::to_string(*t.seq_length));
   const std::string dtype = cell(row, "dtype");
   const std::optional<Precision> precision = precision_of(dtype);
   if (!precision)
     throw Unsupported{"dtype '" + dtype +
                       "' not recognised (bf16, fp16, fp8, fp8-cs / current scaling, fp8-ds / delayed scaling, "
-                      "fp8-mx / mxfp8, nvfp4)"};
+                      "fp8-mx / mxfp8, nvfp4, fp8 tensorwise, fp8 rowwise)"};
   t.dtype = precision->dtype;
   if (precision->mixed_16bit || (t.dtype == "bf16" && dtype != "bf16")) assumptions.push_back("dtype=bf16");
   std::string recompute = cell(row, "recompute");
@@ -306,9 +321,12 @@ TrainingConfig training(const MeasuredRow& row, int64_t dp, int64_t data_paralle
   // Bridge's bf16_with_fp8_current_scaling_mixed), which syssim simulates with the distributed
   // optimizer; its MXFP8 recipe's fp8 parameters are not simulated (bf16 parameters instead).
   const bool megatron_bridge = cell(row, "source_id") == "MB_PERF";
+  // torchtitan's float8 runs gather 16-bit weights unless told otherwise (its config's
+  // float8.enable_fsdp_float8_all_gather defaults to false; llama3_8b.toml at 820504e keeps it).
   if (t.dtype == "fp8" || t.dtype == "fp4") {
     t.fp8_recipe = precision->recipe.value_or(megatron_bridge ? "current" : "delayed");
-    t.fp8_param_gather = (*t.fp8_recipe == "current" || *t.fp8_recipe == "delayed") && t.distributed_optimizer;
+    t.fp8_param_gather =
+        (*t.fp8_recipe == "current" || *t.fp8_recipe == "delayed") && t.distributed_optimizer && !torchtitan(row);
     if (!precision->recipe || (dtype != "fp8-cs" && dtype != "fp8-mx"))
       assumptions.push_back("fp8_recipe=" + *t.fp8_recipe);
     assumptions.push_back(t.fp8_param_gather ? "fp8_param_gather=1" : "fp8_param_gather=0");
@@ -344,12 +362,15 @@ ShardOptions layout(const MeasuredRow& row, std::vector<std::string>& assumption
   if (!sp && p.tp > 1) assumptions.push_back(p.sp ? "sp=1" : "sp=0");
   options.gpus = gpus;
   options.training = training(row, p.dp, p.dp * p.cp, assumptions);
-  // Transformer Engine's overlap of the TP collectives with their GEMMs where the row says
-  // the run turned it on (a tp_comm_overlap column, else "--tp-comm-overlap" in its notes, as
-  // Megatron-LM's README rows); Megatron-LM allows it only with sequence parallelism.
+  // The overlap of the TP collectives with their GEMMs where the row says the run turned it on
+  // (a tp_comm_overlap column, else "--tp-comm-overlap" in its notes, as Megatron-LM's README
+  // rows, or torchtitan's "async TP", which splits each all-gather and reduce-scatter into
+  // pieces that run beside the GEMM's pieces as Transformer Engine's overlap does); Megatron-LM
+  // allows it only with sequence parallelism, as torchtitan's async TP needs.
   const std::optional<bool> tp_comm_overlap = flag_cell(row, "tp_comm_overlap");
-  options.training.tp_comm_overlap =
-      tp_comm_overlap.value_or(cell(row, "notes").find("--tp-comm-overlap") != std::string::npos) && p.sp && p.tp > 1;
+  const std::string notes = cell(row, "notes");
+  const bool noted = notes.find("--tp-comm-overlap") != std::string::npos || notes.find("async TP") != std::string::npos;
+  options.training.tp_comm_overlap = tp_comm_overlap.value_or(noted) && p.sp && p.tp > 1;
   if (options.training.tp_comm_overlap && !tp_comm_overlap) assumptions.push_back("tp_comm_overlap=1 (notes)");
   return options;
 }
@@ -380,7 +401,7 @@ void balance_pipeline(const ModelConfig& model, ShardOptions& options, std::vect
 // RoPE and SwiGLU as chains of separate kernels (torchtitan/models/norms.py RMSNorm, model.py
 // apply_rotary_emb and FeedForward); torch.compile fuses them.
 void torchtitan_model(const MeasuredRow& row, ModelConfig& model, std::vector<std::string>& assumptions) {
-  if (cell(row, "source_id") != "TORCHTITAN") return;
+  if (!torchtitan(row)) return;
   if (!model.multi_latent_attention) model.projection_fusion = false;  // MLA's projections stay fused
   model.cross_entropy = "torch_fp32";  // torchtitan/components/loss.py: cross_entropy(pred.float(), labels)
   assumptions.push_back("projection_fusion=0, cross_entropy=torch_fp32");
@@ -520,12 +541,22 @@ std::optional<double> measurement_cell(const MeasuredRow& row, const std::string
   return value;
 }
 
-// The measured step time: the row's own, else recovered from its TFLOP/s per GPU or its MFU
-// with the source's FLOP formula. Sets plan.measured_step_s and plan.measured_from.
+// The measured step time: the row's own, else the global batch's tokens over the GPUs' token
+// throughput, else recovered from its TFLOP/s per GPU or its MFU with the source's FLOP
+// formula. Sets plan.measured_step_s and plan.measured_from.
 void measured_step_time(const MeasuredRow& row, RowPlan& plan) {
   if (std::optional<double> step = measurement_cell(row, "measured_step_s")) {
     plan.measured_step_s = *step;
     plan.measured_from = "measured_step_s";
+    return;
+  }
+  if (std::optional<double> tokens = measurement_cell(row, "measured_tokens_per_s_per_gpu")) {
+    const TrainingConfig& t = plan.options.training;
+    plan.measured_step_s = static_cast<double>(t.global_batch) * static_cast<double>(*t.seq_length) /
+                           (*tokens * static_cast<double>(*plan.options.gpus));
+    plan.measured_from = "measured_tokens_per_s_per_gpu";
+    plan.assumptions.push_back("measured_step_s from measured_tokens_per_s_per_gpu (global_batch x seq_length / "
+                               "(tokens/s per GPU x num_gpus))");
     return;
   }
   std::optional<double> tflops = measurement_cell(row, "measured_tflops_per_gpu");

@@ -80,6 +80,10 @@ std::optional<Precision> precision_of(const std::string& dtype) {
       {"MXFP8", {"fp8", "mxfp8", false}},
       {"FP8-MXFP8", {"fp8", "mxfp8", false}},
       {"NVFP4", {"fp4", "nvfp4", false}},
+      // torchao's float8 recipes, as torchtitan's tables name them: tensorwise is dynamic
+      // per-tensor scaling (Transformer Engine's current scaling), rowwise its own recipe.
+      {"FP8-TENSORWISE", {"fp8", "current", false}},
+      {"FP8-ROWWISE", {"fp8", "rowwise", false}},
       {"FP4", {"fp4", "nvfp4", false}},
   };
   auto it = kPrecisions.find(name);

@@ -85,7 +85,7 @@ std::string render_table(const ValidationResult& result) {
                                      [](const RowResult& r) { return r.expressed() && r.predicted_oom != r.measured_oom; });
   if (std::any_of(result.rows.begin(), result.rows.end(),
                   [](const RowResult& r) { return r.timed() && r.measured_from != "measured_step_s"; }))
-    out << "(* measured step time derived from the source's TFLOP/s or MFU)\n";
+    out << "(* measured step time derived from the source's tokens/s, TFLOP/s or MFU)\n";
   out << "\nSummary\n";
   out << "  rows: " << result.rows.size() << ", expressed: " << expressed
       << ", skipped: " << result.rows.size() - expressed << ", OOM verdict mismatches: " << mismatches << "\n";

@@ -38,7 +38,7 @@ mem_field() {
   assert_output "syssim-shard: error: fp8_param_gather needs --distributed-optimizer (as in Megatron-LM)"
   run syssim-shard -i "$trace" --dtype fp8 --fp8-recipe tensorwise
   assert_failure 2
-  assert_output --partial "--fp8-recipe: tensorwise not in {delayed,current,mxfp8,nvfp4}"
+  assert_output --partial "--fp8-recipe: tensorwise not in {delayed,current,mxfp8,nvfp4,rowwise}"
 }
 
 @test "the shard section records the recipe simulated, Megatron's default resolved" {

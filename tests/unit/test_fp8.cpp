@@ -228,6 +228,45 @@ TEST(SequenceParallel, QuantizedCopiesAreAllGathered) {
   EXPECT_EQ(amax_reductions, 2u);
 }
 
+TEST(Rowwise, TorchaoCastsEachUsageAlongItsOwnAxisAndRescalesTheBackwardOutputs) {
+  // torchao's rowwise recipe: the four per-micro-batch tensors and the two weights are cast by
+  // torchao's kernels, with no amax pass and no scale update; each cast reads the bf16 tensor
+  // and writes two one-byte copies (per-row scales not counted), finding each copy's row amaxes:
+  // y's cast moves 2N + 2N bytes and does 2 x 2N FLOPs.
+  ShardSection shard = sharded(layout("fp8", "rowwise"));
+  EXPECT_EQ(count(shard, "torchao::quantize"), 4u);
+  EXPECT_EQ(count(shard, "torchao::quantize", OpScope::step_start), 2u);
+  EXPECT_EQ(count(shard, "te::quantize") + count(shard, "te::amax") + count(shard, "te::amax_and_scale_update"), 0u);
+  const double n = s * b * h;
+  const ShardOp* cast_of_y = nullptr;
+  for (const ShardOp* op : named(shard, "torchao::quantize"))
+    if (op->reads[0] == 1) cast_of_y = op;
+  ASSERT_NE(cast_of_y, nullptr);
+  EXPECT_DOUBLE_EQ(cast_of_y->bytes, 2 * n + 2 * n);
+  EXPECT_DOUBLE_EQ(cast_of_y->flops, 2 * 2 * n);
+  // The four backward GEMMs (two dgrads, two wgrads) run cuBLAS's per-tensor kernel and scale
+  // their bf16 output in place afterwards: fc2's dgrad output is the gradient of z (2sbf bytes,
+  // read and written), fc2's wgrad the gradient of w2 (2hf).
+  std::vector<const ShardOp*> rescales = named(shard, "torchao::rescale");
+  ASSERT_EQ(rescales.size(), 4u);
+  EXPECT_DOUBLE_EQ(rescales[0]->bytes, 2 * 2 * s * b * f);
+  EXPECT_DOUBLE_EQ(rescales[0]->flops, s * b * f);
+  EXPECT_DOUBLE_EQ(rescales[1]->bytes, 2 * 2 * h * f);
+  EXPECT_EQ(rescales[0]->reads, rescales[0]->writes);
+  // Under SP, torchtitan gathers the bf16 pieces (3 gathers, as bf16 does) and casts after.
+  ShardSection tp2 = sharded(layout("fp8", "rowwise", 2));
+  EXPECT_EQ(tp_collectives(tp2, "all_gather"), 3u);
+  for (const ShardOp& op : tp2.ops) {
+    if (op.kind == OpKind::collective && op.collective == Collective::all_gather) {
+      EXPECT_EQ(op.dtype, "bf16");
+    }
+  }
+  // Every linear GEMM runs in fp8.
+  size_t fp8_gemms = 0;
+  for (const ShardOp& op : shard.ops) fp8_gemms += op.kind == OpKind::gemm && op.dtype == "fp8";
+  EXPECT_EQ(fp8_gemms, 6u);
+}
+
 TEST(DelayedScaling, AmaxesAreReducedOverTheStageRanksAfterEachPass) {
   // tp 2, dp 2: Megatron's amax reduction group is tp x dp x cp = 4 ranks. Forward: two
   // linears with an input and a weight amax each (16 bytes); backward: an output gradient each (8).
@@ -300,7 +339,7 @@ TEST(Errors, SettingsMegatronRefuses) {
   refused(layout("fp8", "nvfp4"), "fp8_recipe=nvfp4 is a 4-bit recipe: it needs --dtype fp4");
   refused(layout("fp4", "mxfp8"), "dtype=fp4 needs fp8_recipe=nvfp4 (Transformer Engine's 4-bit recipe), got mxfp8");
   refused(layout("bf16", "delayed"), "fp8_recipe=delayed needs --dtype fp8 or fp4");
-  refused(layout("fp8", "tensorwise"), "fp8_recipe=tensorwise: expected delayed, current, mxfp8 or nvfp4");
+  refused(layout("fp8", "tensorwise"), "fp8_recipe=tensorwise: expected delayed, current, mxfp8, nvfp4 or rowwise");
   refused(layout("int8", std::nullopt), "dtype=int8: expected bf16, fp16, fp8 or fp4");
   ShardOptions param_gather = layout("fp8", "delayed");
   param_gather.training.fp8_param_gather = true;
@@ -308,6 +347,8 @@ TEST(Errors, SettingsMegatronRefuses) {
   param_gather.training.distributed_optimizer = true;
   param_gather.training.fp8_recipe = "mxfp8";
   refused(param_gather, "fp8_param_gather with fp8_recipe=mxfp8 is not simulated yet (delayed or current only)");
+  param_gather.training.fp8_recipe = "rowwise";
+  refused(param_gather, "fp8_param_gather with fp8_recipe=rowwise is not simulated yet (delayed or current only)");
   param_gather.training.dtype = "bf16";
   param_gather.training.fp8_recipe.reset();
   refused(param_gather, "fp8_param_gather needs --dtype fp8");

@@ -344,6 +344,8 @@ TEST(ValidateSpellings, PrecisionsAndTheirRecipes) {
   EXPECT_EQ(recipe_of("fp8-mx"), "fp8/mxfp8");
   EXPECT_EQ(recipe_of("MXFP8"), "fp8/mxfp8");
   EXPECT_EQ(recipe_of("nvfp4"), "fp4/nvfp4");
+  EXPECT_EQ(recipe_of("fp8 tensorwise"), "fp8/current");  // torchao's labels, as torchtitan's tables
+  EXPECT_EQ(recipe_of("fp8 rowwise"), "fp8/rowwise");
   EXPECT_EQ(recipe_of("int8"), "none");
 }
 
@@ -363,7 +365,7 @@ TEST(ValidateRow, SpelledGpusAndPrecisionsAreListedAmongTheAssumptions) {
   row["dtype"] = "int8";
   EXPECT_EQ(plan_row(row, kPresets).skip_reason,
             "dtype 'int8' not recognised (bf16, fp16, fp8, fp8-cs / current scaling, fp8-ds / delayed scaling, "
-            "fp8-mx / mxfp8, nvfp4)");
+            "fp8-mx / mxfp8, nvfp4, fp8 tensorwise, fp8 rowwise)");
 }
 
 TEST(ValidateRow, HardwareMapAssignmentsNeedAGpuAndAPreset) {
@@ -528,6 +530,61 @@ TEST(ValidateStepTime, MfuRowsUseTheSourcesPeakAndModelFlops) {
             "no measured step time, and the FLOP formula of source 'SOMEONE' is not known");
 }
 
+// torchtitan's June 2025 async-TP table: Llama 3.1 8B on 64 H100 (FSDP 8, TP 8, local batch
+// 12), tokens/s per GPU only, no sequence length.
+MeasuredRow torchtitan_row() {
+  MeasuredRow row = llama_row();
+  row["source_id"] = "TORCHTITAN";
+  row["model"] = "Llama3.1-8B";
+  row["layers"] = "32";
+  row["hidden"] = "4096";
+  row["ffn_hidden"] = "14336";
+  row["heads"] = "32";
+  row["seq_length"] = row["measured_step_s"] = row["vpp"] = "";
+  row["gpu"] = "H100-96GB-HBM2e-500W";
+  row["tp"] = "8";
+  row["pp"] = row["cp"] = "1";
+  row["dp"] = "8";
+  row["micro_batch"] = "12";
+  row["global_batch"] = "96";
+  row["recompute"] = "selective (per-op SAC)";
+  row["distributed_optimizer"] = "FSDP2 (fully sharded)";
+  row["measured_tokens_per_s_per_gpu"] = "4378";
+  row["notes"] = "FSDP8 TP8 torch.compile, vanilla TP";
+  return row;
+}
+
+TEST(ValidateStepTime, TokensPerSecondGiveTheStepOfTheGlobalBatch) {
+  RowPlan plan = plan_row(torchtitan_row(), kPresets);
+  ASSERT_EQ(plan.skip_reason, "");
+  // The sequence of torchtitan's llama3_8b.toml, which the table does not restate.
+  EXPECT_EQ(plan.options.training.seq_length, 8192);
+  EXPECT_EQ(plan.model.seq_length, 8192);
+  EXPECT_NE(std::find(plan.assumptions.begin(), plan.assumptions.end(), "seq_length=8192"), plan.assumptions.end());
+  // 96 x 8192 tokens per step over 64 GPUs at 4378 tokens/s each: 786,432 / 280,192 = 2.80676 s.
+  EXPECT_EQ(plan.measured_from, "measured_tokens_per_s_per_gpu");
+  EXPECT_NEAR(plan.measured_step_s, 2.80676, 1e-5);
+  EXPECT_FALSE(plan.options.training.tp_comm_overlap);
+  // Async TP overlaps the TP collectives with their GEMMs.
+  MeasuredRow async = torchtitan_row();
+  async["notes"] = "FSDP8 TP8 torch.compile, async TP";
+  EXPECT_TRUE(plan_row(async, kPresets).options.training.tp_comm_overlap);
+  // torchao's float8: tensorwise is current scaling, rowwise its own recipe; torchtitan gathers
+  // 16-bit weights (float8.enable_fsdp_float8_all_gather off by default).
+  for (const auto& [dtype, recipe] : {std::pair{"fp8 tensorwise", "current"}, {"fp8 rowwise", "rowwise"}}) {
+    MeasuredRow fp8 = torchtitan_row();
+    fp8["dtype"] = dtype;
+    RowPlan p = plan_row(fp8, kPresets);
+    ASSERT_EQ(p.skip_reason, "") << dtype;
+    EXPECT_EQ(p.options.training.fp8_recipe, recipe);
+    EXPECT_FALSE(p.options.training.fp8_param_gather) << dtype;
+  }
+  // Another source states its sequence, or the row is skipped.
+  MeasuredRow other = torchtitan_row();
+  other["source_id"] = "SOMEONE";
+  EXPECT_EQ(plan_row(other, kPresets).skip_reason, "column 'seq_length' is empty");
+}
+
 TEST(ValidateRow, SkipReasonsSayWhatIsMissing) {
   auto reason = [](const std::string& column, const std::string& value) {
     MeasuredRow row = llama_row();
@@ -535,7 +592,7 @@ TEST(ValidateRow, SkipReasonsSayWhatIsMissing) {
     return plan_row(row, kPresets).skip_reason;
   };
   EXPECT_EQ(reason("dtype", "int8"), "dtype 'int8' not recognised (bf16, fp16, fp8, fp8-cs / current scaling, fp8-ds / delayed scaling, "
-            "fp8-mx / mxfp8, nvfp4)");
+            "fp8-mx / mxfp8, nvfp4, fp8 tensorwise, fp8 rowwise)");
   EXPECT_EQ(reason("model", "Grok-1"), "column 'layers' is 80 but model grok-1 has 64");
   EXPECT_EQ(reason("model", "Unknown-2"),
             "no architecture known for model 'Unknown-2' (give a model_config column: a preset, a model YAML or a "
@@ -635,7 +692,7 @@ TEST(ValidateRun, SimulatesExpressedRowsAndExplainsTheRest) {
   EXPECT_FALSE(result.rows[1].expressed());  // the library's own one-line refusal
   EXPECT_NE(result.rows[1].skip_reason.find("tp=3"), std::string::npos) << result.rows[1].skip_reason;
   EXPECT_EQ(result.rows[2].skip_reason, "dtype 'int8' not recognised (bf16, fp16, fp8, fp8-cs / current scaling, fp8-ds / delayed scaling, "
-            "fp8-mx / mxfp8, nvfp4)");
+            "fp8-mx / mxfp8, nvfp4, fp8 tensorwise, fp8 rowwise)");
   EXPECT_EQ(result.rows[2].line, 4);
 }
 

@@ -48,8 +48,8 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
   app.add_option("--dtype", t.dtype, "Precision of the transformer layers' linear GEMMs (fp8/fp4: Transformer Engine)")
       ->check(CLI::IsMember({"bf16", "fp16", "fp8", "fp4"}));
   app.add_option("--fp8-recipe", t.fp8_recipe,
-                 "Transformer Engine scaling recipe (default: delayed for fp8, nvfp4 for fp4)")
-      ->check(CLI::IsMember({"delayed", "current", "mxfp8", "nvfp4"}));
+                 "Scaling recipe: Transformer Engine's, or torchao's rowwise (default: delayed for fp8, nvfp4 for fp4)")
+      ->check(CLI::IsMember({"delayed", "current", "mxfp8", "nvfp4", "rowwise"}));
   app.add_flag("--fp8-param-gather", t.fp8_param_gather,
                "Keep the fp8 linears' weights in fp8 and all-gather them in fp8 (needs --distributed-optimizer)");
   app.add_option("--recompute", t.recompute, "Activation recomputation")
