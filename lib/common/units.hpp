@@ -5,6 +5,7 @@
 namespace syssim {
 
 inline constexpr double kBytesPerGB = 1e9;
+inline constexpr double kBytesPerGiB = 1073741824;  // 2^30: what PyTorch's memory stats print as GiB
 inline constexpr double kParamsPerBillion = 1e9;
 inline constexpr double kFlopsPerTflop = 1e12;
 inline constexpr double kMsPerS = 1e3;

@@ -10,6 +10,7 @@
 
 #include "common/error.hpp"
 #include "common/text.hpp"
+#include "common/units.hpp"
 #include "config/presets.hpp"
 #include "shard/shard.hpp"
 #include "validate/spellings.hpp"
@@ -581,6 +582,15 @@ void measured_step_time(const MeasuredRow& row, RowPlan& plan) {
   plan.assumptions.push_back("measured_step_s from " + plan.measured_from + " (" + c.formula_name + ")");
 }
 
+// The measured peak memory in GB: the cell, converted from GiB where the row's notes say the
+// source printed it in GiB (torchtitan logs PyTorch's reserved memory in GiB).
+std::optional<double> measured_peak_memory(const MeasuredRow& row, std::vector<std::string>& assumptions) {
+  std::optional<double> memory = measurement_cell(row, "measured_peak_mem_gb");
+  if (!memory || cell(row, "notes").find("unit GiB") == std::string::npos) return memory;
+  assumptions.push_back("measured_peak_mem_gb in GiB (notes) x 1.073741824");
+  return *memory * kBytesPerGiB / kBytesPerGB;
+}
+
 }  // namespace
 
 std::string cell(const MeasuredRow& row, const std::string& column) {
@@ -629,7 +639,7 @@ RowPlan plan_row(const MeasuredRow& row, const std::string& hardware_dir,
     torchtitan_model(row, plan.model, plan.assumptions);
     balance_pipeline(plan.model, plan.options, plan.assumptions);
     measured_step_time(row, plan);
-    plan.measured_peak_mem_gb = measurement_cell(row, "measured_peak_mem_gb");
+    plan.measured_peak_mem_gb = measured_peak_memory(row, plan.assumptions);
   } catch (const Unsupported& unsupported) {
     plan.skip_reason = unsupported.reason;
   } catch (const std::runtime_error& error) {  // DataError, UsageError: a cell syssim refuses

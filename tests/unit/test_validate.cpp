@@ -579,6 +579,13 @@ TEST(ValidateStepTime, TokensPerSecondGiveTheStepOfTheGlobalBatch) {
     EXPECT_EQ(p.options.training.fp8_recipe, recipe);
     EXPECT_FALSE(p.options.training.fp8_param_gather) << dtype;
   }
+  // Its memory, in GiB as torchtitan logs it: 82.4 x 2^30 bytes = 88.477 GB.
+  MeasuredRow memory = torchtitan_row();
+  memory["measured_peak_mem_gb"] = "82.4";
+  memory["notes"] += "; memory = max across GPUs, unit GiB as reported";
+  EXPECT_NEAR(*plan_row(memory, kPresets).measured_peak_mem_gb, 88.4763, 1e-4);
+  memory["notes"] = "";
+  EXPECT_DOUBLE_EQ(*plan_row(memory, kPresets).measured_peak_mem_gb, 82.4);
   // Another source states its sequence, or the row is skipped.
   MeasuredRow other = torchtitan_row();
   other["source_id"] = "SOMEONE";
