@@ -338,7 +338,11 @@ TrainingConfig training(const MeasuredRow& row, int64_t dp, int64_t data_paralle
   // Megatron-Bridge's performance recipes keep and reduce the main gradients in bf16, for
   // every model of its tables (grad_reduce_in_fp32 false: scripts/performance/configs at
   // v0.1.0rc4, *_llm_pretrain.yaml, and at v0.2.0, *_llm_pretrain.py); NVIDIA's others below.
-  t.grad_reduce_in_bf16 = flag_cell(row, "grad_reduce_in_bf16").value_or(megatron_bridge && t.dtype != "fp16");
+  // Composer's FSDP mixed-precision policy PURE reduces the gradients in the 16-bit dtype
+  // (Composer's get_mixed_precision: reduce_dtype the precision's), DEFAULT in fp32.
+  const bool composer_pure = t.shards_gradients() && dtype.find("PURE") != std::string::npos;
+  t.grad_reduce_in_bf16 =
+      flag_cell(row, "grad_reduce_in_bf16").value_or((megatron_bridge || composer_pure) && t.dtype != "fp16");
   if (t.grad_reduce_in_bf16) assumptions.push_back("grad_reduce_in_bf16=1");
   // Megatron recipes overlap the gradient reduction, and the parameter all-gather with the
   // distributed optimizer; there is nothing to overlap without data parallelism.

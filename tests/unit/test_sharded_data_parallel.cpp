@@ -659,6 +659,32 @@ TEST(ShardedDataParallel, Fsdp2KeepsTheRootUnitAndUnderPipelinesEveryLayerWhole)
   EXPECT_THROW(training_from_json(unknown, "training"), DataError);
 }
 
+TEST(ShardedDataParallel, Float8WeightsAndBf16GradientsShrinkTheUnitsCollectives) {
+  // torchao's float8 all-gather (torchtitan's float8.enable_fsdp_float8_all_gather, tensorwise
+  // scaling) is FSDP2 with fp8 parameters: a layer gathers its linear weights at one byte per
+  // element, (a + 2g) d h + a d h + 2 f h + f h = 983,040 bytes, and an fp32 scale per weight
+  // tensor (the QKV linear's q, k and v, the projection, fc1, fc2: 6 x 4 bytes), and its two
+  // norms in bf16, 2 x 2h = 1,024 bytes.
+  ShardOptions options = layout(4, "optim_grads_params");
+  options.training.fsdp_implementation = FsdpImplementation::fsdp2;
+  options.training.dtype = "fp8";
+  options.training.fp8_recipe = "current";
+  options.training.fp8_param_gather = true;
+  const ShardSection fp8 = sharded(options);
+  const auto layer_gathers = ops_where(fp8, [](const ShardOp& op) {
+    return op.module == "decoder.layers.0.fsdp_params" && op.pass == OpPass::forward;
+  });
+  ASSERT_EQ(layer_gathers.size(), 1u);
+  const double linear_elements = (a + 2 * g) * d * h + a * d * h + 2 * f * h + f * h;
+  EXPECT_DOUBLE_EQ(linear_elements, 983040);
+  EXPECT_DOUBLE_EQ(layer_gathers[0]->message_bytes, linear_elements + 6 * 4 + 2 * 2 * h);
+  // FSDP1's PURE policy (and FSDP2's reduce_dtype bf16): the reduce-scatters move 2 bytes per
+  // parameter instead of fp32's 4, 2 x 2,491,648 bytes per micro-batch.
+  ShardOptions pure = layout(4, "optim_grads_params");
+  pure.training.grad_reduce_in_bf16 = true;
+  EXPECT_DOUBLE_EQ(message_bytes(fsdp_collectives(sharded(pure), "reduce_scatter")), 2 * local_params(1));
+}
+
 TEST(ShardedDataParallel, StrategyNamesAndAliases) {
   using S = DataParallelSharding;
   const std::map<std::string, S> names = {{"no_shard", S::no_shard},

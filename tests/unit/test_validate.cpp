@@ -592,6 +592,23 @@ TEST(ValidateStepTime, TokensPerSecondGiveTheStepOfTheGlobalBatch) {
   EXPECT_EQ(plan_row(other, kPresets).skip_reason, "column 'seq_length' is empty");
 }
 
+TEST(ValidateRow, ComposersPurePolicyReducesGradientsInBf16) {
+  // Composer's FSDP labels its mixed precision DEFAULT (gradients reduced in fp32) or PURE
+  // (in the 16-bit dtype: --grad-reduce-in-bf16).
+  MeasuredRow row = llama_row();
+  row["source_id"] = "MOSAIC_LLMFOUNDRY";
+  row["tp"] = row["pp"] = row["cp"] = "1";
+  row["vpp"] = "";
+  row["distributed_optimizer"] = "FSDP FULL_SHARD (ZeRO-3)";
+  row["dtype"] = "bf16 (amp_bf16, DEFAULT)";
+  EXPECT_FALSE(plan_row(row, kPresets).options.training.grad_reduce_in_bf16);
+  row["dtype"] = "bf16 (amp_bf16, PURE)";
+  RowPlan pure = plan_row(row, kPresets);
+  ASSERT_EQ(pure.skip_reason, "");
+  EXPECT_TRUE(pure.options.training.grad_reduce_in_bf16);
+  EXPECT_NE(std::find(pure.assumptions.begin(), pure.assumptions.end(), "grad_reduce_in_bf16=1"), pure.assumptions.end());
+}
+
 TEST(ValidateRow, SkipReasonsSayWhatIsMissing) {
   auto reason = [](const std::string& column, const std::string& value) {
     MeasuredRow row = llama_row();
