@@ -25,16 +25,16 @@ enum class OpPass : uint8_t { forward, backward, weight, step };
 // A collective's operation (send_recv: one step of a ring, each rank sending to the next of its
 // group; all_to_all: each rank sending a share to every other) and the ranks it runs over:
 // the tensor-, context- and data-parallel groups, the pipeline's (pp, and embedding: the
-// first and last stages holding the tied embeddings), and the expert layers' groups
-// (docs/graph-format.md).
+// first and last stages holding the tied embeddings), the expert layers' groups and hybrid
+// sharding's replicas of the data-parallel shard groups (docs/graph-format.md).
 enum class Collective : uint8_t { all_reduce, all_gather, reduce_scatter, send_recv, all_to_all };
-enum class CommGroup : uint8_t { tp, cp, dp, pp, embedding, ep, etp, edp };
+enum class CommGroup : uint8_t { tp, cp, dp, pp, embedding, ep, etp, edp, dpr };
 // The in-order queue an op runs on (docs/graph-format.md, `stream`): the compute stream, one
 // per communication group (a collective runs on its group's, as NCCL runs one stream per
 // communicator, in CommGroup's order), the delayed-scaling amax reduction's, activation
 // offloading's two copy streams, and the host thread that issues the kernels, which only
 // the simulator's queues and timelines have.
-enum class Stream : uint8_t { compute, tp, cp, dp, pp, embedding, ep, etp, edp, amax, d2h, h2d, host };
+enum class Stream : uint8_t { compute, tp, cp, dp, pp, embedding, ep, etp, edp, dpr, amax, d2h, h2d, host };
 // The stream of a group's collectives.
 constexpr Stream stream_of(CommGroup group) { return static_cast<Stream>(static_cast<uint8_t>(group) + 1); }
 // How tensor (and expert) parallelism splits a traced op (docs/graph-format.md, `tp_role`):
@@ -95,12 +95,12 @@ struct EnumNames<Collective> {
 };
 template <>
 struct EnumNames<CommGroup> {
-  static constexpr std::array<const char*, 8> kNames = {"tp", "cp", "dp", "pp", "embedding", "ep", "etp", "edp"};
+  static constexpr std::array<const char*, 9> kNames = {"tp", "cp", "dp", "pp", "embedding", "ep", "etp", "edp", "dpr"};
 };
 template <>
 struct EnumNames<Stream> {
-  static constexpr std::array<const char*, 13> kNames = {"compute", "tp", "cp",  "dp",  "pp",  "embedding", "ep",
-                                                         "etp",     "edp", "amax", "d2h", "h2d", "host"};
+  static constexpr std::array<const char*, 14> kNames = {"compute", "tp",  "cp",   "dp",  "pp",  "embedding", "ep",
+                                                         "etp",     "edp", "dpr", "amax", "d2h", "h2d",       "host"};
 };
 template <>
 struct EnumNames<TensorRole> {

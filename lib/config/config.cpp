@@ -540,7 +540,7 @@ std::string layout_text(const ParallelismConfig& p, const TrainingConfig& t) {
   if (p.cp > 1) text += " cp" + std::to_string(p.cp);
   if (p.ep > 1) text += " ep" + std::to_string(p.ep);
   if (p.etp && *p.etp != p.tp) text += " etp" + std::to_string(*p.etp);
-  text += " dp" + std::to_string(p.dp) + " mbs" + std::to_string(t.micro_batch) + " gbs" + std::to_string(t.global_batch);
+  text += " dp" + std::to_string(p.dp) + (p.dp_replicate > 1 ? " dp_replicate" + std::to_string(p.dp_replicate) : "") + " mbs" + std::to_string(t.micro_batch) + " gbs" + std::to_string(t.global_batch);
   if (t.recompute != "none") text += " " + t.recompute;
   if (t.shards_gradients()) text += std::string(" ") + to_string(t.data_parallel_sharding);
   return text;
@@ -968,7 +968,7 @@ std::string ParallelismConfig::world_size_excess() const {
 nlohmann::json to_json(const ParallelismConfig& p) {
   return {{"tp", p.tp}, {"dp", p.dp}, {"sp", p.sp}, {"cp", p.cp}, {"pp", p.pp},
           {"vpp", nullable_to_json(p.vpp)}, {"order", p.order}, {"ep", p.ep}, {"etp", nullable_to_json(p.etp)},
-          {"world_size", p.world_size()}};
+          {"dp_replicate", p.dp_replicate}, {"world_size", p.world_size()}};
 }
 
 ParallelismConfig parallelism_from_json(const nlohmann::json& j, const std::string& path) {
@@ -983,6 +983,7 @@ ParallelismConfig parallelism_from_json(const nlohmann::json& j, const std::stri
   // New in 1.5; absent: ep 1; etp absent or null: tp.
   if (j.contains("ep")) p.ep = require_as<int64_t>(j, "ep", path);
   if (j.contains("etp")) p.etp = read_nullable<int64_t>(j, "etp", path);
+  if (j.contains("dp_replicate")) p.dp_replicate = require_as<int64_t>(j, "dp_replicate", path);  // new in 1.16
   // Sizes a real job can have, checked before any stage allocates by them.
   auto check = [&](const char* key, std::optional<int64_t> size) {
     if (size && (*size < 1 || *size > kMaxGpus))
@@ -991,7 +992,8 @@ ParallelismConfig parallelism_from_json(const nlohmann::json& j, const std::stri
   };
   for (const auto& [key, size] : {std::pair{"tp", std::optional(p.tp)}, std::pair{"dp", std::optional(p.dp)},
                                   std::pair{"cp", std::optional(p.cp)}, std::pair{"pp", std::optional(p.pp)},
-                                  std::pair{"ep", std::optional(p.ep)}, std::pair{"vpp", p.vpp}, std::pair{"etp", p.etp}})
+                                  std::pair{"ep", std::optional(p.ep)}, std::pair{"vpp", p.vpp}, std::pair{"etp", p.etp},
+                                  std::pair{"dp_replicate", std::optional(p.dp_replicate)}})
     check(key, size);
   return p;
 }

@@ -197,7 +197,13 @@ struct ParallelismConfig {
   // (docs/parallelism.md "Expert parallelism"); none given: etp = tp, as Megatron-LM.
   int64_t ep = 1;
   std::optional<int64_t> etp;
+  // Hybrid sharding (HSDP): the dp x cp data-parallel ranks form dp_replicate replicas, each of
+  // which shards the training state over its dp x cp / dp_replicate ranks (torchtitan's
+  // data_parallel_replicate_degree; docs/parallelism.md "Hybrid sharding"). 1: one shard group.
+  int64_t dp_replicate = 1;
   int64_t world_size() const { return tp * dp * cp * pp; }
+  // The ranks that shard the dense training state among them: dp x cp, or one replica's.
+  int64_t dp_shard_group() const { return dp * cp / dp_replicate; }
   // Why tp*cp*dp*pp is more GPUs than a job can have (kMaxGpus), checked without overflow
   // for sizes up to kMaxGpus each; empty when it is not.
   std::string world_size_excess() const;

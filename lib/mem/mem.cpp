@@ -290,9 +290,10 @@ void transient_peak(const ShardSection& shard, const std::vector<char>& transien
 
 TrainingStateBytes training_state_bytes(double params, const ParallelismConfig& parallelism,
                                         const TrainingConfig& training, double expert_params) {
-  // The distributed optimizer's data-parallel group spans the context-parallel ranks too.
+  // The distributed optimizer's data-parallel group spans the context-parallel ranks too; under
+  // hybrid sharding, one replica's ranks.
   const bool sharded = training.distributed_optimizer || training.shards_gradients();
-  const double dense_shards = sharded ? static_cast<double>(parallelism.dp * parallelism.cp) : 1.0;
+  const double dense_shards = sharded ? static_cast<double>(parallelism.dp_shard_group()) : 1.0;
   const double expert_shards = sharded && expert_params > 0 ? static_cast<double>(parallelism.expert_dp()) : 1.0;
   const double shard_params = (params - expert_params) / dense_shards + expert_params / expert_shards;
   TrainingStateBytes states;

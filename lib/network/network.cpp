@@ -182,6 +182,10 @@ std::string op_path(const ShardOp& op) { return "/shard/ops/" + std::to_string(o
 // dp x cp (Megatron's data-parallel group with CP), Transformer Engine's amax reduction every
 // rank of a pipeline stage.
 std::vector<std::string> dimensions_of(const ShardOp& op, const ParallelismConfig& p) {
+  // Hybrid sharding splits the data-parallel ranks into replicas of consecutive dp indices: a
+  // shard group holds one replica's (with the cp ranks), the replicas' group one rank of each.
+  if (p.dp_replicate > 1 && op.group == CommGroup::dp && op.group_size == p.dp_shard_group()) return {"cp", "dp_shard"};
+  if (op.group == CommGroup::dpr && op.group_size == p.dp_replicate) return {"dp_replicate"};
   if (op.group == CommGroup::tp && op.group_size == p.tp) return {"tp"};
   if (op.group == CommGroup::cp && op.group_size == p.cp) return {"cp"};
   if (op.group == CommGroup::dp && op.group_size == p.dp) return {"dp"};
@@ -241,6 +245,11 @@ std::vector<int64_t> group_ranks(const ShardOp& op, const ParallelismConfig& p) 
   }
   // A dimension the order leaves out has size 1: only its index 0 exists.
   for (const char* name : {"tp", "cp", "ep", "dp", "pp"}) stride_and_size.try_emplace(name, stride, 1);
+  // Hybrid sharding's two parts of dp: the shard group's consecutive indices, then the replicas.
+  const auto [dp_stride, dp_size] = stride_and_size.at("dp");
+  const int64_t shard_size = dp_size / p.dp_replicate;
+  stride_and_size["dp_shard"] = {dp_stride, shard_size};
+  stride_and_size["dp_replicate"] = {dp_stride * shard_size, p.dp_replicate};
   const int64_t pp_stride = stride_and_size.at("pp").first;
   if (op.group == CommGroup::pp || op.group == CommGroup::embedding) {
     std::vector<int64_t> ranks;

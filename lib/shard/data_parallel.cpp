@@ -231,7 +231,7 @@ class StepOps {
   StepOps(const ShardContext& context, ShardSection& shard)
       : context_(context),
         t_(context.options.training),
-        data_parallel_(context.data_parallel_size()),
+        data_parallel_(context.options.parallelism.dp_shard_group()),
         expert_data_parallel_(context.options.parallelism.expert_dp()),
         shard_(shard),
         rewriter_(shard) {}
@@ -364,7 +364,7 @@ class StepOps {
 
   const ShardContext& context_;
   const TrainingConfig& t_;
-  const int64_t data_parallel_;         // dp x cp
+  const int64_t data_parallel_;         // dp x cp, or under hybrid sharding one replica's ranks
   const int64_t expert_data_parallel_;
   ShardSection& shard_;
   OpRewriter rewriter_;

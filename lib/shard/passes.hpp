@@ -117,7 +117,7 @@ void check_activation_offloading(const ModelConfig& model, const ShardOptions& o
 // microbatch op the other passes made.
 void apply_sharded_data_parallel(const ShardContext& context, ShardSection& shard);
 // Combinations not simulated yet (UsageError).
-void check_sharded_data_parallel(const ShardOptions& options, ScheduleKind pipeline_schedule);
+void check_sharded_data_parallel(const ModelConfig& model, const ShardOptions& options, ScheduleKind pipeline_schedule);
 
 // Once per step: the DP gradient reduction in buckets (overlapped with backward under
 // --overlap-grad-reduce), TP all-reduce of SP-replicated weight gradients, gradient-norm

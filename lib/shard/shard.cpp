@@ -241,7 +241,8 @@ int64_t group_size(const ShardContext& context, CommGroup group) {
     case CommGroup::ep: return p.ep;
     case CommGroup::etp: return p.expert_tp();
     case CommGroup::edp: return p.expert_dp();
-    case CommGroup::dp:
+    case CommGroup::dpr: return p.dp_replicate;
+    case CommGroup::dp: return p.dp_shard_group();
     case CommGroup::pp:
     case CommGroup::embedding: break;
   }
@@ -288,7 +289,7 @@ ShardSection shard_trace(const ModelConfig& model, const TraceSection& trace, co
   shard.seq_length = seq;
   shard.axes = context.full_axes;
   plan_pipeline(model, options, shard);
-  check_sharded_data_parallel(options, shard.pipeline_schedule);
+  check_sharded_data_parallel(model, options, shard.pipeline_schedule);
   set_global_batch(model, options.training.global_batch, shard);
   count_parameters(context, shard);
   if (reuse && &reuse->trace() == &trace)

@@ -58,7 +58,7 @@ class ShardedDataParallel {
     int64_t ranks;
   };
   Group group(int part) const {
-    return part == 0 ? Group{CommGroup::dp, context_.data_parallel_size()}
+    return part == 0 ? Group{CommGroup::dp, context_.options.parallelism.dp_shard_group()}
                      : Group{CommGroup::edp, context_.options.parallelism.expert_dp()};
   }
 
@@ -279,7 +279,25 @@ class ShardedDataParallel {
       c.reads.push_back(unreduced->second);
       c.writes = p.grads;
       rewriter_.add(c);
+      if (part == 0) reduce_across_replicas(c);
     }
+  }
+
+  // Hybrid sharding: each replica's shard group reduce-scatters the unit's gradients, then the
+  // replicas all-reduce the shard each rank holds (PyTorch FSDP's HYBRID_SHARD and FSDP2's 2-D
+  // mesh, Megatron's distributed-optimizer instances), on their own communicator.
+  void reduce_across_replicas(const ShardOp& scatter) {
+    const int64_t replicas = context_.options.parallelism.dp_replicate;
+    if (replicas == 1) return;
+    ShardOp c = make_collective(context_, Collective::all_reduce, CommGroup::dpr,
+                                scatter.message_bytes / static_cast<double>(scatter.group_size), OpPhase::bwd,
+                                OpScope::microbatch);
+    place_with(scatter, c);
+    c.recompute = false;
+    c.pass = scatter.pass;
+    c.module = scatter.module;
+    c.reads = c.writes = scatter.writes;
+    rewriter_.add(c);
   }
 
   // A layer's collectives are named after it; the others after the unit's first op, whose
@@ -310,8 +328,22 @@ class ShardedDataParallel {
 
 }  // namespace
 
-void check_sharded_data_parallel(const ShardOptions& options, ScheduleKind pipeline_schedule) {
+void check_sharded_data_parallel(const ModelConfig& model, const ShardOptions& options, ScheduleKind pipeline_schedule) {
   const TrainingConfig& t = options.training;
+  const ParallelismConfig& p = options.parallelism;
+  if (p.dp_replicate > 1) {
+    if (p.dp % p.dp_replicate != 0)
+      throw UsageError("dp_replicate=" + std::to_string(p.dp_replicate) + " does not divide dp=" + std::to_string(p.dp));
+    if (!t.shards_gradients())
+      throw UsageError("dp_replicate=" + std::to_string(p.dp_replicate) +
+                       " (hybrid sharding) needs --data-parallel-sharding-strategy optim_grads or optim_grads_params");
+    if (p.dp_shard_group() == 1)
+      throw UsageError("dp_replicate=" + std::to_string(p.dp_replicate) +
+                       " leaves shard groups of one rank: that is data parallelism without sharding (no_shard)");
+    if (model.is_moe())
+      throw UsageError("dp_replicate=" + std::to_string(p.dp_replicate) +
+                       " (hybrid sharding) with mixtures of experts is not simulated yet");
+  }
   if (!t.shards_gradients()) {
     if (t.fsdp_implementation != FsdpImplementation::megatron)
       throw UsageError(std::string("fsdp_implementation=") + to_string(t.fsdp_implementation) +

@@ -348,7 +348,7 @@ double sharded_communication_lower_bound_ms(const ModelConfig& model, const Hard
     } catch (const DataError&) {  // a group the hardware cannot place: the estimate says why
     }
   };
-  stream_bound(CommGroup::dp, p.dp * p.cp, dense);
+  stream_bound(CommGroup::dp, p.dp_shard_group(), dense);
   stream_bound(CommGroup::edp, p.expert_dp(), experts);
   return bound_us / kUsPerMs;
 }

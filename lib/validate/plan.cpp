@@ -239,7 +239,7 @@ ModelConfig architecture(const MeasuredRow& row, std::vector<std::string>& assum
 // Sharded data parallelism named in the distributed_optimizer column: Megatron-FSDP's
 // "megatron-fsdp (sharding group N)", PyTorch FSDP's FULL_SHARD ("FSDP FULL_SHARD (ZeRO-3)",
 // "FSDP2 (fully sharded)") shard the weights too; SHARD_GRAD_OP the gradients. A sharding group
-// smaller than the data-parallel ranks (hybrid sharding) is not simulated.
+// smaller than the data-parallel ranks is hybrid sharding (sharding_replicas).
 // A cell in lower case, for labels written in either case.
 std::string lowercase_cell(const MeasuredRow& row, const std::string& column) {
   std::string text = cell(row, column);
@@ -247,15 +247,30 @@ std::string lowercase_cell(const MeasuredRow& row, const std::string& column) {
   return text;
 }
 
-DataParallelSharding sharding_of(const MeasuredRow& row, int64_t data_parallel) {
+// The replicas of hybrid sharding: the data-parallel ranks (dp x cp) over the "sharding group
+// N" the cell names, which must hold whole replicas of cp ranks; 1 without a group.
+int64_t sharding_replicas(const MeasuredRow& row, const ParallelismConfig& p) {
+  const std::string text = lowercase_cell(row, "distributed_optimizer");
+  const size_t at = text.find("sharding group ");
+  if (text.find("fsdp") == std::string::npos || at == std::string::npos) return 1;
+  const std::string group_text = text.substr(at + 15, text.find(')', at) - at - 15);
+  const int64_t data_parallel = p.dp * p.cp;
+  size_t used = 0;
+  int64_t group = 0;
+  try {
+    group = std::stoll(group_text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != group_text.size() || group < 1 || data_parallel % group != 0 || group % p.cp != 0)
+    throw Unsupported{"sharding group '" + group_text + "' does not split the " + std::to_string(data_parallel) +
+                      " data-parallel ranks (dp x cp) into whole groups of cp ranks"};
+  return data_parallel / group;
+}
+
+DataParallelSharding sharding_of(const MeasuredRow& row) {
   const std::string text = lowercase_cell(row, "distributed_optimizer");
   if (text.find("fsdp") == std::string::npos) return DataParallelSharding::no_shard;
-  if (const size_t at = text.find("sharding group "); at != std::string::npos) {
-    const std::string group = text.substr(at + 15, text.find(')', at) - at - 15);
-    if (group != std::to_string(data_parallel))
-      throw Unsupported{"hybrid sharding (sharding group " + group + " of " + std::to_string(data_parallel) +
-                        " data-parallel ranks) is not simulated"};
-  }
   if (text.find("shard_grad_op") != std::string::npos) return DataParallelSharding::optim_grads;
   if (text.find("megatron-fsdp") != std::string::npos || text.find("full_shard") != std::string::npos ||
       text.find("fully sharded") != std::string::npos)
@@ -263,8 +278,8 @@ DataParallelSharding sharding_of(const MeasuredRow& row, int64_t data_parallel) 
   throw Unsupported{"sharding '" + cell(row, "distributed_optimizer") + "' not recognised"};
 }
 
-// dp: the data-parallel size; data_parallel: the ranks sharing the weights (dp x cp).
-TrainingConfig training(const MeasuredRow& row, int64_t dp, int64_t data_parallel, std::vector<std::string>& assumptions) {
+// dp: the data-parallel size.
+TrainingConfig training(const MeasuredRow& row, int64_t dp, std::vector<std::string>& assumptions) {
   TrainingConfig t;
   // Papers and READMEs that leave it out: Megatron-LM's own GPT-3 example trains with micro-batch
   // 1 (examples/gpt3/train_gpt3_175b_distributed.sh, --micro-batch-size 1).
@@ -304,7 +319,7 @@ TrainingConfig training(const MeasuredRow& row, int64_t dp, int64_t data_paralle
   std::optional<bool> distributed = flag_cell(row, "distributed_optimizer");
   t.distributed_optimizer = distributed.value_or(!legacy);
   if (!distributed) assumptions.push_back(legacy ? "distributed_optimizer=0" : "distributed_optimizer=1");
-  t.data_parallel_sharding = sharding_of(row, data_parallel);
+  t.data_parallel_sharding = sharding_of(row);
   if (t.shards_gradients()) {
     // Whose schedule: torchtitan's FSDP2, else Megatron-FSDP's (Composer's FSDP1 runs the same).
     if (lowercase_cell(row, "distributed_optimizer").find("fsdp2") != std::string::npos)
@@ -366,7 +381,9 @@ ShardOptions layout(const MeasuredRow& row, std::vector<std::string>& assumption
   p.sp = sp.value_or(p.tp > 1 && !predates_megatron_2022(row));  // NVIDIA recipes enable SP whenever tp > 1
   if (!sp && p.tp > 1) assumptions.push_back(p.sp ? "sp=1" : "sp=0");
   options.gpus = gpus;
-  options.training = training(row, p.dp, p.dp * p.cp, assumptions);
+  options.training = training(row, p.dp, assumptions);
+  p.dp_replicate = sharding_replicas(row, p);
+  if (p.dp_replicate > 1) assumptions.push_back("dp_replicate=" + std::to_string(p.dp_replicate));
   // The overlap of the TP collectives with their GEMMs where the row says the run turned it on
   // (a tp_comm_overlap column, else "--tp-comm-overlap" in its notes, as Megatron-LM's README
   // rows, or torchtitan's "async TP", which splits each all-gather and reduce-scatter into

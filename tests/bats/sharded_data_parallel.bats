@@ -58,6 +58,20 @@ run_json() {
     "$(jq '(.param_bytes + .grad_bytes + .optimizer_state_bytes + .activation_bytes + .temporary_bytes) / 1e9' <<< "$zero3")"
 }
 
+@test "hybrid sharding: dp 8 as 2 replicas shards the state 4 ways and all-reduces across the replicas" {
+  local hsdp
+  hsdp=$(run_json "${JOB[@]}" --data-parallel-sharding-strategy zero3 --dp-replicate 2)
+  # 18 bytes per parameter over the 4 ranks of a replica: 2P/4, 4P/4 and 12P/4.
+  assert_equal "$(jq -c '[.param_bytes, .grad_bytes, .optimizer_state_bytes]' <<< "$hsdp")" \
+    "$(awk -v p="$P" 'BEGIN { printf "[%.0f,%.0f,%.0f]", 2 * p / 4, 4 * p / 4, 12 * p / 4 }')"
+  assert_equal "$(jq -r .parallelism.dp_replicate <<< "$hsdp")" 2
+  # The replicas' all-reduces run on their own stream and group.
+  jq -e '.collective_by_group_ms.dpr.total_ms > 0' <<< "$hsdp"
+  run syssim run "$MODELS/llama3-8b.yaml" --hardware "$H100" "${JOB[@]}" --data-parallel-sharding-strategy zero3 --dp-replicate 3
+  assert_failure 2
+  assert_output "syssim: error: dp_replicate=3 does not divide dp=8"
+}
+
 @test "syssim-shard in the pipe: each layer's gradients reduce-scattered, its weights gathered, in every micro-batch" {
   local graph="$BATS_TEST_TMPDIR/zero3.graph"
   syssim-trace "$MODELS/llama3-8b.yaml" | syssim-shard "${JOB[@]}" --data-parallel-sharding-strategy zero3 > "$graph"

@@ -18,7 +18,7 @@ sweep_tiny() {
 @test "syssim sweep usage errors exit 2 with one line" {
   run sweep_tiny --over parallelism.tpp=1,2
   assert_failure 2
-  assert_output "syssim: error: --over parallelism.tpp: unknown config path (parallelism keys: cp, dp, ep, etp, order, pp, sp, tp, vpp)"
+  assert_output "syssim: error: --over parallelism.tpp: unknown config path (parallelism keys: cp, dp, dp_replicate, ep, etp, order, pp, sp, tp, vpp)"
   run sweep_tiny --over parallelism.tp
   assert_failure 2
   assert_output "syssim: error: --over parallelism.tp: expected PATH=V1,V2,..."

@@ -113,7 +113,7 @@ text_from_json() {
 @test "syssim-report --version prints the graph format version" {
   run syssim-report --version
   assert_success
-  assert_output --regexp "^syssim-report [0-9.]+ \(graph format 1\.15\)$"
+  assert_output --regexp "^syssim-report [0-9.]+ \(graph format 1\.16\)$"
 }
 
 @test "an unknown flag is bad usage (exit 2, one line)" {

@@ -12,6 +12,7 @@
 #include "common/error.hpp"
 #include "driver/driver.hpp"
 #include "mem/mem.hpp"
+#include "network/network.hpp"
 #include "shard/shard.hpp"
 #include "trace_builder.hpp"
 
@@ -608,6 +609,53 @@ TEST(ShardedDataParallel, CombinationsNotSimulatedAreUsageErrors) {
             "yet");
   overlap.training.data_parallel_sharding = DataParallelSharding::optim;
   EXPECT_EQ(usage_error_of(overlap, tiny_moe()), "no UsageError");
+}
+
+// Hybrid sharding: dp 4 as 2 replicas of 2-rank shard groups (tp 2, so the dp stride is 2 in
+// the rank order tp-cp-ep-dp-pp: ranks 0, 2, 4, 6 hold the data-parallel copies of rank 0).
+TEST(ShardedDataParallel, HybridShardingReduceScattersInAReplicaThenAllReducesAcrossReplicas) {
+  ShardOptions options = layout(4, "optim_grads_params", 2);
+  options.parallelism.dp_replicate = 2;
+  const ShardSection shard = sharded(options);
+  // Per micro-batch each unit's 4-byte gradients are reduce-scattered over the 2 ranks of the
+  // shard group (the whole unit, 4 x 1,246,464 bytes in all at tp 2), then the half each rank
+  // holds is all-reduced over the 2 replicas: 4 x 1,246,464 / 2 = 2,492,928 bytes.
+  const auto scatters = fsdp_collectives(shard, "reduce_scatter");
+  const auto across = ops_where(shard, [](const ShardOp& op) { return op.group == CommGroup::dpr; });
+  ASSERT_EQ(scatters.size(), 4u);
+  ASSERT_EQ(across.size(), 4u);
+  for (const ShardOp* op : scatters) EXPECT_EQ(op->group_size, 2);
+  for (const ShardOp* op : across) {
+    EXPECT_EQ(op->collective, Collective::all_reduce);
+    EXPECT_EQ(op->group_size, 2);
+    EXPECT_EQ(op->stream, Stream::dpr);
+  }
+  EXPECT_DOUBLE_EQ(message_bytes(scatters), kGradBytes * local_params(2));
+  EXPECT_DOUBLE_EQ(message_bytes(across), 2492928);
+  // The weights are gathered within the shard group: 2 bytes of every parameter forward.
+  for (const ShardOp* op : fsdp_collectives(shard, "all_gather")) EXPECT_EQ(op->group_size, 2);
+  EXPECT_DOUBLE_EQ(message_bytes(fsdp_collectives(shard, "all_gather", "forward")), kWeightBytes * local_params(2));
+  // The shard group is a replica's consecutive dp ranks, the replicas' group one rank of each.
+  EXPECT_EQ(collective_ranks(*scatters[0], options.parallelism), (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(collective_ranks(*across[0], options.parallelism), (std::vector<int64_t>{0, 4}));
+  // The state is sharded over the 2 ranks of a replica: 12 bytes of Adam per parameter / 2.
+  normalize_sharding(options.training);
+  const TrainingStateBytes states = training_state_bytes(local_params(2), options.parallelism, options.training);
+  EXPECT_DOUBLE_EQ(states.optimizer_state_bytes, kOptimizerBytes * local_params(2) / 2);
+  EXPECT_DOUBLE_EQ(states.weight_share, 0.5);
+  // What hybrid sharding needs.
+  ShardOptions bad = options;
+  bad.parallelism.dp_replicate = 3;
+  EXPECT_EQ(usage_error_of(bad, tiny_llama()), "dp_replicate=3 does not divide dp=4");
+  bad.parallelism.dp_replicate = 4;
+  EXPECT_EQ(usage_error_of(bad, tiny_llama()),
+            "dp_replicate=4 leaves shard groups of one rank: that is data parallelism without sharding (no_shard)");
+  bad = options;
+  bad.training.data_parallel_sharding = DataParallelSharding::optim;
+  EXPECT_EQ(usage_error_of(bad, tiny_llama()),
+            "dp_replicate=2 (hybrid sharding) needs --data-parallel-sharding-strategy optim_grads or optim_grads_params");
+  EXPECT_EQ(usage_error_of(options, tiny_moe()),
+            "dp_replicate=2 (hybrid sharding) with mixtures of experts is not simulated yet");
 }
 
 // FSDP2 as torchtitan runs it: the root unit (word embeddings; final norm and output layer)

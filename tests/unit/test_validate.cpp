@@ -609,6 +609,33 @@ TEST(ValidateRow, ComposersPurePolicyReducesGradientsInBf16) {
   EXPECT_NE(std::find(pure.assumptions.begin(), pure.assumptions.end(), "grad_reduce_in_bf16=1"), pure.assumptions.end());
 }
 
+TEST(ValidateRow, ShardingGroupsSmallerThanTheDataParallelRanksAreHybridSharding) {
+  // Megatron-FSDP over 16 data-parallel ranks (dp 8 x cp 2) in groups of 8: 2 replicas.
+  MeasuredRow row = llama_row();
+  row["source_id"] = "MB_PERF";
+  row["tp"] = row["pp"] = "1";
+  row["vpp"] = "";
+  row["cp"] = "2";
+  row["num_gpus"] = row["global_batch"] = "16";
+  row["distributed_optimizer"] = "megatron-fsdp (sharding group 16)";
+  RowPlan whole = plan_row(row, kPresets);
+  ASSERT_EQ(whole.skip_reason, "");
+  EXPECT_EQ(whole.options.parallelism.dp, 8);
+  EXPECT_EQ(whole.options.parallelism.dp_replicate, 1);
+  row["distributed_optimizer"] = "megatron-fsdp (sharding group 8)";
+  RowPlan hybrid = plan_row(row, kPresets);
+  ASSERT_EQ(hybrid.skip_reason, "");
+  EXPECT_EQ(hybrid.options.parallelism.dp_replicate, 2);
+  EXPECT_NE(std::find(hybrid.assumptions.begin(), hybrid.assumptions.end(), "dp_replicate=2"), hybrid.assumptions.end());
+  // A group that splits the context-parallel ranks, or that does not divide them, is no layout.
+  for (const char* group : {"3", "1", "eight"}) {
+    row["distributed_optimizer"] = std::string("megatron-fsdp (sharding group ") + group + ")";
+    EXPECT_EQ(plan_row(row, kPresets).skip_reason,
+              std::string("sharding group '") + group +
+                  "' does not split the 16 data-parallel ranks (dp x cp) into whole groups of cp ranks");
+  }
+}
+
 TEST(ValidateRow, SkipReasonsSayWhatIsMissing) {
   auto reason = [](const std::string& column, const std::string& value) {
     MeasuredRow row = llama_row();

@@ -14,6 +14,10 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
   app.add_flag("--sp", p.sp, "Sequence parallelism (with --tp > 1)");
   app.add_option("--dp", p.dp, "Data-parallel size")->check(kPositive);
   app.add_option("--cp", p.cp, "Context-parallel size")->check(kPositive);
+  app.add_option("--dp-replicate", p.dp_replicate,
+                 "Hybrid sharding: replicas of the sharded state, each sharded over dp*cp/dp-replicate ranks "
+                 "(default 1)")
+      ->check(kPositive);
   app.add_option("--cp-comm-type", options.cp_comm_type, "K/V exchange of context parallelism")
       ->check(CLI::IsMember({"p2p", "all_gather"}));
   app.add_option("--pp", p.pp, "Pipeline-parallel size")->check(kPositive);
