@@ -49,8 +49,20 @@ std::vector<std::pair<int64_t, std::optional<int64_t>>> expert_splits(const Mode
 // The layouts of `gpus` GPUs the shard stage accepts (shard.cpp check_layout, pipeline.cpp,
 // schedule.cpp), in a fixed order: tp, pp, cp, micro-batch, ep and etp, vpp, recompute,
 // data-parallel sharding (no_shard, the distributed optimizer, and ZeRO-2 and ZeRO-3 when the
-// base job's strategy is at least that). Layers that pp does not divide are split unevenly (uneven_pipeline_layout) when
+// base job's strategy is at least that), hybrid sharding's replicas (replica_counts). Layers that pp does not divide are split unevenly (uneven_pipeline_layout) when
 // the stages average at least two layers.
+// Hybrid sharding's replicas of a layout: 1, and when the base job shards into replicas
+// (dp_replicate > 1), every other count that divides dp and leaves shard groups of two or more
+// ranks, for the strategies that shard the gradients of a model without experts.
+std::vector<int64_t> replica_counts(const ModelConfig& model, const ShardOptions& base, int64_t dp, int64_t cp,
+                                    DataParallelSharding sharding) {
+  std::vector<int64_t> counts = {1};
+  if (base.parallelism.dp_replicate == 1 || sharding < DataParallelSharding::optim_grads || model.is_moe()) return counts;
+  for (int64_t replicas : divisors(dp))
+    if (replicas > 1 && dp * cp / replicas > 1) counts.push_back(replicas);
+  return counts;
+}
+
 std::vector<ShardOptions> enumerate_layouts(const ModelConfig& model, const HardwareConfig& hardware,
                                             const ShardOptions& base) {
   if (!base.gpus) throw UsageError("--search needs --gpus N");
@@ -92,19 +104,21 @@ std::vector<ShardOptions> enumerate_layouts(const ModelConfig& model, const Hard
                 if (vpp > 1) vpps.push_back(vpp);
             for (std::optional<int64_t> vpp : vpps)
               for (const char* recompute : {"none", "selective", "full"})
-                for (DataParallelSharding sharding : shardings) {
-                  // Shards over one rank: the same job as no_shard.
-                  if (sharding != DataParallelSharding::no_shard && dp == 1) continue;
-                  ShardOptions layout = base;
-                  ParallelismConfig& p = layout.parallelism;
-                  p.tp = tp, p.pp = pp, p.cp = cp, p.dp = dp, p.vpp = vpp, p.sp = tp > 1, p.ep = ep, p.etp = etp;
-                  if (!even) layout.pp_layout = uneven_pipeline_layout(model.num_layers, pp);
-                  layout.training.micro_batch = micro_batch;
-                  layout.training.recompute = recompute;
-                  layout.training.data_parallel_sharding = sharding;
-                  layout.training.distributed_optimizer = sharding != DataParallelSharding::no_shard;
-                  layouts.push_back(layout);
-                }
+                for (DataParallelSharding sharding : shardings)
+                  for (int64_t replicas : replica_counts(model, base, dp, cp, sharding)) {
+                    // Shards over one rank: the same job as no_shard.
+                    if (sharding != DataParallelSharding::no_shard && dp == 1) continue;
+                    ShardOptions layout = base;
+                    ParallelismConfig& p = layout.parallelism;
+                    p.tp = tp, p.pp = pp, p.cp = cp, p.dp = dp, p.vpp = vpp, p.sp = tp > 1, p.ep = ep, p.etp = etp;
+                    p.dp_replicate = replicas;
+                    if (!even) layout.pp_layout = uneven_pipeline_layout(model.num_layers, pp);
+                    layout.training.micro_batch = micro_batch;
+                    layout.training.recompute = recompute;
+                    layout.training.data_parallel_sharding = sharding;
+                    layout.training.distributed_optimizer = sharding != DataParallelSharding::no_shard;
+                    layouts.push_back(layout);
+                  }
           }
       }
     }
@@ -120,6 +134,7 @@ nlohmann::ordered_json layout_inputs(const ShardOptions& o) {
                                    {"parallelism.vpp", p.vpp ? nlohmann::ordered_json(*p.vpp) : nlohmann::ordered_json()},
                                    {"parallelism.cp", p.cp},
                                    {"parallelism.dp", p.dp}};
+  if (p.dp_replicate > 1) inputs["parallelism.dp_replicate"] = p.dp_replicate;
   // The expert splits of a model with experts (the search sets etp for them) and an uneven split.
   if (p.etp) inputs.update({{"parallelism.ep", p.ep}, {"parallelism.etp", *p.etp}});
   if (!o.pp_layout.empty()) inputs["pp_layout"] = o.pp_layout;
@@ -136,7 +151,7 @@ nlohmann::ordered_json layout_inputs(const ShardOptions& o) {
 enum class AllBut { micro_batch, recompute };
 auto inputs_but(const ShardOptions& o, AllBut but) {
   const ParallelismConfig& p = o.parallelism;
-  return std::make_tuple(p.tp, p.pp, p.vpp.value_or(-1), p.cp, p.dp, p.etp ? p.ep : -1, p.etp.value_or(-1), o.pp_layout,
+  return std::make_tuple(p.tp, p.pp, p.vpp.value_or(-1), p.cp, p.dp, p.dp_replicate, p.etp ? p.ep : -1, p.etp.value_or(-1), o.pp_layout,
                          but == AllBut::micro_batch ? int64_t{0} : o.training.micro_batch,
                          but == AllBut::recompute ? std::string() : o.training.recompute,
                          o.training.distributed_optimizer, o.training.data_parallel_sharding);

@@ -530,5 +530,22 @@ TEST(SweepSearch, EnumeratesEveryLayoutTheShardStageAccepts) {
   EXPECT_THROW(search_layouts(tiny(), a100(), base), UsageError);
 }
 
+TEST(SweepSearch, HybridShardingAddsTheReplicaCountsOfTheShardingStrategies) {
+  // A base job in hybrid sharding (ZeRO-3, 2 replicas) adds, for ZeRO-2 and ZeRO-3, every replica
+  // count R > 1 dividing dp that leaves shard groups (dp x cp / R) of two or more ranks. On 4
+  // GPUs (as above): tp1 pp1 cp1 dp4 with R 2 (R 4 leaves groups of one), micro-batch 1; tp1
+  // pp1 cp2 dp2 with R 2 (groups of 2: the cp pair), micro-batches 1 and 2; no other layout has
+  // dp x cp of 4. (1 + 2) x 3 recompute settings x 2 strategies = 18 layouts more than without.
+  ShardOptions base;
+  base.gpus = 4;
+  base.training.global_batch = 4;
+  base.training.data_parallel_sharding = DataParallelSharding::optim_grads_params;
+  const SearchResult whole = search_layouts(tiny(), a100(), base, false);
+  base.parallelism.dp_replicate = 2;
+  const SearchResult hybrid = search_layouts(tiny(), a100(), base, false);
+  EXPECT_EQ(hybrid.enumerated - whole.enumerated, 18);
+  EXPECT_EQ(hybrid.invalid, 0);
+}
+
 }  // namespace
 }  // namespace syssim
