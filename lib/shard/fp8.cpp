@@ -1,5 +1,5 @@
-// Low precision as Transformer Engine runs it under Megatron-LM (docs/syssim-shard.md "Low
-// precision"). TE's linears of the transformer layers (QKV, attention projection, fc1, fc2, the
+// Low precision as Transformer Engine runs it under Megatron-LM, and torchao's rowwise recipe
+// where it differs (docs/syssim-shard.md "Low precision"). TE's linears of the transformer layers (QKV, attention projection, fc1, fc2, the
 // experts' grouped fc1 and fc2) run
 // their three GEMMs (forward, dgrad, wgrad) on quantized operands; everything else (embedding,
 // output layer, attention core, norms, element-wise ops, loss) stays in bf16. TE quantizes each
