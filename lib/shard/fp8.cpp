@@ -81,7 +81,14 @@ Recipe recipe_named(const std::string& name) {
   if (name == "current") return {"fp8", 1, 0, kFp32Bytes, true, false};
   if (name == "mxfp8") return {"fp8", 1, 32, 0, false, false, true};
   if (name == "nvfp4") return {"fp4", 0.5, 16, kFp32Bytes, true, false, true};
-  if (name == "rowwise") return {"fp8", 1, 0, 0, false, false, true, false, true, "torchao"};
+  if (name == "rowwise") {
+    Recipe rowwise{"fp8"};
+    rowwise.copy_amaxes = true;
+    rowwise.gathers_quantized = false;
+    rowwise.rescaled_backward = true;
+    rowwise.framework = "torchao";
+    return rowwise;
+  }
   throw UsageError("fp8_recipe=" + name + ": expected delayed, current, mxfp8, nvfp4 or rowwise");
 }
 

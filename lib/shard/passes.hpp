@@ -39,9 +39,6 @@ struct ShardContext {
     return static_cast<size_t>(tensor) < expert_tensors.size() && expert_tensors[tensor];
   }
   bool sequence_parallel() const { return options.parallelism.sp && tp() > 1; }
-  // Megatron-LM's data-parallel group with context parallelism: gradients and the
-  // distributed optimizer's shards span dp x cp ranks, which all hold the same weights.
-  int64_t data_parallel_size() const { return options.parallelism.dp * options.parallelism.cp; }
 };
 
 // Pipeline parallelism (docs/parallelism.md), before any op exists: the decoder layers of

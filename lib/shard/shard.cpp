@@ -232,7 +232,7 @@ ShardOp compute_op_for(const ShardOp& anchor, Symbol name, OpKind kind, Symbol d
   return op;
 }
 
-// The ranks of a group in one job: the pp and embedding groups' are set where they are made.
+// The ranks of a group in one job; the pp and embedding groups' are set where they are made.
 int64_t group_size(const ShardContext& context, CommGroup group) {
   const auto& p = context.options.parallelism;
   switch (group) {
@@ -246,7 +246,7 @@ int64_t group_size(const ShardContext& context, CommGroup group) {
     case CommGroup::pp:
     case CommGroup::embedding: break;
   }
-  return context.data_parallel_size();
+  return 1;
 }
 
 ShardOp make_collective(const ShardContext& context, Collective collective, CommGroup group, double message_bytes,

@@ -31,11 +31,9 @@ struct Unsupported {
   std::string reason;
 };
 
-// The cell parsed whole by `parse` (std::stoll, std::stod), or nothing when it is empty.
+// The text parsed whole by `parse` (std::stoll, std::stod), or nothing when it is not.
 template <typename T, typename Parse>
-std::optional<T> parsed_cell(const MeasuredRow& row, const std::string& column, const char* expected, Parse parse) {
-  std::string text = cell(row, column);
-  if (text.empty()) return std::nullopt;
+std::optional<T> parsed_whole(const std::string& text, Parse parse) {
   size_t used = 0;
   T value = 0;
   try {
@@ -43,8 +41,17 @@ std::optional<T> parsed_cell(const MeasuredRow& row, const std::string& column, 
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used != text.size())
-    throw DataError("column '" + column + "': expected " + expected + ", got '" + text + "'");
+  if (used != text.size() || text.empty()) return std::nullopt;
+  return value;
+}
+
+// The cell parsed whole by `parse`, or nothing when it is empty.
+template <typename T, typename Parse>
+std::optional<T> parsed_cell(const MeasuredRow& row, const std::string& column, const char* expected, Parse parse) {
+  std::string text = cell(row, column);
+  if (text.empty()) return std::nullopt;
+  std::optional<T> value = parsed_whole<T>(text, parse);
+  if (!value) throw DataError("column '" + column + "': expected " + expected + ", got '" + text + "'");
   return value;
 }
 
@@ -255,14 +262,10 @@ int64_t sharding_replicas(const MeasuredRow& row, const ParallelismConfig& p) {
   if (text.find("fsdp") == std::string::npos || at == std::string::npos) return 1;
   const std::string group_text = text.substr(at + 15, text.find(')', at) - at - 15);
   const int64_t data_parallel = p.dp * p.cp;
-  size_t used = 0;
-  int64_t group = 0;
-  try {
-    group = std::stoll(group_text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != group_text.size() || group < 1 || data_parallel % group != 0 || group % p.cp != 0)
+  const int64_t group = parsed_whole<int64_t>(group_text, [](const std::string& text, size_t* used) {
+                          return std::stoll(text, used);
+                        }).value_or(0);
+  if (group < 1 || data_parallel % group != 0 || group % p.cp != 0)
     throw Unsupported{"sharding group '" + group_text + "' does not split the " + std::to_string(data_parallel) +
                       " data-parallel ranks (dp x cp) into whole groups of cp ranks"};
   return data_parallel / group;

@@ -49,7 +49,7 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
   app.add_option("--global-batch", t.global_batch, "Global batch size")->check(kPositive);
   app.add_option("--seq-length", t.seq_length, "Sequence length (default: the model's seq_length)")
       ->check(kPositive);
-  app.add_option("--dtype", t.dtype, "Precision of the transformer layers' linear GEMMs (fp8/fp4: Transformer Engine)")
+  app.add_option("--dtype", t.dtype, "Precision of the transformer layers' linear GEMMs (fp8/fp4: Transformer Engine's recipes, or torchao's rowwise)")
       ->check(CLI::IsMember({"bf16", "fp16", "fp8", "fp4"}));
   app.add_option("--fp8-recipe", t.fp8_recipe,
                  "Scaling recipe: Transformer Engine's, or torchao's rowwise (default: delayed for fp8, nvfp4 for fp4)")
