@@ -34,36 +34,41 @@ HardwareConfig hardware_of(const RunRequest& request) {
 }  // namespace
 
 Graph simulate(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
-               const ShardOptions& options, const SimOptions& sim_options, ShardReuse* reuse) {
+               const ShardOptions& options, const SimOptions& sim_options, ShardReuse* reuse,
+               const MemOptions& mem_options) {
   Graph graph = cost_and_shard(model, trace, estimator, options, reuse);
   simulate_graph(graph, sim_options);
-  account_memory(graph);
+  account_memory(graph, mem_options);
   return graph;
 }
 
 Graph simulate(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options,
-               const SimOptions& sim_options) {
-  return simulate(model, trace_of(model, options.training.seq_length), CostEstimator(hardware), options, sim_options);
+               const SimOptions& sim_options, const MemOptions& mem_options) {
+  return simulate(model, trace_of(model, options.training.seq_length), CostEstimator(hardware), options, sim_options,
+                  nullptr, mem_options);
 }
 
-void resimulate_with_global_batch(Graph& graph, int64_t global_batch, const SimOptions& sim_options) {
+void resimulate_with_global_batch(Graph& graph, int64_t global_batch, const SimOptions& sim_options,
+                                  const MemOptions& mem_options) {
   need_section(graph.shard, "shard", "syssim-shard");
   set_global_batch(need_section(graph.model, "model", "syssim-trace"), global_batch, *graph.shard);
   graph.sim.reset();
   graph.mem.reset();
   simulate_graph(graph, sim_options);
-  account_memory(graph);
+  account_memory(graph, mem_options);
 }
 
 Graph estimate_memory(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
-                      const ShardOptions& options, ShardReuse* reuse) {
+                      const ShardOptions& options, ShardReuse* reuse, const MemOptions& mem_options) {
   Graph graph = cost_and_shard(model, trace, estimator, options, reuse);
-  account_memory(graph);
+  account_memory(graph, mem_options);
   return graph;
 }
 
-Graph estimate_memory(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options) {
-  return estimate_memory(model, trace_of(model, options.training.seq_length), CostEstimator(hardware), options);
+Graph estimate_memory(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options,
+                      const MemOptions& mem_options) {
+  return estimate_memory(model, trace_of(model, options.training.seq_length), CostEstimator(hardware), options, nullptr,
+                         mem_options);
 }
 
 ShardOptions shard_options_from_json(const nlohmann::json& parallelism, const nlohmann::json& training) {
@@ -91,10 +96,11 @@ RunOutput run(const RunRequest& request) {
   RunOutput output;
   Graph graph;
   if (request.memory_only) {
-    graph = estimate_memory(model, hardware, request.options);
+    graph = estimate_memory(model, hardware, request.options, request.mem_options);
     output.report = render_memory_report(graph, request.format);
   } else {
-    graph = simulate(model, hardware, request.options, SimOptions{request.timeline || request.critical_path});
+    graph = simulate(model, hardware, request.options, SimOptions{request.timeline || request.critical_path},
+                     request.mem_options);
     output.report = render_report(graph, request.format, request.report_options);
     if (request.timeline) output.chrome_trace = render_chrome_trace(graph, request.report_options.timeline_window);
     if (request.critical_path) output.critical_path = render_report(graph, "critical-path");

@@ -6,6 +6,7 @@
 
 #include "common/graph.hpp"
 #include "cost/cost.hpp"
+#include "mem/mem.hpp"
 #include "report/report.hpp"
 #include "shard/shard.hpp"
 #include "sim/sim.hpp"
@@ -24,6 +25,7 @@ struct RunRequest {
   bool memory_only = false;     // `syssim memory`: no discrete-event simulation
   bool timeline = false;        // also the simulated step as a Chrome trace
   bool critical_path = false;   // also the step's critical path (report/critical_path.hpp)
+  MemOptions mem_options;       // the caching allocator's replay
   ReportOptions report_options;  // MFU convention, training time
 };
 
@@ -41,17 +43,20 @@ TraceSection trace_afresh(const ModelConfig& model);
 // trace section (nothing after the shard stage reads it). The estimator form prices many
 // jobs with one loaded calibrated model, and shares their shard stage's work through `reuse`.
 Graph simulate(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
-               const ShardOptions& options, const SimOptions& sim_options = {}, ShardReuse* reuse = nullptr);
+               const ShardOptions& options, const SimOptions& sim_options = {}, ShardReuse* reuse = nullptr,
+               const MemOptions& mem_options = {});
 Graph simulate(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options,
-               const SimOptions& sim_options = {});
+               const SimOptions& sim_options = {}, const MemOptions& mem_options = {});
 // Simulates a simulated graph's job again with another global batch, on the same shard
 // and cost sections (set_global_batch): what a sweep over the batch shares between points.
-void resimulate_with_global_batch(Graph& graph, int64_t global_batch, const SimOptions& sim_options = {});
+void resimulate_with_global_batch(Graph& graph, int64_t global_batch, const SimOptions& sim_options = {},
+                                  const MemOptions& mem_options = {});
 
 // Same, without the discrete-event simulation (memory fields only).
 Graph estimate_memory(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
-                      const ShardOptions& options, ShardReuse* reuse = nullptr);
-Graph estimate_memory(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options);
+                      const ShardOptions& options, ShardReuse* reuse = nullptr, const MemOptions& mem_options = {});
+Graph estimate_memory(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options,
+                      const MemOptions& mem_options = {});
 
 // `syssim run` and `syssim memory`: the report, the Chrome trace when asked for, and when the
 // job does not fit, one line saying by how much and on which pipeline stage.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/units.hpp"
+#include "mem/allocator.hpp"
 #include "mem/reserve.hpp"
 
 namespace syssim {
@@ -21,6 +22,7 @@ struct StageMemory {
   double temporary_bytes = 0;
   std::string module;
   int64_t microbatches_in_flight = 0;
+  double reserved_transient_bytes = 0;  // what the caching allocator reserves for the transients
   double total_bytes() const {
     return param_bytes + grad_bytes + optimizer_state_bytes + activation_bytes + temporary_bytes;
   }
@@ -192,6 +194,52 @@ MicrobatchPattern microbatch_pattern(const RankBuffers& buffers, const RankProgr
   return pattern;
 }
 
+// Each op's allocations and frees in a sequence: the lives written there (those nobody writes
+// at the sequence's start) and those last used there.
+struct LifeEvents {
+  std::vector<std::vector<size_t>> allocate, free;  // by index into the sequence: life indices
+  LifeEvents(const std::vector<Lifetime>& lives, size_t length) : allocate(length), free(length) {
+    for (size_t l = 0; l < lives.size(); ++l) {
+      allocate[lives[l].written ? lives[l].allocated : 0].push_back(l);
+      free[lives[l].last_use].push_back(l);
+    }
+  }
+};
+
+// The caching allocator over every op instance of the rank in issue order: each op's outputs
+// allocated while its inputs live, then the buffers it used last freed.
+double replayed_reserved_bytes(const RankBuffers& buffers, const RankProgram& program,
+                               const std::vector<MicrobatchPattern>& patterns, const std::vector<size_t>& pattern_of,
+                               const std::vector<Lifetime>& step_lives, const std::vector<int64_t>& step_ops,
+                               size_t step_start_count) {
+  CachingAllocator allocator;
+  auto bytes_of = [&](const Lifetime& life) { return static_cast<int64_t>(buffers.bytes[life.buffer]); };
+  const LifeEvents step_events(step_lives, step_ops.size());
+  std::vector<CachingAllocator::BlockId> step_blocks(step_lives.size());
+  auto run_step_op = [&](size_t i) {
+    for (size_t l : step_events.allocate[i]) step_blocks[l] = allocator.allocate(bytes_of(step_lives[l]));
+    for (size_t l : step_events.free[i]) allocator.free(step_blocks[l]);
+  };
+  for (size_t i = 0; i < step_start_count; ++i) run_step_op(i);
+  std::vector<LifeEvents> pattern_events;
+  for (const MicrobatchPattern& pattern : patterns) pattern_events.emplace_back(pattern.lives, pattern.ops.size());
+  std::vector<std::vector<CachingAllocator::BlockId>> blocks(pattern_of.size());
+  std::vector<size_t> passed(pattern_of.size(), 0);
+  for (const RankProgram::Slot& slot : program.slots) {
+    const auto m = static_cast<size_t>(slot.microbatch);
+    const MicrobatchPattern& pattern = patterns[pattern_of[m]];
+    const LifeEvents& events = pattern_events[pattern_of[m]];
+    if (blocks[m].empty()) blocks[m].resize(pattern.lives.size());
+    const size_t j = passed[m]++;
+    for (size_t i = j == 0 ? 0 : pattern.slot_end[j - 1]; i < pattern.slot_end[j]; ++i) {
+      for (size_t l : events.allocate[i]) blocks[m][l] = allocator.allocate(bytes_of(pattern.lives[l]));
+      for (size_t l : events.free[i]) allocator.free(blocks[m][l]);
+    }
+  }
+  for (size_t i = step_start_count; i < step_ops.size(); ++i) run_step_op(i);
+  return static_cast<double>(allocator.reserved_bytes());
+}
+
 // The peak of the transient buffers of a rank over the op instances it runs, in issue order
 // (shard rank_program). A transient buffer exists once per micro-batch (once per step for
 // step ops' buffers); the peak is the largest sum of live bytes while an op runs, its inputs
@@ -203,7 +251,7 @@ MicrobatchPattern microbatch_pattern(const RankBuffers& buffers, const RankProgr
 // same for the whole slot. The work is linear in the ops of the rank's patterns (one, when
 // every micro-batch runs its slots in the same order of kinds) plus its slots.
 void transient_peak(const ShardSection& shard, const std::vector<char>& transient, int64_t rank,
-                    const RankProgram& program, StageMemory& stage) {
+                    const RankProgram& program, bool replay_allocator, StageMemory& stage) {
   const RankBuffers buffers(shard, transient, rank);
 
   // The step ops' buffers: step_start ops, then (after every slot) step ops. One nobody
@@ -267,6 +315,9 @@ void transient_peak(const ShardSection& shard, const std::vector<char>& transien
   }
   for (size_t i = step_start_count; i < step_ops.size(); ++i)
     if (consider(step_live[i], step_ops[i])) peak_slot.reset();
+  if (replay_allocator)
+    stage.reserved_transient_bytes =
+        replayed_reserved_bytes(buffers, program, patterns, pattern_of, step_lives, step_ops, step_start_count);
 
   // Micro-batches in flight at the peak: those with saved activations live there.
   if (!peak_slot) return;
@@ -303,7 +354,7 @@ TrainingStateBytes training_state_bytes(double params, const ParallelismConfig& 
   return states;
 }
 
-void account_memory(Graph& g) {
+void account_memory(Graph& g, const MemOptions& options) {
   const ShardSection& shard = need_section(g.shard, "shard", "syssim-shard");
   const int64_t pp = shard.parallelism.pp;
   if (static_cast<int64_t>(shard.stage_params_local.size()) != pp)
@@ -334,7 +385,7 @@ void account_memory(Graph& g) {
     stage.param_bytes *= states.weight_share;
     stage.grad_bytes = states.grad_bytes;
     stage.optimizer_state_bytes = states.optimizer_state_bytes;
-    transient_peak(shard, transient, rank, programs[rank], stage);
+    transient_peak(shard, transient, rank, programs[rank], false, stage);
     mem.pp_stage_memory_gb.push_back(stage.total_bytes() / kBytesPerGB);
     mem.pp_stage_microbatches_in_flight.push_back(stage.microbatches_in_flight);
     const MemoryReserve& reserve = reserves[static_cast<size_t>(rank)];
@@ -355,6 +406,14 @@ void account_memory(Graph& g) {
   mem.cuda_context_bytes = heaviest_reserve.cuda_context_bytes;
   mem.nccl_buffer_bytes = heaviest_reserve.nccl_buffer_bytes;
   mem.fragmentation_bytes = fragmentation * heaviest.total_bytes();
+  if (options.replay_allocator) {
+    // The heaviest rank's, as the fields above: the replay walks every op instance of a rank.
+    StageMemory replayed;
+    transient_peak(shard, transient, mem.peak_pp_stage, programs[static_cast<size_t>(mem.peak_pp_stage)], true, replayed);
+    // The model states are allocated once, whole, before the step.
+    mem.reserved_memory_gb = (heaviest.param_bytes + heaviest.grad_bytes + heaviest.optimizer_state_bytes +
+                              replayed.reserved_transient_bytes) / kBytesPerGB;
+  }
   mem.device_memory_gb = device_bytes(heaviest, heaviest_reserve) / kBytesPerGB;
 
   if (hardware && hardware->gpu_memory_GB) {

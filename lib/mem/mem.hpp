@@ -4,11 +4,17 @@
 
 namespace syssim {
 
+struct MemOptions {
+  // Replay PyTorch's caching allocator over every op instance of the heaviest rank
+  // (lib/mem/allocator.hpp) for the memory it reserves: asked for, as it walks every instance.
+  bool replay_allocator = false;
+};
+
 // Sets g.mem from g.shard: Megatron mixed-precision model states plus the peak of the
 // buffers live while one micro-batch and the step ops run. The GPU capacity, and with it
 // the OOM check, and the memory outside the allocator (lib/mem/reserve.hpp) come from g.cost's
 // hardware when that section is present.
-void account_memory(Graph& g);
+void account_memory(Graph& g, const MemOptions& options = {});
 
 // The gradients and optimizer states of `params` parameters held by one GPU, `expert_params`
 // of them the experts': the main gradients, and Adam's master weights and two moments

@@ -20,6 +20,7 @@ json to_json(const MemSection& m) {
           {"nccl_buffer_bytes", m.nccl_buffer_bytes},
           {"fragmentation_bytes", m.fragmentation_bytes},
           {"device_memory_gb", m.device_memory_gb},
+          {"reserved_memory_gb", nullable_to_json(m.reserved_memory_gb)},
           {"pp_stage_memory_gb", m.pp_stage_memory_gb},
           {"pp_stage_microbatches_in_flight", m.pp_stage_microbatches_in_flight},
           {"peak_pp_stage", m.peak_pp_stage},
@@ -41,6 +42,8 @@ MemSection mem_from_json(const json& j, const std::string& path) {
   if (j.contains("nccl_buffer_bytes")) m.nccl_buffer_bytes = require_as<double>(j, "nccl_buffer_bytes", path);
   if (j.contains("fragmentation_bytes")) m.fragmentation_bytes = require_as<double>(j, "fragmentation_bytes", path);
   m.device_memory_gb = j.contains("device_memory_gb") ? require_as<double>(j, "device_memory_gb", path) : m.peak_memory_gb;
+  // New in 1.17; absent: not replayed.
+  if (j.contains("reserved_memory_gb")) m.reserved_memory_gb = read_nullable<double>(j, "reserved_memory_gb", path);
   m.pp_stage_memory_gb = require_as<std::vector<double>>(j, "pp_stage_memory_gb", path);
   m.pp_stage_microbatches_in_flight = require_as<std::vector<int64_t>>(j, "pp_stage_microbatches_in_flight", path);
   m.peak_pp_stage = require_as<int64_t>(j, "peak_pp_stage", path);

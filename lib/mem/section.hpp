@@ -27,6 +27,9 @@ struct MemSection {
   double nccl_buffer_bytes = 0;
   double fragmentation_bytes = 0;  // the allocator's, training.allocator_fragmentation of the tensors
   double device_memory_gb = 0;     // peak_memory_gb and the three above: what the GPU holds
+  // What PyTorch's caching allocator reserves at most on peak_pp_stage (its model states and
+  // the replayed allocator's segments, lib/mem/allocator.hpp); null: not replayed.
+  std::optional<double> reserved_memory_gb;
   std::vector<double> pp_stage_memory_gb;            // peak of each pipeline rank
   std::vector<int64_t> pp_stage_microbatches_in_flight;  // micro-batches with activations live at that peak
   int64_t peak_pp_stage = 0;                         // the heaviest rank, whose breakdown the fields give

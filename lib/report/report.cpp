@@ -8,6 +8,7 @@
 
 #include "common/error.hpp"
 #include "common/io.hpp"
+#include "common/json_util.hpp"
 #include "common/text.hpp"
 #include "common/units.hpp"
 #include "report/band.hpp"
@@ -123,6 +124,7 @@ std::string memory_block(const MemSection& mem) {
                 {"nccl_buffers_gb", gb(mem.nccl_buffer_bytes / kBytesPerGB)},
                 {"fragmentation_gb", gb(mem.fragmentation_bytes / kBytesPerGB)},
                 {"device_memory_gb", gb(mem.device_memory_gb)},
+                {"reserved_memory_gb", mem.reserved_memory_gb ? gb(*mem.reserved_memory_gb) : "not replayed"},
                 {"oom", oom_text(mem)}});
 }
 
@@ -219,6 +221,7 @@ json memory_json(const Graph& g, const ShardSection& shard, const MemSection& me
           {"nccl_buffer_bytes", mem.nccl_buffer_bytes},
           {"fragmentation_bytes", mem.fragmentation_bytes},
           {"device_memory_gb", mem.device_memory_gb},
+          {"reserved_memory_gb", nullable_to_json(mem.reserved_memory_gb)},
           {"pp_stage_memory_gb", mem.pp_stage_memory_gb},
           {"pp_stage_microbatches_in_flight", mem.pp_stage_microbatches_in_flight},
           {"pipeline_schedule", to_string(shard.pipeline_schedule)},

@@ -262,11 +262,12 @@ ValidationResult validate_measured(const std::string& csv_text, const std::strin
         if (!estimators.count(plan.hardware_path))
           estimators.emplace(plan.hardware_path, CostEstimator(load_hardware_yaml(plan.hardware_path)));
         Graph graph = simulate(plan.model, trace_of(plan.model, plan.options.training.seq_length),
-                               estimators.at(plan.hardware_path), plan.options);
+                               estimators.at(plan.hardware_path), plan.options, {}, nullptr, MemOptions{true});
         out.predicted_step_s = graph.sim->step_time_ms / kMsPerS;
         if (out.timed())
           out.step_error_pct = (out.predicted_step_s - out.measured_step_s) / out.measured_step_s * kPercent;
-        out.predicted_peak_mem_gb = graph.mem->peak_memory_gb;
+        // Frameworks log the allocator's reserved memory (torchtitan's max_reserved).
+        out.predicted_peak_mem_gb = graph.mem->reserved_memory_gb.value_or(graph.mem->peak_memory_gb);
         out.predicted_oom = graph.mem->oom.has_value();
         out.predicted_mfu = throughput(graph).mfu;
         out.moe = plan.model.is_moe();

@@ -48,7 +48,7 @@ $(diff <(tr ',' '\n' < "$GOLDEN/$file") <(tr ',' '\n' < "$BATS_TEST_TMPDIR/$file
 }
 
 @test "golden: syssim-mem" {
-  assert_golden tiny.mem.graph syssim-mem < "$GOLDEN/tiny.sim.graph"
+  assert_golden tiny.mem.graph syssim-mem --replay-allocator < "$GOLDEN/tiny.sim.graph"
 }
 
 @test "golden: syssim-report, text" {
@@ -62,7 +62,7 @@ $(diff <(tr ',' '\n' < "$GOLDEN/$file") <(tr ',' '\n' < "$BATS_TEST_TMPDIR/$file
 @test "golden: the whole pipe from the model prints the golden report" {
   pipe() {
     syssim-trace "$GOLDEN/tiny.yaml" | syssim-shard --tp 2 --sp --dp 2 --global-batch 4 \
-      | syssim-cost --hardware configs/hardware/h100-sxm-80gb.yaml | syssim-sim | syssim-mem | syssim-report "$@"
+      | syssim-cost --hardware configs/hardware/h100-sxm-80gb.yaml | syssim-sim | syssim-mem --replay-allocator | syssim-report "$@"
   }
   assert_golden tiny.report.txt pipe
   assert_golden tiny.report.json pipe --format json

@@ -17,7 +17,7 @@ ONE=(--seq-length 1024)
 @test "syssim-mem --version prints the graph format version" {
   run syssim-mem --version
   assert_success
-  assert_output --regexp "^syssim-mem [0-9.]+ \(graph format 1\.16\)$"
+  assert_output --regexp "^syssim-mem [0-9.]+ \(graph format 1\.17\)$"
 }
 
 @test "an unknown flag is bad usage (exit 2, one line)" {
@@ -58,6 +58,14 @@ ONE=(--seq-length 1024)
   run syssim-mem -i "$(trace_of llama3-8b)" -o "$BATS_TEST_TMPDIR/m.graph"
   assert_failure 1
   [ -z "$(ls "$BATS_TEST_TMPDIR")" ]
+}
+
+@test "--replay-allocator fills reserved_memory_gb, null without it (plumbing: the replay's figures are tests/unit/test_mem.cpp's)" {
+  local sim=$(stage_of llama3-8b sim "${TP2[@]}")
+  run --separate-stderr jq -c '.mem.reserved_memory_gb' < <(syssim-mem -i "$sim")
+  assert_output "null"
+  run --separate-stderr jq -c '.mem.reserved_memory_gb >= .mem.peak_memory_gb' < <(syssim-mem -i "$sim" --replay-allocator)
+  assert_output "true"
 }
 
 @test "model states: 2 bytes of weights, 4 of fp32 gradients and 12 of Adam state per local parameter" {

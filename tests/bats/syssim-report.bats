@@ -80,10 +80,12 @@ text_from_json() {
   printf '    activation_gb      = %.3f\n' "$act"
   printf '    temporary_gb       = %.3f\n' "$temp"
   printf '    peak_memory_gb     = %.3f\n' "$peak"
-  jq -r '"\(.cuda_context_bytes / 1e9)\t\(.nccl_buffer_bytes / 1e9)\t\(.fragmentation_bytes / 1e9)\t\(.device_memory_gb)"' <<< "$json" |
-    while IFS=$'\t' read -r context nccl fragmentation device; do
+  jq -r '"\(.cuda_context_bytes / 1e9)\t\(.nccl_buffer_bytes / 1e9)\t\(.fragmentation_bytes / 1e9)\t\(.device_memory_gb)\t\(.reserved_memory_gb)"' <<< "$json" |
+    while IFS=$'\t' read -r context nccl fragmentation device reserved; do
       printf '    cuda_context_gb    = %.3f\n    nccl_buffers_gb    = %.3f\n' "$context" "$nccl"
       printf '    fragmentation_gb   = %.3f\n    device_memory_gb   = %.3f\n' "$fragmentation" "$device"
+      if [ "$reserved" = null ]; then printf '    reserved_memory_gb = not replayed\n'
+      else printf '    reserved_memory_gb = %.3f\n' "$reserved"; fi
     done
   printf '    oom                = %s\n' "$oom"
   printf '  )\n'
@@ -113,7 +115,7 @@ text_from_json() {
 @test "syssim-report --version prints the graph format version" {
   run syssim-report --version
   assert_success
-  assert_output --regexp "^syssim-report [0-9.]+ \(graph format 1\.16\)$"
+  assert_output --regexp "^syssim-report [0-9.]+ \(graph format 1\.17\)$"
 }
 
 @test "an unknown flag is bad usage (exit 2, one line)" {

@@ -169,6 +169,11 @@ all 6.3"
       if (median > limit[group] + 0.5) { print group ": median " median "% > committed " limit[group] "% + 0.5"; bad = 1 }
       seen[group] = 1 }
     END { for (g in limit) if (!(g in seen)) { print "group " g " missing"; bad = 1 }; exit bad }'
+  # torchtitan's peak memory, the caching allocator's reserved memory it logs, within 10% of
+  # the replayed allocator on each of its four rows that report it (docs/memory.md).
+  echo "$output" | awk '$1 == "TORCHTITAN" { for (i = 1; i <= NF; i++) if ($i ~ /^[0-9.]+\/[0-9.]+$/) {
+      split($i, m, "/"); n++; if (m[1] / m[2] - 1 > 0.10 || m[1] / m[2] - 1 < -0.10) { print "memory " $i; bad = 1 } } }
+    END { if (n != 4) { print n " torchtitan rows with memory"; bad = 1 }; exit bad }'
   # The step-time band (docs/validation.md): each run against the band of its class's other
   # runs lies inside it for 70-90% of the runs, as an 80% band should when held out.
   local held_out=$(echo "$output" | awk '/step-time band/ { band = 1 } band && $1 == "all" { sub("%", "", $3); print $3 }')

@@ -104,7 +104,8 @@ BENCHMARK(BM_Run70B)
 // One sweep point of GPT-3 175B on 1,024 A100 (tp 8 with SP, pp 8, vpp 2, dp 16, full
 // recompute, micro-batch 1, global batch 1536), the trace made and its instantiation kept as
 // a sweep keeps it (ShardReuse). Args: the stages run, 0 shard, 1 shard and cost, 2 shard,
-// cost and simulation, 3 all four (memory too): the differences split a point by stage.
+// cost and simulation, 3 all four (memory too): the differences split a point by stage; 4
+// with the caching allocator's replay (`--replay-allocator`).
 void BM_Point175B(benchmark::State& state) {
   const ModelConfig model = model_named("gpt3-175b");
   const TraceSection& trace = trace_of(model);
@@ -122,14 +123,14 @@ void BM_Point175B(benchmark::State& state) {
     ops = graph.shard->ops.size();
     if (stages >= 1) estimator.cost_graph(graph);
     if (stages >= 2) stats = simulate_graph(graph);
-    if (stages >= 3) account_memory(graph);
+    if (stages >= 3) account_memory(graph, MemOptions{stages >= 4});
     benchmark::DoNotOptimize(graph);
   }
   state.counters["ops"] = static_cast<double>(ops);
   state.counters["instances"] = static_cast<double>(stats.instances);
   state.counters["replayed"] = static_cast<double>(stats.replayed);
 }
-BENCHMARK(BM_Point175B)->DenseRange(0, 3)->ArgName("stages")->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Point175B)->DenseRange(0, 4)->ArgName("stages")->Unit(benchmark::kMillisecond);
 
 // The simulation alone of a step that is simulated micro-batch by micro-batch (GPipe, whose
 // ranks of unequal speed never settle), Llama-3-70B on 1,024 GPUs as BM_Run70B. Arg:

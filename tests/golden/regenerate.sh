@@ -30,6 +30,6 @@ stage tiny.trace.graph /dev/null syssim-trace tests/golden/tiny.yaml
 stage tiny.shard.graph "$out/tiny.trace.graph" syssim-shard --tp 2 --sp --dp 2 --global-batch 4
 stage tiny.cost.graph "$out/tiny.shard.graph" syssim-cost --hardware configs/hardware/h100-sxm-80gb.yaml
 stage tiny.sim.graph "$out/tiny.cost.graph" syssim-sim
-stage tiny.mem.graph "$out/tiny.sim.graph" syssim-mem
+stage tiny.mem.graph "$out/tiny.sim.graph" syssim-mem --replay-allocator
 stage tiny.report.txt "$out/tiny.mem.graph" syssim-report
 stage tiny.report.json "$out/tiny.mem.graph" syssim-report --format json

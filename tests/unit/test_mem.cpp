@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.hpp"
+#include "mem/allocator.hpp"
 #include "mem/mem.hpp"
 #include "mem/reserve.hpp"
 
@@ -51,14 +52,15 @@ ShardSection one_layer() {
   return s;
 }
 
-MemSection account(const ShardSection& shard, std::optional<double> gpu_memory_GB = std::nullopt) {
+MemSection account(const ShardSection& shard, std::optional<double> gpu_memory_GB = std::nullopt,
+                   const MemOptions& options = {}) {
   Graph g;
   g.shard = shard;
   if (gpu_memory_GB) {
     g.cost = CostSection{};
     g.cost->hardware.gpu_memory_GB = gpu_memory_GB;
   }
-  account_memory(g);
+  account_memory(g, options);
   return *g.mem;
 }
 
@@ -98,6 +100,77 @@ TEST(Activations, StepOpTemporariesCount) {
   EXPECT_DOUBLE_EQ(mem.activation_bytes, 0);
   EXPECT_DOUBLE_EQ(mem.temporary_bytes, 5000);
   EXPECT_EQ(mem.peak_module, "optimizer");
+}
+
+constexpr int64_t kMiB = 1 << 20;
+
+TEST(CachingAllocator, SmallRequestsShareATwoMebibyteSegment) {
+  CachingAllocator allocator;
+  // 1000 B rounds up to 1024 B, in a new 2 MiB segment; the next request takes the rest.
+  allocator.allocate(1000);
+  EXPECT_EQ(allocator.allocated_bytes(), 1024);
+  EXPECT_EQ(allocator.reserved_bytes(), 2 * kMiB);
+  allocator.allocate(1000);
+  EXPECT_EQ(allocator.reserved_bytes(), 2 * kMiB);
+}
+
+TEST(CachingAllocator, MidSizedRequestsSplitATwentyMebibyteSegment) {
+  CachingAllocator allocator;
+  // 5 MiB: a 20 MiB segment, split; 12 MiB fits the 15 MiB that remain, 4 MiB does not fit
+  // the 3 MiB left after that.
+  allocator.allocate(5 * kMiB);
+  allocator.allocate(12 * kMiB);
+  EXPECT_EQ(allocator.reserved_bytes(), 20 * kMiB);
+  allocator.allocate(4 * kMiB);
+  EXPECT_EQ(allocator.reserved_bytes(), 40 * kMiB);
+}
+
+TEST(CachingAllocator, FreedNeighboursMergeAndAHoleTooSmallStaysReserved) {
+  CachingAllocator allocator;
+  // Two 4 MiB blocks and the 12 MiB rest of one 20 MiB segment merge back into 20 MiB when
+  // freed, which then serves 18 MiB.
+  const auto x = allocator.allocate(4 * kMiB), y = allocator.allocate(4 * kMiB);
+  allocator.free(x);
+  allocator.free(y);
+  allocator.allocate(18 * kMiB);
+  EXPECT_EQ(allocator.reserved_bytes(), 20 * kMiB);
+  // 100 MiB freed cannot serve 150 MiB: a segment of its own (2 MiB multiples beyond 10 MiB).
+  const auto a = allocator.allocate(100 * kMiB);
+  allocator.free(a);
+  allocator.allocate(150 * kMiB);
+  EXPECT_EQ(allocator.reserved_bytes(), (20 + 100 + 150) * kMiB);
+  EXPECT_EQ(allocator.allocated_bytes(), (18 + 150) * kMiB);
+}
+
+TEST(CachingAllocator, TheSmallestFreeBlockThatFitsServes) {
+  CachingAllocator allocator;
+  const auto a = allocator.allocate(30 * kMiB), b = allocator.allocate(50 * kMiB);
+  allocator.free(b);
+  allocator.free(a);
+  allocator.allocate(25 * kMiB);  // the 30 MiB block, split into 25 and 5
+  allocator.allocate(45 * kMiB);  // the 50 MiB block
+  EXPECT_EQ(allocator.reserved_bytes(), 80 * kMiB);
+}
+
+// one_layer() with the transients in MiB: x 100, h 100, ws 300, y 200, dy 400, dh 100. The
+// allocator, op by op (outputs allocated, then the buffers last used freed):
+//   embed     x, h, ws: new segments of 100, 100, 300 (500 reserved); frees x, ws
+//   mlp       y: the 300 MiB block, split into 200 and 100
+//   loss_grad dy: no free block of 400 (100 and 100), a new segment: 900 reserved; frees y
+//   mlp_grad  dh: a free 100 MiB block
+// The tensors peak at 700 MiB (h + y + dy); the allocator reserves 900.
+TEST(CachingAllocator, ReplayedOverTheRanksOps) {
+  ShardSection shard = one_layer();
+  const std::vector<double> mib = {100, 100, 300, 200, 400, 100};
+  for (size_t b = 0; b < mib.size(); ++b) shard.buffers[b + 1].bytes = mib[b] * kMiB;
+  MemSection mem = account(shard, std::nullopt, MemOptions{true});
+  EXPECT_DOUBLE_EQ(mem.activation_bytes + mem.temporary_bytes, 700.0 * kMiB);
+  ASSERT_TRUE(mem.reserved_memory_gb.has_value());
+  EXPECT_DOUBLE_EQ(*mem.reserved_memory_gb, (18e6 + 900.0 * kMiB) / 1e9);
+  // The small buffers of one_layer() fit one 2 MiB segment.
+  EXPECT_DOUBLE_EQ(*account(one_layer(), std::nullopt, MemOptions{true}).reserved_memory_gb, (18e6 + 2.0 * kMiB) / 1e9);
+  // Not asked for: null.
+  EXPECT_FALSE(account(shard).reserved_memory_gb.has_value());
 }
 
 TEST(Capacity, OutOfMemoryWhenThePeakExceedsTheGpu) {

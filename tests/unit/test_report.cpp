@@ -49,6 +49,7 @@ Graph simulated_graph() {
   mem.temporary_bytes = 1.25e9;
   mem.peak_memory_gb = 78.75;
   mem.device_memory_gb = 78.75;  // nothing outside the allocator
+  mem.reserved_memory_gb = 80.25;
   mem.pp_stage_memory_gb = {78.75};
   mem.peak_module = "decoder.layers.0.mlp";
   mem.gpu_memory_gb = 70;
@@ -69,6 +70,7 @@ const std::string kGoldenMemory = R"(  Memory(
     nccl_buffers_gb    = 0.000
     fragmentation_gb   = 0.000
     device_memory_gb   = 78.750
+    reserved_memory_gb = 80.250
     oom                = capacity 70.000 GB, required 78.750 GB, excess 8.750 GB
   )
 )";
@@ -377,6 +379,7 @@ SimulationReport(
   nlohmann::json j = nlohmann::json::parse(render_memory_report(g, "json"));
   EXPECT_FALSE(j.contains("step_time_ms"));
   EXPECT_DOUBLE_EQ(j["peak_memory_gb"].get<double>(), 78.75);
+  EXPECT_DOUBLE_EQ(j["reserved_memory_gb"].get<double>(), 80.25);
   EXPECT_EQ(j["bottlenecks"]["peak_module"], "decoder.layers.0.mlp");
   EXPECT_TRUE(j["hardware"].is_null());
 }

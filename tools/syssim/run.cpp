@@ -29,6 +29,8 @@ std::vector<Subcommand> add_run_and_memory(CLI::App& app) {
     add_layout_flags(*command, settings->request.options);
     command->add_flag("--fail-on-oom", settings->fail_on_oom,
                       "Exit with status 3 when the job does not fit (after the report)");
+    command->add_flag("--replay-allocator", settings->request.mem_options.replay_allocator,
+                      "Also replay PyTorch's caching allocator for the memory it reserves (reserved_memory_gb)");
   }
   add_report_flags(*run, settings->request.report_options);
   run->add_option("--timeline", settings->timeline,
