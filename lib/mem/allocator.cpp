@@ -25,10 +25,10 @@ int64_t segment_bytes(int64_t size) {
 
 }  // namespace
 
-CachingAllocator::BlockId CachingAllocator::split(BlockId id, int64_t size) {
+void CachingAllocator::split(BlockId id, int64_t size) {
   const int64_t remaining = blocks_[id].size - size;
   const bool small = blocks_[id].small;
-  if (remaining < (small ? kMinBlockSize : kSmallSize + 1)) return id;
+  if (remaining < (small ? kMinBlockSize : kSmallSize + 1)) return;
   Block rest;
   rest.size = remaining;
   rest.small = small;
@@ -41,7 +41,6 @@ CachingAllocator::BlockId CachingAllocator::split(BlockId id, int64_t size) {
   blocks_[id].next = static_cast<int64_t>(rest_id);
   blocks_[id].size = size;
   pool(small).emplace(remaining, rest_id);
-  return id;
 }
 
 CachingAllocator::BlockId CachingAllocator::allocate(int64_t bytes) {

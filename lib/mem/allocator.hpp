@@ -31,7 +31,7 @@ class CachingAllocator {
     int64_t prev = -1, next = -1;  // neighbours in the segment
   };
   std::set<std::pair<int64_t, BlockId>>& pool(bool small) { return small ? small_free_ : large_free_; }
-  BlockId split(BlockId block, int64_t size);
+  void split(BlockId block, int64_t size);  // keeps `size` bytes of the block, frees the rest
 
   std::vector<Block> blocks_;
   std::set<std::pair<int64_t, BlockId>> small_free_, large_free_;  // free blocks by size

@@ -22,7 +22,6 @@ struct StageMemory {
   double temporary_bytes = 0;
   std::string module;
   int64_t microbatches_in_flight = 0;
-  double reserved_transient_bytes = 0;  // what the caching allocator reserves for the transients
   double total_bytes() const {
     return param_bytes + grad_bytes + optimizer_state_bytes + activation_bytes + temporary_bytes;
   }
@@ -194,6 +193,37 @@ MicrobatchPattern microbatch_pattern(const RankBuffers& buffers, const RankProgr
   return pattern;
 }
 
+// A rank's transient buffers over the op instances it runs, in issue order (shard
+// rank_program): the step ops' (step_start ops, then, after every slot, step ops; one nobody
+// writes is live from the rank's first op on) and each micro-batch's, micro-batches grouped
+// by their sequence of slot kinds.
+struct RankLives {
+  RankBuffers buffers;
+  std::vector<int64_t> step_ops;
+  size_t step_start_count = 0;
+  std::vector<Lifetime> step_lives;
+  std::vector<MicrobatchPattern> patterns;
+  std::vector<size_t> pattern_of;  // by micro-batch
+
+  RankLives(const ShardSection& shard, const std::vector<char>& transient, int64_t rank, const RankProgram& program)
+      : buffers(shard, transient, rank), step_ops(program.step_start_ops), step_start_count(program.step_start_ops.size()) {
+    step_ops.insert(step_ops.end(), program.step_ops.begin(), program.step_ops.end());
+    step_lives = lifetimes(buffers, step_ops);
+    const auto microbatches = static_cast<size_t>(shard.num_microbatches);
+    std::vector<std::vector<size_t>> kinds_of(microbatches);
+    for (std::vector<size_t>& kinds : kinds_of) kinds.reserve(program.slots.size() / std::max<size_t>(microbatches, 1) + 1);
+    for (const RankProgram::Slot& slot : program.slots)
+      kinds_of[static_cast<size_t>(slot.microbatch)].push_back(slot.kind);
+    std::map<std::vector<size_t>, size_t> pattern_index;
+    pattern_of.resize(microbatches);
+    for (size_t m = 0; m < microbatches; ++m) {
+      auto [it, added] = pattern_index.emplace(kinds_of[m], patterns.size());
+      if (added) patterns.push_back(microbatch_pattern(buffers, program, kinds_of[m]));
+      pattern_of[m] = it->second;
+    }
+  }
+};
+
 // Each op's allocations and frees in a sequence: the lives written there (those nobody writes
 // at the sequence's start) and those last used there.
 struct LifeEvents {
@@ -208,13 +238,15 @@ struct LifeEvents {
 
 // The caching allocator over every op instance of the rank in issue order: each op's outputs
 // allocated while its inputs live, then the buffers it used last freed.
-double replayed_reserved_bytes(const RankBuffers& buffers, const RankProgram& program,
-                               const std::vector<MicrobatchPattern>& patterns, const std::vector<size_t>& pattern_of,
-                               const std::vector<Lifetime>& step_lives, const std::vector<int64_t>& step_ops,
-                               size_t step_start_count) {
+double replayed_reserved_bytes(const RankLives& lives, const RankProgram& program) {
+  const RankBuffers& buffers = lives.buffers;
+  const std::vector<Lifetime>& step_lives = lives.step_lives;
+  const std::vector<MicrobatchPattern>& patterns = lives.patterns;
+  const std::vector<size_t>& pattern_of = lives.pattern_of;
+  const size_t step_start_count = lives.step_start_count, step_count = lives.step_ops.size();
   CachingAllocator allocator;
   auto bytes_of = [&](const Lifetime& life) { return static_cast<int64_t>(buffers.bytes[life.buffer]); };
-  const LifeEvents step_events(step_lives, step_ops.size());
+  const LifeEvents step_events(step_lives, step_count);
   std::vector<CachingAllocator::BlockId> step_blocks(step_lives.size());
   auto run_step_op = [&](size_t i) {
     for (size_t l : step_events.allocate[i]) step_blocks[l] = allocator.allocate(bytes_of(step_lives[l]));
@@ -236,13 +268,12 @@ double replayed_reserved_bytes(const RankBuffers& buffers, const RankProgram& pr
       for (size_t l : events.free[i]) allocator.free(blocks[m][l]);
     }
   }
-  for (size_t i = step_start_count; i < step_ops.size(); ++i) run_step_op(i);
+  for (size_t i = step_start_count; i < step_count; ++i) run_step_op(i);
   return static_cast<double>(allocator.reserved_bytes());
 }
 
-// The peak of the transient buffers of a rank over the op instances it runs, in issue order
-// (shard rank_program). A transient buffer exists once per micro-batch (once per step for
-// step ops' buffers); the peak is the largest sum of live bytes while an op runs, its inputs
+// The peak of the transient buffers of a rank over the op instances it runs, in issue order.
+// A transient buffer exists once per micro-batch (once per step for step ops' buffers); the peak is the largest sum of live bytes while an op runs, its inputs
 // and outputs both allocated.
 //
 // Without walking every instance: micro-batch m's buffers are used by m's slots only, so
@@ -250,37 +281,20 @@ double replayed_reserved_bytes(const RankBuffers& buffers, const RankProgram& pr
 // boundary, and the live bytes inside a slot are the pattern's own plus a sum that is the
 // same for the whole slot. The work is linear in the ops of the rank's patterns (one, when
 // every micro-batch runs its slots in the same order of kinds) plus its slots.
-void transient_peak(const ShardSection& shard, const std::vector<char>& transient, int64_t rank,
-                    const RankProgram& program, bool replay_allocator, StageMemory& stage) {
-  const RankBuffers buffers(shard, transient, rank);
-
-  // The step ops' buffers: step_start ops, then (after every slot) step ops. One nobody
-  // writes is live from the rank's first op on.
-  std::vector<int64_t> step_ops = program.step_start_ops;
-  step_ops.insert(step_ops.end(), program.step_ops.begin(), program.step_ops.end());
-  const size_t step_start_count = program.step_start_ops.size();
-  std::vector<Lifetime> step_lives = lifetimes(buffers, step_ops);
+void transient_peak(const ShardSection& shard, const RankLives& lives, const RankProgram& program, StageMemory& stage) {
+  const RankBuffers& buffers = lives.buffers;
+  const std::vector<int64_t>& step_ops = lives.step_ops;
+  const std::vector<Lifetime>& step_lives = lives.step_lives;
+  const std::vector<MicrobatchPattern>& patterns = lives.patterns;
+  const std::vector<size_t>& pattern_of = lives.pattern_of;
+  const size_t step_start_count = lives.step_start_count;
   LiveBytes over_slots;  // step buffers live while the slots run
   for (const Lifetime& life : step_lives) {
     if (life.allocated < step_start_count || !life.written)
       if (life.last_use >= step_start_count) over_slots += buffers.live(life.buffer);
   }
   const std::vector<LiveBytes> step_live = live_profile(buffers, step_lives, step_ops.size());
-
-  // Micro-batches by their sequence of slot kinds.
-  const auto microbatches = static_cast<size_t>(shard.num_microbatches);
-  std::vector<std::vector<size_t>> kinds_of(microbatches);
-  for (std::vector<size_t>& kinds : kinds_of) kinds.reserve(program.slots.size() / std::max<size_t>(microbatches, 1) + 1);
-  for (const RankProgram::Slot& slot : program.slots)
-    kinds_of[static_cast<size_t>(slot.microbatch)].push_back(slot.kind);
-  std::map<std::vector<size_t>, size_t> pattern_index;
-  std::vector<MicrobatchPattern> patterns;
-  std::vector<size_t> pattern_of(microbatches);
-  for (size_t m = 0; m < microbatches; ++m) {
-    auto [it, added] = pattern_index.emplace(kinds_of[m], patterns.size());
-    if (added) patterns.push_back(microbatch_pattern(buffers, program, kinds_of[m]));
-    pattern_of[m] = it->second;
-  }
+  const size_t microbatches = pattern_of.size();
 
   // Positions in issue order, the first reaching the peak wins.
   double peak = -1;
@@ -315,9 +329,6 @@ void transient_peak(const ShardSection& shard, const std::vector<char>& transien
   }
   for (size_t i = step_start_count; i < step_ops.size(); ++i)
     if (consider(step_live[i], step_ops[i])) peak_slot.reset();
-  if (replay_allocator)
-    stage.reserved_transient_bytes =
-        replayed_reserved_bytes(buffers, program, patterns, pattern_of, step_lives, step_ops, step_start_count);
 
   // Micro-batches in flight at the peak: those with saved activations live there.
   if (!peak_slot) return;
@@ -372,6 +383,7 @@ void account_memory(Graph& g, const MemOptions& options) {
     return stage.total_bytes() * (1 + fragmentation) + reserve.total();
   };
   double most_device_bytes = 0;  // over the ranks
+  std::optional<RankLives> heaviest_lives;  // kept for the allocator's replay
   const HardwareConfig* hardware = g.cost ? &g.cost->hardware : nullptr;
   const std::vector<RankProgram> programs = rank_programs(shard);
   const std::vector<MemoryReserve> reserves =
@@ -385,7 +397,8 @@ void account_memory(Graph& g, const MemOptions& options) {
     stage.param_bytes *= states.weight_share;
     stage.grad_bytes = states.grad_bytes;
     stage.optimizer_state_bytes = states.optimizer_state_bytes;
-    transient_peak(shard, transient, rank, programs[rank], false, stage);
+    RankLives lives(shard, transient, rank, programs[rank]);
+    transient_peak(shard, lives, programs[rank], stage);
     mem.pp_stage_memory_gb.push_back(stage.total_bytes() / kBytesPerGB);
     mem.pp_stage_microbatches_in_flight.push_back(stage.microbatches_in_flight);
     const MemoryReserve& reserve = reserves[static_cast<size_t>(rank)];
@@ -394,6 +407,7 @@ void account_memory(Graph& g, const MemOptions& options) {
       heaviest = stage;
       heaviest_reserve = reserve;
       mem.peak_pp_stage = rank;
+      if (options.replay_allocator) heaviest_lives.emplace(std::move(lives));
     }
   }
   mem.param_bytes = heaviest.param_bytes;
@@ -406,14 +420,12 @@ void account_memory(Graph& g, const MemOptions& options) {
   mem.cuda_context_bytes = heaviest_reserve.cuda_context_bytes;
   mem.nccl_buffer_bytes = heaviest_reserve.nccl_buffer_bytes;
   mem.fragmentation_bytes = fragmentation * heaviest.total_bytes();
-  if (options.replay_allocator) {
-    // The heaviest rank's, as the fields above: the replay walks every op instance of a rank.
-    StageMemory replayed;
-    transient_peak(shard, transient, mem.peak_pp_stage, programs[static_cast<size_t>(mem.peak_pp_stage)], true, replayed);
-    // The model states are allocated once, whole, before the step.
+  // The heaviest rank's, as the fields above; its model states are allocated once, whole,
+  // before the step.
+  if (heaviest_lives)
     mem.reserved_memory_gb = (heaviest.param_bytes + heaviest.grad_bytes + heaviest.optimizer_state_bytes +
-                              replayed.reserved_transient_bytes) / kBytesPerGB;
-  }
+                              replayed_reserved_bytes(*heaviest_lives, programs[static_cast<size_t>(mem.peak_pp_stage)])) /
+                             kBytesPerGB;
   mem.device_memory_gb = device_bytes(heaviest, heaviest_reserve) / kBytesPerGB;
 
   if (hardware && hardware->gpu_memory_GB) {
