@@ -39,8 +39,8 @@ const std::vector<std::string> kHardwareKeys = {
     "peak_tflops_mm_fp8", "peak_tflops_mm_fp4", "sfu_peak", "gpu_memory_GB",
     "inter_node_bandwidth_GBps", "host_link_GBps", "compute_slowdown_under_communication", "inter_node_latency_us", "kernel_launch_us", "host", "topology",
     "cuda_context_GB", "nccl_channels",
-    "estimator", "calibrated_model", "calibrated_families", "efficiency", "block_scaled_formats",
-    "collective_algorithm"};
+    "estimator", "calibrated_model", "calibrated_families", "efficiency", "attention_kernels",
+    "block_scaled_formats", "collective_algorithm"};
 
 // A kernel eleven times as long beside communication is far past anything measured (twice as
 // long beside a copy kernel on half the SMs, tests/data/calibration/h200/interference.csv).
@@ -50,6 +50,7 @@ constexpr double kMostComputeSlowdown = 10;
 const std::vector<std::string> kBlockScaledFormats = {"mxfp8", "nvfp4"};
 
 const std::vector<std::string> kTopologyKeys = {"levels"};
+const std::vector<std::string> kAttentionKernelKeys = {"forward", "backward"};
 const std::vector<std::string> kHostKeys = {"op_us", "module_us", "launch_us"};
 const std::vector<std::string> kNcclChannelKeys = {"coll_in_node", "coll_across_nodes", "p2p_per_peer_in_node",
                                                   "p2p_per_peer_across_nodes", "p2p_across_nodes", "nvls"};
@@ -350,7 +351,7 @@ void validate(const ModelConfig& m, const std::string& where) {
                     " does not divide num_attention_heads=" + std::to_string(m.num_attention_heads));
   require_one_of(m.activation, {"gelu", "squared_relu"}, "activation", where);
   require_one_of(m.normalization, {"RMSNorm", "LayerNorm"}, "normalization", where);
-  require_one_of(m.attention_backend, {"flash", "unfused"}, "attention_backend", where);
+  require_one_of(m.attention_backend, {"flash", "flash2", "triton", "unfused"}, "attention_backend", where);
   // A NaN or infinite epsilon or RoPE base would be written to the graph as null.
   require_positive(m.rms_norm_eps, "rms_norm_eps", where);
   require_positive(m.rope_theta, "rope_theta", where);
@@ -374,8 +375,8 @@ void validate(const ModelConfig& m, const std::string& where) {
   if (!m.projection_fusion && m.multi_latent_attention)
     throw DataError(where + ": projection_fusion: false needs attention without multi_latent_attention");
   if (m.window_size > 0) check_pattern(m.sliding_window_pattern, "window_attn_skip_freq");
-  if (m.window_size > 0 && m.attention_backend != "flash")
-    throw DataError(where + ": sliding-window attention is simulated with attention_backend flash only");
+  if (m.window_size > 0 && !m.flash_attention())
+    throw DataError(where + ": sliding-window attention is simulated with a flash attention_backend only");
   if (m.multi_latent_attention) {
     require_positive(m.kv_lora_rank, "kv_lora_rank", where);
     require_positive(m.qk_head_dim, "qk_head_dim", where);
@@ -383,8 +384,8 @@ void validate(const ModelConfig& m, const std::string& where) {
     require_positive(m.v_head_dim, "v_head_dim", where);
     if (m.q_lora_rank < 0) throw DataError(where + ": key 'q_lora_rank' must not be negative");
     if (!m.rope) throw DataError(where + ": multi_latent_attention needs rope (its keys carry a RoPE part)");
-    if (m.attention_backend != "flash")
-      throw DataError(where + ": multi_latent_attention is simulated with attention_backend flash only");
+    if (!m.flash_attention())
+      throw DataError(where + ": multi_latent_attention is simulated with a flash attention_backend only");
   }
   if (!m.is_moe()) return;
   require_positive(m.moe_router_topk, "moe_router_topk", where);
@@ -410,6 +411,7 @@ void validate(const ModelConfig& m, const std::string& where) {
 }
 
 const std::vector<std::string> kOpFamilies = {"gemm", "attention", "norm", "elementwise", "reduction", "quantize"};
+const std::vector<std::string> kAttentionKernels = {"flash2", "triton"};
 
 const std::vector<CollectiveAlgorithm>& algorithms_of(NcclCollective collective) {
   using A = CollectiveAlgorithm;
@@ -472,6 +474,16 @@ HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& n
     check_keys(efficiency, kOpFamilies, name + ": efficiency");
     for (const std::string& family : kOpFamilies)
       if (efficiency[family]) hw.efficiency[family] = yaml_require<double>(efficiency, family, name + ": efficiency");
+  }
+  if (YAML::Node kernels = node["attention_kernels"]) {
+    check_keys(kernels, kAttentionKernels, name + ": attention_kernels");
+    for (const std::string& kernel : kAttentionKernels) {
+      if (!kernels[kernel]) continue;
+      const std::string where = name + ": attention_kernels." + kernel;
+      check_keys(kernels[kernel], kAttentionKernelKeys, where);
+      hw.attention_kernels[kernel] = {yaml_require<double>(kernels[kernel], "forward", where),
+                                      yaml_require<double>(kernels[kernel], "backward", where)};
+    }
   }
   hw.calibrated_model = yaml_get<std::string>(node, "calibrated_model", name, "");
   hw.calibrated_families = yaml_get<std::vector<std::string>>(node, "calibrated_families", name, {});
@@ -665,6 +677,10 @@ void validate(const HardwareConfig& hw, const std::string& where) {
   for (const auto& [family, share] : hw.efficiency)
     if (!(share > 0 && share <= 1))
       throw DataError(where + ": efficiency." + family + ": expected a share in (0, 1], got " + std::to_string(share));
+  for (const auto& [kernel, time] : hw.attention_kernels) {
+    require_positive(time.forward, "attention_kernels." + kernel + ".forward", where);
+    require_positive(time.backward, "attention_kernels." + kernel + ".backward", where);
+  }
 }
 
 std::optional<std::string> low_precision_recipe(const TrainingConfig& t) {
@@ -839,6 +855,8 @@ nlohmann::json to_json(const HardwareConfig& hw) {
   if (hw.host.simulated())
     j["host"] = {{"op_us", hw.host.op_us}, {"module_us", hw.host.module_us}, {"launch_us", hw.host.launch_us}};
   if (hw.cuda_context_GB > 0) j["cuda_context_GB"] = hw.cuda_context_GB;  // new in 1.15
+  for (const auto& [kernel, time] : hw.attention_kernels)  // new in 1.18
+    j["attention_kernels"][kernel] = {{"forward", time.forward}, {"backward", time.backward}};
   if (hw.nccl_channels.given()) {  // new in 1.15
     const auto fields = nccl_channel_fields(hw.nccl_channels);
     for (size_t i = 0; i < fields.size(); ++i) j["nccl_channels"][kNcclChannelKeys[i]] = *fields[i];
@@ -869,6 +887,14 @@ HardwareConfig hardware_from_json(const nlohmann::json& j, const std::string& pa
   // Both keys are new in graph format 1.2.
   if (j.contains("efficiency")) hw.efficiency = require_as<std::map<std::string, double>>(j, "efficiency", path);
   if (j.contains("calibrated_model")) hw.calibrated_model = require_as<std::string>(j, "calibrated_model", path);
+  if (j.contains("attention_kernels")) {  // new in graph format 1.18
+    const std::string kernels_path = path + "/attention_kernels";
+    for (const auto& [kernel, time] : require(j, "attention_kernels", path).items()) {
+      require_one_of(kernel, kAttentionKernels, "attention_kernels", "graph: " + kernels_path);
+      hw.attention_kernels[kernel] = {require_as<double>(time, "forward", kernels_path + "/" + kernel),
+                                      require_as<double>(time, "backward", kernels_path + "/" + kernel)};
+    }
+  }
   if (j.contains("calibrated_families"))
     hw.calibrated_families = require_as<std::vector<std::string>>(j, "calibrated_families", path);
   const auto& levels = require(require(j, "topology", path), "levels", path + "/topology");

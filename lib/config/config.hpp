@@ -35,7 +35,11 @@ struct ModelConfig {
   bool add_bias_linear = false;
   bool add_qkv_bias = false;
   bool qk_layernorm = false;
-  std::string attention_backend = "flash";  // flash | unfused
+  // flash: the fused flash attention the hardware's attention pricing stands for (Transformer
+  // Engine's, cuDNN's on Hopper); flash2: Dao's FlashAttention-2 (PyTorch SDPA's flash
+  // backend); triton: flash-attn's Triton FlashAttention (llm-foundry's attn_impl triton);
+  // unfused: Megatron's batched GEMMs around a softmax (docs/configs.md).
+  std::string attention_backend = "flash";
   bool masked_softmax_fusion = true;  // unfused: Megatron's fused softmax kernel where its shapes allow it
   // Fused kernels Megatron-LM can turn off (--no-bias-swiglu-fusion, --no-rope-fusion) and
   // Transformer Engine's fused RMSNorm; off, the eager PyTorch chain of separate kernels
@@ -43,6 +47,8 @@ struct ModelConfig {
   bool bias_swiglu_fusion = true;
   bool apply_rope_fusion = true;
   bool rms_norm_fusion = true;
+  // Every backend but unfused runs one flash-style kernel per attention (same FLOPs and bytes).
+  bool flash_attention() const { return attention_backend != "unfused"; }
   // Megatron-Core's fused linears: QKV as one GEMM and, with SwiGLU, fc1 as the gate and up
   // projections stacked; false: each its own linear, as torchtitan's Llama (wq, wk, wv; w1, w3).
   bool projection_fusion = true;
@@ -174,6 +180,12 @@ struct HardwareConfig {
   // Uncalibrated estimator: the share of the roofline each op family reaches (gemm, attention,
   // norm, elementwise, reduction); a family not listed reaches 1 (docs/syssim-cost.md).
   std::map<std::string, double> efficiency;
+  // Flash attention kernels other than the one attention is priced as: each one's time over
+  // that price, forward and backward (attention_backend flash2, triton; docs/syssim-cost.md).
+  struct AttentionKernelTime {
+    double forward = 1, backward = 1;
+  };
+  std::map<std::string, AttentionKernelTime> attention_kernels;
   std::string calibrated_model;      // as written in the YAML (relative to its folder), or ""
   std::string calibrated_model_dir;  // that path resolved when the YAML was read; not in the graph
   // The families priced with the bundle (empty: every family it has); the others use efficiency.
@@ -182,6 +194,8 @@ struct HardwareConfig {
 
 // The op families of the cost estimators.
 extern const std::vector<std::string> kOpFamilies;
+// The attention backends priced as a factor of the hardware's flash attention.
+extern const std::vector<std::string> kAttentionKernels;
 
 struct ParallelismConfig {
   int64_t tp = 1;

@@ -162,6 +162,19 @@ struct KernelKey {
   }
 };
 
+// The attention kernel's time over the hardware's flash attention, as the model's
+// attention_backend names it (docs/syssim-cost.md, "Attention kernels"); a graph without a
+// model section runs the flash attention.
+HardwareConfig::AttentionKernelTime attention_kernel_time(const Graph& g, const HardwareConfig& hw) {
+  if (!g.model || g.model->attention_backend == "flash" || g.model->attention_backend == "unfused") return {};
+  const std::string& backend = g.model->attention_backend;
+  auto time = hw.attention_kernels.find(backend);
+  if (time == hw.attention_kernels.end())
+    throw DataError("hardware " + hw.name + ": no attention_kernels." + backend +
+                    " (its time over the flash attention), needed by the model's attention_backend " + backend);
+  return time->second;
+}
+
 }  // namespace
 
 CostEstimator::CostEstimator(HardwareConfig hardware, const CostOptions& options)
@@ -249,12 +262,25 @@ void CostEstimator::cost_graph(Graph& g) const {
       if (cost.ops[i].bound.empty()) finish(i);
     }
   }
+  scale_attention(g, cost.ops);
   for (const auto& [i, first] : repeats) {
     cost.ops[i] = cost.ops[first];
     cost.ops[i].id = shard.ops[i].id;
   }
   price_host(shard, hardware_.host, cost.ops);
   g.cost = std::move(cost);
+}
+
+// Attention ops run the model's attention kernel: its time over the flash attention priced
+// above, by direction (repeats copy their first op's time afterwards).
+void CostEstimator::scale_attention(const Graph& g, std::vector<OpCost>& ops) const {
+  const std::vector<ShardOp>& shard_ops = g.shard->ops;
+  auto attention = std::find_if(shard_ops.begin(), shard_ops.end(), [](const ShardOp& op) { return op.kind == OpKind::attention; });
+  if (attention == shard_ops.end()) return;
+  const HardwareConfig::AttentionKernelTime time = attention_kernel_time(g, hardware_);
+  if (time.forward == 1 && time.backward == 1) return;
+  for (size_t i = 0; i < shard_ops.size(); ++i)
+    if (shard_ops[i].kind == OpKind::attention) ops[i].time_us *= shard_ops[i].phase == OpPhase::bwd ? time.backward : time.forward;
 }
 
 void cost_graph(Graph& g, const HardwareConfig& hw, const CostOptions& options) {

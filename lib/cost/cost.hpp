@@ -27,6 +27,7 @@ class CostEstimator {
 
  private:
   bool priced_by_bundle(const std::string& family) const;
+  void scale_attention(const Graph& g, std::vector<OpCost>& ops) const;
 
   HardwareConfig hardware_;
   CostOptions options_;

@@ -260,7 +260,7 @@ class TrainingStep {
   Tensor core_attention(int64_t layer, const std::string& module, const Tensor& q, const Tensor& k, const Tensor& v) {
     ModuleScope scope(module, TpRole::none);
     const int64_t heads = n_.g * n_.r;
-    if (model_.attention_backend == "flash") {
+    if (model_.flash_attention()) {
       OptionalTensor sinks;
       if (model_.softmax_type == "learnable") sinks = parameter(module + ".softmax_offset", {heads});
       const bool window = layer >= 0 && model_.is_sliding_window_layer(layer);

@@ -228,8 +228,14 @@ ModelConfig architecture(const MeasuredRow& row, std::vector<std::string>& assum
   model.rope = false;
   model.tie_word_embeddings = true;
   if (mpt) {
-    // llm-foundry's scripts/train/yamls/pretrain/mpt-*.yaml: no_bias, ALiBi, dropout 0.
+    // llm-foundry's scripts/train/yamls/pretrain/mpt-*.yaml: no_bias, ALiBi, dropout 0; its
+    // benchmarks' submit_benchmarks.py sets attn_impl (default triton: flash-attn's Triton
+    // kernel, the one of its attention implementations that takes ALiBi's bias).
     assumptions.push_back("MPT: no biases, ALiBi as learned positions, no dropout");
+    if (cell(row, "attention_backend").empty()) {
+      model.attention_backend = "triton";
+      assumptions.push_back("attention_backend=triton (llm-foundry's attn_impl: triton)");
+    }
   } else {
     model.add_bias_linear = true;
     model.hidden_dropout = 0.1;  // Megatron-LM's GPT default, as configs/models/gpt3-*.yaml

@@ -25,7 +25,7 @@ roofline_graph() {
 @test "syssim-cost --version prints the graph format version" {
   run syssim-cost --version
   assert_success
-  assert_output --regexp "^syssim-cost [0-9.]+ \(graph format 1\.17\)$"
+  assert_output --regexp "^syssim-cost [0-9.]+ \(graph format 1\.18\)$"
 }
 
 @test "an unknown flag is bad usage (exit 2, one line)" {
@@ -250,4 +250,20 @@ roofline_graph() {
   run syssim-cost --hardware "$BATS_TEST_TMPDIR/hw.yaml" -i "$(stage_of llama3-8b shard "${TP2DP4[@]}")"
   assert_failure 1
   assert_output "syssim-cost: error: $BATS_TEST_TMPDIR/hw.yaml: topology level 'nvlink': efficiency: expected a share in (0, 1], got 1.500000"
+}
+
+@test "a model's triton attention takes the hardware's triton times, by direction; a hardware without them refuses it" {
+  sed 's/^attention_backend: flash$/attention_backend: triton/' "$MODELS/llama3-8b.yaml" > "$BATS_TEST_TMPDIR/triton.yaml"
+  syssim-trace "$BATS_TEST_TMPDIR/triton.yaml" | syssim-shard "${TP2DP4[@]}" > "$BATS_TEST_TMPDIR/triton.shard"
+  syssim-cost --hardware "$H100" -i "$BATS_TEST_TMPDIR/triton.shard" -o "$BATS_TEST_TMPDIR/triton.graph"
+  # Each attention op's time over the same op's under flash, forward then backward: the
+  # preset's 2.70 and 3.54 (configs/hardware/h100-sxm-80gb.yaml); GEMMs unchanged.
+  run jq -r --slurpfile flash "$(stage_of llama3-8b cost "${TP2DP4[@]}")" '[.shard.ops, .cost.ops, $flash[0].cost.ops] | transpose
+    | [(map(select(.[0].kind == "attention")) | group_by(.[0].phase)[] | map(.[1].time_us / .[2].time_us * 100 | round / 100) | unique),
+       (map(select(.[0].kind == "gemm")) | map(.[1].time_us == .[2].time_us) | all)]
+    | map(tostring) | .[]' "$BATS_TEST_TMPDIR/triton.graph"
+  assert_output $'[3.54]\n[2.7]\ntrue'
+  run syssim-cost --hardware "$HARDWARE/b200.yaml" -i "$BATS_TEST_TMPDIR/triton.shard"
+  assert_failure 1
+  assert_output "syssim-cost: error: hardware b200: no attention_kernels.triton (its time over the flash attention), needed by the model's attention_backend triton"
 }

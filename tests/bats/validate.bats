@@ -142,12 +142,15 @@ CSV
   # ran, predicted 40% too fast as the later releases' H100 runs of that recipe are; 35.4 (from
   # 38.8) with its B200 row's (expert parallelism 64, its release's recipe, where the table prints
   # EP 8 and measures what the recipe with EP 64 measures in 26.02).
+  # MOSAIC's 12.3 (from 12.8) came with its attention priced as the Triton FlashAttention its
+  # benchmarks ran (attention_backend triton); the overall median rose from 6.3 to 6.7 with it,
+  # within the tolerance, and stays committed at 6.3.
   local committed="BLOOM_176B 15.4
 DGXC 5.5
 KORTHIKANTI22 3.7
 MB_PERF 11.7
 MLM_README_H100 6.9
-MOSAIC_LLMFOUNDRY 12.8
+MOSAIC_LLMFOUNDRY 12.3
 NARAYANAN21 5.0
 NEMO_2407 12.7
 TORCHTITAN 5.6

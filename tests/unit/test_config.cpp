@@ -767,6 +767,12 @@ TEST(Loader, HardwareNumbersOutOfRangeAreNamed) {
             "h.yaml: topology.levels[0]: key 'nvls_bus_bandwidth_GBps' must be positive, got -5");
   EXPECT_EQ(replaced("      bandwidth_GBps: 100", "      bandwidth_GBps: 100\n      nvls_bus_bandwidth_GBps: .inf"),
             "h.yaml: topology.levels[0]: key 'nvls_bus_bandwidth_GBps' must be finite, got inf");
+  EXPECT_EQ(error_with("attention_kernels:\n  fa3: {forward: 1, backward: 1}\n"),
+            "h.yaml: attention_kernels: unknown key 'fa3' (did you mean 'flash2'?)");
+  EXPECT_EQ(error_with("attention_kernels:\n  triton: {forward: 2}\n"),
+            "h.yaml: attention_kernels.triton: missing required key 'backward'");
+  EXPECT_EQ(error_with("attention_kernels:\n  triton: {forward: 0, backward: 2}\n"),
+            "h.yaml: key 'attention_kernels.triton.forward' must be positive, got 0");
   // Size 0 (the whole cluster) below another level would leave that level nothing to group.
   EXPECT_EQ(error_with("    - kind: leaf\n      size: 0\n      bandwidth_GBps: 50\n"
                        "    - kind: spine\n      bandwidth_GBps: 50\n"),
@@ -849,7 +855,7 @@ TEST(Loader, InvalidValuesAreRejected) {
   EXPECT_NE(error_of([&] { syssim::parse_model_yaml(text, "m.yaml"); }).find("does not divide"),
             std::string::npos);
   text = std::string(kValidModel) + "attention_backend: sdpa\n";
-  EXPECT_NE(error_of([&] { syssim::parse_model_yaml(text, "m.yaml"); }).find("flash|unfused"), std::string::npos);
+  EXPECT_NE(error_of([&] { syssim::parse_model_yaml(text, "m.yaml"); }).find("flash|flash2|triton|unfused"), std::string::npos);
   text = std::string(kValidModel) + "hidden_dropout: 1.0\n";
   EXPECT_EQ(error_of([&] { syssim::parse_model_yaml(text, "m.yaml"); }),
             "m.yaml: key 'hidden_dropout' must be in [0, 1), got 1.000000");

@@ -2,7 +2,12 @@
 // by hand in the comments.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <tuple>
+
+#include "common/csv.hpp"
 #include "common/error.hpp"
+#include "common/io.hpp"
 #include "cost/cost.hpp"
 
 namespace syssim {
@@ -211,6 +216,65 @@ TEST(Collectives, EmbeddingGroupAllReducesBetweenFirstAndLastStage) {
 
 TEST(Collectives, GroupOfOneTakesNoTime) {
   EXPECT_DOUBLE_EQ(cost_of_one(collective_op("all_reduce", "dp", 1, 1e9)).time_us, 0.0);
+}
+
+// Plumbing: the model's attention_backend picks the hardware's time factors, forward for the
+// forward kernel and backward for its backward; GEMMs keep their time.
+TEST(AttentionKernels, TheModelsBackendScalesEachDirectionOfAttention) {
+  HardwareConfig hw = test_hardware();
+  hw.attention_kernels["triton"] = {2.5, 3.5};
+  ShardOp forward = compute_op("attention", 1e12, 0);  // 1000 us at 1000 TFLOP/s
+  ShardOp backward = forward;
+  backward.phase = OpPhase::bwd;
+  auto times = [&](const std::string& backend) {
+    Graph g;
+    g.model = ModelConfig{};
+    g.model->attention_backend = backend;
+    g.shard = ShardSection{};
+    g.shard->ops = {forward, backward, compute_op("gemm", 1e12, 0)};
+    for (size_t i = 0; i < g.shard->ops.size(); ++i) g.shard->ops[i].id = static_cast<int64_t>(i);
+    cost_graph(g, hw);
+    return std::make_tuple(g.cost->ops[0].time_us, g.cost->ops[1].time_us, g.cost->ops[2].time_us);
+  };
+  EXPECT_EQ(times("flash"), std::make_tuple(1000.0, 1000.0, 1000.0));
+  EXPECT_EQ(times("triton"), std::make_tuple(2500.0, 3500.0, 1000.0));
+  try {
+    times("flash2");
+    FAIL() << "expected DataError";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("no attention_kernels.flash2"), std::string::npos) << e.what();
+  }
+}
+
+// The Hopper presets' factors come from data, recomputed here: flash2 is the median, over the
+// shapes timed with both kernels on an H200, of FlashAttention-2's time over cuDNN's, forward
+// and backward (backward = forward+backward - forward); triton is FlashAttention-2's time times
+// the 1.4x forward (middle of 1.3-1.5x) and 2x backward by which FlashAttention-2 beats the
+// Triton kernel (Dao, arXiv 2307.08691, section 4.1).
+TEST(AttentionKernels, HopperFactorsAreTheMeasuredMediansTimesThePapersRatios) {
+  const std::string data = std::string(SYSSIM_SOURCE_DIR) + "/tests/data/calibration/h200/attention_sdpa.csv";
+  CsvTable table = parse_csv(read_input(data), data);
+  std::map<std::vector<std::string>, std::map<std::string, std::pair<double, double>>> by_shape;
+  for (const auto& r : table.records) {  // backend,b,seq,heads,kv_heads,head_dim,v_head_dim,fwd_us,fwd_bwd_us
+    const double fwd = std::stod(r[7]);
+    by_shape[{r[1], r[2], r[3], r[4], r[5], r[6]}][r[0]] = {fwd, std::stod(r[8]) - fwd};
+  }
+  std::vector<double> forward, backward;
+  for (const auto& [shape, backends] : by_shape) {
+    if (!backends.count("flash") || !backends.count("cudnn")) continue;
+    forward.push_back(backends.at("flash").first / backends.at("cudnn").first);
+    backward.push_back(backends.at("flash").second / backends.at("cudnn").second);
+  }
+  ASSERT_EQ(forward.size(), 54u);
+  for (const char* name : {"h100-sxm-80gb", "h100-100gbe", "h100-nvl", "h800-sxm", "h200-sxm", "gh200"}) {
+    HardwareConfig hw = load_hardware_yaml(std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware/" + name + ".yaml");
+    const auto& flash2 = hw.attention_kernels.at("flash2");
+    const auto& triton = hw.attention_kernels.at("triton");
+    EXPECT_NEAR(flash2.forward, percentile(forward, 0.5), 0.005) << name;
+    EXPECT_NEAR(flash2.backward, percentile(backward, 0.5), 0.005) << name;
+    EXPECT_NEAR(triton.forward, 1.4 * flash2.forward, 0.005) << name;
+    EXPECT_NEAR(triton.backward, 2.0 * flash2.backward, 0.005) << name;
+  }
 }
 
 TEST(CostSection, OneCostPerShardOpInOrder) {
