@@ -78,6 +78,10 @@ struct CalibrateOptions {
   // That time for some families, over measurement_overhead_us: family -> us (a family read
   // from other data, timed otherwise).
   std::map<std::string, double> family_overhead_us;
+  // A folder of 16-bit and FP8 GEMM times (gemm.csv, gemm_fp8.csv) measured on the same
+  // tensor cores: a bundle that transfers FP8 GEMMs from its 16-bit data takes their measured
+  // speed-up instead of the peaks' ratio (docs/calibration.md "FP8 GEMMs").
+  std::string fp8_speedup_dir;
 };
 
 // The --family-overhead-us assignments FAMILY=US as a map; UsageError for a bad one.

@@ -232,6 +232,35 @@ std::vector<double> held_out_errors_pct(const Booster& booster, const std::vecto
   return errors_pct;
 }
 
+// FP8 GEMMs' speed-up over the same 16-bit GEMMs, measured in pairs in `dir`: per decade of
+// GEMM FLOPs (2 M N K), the median log10 FLOPs and the median time ratio of its shapes, in
+// increasing FLOPs. The model interpolates between them (docs/calibration.md "FP8 GEMMs").
+nlohmann::json fp8_speedup(const Source& gemm, const std::string& dir, const CalibrateOptions& options) {
+  Table sixteen = read_table(gemm, dir + "/" + gemm.file, "bf16", false, 0, options);
+  Table fp8 = read_table(gemm, dir + "/" + gemm.fp8_file, "fp8", false, 0, options);
+  std::map<KernelShape, double> sixteen_us;
+  for (const Sample& s : sixteen.samples) sixteen_us[s.kernel.dims] = s.measured_us;
+  std::map<int, std::pair<std::vector<double>, std::vector<double>>> by_decade;  // log10 FLOPs, ratios
+  for (const Sample& s : fp8.samples) {
+    auto pair = sixteen_us.find(s.kernel.dims);
+    if (pair == sixteen_us.end()) continue;
+    const double log_flops = std::log10(s.kernel.flops);
+    auto& [flops, ratios] = by_decade[static_cast<int>(std::floor(log_flops))];
+    flops.push_back(log_flops);
+    ratios.push_back(pair->second / s.measured_us);
+  }
+  if (by_decade.empty())
+    throw DataError(dir + ": no GEMM shape in both " + gemm.file + " and " + gemm.fp8_file + " to measure FP8's speed-up");
+  nlohmann::json table = {{"log10_flops", nlohmann::json::array()}, {"speedup", nlohmann::json::array()},
+                          {"shapes", nlohmann::json::array()}};
+  for (const auto& [decade, samples] : by_decade) {
+    table["log10_flops"].push_back(percentile(samples.first, 0.5));
+    table["speedup"].push_back(percentile(samples.second, 0.5));
+    table["shapes"].push_back(samples.second.size());
+  }
+  return table;
+}
+
 nlohmann::json family_manifest(const Source& source, const Table& table, const FamilyFit& fit,
                                const CalibrateOptions& options, const nlohmann::json& params) {
   std::vector<std::string> dtypes = covered_dtypes(options.dtype);
@@ -262,6 +291,8 @@ nlohmann::json family_manifest(const Source& source, const Table& table, const F
           {"boosting_rounds", source.rounds}};
   if (table.fp8) manifest["fp8_source_file"] = source.fp8_file;
   if (table.backward) manifest["backward_source_file"] = source.backward_file;
+  if (transferred.contains("fp8") && !options.fp8_speedup_dir.empty())
+    manifest["fp8_speedup"] = fp8_speedup(source, options.fp8_speedup_dir, options);
   return manifest;
 }
 
@@ -395,6 +426,8 @@ std::vector<FamilyFit> calibrate(const CalibrateOptions& options) {
     if (!fs::is_directory(folder)) throw DataError(folder + ": no such folder");
   }
   for (const auto& [family, overhead] : options.family_overhead_us) require_family(family, "--family-overhead-us");
+  if (!options.fp8_speedup_dir.empty() && !fs::is_directory(options.fp8_speedup_dir))
+    throw DataError(options.fp8_speedup_dir + ": no such folder");
   for (const Source& source : sources()) {
     known.push_back(source.file);
     auto folder_for = options.family_data_dirs.find(source.family);
@@ -407,6 +440,10 @@ std::vector<FamilyFit> calibrate(const CalibrateOptions& options) {
     fits.push_back(family.fit);
   }
   if (fits.empty()) throw DataError(options.data_dir + ": none of the calibration files " + join(known, ","));
+  if (!options.fp8_speedup_dir.empty() &&
+      !(manifest["families"].contains("gemm") && manifest["families"]["gemm"].contains("fp8_speedup")))
+    throw UsageError("--fp8-speedup-data: this bundle does not transfer FP8 GEMMs from 16-bit ones (it measures "
+                     "them, or has no 16-bit GEMM data or no FP8 peak)");
   files[kManifestFile] = manifest.dump(2) + "\n";
   write_bundle(options.output_dir, files);
   return fits;

@@ -40,7 +40,37 @@ struct FamilyModel {
   std::set<std::string> directions;  // forward, backward
   // Covered dtypes predicted with the features of the same kernel in the measured dtype.
   std::map<std::string, std::string> transferred;
+  // FP8's measured speed-up over the measured dtype at increasing log10 FLOPs; empty: FP8 is
+  // the measured dtype's residual over the FP8 roofline.
+  std::vector<std::pair<double, double>> fp8_speedup;
 };
+
+// The speed-up at `log_flops`, linear between the table's points and constant beyond its ends.
+double speedup_at(const std::vector<std::pair<double, double>>& table, double log_flops) {
+  if (log_flops <= table.front().first) return table.front().second;
+  for (size_t i = 1; i < table.size(); ++i)
+    if (log_flops < table[i].first) {
+      const auto& [x0, y0] = table[i - 1];
+      const auto& [x1, y1] = table[i];
+      return y0 + (y1 - y0) * (log_flops - x0) / (x1 - x0);
+    }
+  return table.back().second;
+}
+
+// The manifest's fp8_speedup table as (log10 FLOPs, speed-up) points; none when absent.
+std::vector<std::pair<double, double>> fp8_speedup_of(const nlohmann::json& entry, const std::string& where) {
+  if (!entry.contains("fp8_speedup")) return {};
+  const nlohmann::json& table = entry.at("fp8_speedup");
+  auto flops = manifest_value<std::vector<double>>(table, "log10_flops", where + "/fp8_speedup");
+  auto speedup = manifest_value<std::vector<double>>(table, "speedup", where + "/fp8_speedup");
+  if (flops.empty() || flops.size() != speedup.size() || !std::is_sorted(flops.begin(), flops.end()) ||
+      std::adjacent_find(flops.begin(), flops.end()) != flops.end() ||
+      std::any_of(speedup.begin(), speedup.end(), [](double s) { return !(s > 0 && std::isfinite(s)); }))
+    throw DataError(where + "/fp8_speedup: expected as many positive speed-ups as increasing log10_flops");
+  std::vector<std::pair<double, double>> points;
+  for (size_t i = 0; i < flops.size(); ++i) points.emplace_back(flops[i], speedup[i]);
+  return points;
+}
 
 // The kernel whose features the residual is read at: a transferred dtype's kernel re-expressed
 // in the measured dtype (same shape and FLOPs, bytes at the measured width).
@@ -108,7 +138,8 @@ CalibratedModel CalibratedModel::load(const std::string& dir, const HardwareConf
     impl->families.emplace(
         family, FamilyModel{std::move(booster), manifest_value<std::set<std::string>>(entry, "dtypes_covered", where),
                             manifest_value<std::set<std::string>>(entry, "directions", where),
-                            manifest_value<std::map<std::string, std::string>>(entry, "dtypes_transferred", where)});
+                            manifest_value<std::map<std::string, std::string>>(entry, "dtypes_transferred", where),
+                            fp8_speedup_of(entry, where)});
   }
   return CalibratedModel(std::move(impl));
 }
@@ -167,8 +198,12 @@ std::vector<double> CalibratedModel::predict_us(const std::vector<Kernel>& kerne
       for (size_t k = 0; k < unknown_keys.size(); ++k) impl_->residual_of.emplace(std::move(unknown_keys[k]), predicted[k]);
     }
     for (size_t row = 0; row < indices.size(); ++row) {
-      double roofline = roofline_us(kernels[indices[row]], impl_->hardware);
-      times[indices[row]] = std::max(roofline, roofline * std::exp(static_cast<double>(residuals[row])));
+      const Kernel& kernel = kernels[indices[row]];
+      // A transferred FP8 kernel with a measured speed-up: the measured dtype's time over it.
+      const bool sped_up = kernel.dtype == "fp8" && model.transferred.count("fp8") && !model.fp8_speedup.empty();
+      double roofline = roofline_us(sped_up ? feature_kernel(kernel, model) : kernel, impl_->hardware);
+      double time = std::max(roofline, roofline * std::exp(static_cast<double>(residuals[row])));
+      times[indices[row]] = sped_up ? time / speedup_at(model.fp8_speedup, std::log10(kernel.flops)) : time;
     }
   }
   return times;

@@ -112,11 +112,11 @@ small_data() {
 }
 
 # About 15 s on two cores per bundle.
-@test "the shipped bundles are reproduced byte for byte from the committed GH200 data and H200 attention" {
+@test "the shipped bundles are reproduced byte for byte from the committed GH200 data, H200 attention and H200 FP8 speed-ups" {
   for hardware in h100-sxm-80gb gh200; do
     syssim calibrate --data "$GH200_DATA" --family-data attention="$ROOT/tests/data/calibration/h200" \
-      --family-overhead-us attention=0 --dtype fp16 --hardware "$HARDWARE/$hardware.yaml" \
-      -o "$BATS_TEST_TMPDIR/$hardware" >/dev/null
+      --family-overhead-us attention=0 --dtype fp16 --fp8-speedup-data "$ROOT/tests/data/calibration/h200" \
+      --hardware "$HARDWARE/$hardware.yaml" -o "$BATS_TEST_TMPDIR/$hardware" >/dev/null
     diff -r "$ROOT/configs/calibration/$hardware" "$BATS_TEST_TMPDIR/$hardware"
   done
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -315,6 +316,104 @@ TEST(Calibrate, BundleCoversTheMeasuredFamiliesDtypesAndDirections) {
   // An fp8 GEMM: the 16-bit residual of its shape (2x) over the fp8 roofline.
   Kernel fp8 = gemm_kernel(4096, 4096, 4096, "fp8");
   EXPECT_NEAR(model.predict_us({fp8})[0] / roofline_us(fp8, test_gpu()), 2.0, 0.06);
+}
+
+// FP8 GEMMs transferred with a measured speed-up: pairs of 16-bit and FP8 times in another
+// folder, three shapes near 2 x 1024^3 FLOPs (the 1e9 decade) at 0.3 and 0.2 ms (1.5x), three
+// near 2 x 4096^3 (the 1e11 decade) at 1.5, 1.7 and 1.9 against 1 ms (median 1.7x); each
+// decade's point is its median log10 FLOPs, 2 x 1024 x 1024 x 1025 and 2 x 4096 x 4096 x 4097.
+// An FP8 GEMM is the 16-bit prediction of its shape over the speed-up, linear in log10 FLOPs
+// between the points and constant beyond them.
+TEST(Calibrate, TransferredFp8GemmsTakeTheMeasuredSpeedup) {
+  std::string speedup = scratch("fp8-speedup"), out = scratch("fp8-speedup-out") + "/bundle";
+  write_file(speedup + "/gemm.csv", "M,N,K,t_measured_ms\n1024,1024,1024,0.3\n1024,1024,1025,0.3\n"
+                                    "1024,1025,1024,0.3\n4096,4096,4096,1.5\n4096,4096,4097,1.7\n4096,4097,4096,1.9\n"
+                                    "512,512,512,-1\n");
+  write_file(speedup + "/gemm_fp8.csv", "M,N,K,t_measured_ms\n1024,1024,1024,0.2\n1024,1024,1025,0.2\n"
+                                        "1024,1025,1024,0.2\n4096,4096,4096,1\n4096,4096,4097,1\n4096,4097,4096,1\n"
+                                        "8192,8192,8192,1\n");  // unpaired: not counted
+  CalibrateOptions options = options_for(synthetic_data("fp8-speedup-data"), out);
+  options.fp8_speedup_dir = speedup;
+  calibrate(options);
+  const nlohmann::json manifest = nlohmann::json::parse(read_input(out + "/manifest.json"));
+  const nlohmann::json& table = manifest["families"]["gemm"]["fp8_speedup"];
+  ASSERT_EQ(table["speedup"].size(), 2u);
+  EXPECT_NEAR(table["log10_flops"][0].get<double>(), std::log10(2.0 * 1024 * 1024 * 1025), 1e-12);
+  EXPECT_NEAR(table["speedup"][0].get<double>(), 1.5, 1e-12);
+  EXPECT_NEAR(table["log10_flops"][1].get<double>(), std::log10(2.0 * 4096 * 4096 * 4097), 1e-12);
+  EXPECT_NEAR(table["speedup"][1].get<double>(), 1.7, 1e-12);
+  EXPECT_EQ(table["shapes"], nlohmann::json::array({3, 3}));
+
+  CalibratedModel model = CalibratedModel::load(out, test_gpu());
+  auto ratio = [&](double m, double n, double k) {
+    std::vector<double> t = model.predict_us({gemm_kernel(m, n, k, "bf16"), gemm_kernel(m, n, k, "fp8")});
+    return t[0] / t[1];
+  };
+  EXPECT_NEAR(ratio(512, 512, 512), 1.5, 1e-9);     // below the first point
+  EXPECT_NEAR(ratio(8192, 8192, 8192), 1.7, 1e-9);  // beyond the last
+  const double x0 = std::log10(2.0 * 1024 * 1024 * 1025), x1 = std::log10(2.0 * 4096 * 4096 * 4097);
+  const double x = std::log10(2.0 * 2048 * 2048 * 2048);
+  EXPECT_NEAR(ratio(2048, 2048, 2048), 1.5 + 0.2 * (x - x0) / (x1 - x0), 1e-9);
+
+  // The flag where nothing is transferred is bad usage.
+  std::string measured = synthetic_data("fp8-measured");
+  write_file(measured + "/gemm_fp8.csv", read_input(measured + "/gemm.csv"));
+  options.data_dir = measured;
+  EXPECT_EQ(error_of([&] { calibrate(options); }),
+            "--fp8-speedup-data: this bundle does not transfer FP8 GEMMs from 16-bit ones (it measures them, or has "
+            "no 16-bit GEMM data or no FP8 peak)");
+}
+
+// The H100 bundle's FP8 GEMMs run at the H200's measured speed-up over its 16-bit ones (the
+// same tensor cores): per decade of GEMM FLOPs, the median ratio of the paired shapes of
+// tests/data/calibration/h200, recomputed here from the CSVs (1.38, 1.64, 1.83 and 1.88 from
+// 1e9 to 1e12; docs/calibration.md), and the bundle's FP8 over 16-bit ratio at the largest
+// decade's median FLOPs is that decade's.
+TEST(Calibrate, H100BundleFp8GemmsRunTheH200sMeasuredSpeedup) {
+  const std::string root = std::string(SYSSIM_SOURCE_DIR);
+  auto times = [&](const std::string& file) {
+    std::map<std::string, double> by_shape;
+    std::ifstream in(root + "/tests/data/calibration/h200/" + file);
+    std::string line;
+    std::getline(in, line);
+    while (std::getline(in, line)) {
+      const size_t last = line.rfind(',');
+      by_shape[line.substr(0, last)] = std::stod(line.substr(last + 1));
+    }
+    return by_shape;
+  };
+  const std::map<std::string, double> sixteen = times("gemm.csv"), fp8 = times("gemm_fp8.csv");
+  std::map<int, std::pair<std::vector<double>, std::vector<double>>> by_decade;
+  for (const auto& [shape, fp8_ms] : fp8) {
+    std::istringstream dims(shape);
+    double m, n, k;
+    char comma;
+    dims >> m >> comma >> n >> comma >> k;
+    if (!sixteen.count(shape) || fp8_ms < 0 || sixteen.at(shape) < 0) continue;
+    const double log_flops = std::log10(2 * m * n * k);
+    by_decade[static_cast<int>(std::floor(log_flops))].first.push_back(log_flops);
+    by_decade[static_cast<int>(std::floor(log_flops))].second.push_back(sixteen.at(shape) / fp8_ms);
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  };
+  const nlohmann::json manifest =
+      nlohmann::json::parse(read_input(root + "/configs/calibration/h100-sxm-80gb/manifest.json"));
+  const nlohmann::json& table = manifest["families"]["gemm"]["fp8_speedup"];
+  ASSERT_EQ(table["speedup"].size(), by_decade.size());
+  size_t i = 0;
+  for (const auto& [decade, samples] : by_decade) {
+    EXPECT_NEAR(table["log10_flops"][i].get<double>(), median(samples.first), 1e-9) << decade;
+    EXPECT_NEAR(table["speedup"][i].get<double>(), median(samples.second), 1e-9) << decade;
+    ++i;
+  }
+  const HardwareConfig hw = load_hardware_yaml(root + "/configs/hardware/h100-sxm-80gb.yaml");
+  const CalibratedModel model = CalibratedModel::load(root + "/configs/calibration/h100-sxm-80gb", hw);
+  // A GEMM beyond the last point (2 x 32768^3 = 7e13 FLOPs): the largest decade's speed-up.
+  std::vector<double> t =
+      model.predict_us({gemm_kernel(32768, 32768, 32768, "bf16"), gemm_kernel(32768, 32768, 32768, "fp8")});
+  EXPECT_NEAR(t[0] / t[1], median(by_decade.rbegin()->second.second), 1e-9);
 }
 
 TEST(Calibrate, PredictionsNeverFallBelowTheRoofline) {

@@ -25,6 +25,9 @@ Subcommand add_calibrate(CLI::App& app) {
                         "FAMILY=DIR: read that family's files (gemm, attention, norm) from DIR instead (repeatable)");
   calibrate->add_option("--family-overhead-us", settings->family_overheads,
                         "FAMILY=US: that family's measurement overhead, over --overhead-us (repeatable)");
+  calibrate->add_option("--fp8-speedup-data", options.fp8_speedup_dir,
+                        "DIR of gemm.csv and gemm_fp8.csv measured on the same tensor cores: transferred FP8 GEMMs "
+                        "take their measured speed-up over 16-bit ones");
   calibrate->add_option("--hardware", settings->hardware, "Hardware YAML whose peaks the residuals are taken against")
       ->required();
   calibrate->add_option("-o,--output", options.output_dir, "Bundle folder, written whole or not at all")->required();
