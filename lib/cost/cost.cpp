@@ -175,6 +175,18 @@ HardwareConfig::AttentionKernelTime attention_kernel_time(const Graph& g, const 
   return time->second;
 }
 
+// flash-attn's Triton kernel computes over the head dimension padded to a power of two, at
+// least 16 (BLOCK_HEADDIM = max(next_power_of_2(d), 16) in flash_attn_triton.py): its time
+// at head dimension d is that of the padded one. The hardware's factor is for powers of two,
+// the head dimensions the FlashAttention-2 paper compares the kernels at (64, 128).
+double triton_head_padding(const ShardOp& op) {
+  auto head_dim = op.shape.find("head_dim");
+  if (head_dim == op.shape.end() || head_dim->second <= 0) return 1;
+  double padded = 16;
+  while (padded < head_dim->second) padded *= 2;
+  return padded / head_dim->second;
+}
+
 }  // namespace
 
 CostEstimator::CostEstimator(HardwareConfig hardware, const CostOptions& options)
@@ -278,9 +290,13 @@ void CostEstimator::scale_attention(const Graph& g, std::vector<OpCost>& ops) co
   auto attention = std::find_if(shard_ops.begin(), shard_ops.end(), [](const ShardOp& op) { return op.kind == OpKind::attention; });
   if (attention == shard_ops.end()) return;
   const HardwareConfig::AttentionKernelTime time = attention_kernel_time(g, hardware_);
-  if (time.forward == 1 && time.backward == 1) return;
-  for (size_t i = 0; i < shard_ops.size(); ++i)
-    if (shard_ops[i].kind == OpKind::attention) ops[i].time_us *= shard_ops[i].phase == OpPhase::bwd ? time.backward : time.forward;
+  const bool triton = g.model && g.model->attention_backend == "triton";
+  if (time.forward == 1 && time.backward == 1 && !triton) return;
+  for (size_t i = 0; i < shard_ops.size(); ++i) {
+    const ShardOp& op = shard_ops[i];
+    if (op.kind != OpKind::attention) continue;
+    ops[i].time_us *= (op.phase == OpPhase::bwd ? time.backward : time.forward) * (triton ? triton_head_padding(op) : 1);
+  }
 }
 
 void cost_graph(Graph& g, const HardwareConfig& hw, const CostOptions& options) {

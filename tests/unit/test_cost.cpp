@@ -226,18 +226,22 @@ TEST(AttentionKernels, TheModelsBackendScalesEachDirectionOfAttention) {
   ShardOp forward = compute_op("attention", 1e12, 0);  // 1000 us at 1000 TFLOP/s
   ShardOp backward = forward;
   backward.phase = OpPhase::bwd;
+  // Head dimension 80: the Triton kernel computes at 128 (the next power of two), 1.6x.
+  ShardOp padded = forward;
+  padded.shape = {{"head_dim", 80}};
   auto times = [&](const std::string& backend) {
     Graph g;
     g.model = ModelConfig{};
     g.model->attention_backend = backend;
     g.shard = ShardSection{};
-    g.shard->ops = {forward, backward, compute_op("gemm", 1e12, 0)};
+    g.shard->ops = {forward, backward, compute_op("gemm", 1e12, 0), padded};
     for (size_t i = 0; i < g.shard->ops.size(); ++i) g.shard->ops[i].id = static_cast<int64_t>(i);
     cost_graph(g, hw);
-    return std::make_tuple(g.cost->ops[0].time_us, g.cost->ops[1].time_us, g.cost->ops[2].time_us);
+    return std::make_tuple(g.cost->ops[0].time_us, g.cost->ops[1].time_us, g.cost->ops[2].time_us,
+                           g.cost->ops[3].time_us);
   };
-  EXPECT_EQ(times("flash"), std::make_tuple(1000.0, 1000.0, 1000.0));
-  EXPECT_EQ(times("triton"), std::make_tuple(2500.0, 3500.0, 1000.0));
+  EXPECT_EQ(times("flash"), std::make_tuple(1000.0, 1000.0, 1000.0, 1000.0));
+  EXPECT_EQ(times("triton"), std::make_tuple(2500.0, 3500.0, 1000.0, 4000.0));
   try {
     times("flash2");
     FAIL() << "expected DataError";
