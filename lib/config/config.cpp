@@ -40,7 +40,7 @@ const std::vector<std::string> kHardwareKeys = {
     "inter_node_bandwidth_GBps", "host_link_GBps", "compute_slowdown_under_communication", "inter_node_latency_us", "kernel_launch_us", "host", "topology",
     "cuda_context_GB", "nccl_channels",
     "estimator", "calibrated_model", "calibrated_families", "efficiency", "attention_kernels",
-    "block_scaled_formats", "collective_algorithm"};
+    "fp8_gemm_speedup", "block_scaled_formats", "collective_algorithm"};
 
 // A kernel eleven times as long beside communication is far past anything measured (twice as
 // long beside a copy kernel on half the SMs, tests/data/calibration/h200/interference.csv).
@@ -485,6 +485,7 @@ HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& n
                                       yaml_require<double>(kernels[kernel], "backward", where)};
     }
   }
+  hw.fp8_gemm_speedup = optional_double(node, "fp8_gemm_speedup", name);
   hw.calibrated_model = yaml_get<std::string>(node, "calibrated_model", name, "");
   hw.calibrated_families = yaml_get<std::vector<std::string>>(node, "calibrated_families", name, {});
   for (const std::string& family : hw.calibrated_families)
@@ -677,6 +678,7 @@ void validate(const HardwareConfig& hw, const std::string& where) {
   for (const auto& [family, share] : hw.efficiency)
     if (!(share > 0 && share <= 1))
       throw DataError(where + ": efficiency." + family + ": expected a share in (0, 1], got " + std::to_string(share));
+  if (hw.fp8_gemm_speedup) require_positive(*hw.fp8_gemm_speedup, "fp8_gemm_speedup", where);
   for (const auto& [kernel, time] : hw.attention_kernels) {
     require_positive(time.forward, "attention_kernels." + kernel + ".forward", where);
     require_positive(time.backward, "attention_kernels." + kernel + ".backward", where);
@@ -857,6 +859,7 @@ nlohmann::json to_json(const HardwareConfig& hw) {
   if (hw.cuda_context_GB > 0) j["cuda_context_GB"] = hw.cuda_context_GB;  // new in 1.15
   for (const auto& [kernel, time] : hw.attention_kernels)  // new in 1.18
     j["attention_kernels"][kernel] = {{"forward", time.forward}, {"backward", time.backward}};
+  if (hw.fp8_gemm_speedup) j["fp8_gemm_speedup"] = *hw.fp8_gemm_speedup;  // new in 1.18
   if (hw.nccl_channels.given()) {  // new in 1.15
     const auto fields = nccl_channel_fields(hw.nccl_channels);
     for (size_t i = 0; i < fields.size(); ++i) j["nccl_channels"][kNcclChannelKeys[i]] = *fields[i];
@@ -887,6 +890,7 @@ HardwareConfig hardware_from_json(const nlohmann::json& j, const std::string& pa
   // Both keys are new in graph format 1.2.
   if (j.contains("efficiency")) hw.efficiency = require_as<std::map<std::string, double>>(j, "efficiency", path);
   if (j.contains("calibrated_model")) hw.calibrated_model = require_as<std::string>(j, "calibrated_model", path);
+  if (j.contains("fp8_gemm_speedup")) hw.fp8_gemm_speedup = require_as<double>(j, "fp8_gemm_speedup", path);  // new in 1.18
   if (j.contains("attention_kernels")) {  // new in graph format 1.18
     const std::string kernels_path = path + "/attention_kernels";
     for (const auto& [kernel, time] : require(j, "attention_kernels", path).items()) {

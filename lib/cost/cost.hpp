@@ -28,6 +28,7 @@ class CostEstimator {
  private:
   bool priced_by_bundle(const std::string& family) const;
   void scale_attention(const Graph& g, std::vector<OpCost>& ops) const;
+  double uncalibrated_roofline(const Kernel& kernel, double roofline) const;
 
   HardwareConfig hardware_;
   CostOptions options_;

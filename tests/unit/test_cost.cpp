@@ -119,6 +119,43 @@ TEST(Efficiency, EachFamilyTakesItsShareOfTheRoofline) {
   }
 }
 
+// Without a bundle, an FP8 GEMM on hardware with a measured FP8 speed-up is its 16-bit twin's
+// time over it: 1e12 FLOPs take 1000 us at the 1000 TFLOP/s 16-bit peak, 2000 us at half of
+// it, 1250 us over a 1.6x speed-up; without one, the FP8 peak: 500 us, 1000 at half.
+TEST(Efficiency, Fp8GemmsWithoutABundleTakeTheMeasuredSpeedup) {
+  HardwareConfig hw = test_hardware();
+  hw.peak_tflops_mm_fp8 = 2000;
+  hw.efficiency = {{"gemm", 0.5}};
+  EXPECT_NEAR(cost_of_one(compute_op("gemm", 1e12, 0, "fp8"), {}, hw).time_us, 1000, 1e-9);
+  hw.fp8_gemm_speedup = 1.6;
+  EXPECT_NEAR(cost_of_one(compute_op("gemm", 1e12, 0, "fp8"), {}, hw).time_us, 1250, 1e-9);
+  EXPECT_NEAR(cost_of_one(compute_op("gemm", 1e12, 0, "bf16"), {}, hw).time_us, 2000, 1e-9);
+}
+
+// The uncalibrated Hopper presets' FP8 speed-up is the H200's, recomputed here: the median
+// over the GEMMs of at least 1 TFLOP (2 M N K) timed in both dtypes of their 16-bit over FP8 time.
+TEST(Efficiency, UncalibratedHopperPresetsTakeTheH200sFp8Speedup) {
+  const std::string dir = std::string(SYSSIM_SOURCE_DIR) + "/tests/data/calibration/h200/";
+  auto times = [&](const std::string& file) {
+    std::map<std::tuple<double, double, double>, double> by_shape;
+    for (const auto& r : parse_csv(read_input(dir + file), dir + file).records)  // M,N,K,t_measured_ms
+      by_shape[{std::stod(r[0]), std::stod(r[1]), std::stod(r[2])}] = std::stod(r[3]);
+    return by_shape;
+  };
+  const auto sixteen = times("gemm.csv"), fp8 = times("gemm_fp8.csv");
+  std::vector<double> speedups;
+  for (const auto& [shape, fp8_ms] : fp8) {
+    const auto& [m, n, k] = shape;
+    if (2 * m * n * k >= 1e12 && sixteen.count(shape)) speedups.push_back(sixteen.at(shape) / fp8_ms);
+  }
+  ASSERT_EQ(speedups.size(), 79u);
+  for (const char* name : {"h100-nvl", "h100-sxm-96gb-500w"}) {
+    HardwareConfig hw = load_hardware_yaml(std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware/" + name + ".yaml");
+    ASSERT_TRUE(hw.fp8_gemm_speedup) << name;
+    EXPECT_NEAR(*hw.fp8_gemm_speedup, percentile(speedups, 0.5), 0.005) << name;
+  }
+}
+
 // Every preset that names a bundle loads it: the bundle exists and was fitted against the
 // preset's peaks.
 TEST(Efficiency, PresetBundlesFitTheirHardware) {
