@@ -33,6 +33,8 @@ Kernel gemm_kernel(double m, double n, double k, const std::string& dtype);
 Kernel attention_kernel(double b, double s, double heads, double kv_heads, double head_dim, bool causal,
                         const std::string& dtype, bool backward);
 Kernel norm_kernel(double rows, double dim, const std::string& dtype, bool backward);
+// The same kernel in another dtype: its shape and FLOPs, its bytes at that dtype's width.
+Kernel kernel_in_dtype(const Kernel& kernel, const std::string& dtype);
 
 // Roofline time in microseconds at the hardware's dense peaks, no launch floor:
 // max(flops / peak for the family and dtype, bytes / peak memory bandwidth). GEMM and

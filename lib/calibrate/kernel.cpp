@@ -57,6 +57,13 @@ Kernel norm_kernel(double rows, double dim, const std::string& dtype, bool backw
                 bytes + kStatisticBytes * rows};
 }
 
+Kernel kernel_in_dtype(const Kernel& kernel, const std::string& dtype) {
+  Kernel other = kernel;
+  other.dtype = dtype;
+  other.bytes = kernel.bytes * calibrate_detail::dtype_bytes(dtype) / calibrate_detail::dtype_bytes(kernel.dtype);
+  return other;
+}
+
 double roofline_us(const Kernel& kernel, const HardwareConfig& hw) {
   bool tensor_core = kernel.family == "gemm" || kernel.family == "attention";
   double peak_tflops = tensor_core ? tensor_core_peak_tflops(hw, kernel.dtype) : hw.peak_tflops_math;

@@ -76,11 +76,7 @@ std::vector<std::pair<double, double>> fp8_speedup_of(const nlohmann::json& entr
 // in the measured dtype (same shape and FLOPs, bytes at the measured width).
 Kernel feature_kernel(const Kernel& kernel, const FamilyModel& model) {
   auto it = model.transferred.find(kernel.dtype);
-  if (it == model.transferred.end()) return kernel;
-  Kernel measured = kernel;
-  measured.dtype = it->second;
-  measured.bytes = kernel.bytes * dtype_bytes(it->second) / dtype_bytes(kernel.dtype);
-  return measured;
+  return it == model.transferred.end() ? kernel : kernel_in_dtype(kernel, it->second);
 }
 
 }  // namespace
@@ -199,8 +195,9 @@ std::vector<double> CalibratedModel::predict_us(const std::vector<Kernel>& kerne
     }
     for (size_t row = 0; row < indices.size(); ++row) {
       const Kernel& kernel = kernels[indices[row]];
-      // A transferred FP8 kernel with a measured speed-up: the measured dtype's time over it.
-      const bool sped_up = kernel.dtype == "fp8" && model.transferred.count("fp8") && !model.fp8_speedup.empty();
+      // A transferred FP8 kernel with a measured speed-up (written only for a transfer): the
+      // measured dtype's time over it.
+      const bool sped_up = kernel.dtype == "fp8" && !model.fp8_speedup.empty();
       double roofline = roofline_us(sped_up ? feature_kernel(kernel, model) : kernel, impl_->hardware);
       double time = std::max(roofline, roofline * std::exp(static_cast<double>(residuals[row])));
       times[indices[row]] = sped_up ? time / speedup_at(model.fp8_speedup, std::log10(kernel.flops)) : time;

@@ -163,11 +163,8 @@ struct KernelKey {
 };
 
 // The attention kernel's time over the hardware's flash attention, as the model's
-// attention_backend names it (docs/syssim-cost.md, "Attention kernels"); a graph without a
-// model section runs the flash attention.
-HardwareConfig::AttentionKernelTime attention_kernel_time(const Graph& g, const HardwareConfig& hw) {
-  if (!g.model || g.model->attention_backend == "flash" || g.model->attention_backend == "unfused") return {};
-  const std::string& backend = g.model->attention_backend;
+// attention_backend names it (docs/syssim-cost.md, "Attention kernels").
+HardwareConfig::AttentionKernelTime attention_kernel_time(const std::string& backend, const HardwareConfig& hw) {
   auto time = hw.attention_kernels.find(backend);
   if (time == hw.attention_kernels.end())
     throw DataError("hardware " + hw.name + ": no attention_kernels." + backend +
@@ -202,13 +199,10 @@ CostEstimator::CostEstimator(HardwareConfig hardware, const CostOptions& options
 }
 
 // The roofline an uncalibrated kernel's efficiency applies to: an FP8 GEMM on hardware with a
-// measured FP8 speed-up takes its 16-bit twin's (1 byte per element read as 2) over it.
+// measured FP8 speed-up takes its 16-bit twin's over it.
 double CostEstimator::uncalibrated_roofline(const Kernel& kernel, double roofline) const {
   if (kernel.family != "gemm" || kernel.dtype != "fp8" || !hardware_.fp8_gemm_speedup) return roofline;
-  Kernel sixteen_bit = kernel;
-  sixteen_bit.dtype = "bf16";
-  sixteen_bit.bytes = 2 * kernel.bytes;
-  return roofline_us(sixteen_bit, hardware_) / *hardware_.fp8_gemm_speedup;
+  return roofline_us(kernel_in_dtype(kernel, "bf16"), hardware_) / *hardware_.fp8_gemm_speedup;
 }
 
 bool CostEstimator::priced_by_bundle(const std::string& family) const {
@@ -294,14 +288,13 @@ void CostEstimator::cost_graph(Graph& g) const {
 }
 
 // Attention ops run the model's attention kernel: its time over the flash attention priced
-// above, by direction (repeats copy their first op's time afterwards).
+// above, by direction (repeats copy their first op's time afterwards). A graph without a
+// model section, or with flash (or unfused: no attention op) attention, keeps the price.
 void CostEstimator::scale_attention(const Graph& g, std::vector<OpCost>& ops) const {
+  if (!g.model || g.model->attention_backend == "flash" || g.model->attention_backend == "unfused") return;
+  const HardwareConfig::AttentionKernelTime time = attention_kernel_time(g.model->attention_backend, hardware_);
+  const bool triton = g.model->attention_backend == "triton";
   const std::vector<ShardOp>& shard_ops = g.shard->ops;
-  auto attention = std::find_if(shard_ops.begin(), shard_ops.end(), [](const ShardOp& op) { return op.kind == OpKind::attention; });
-  if (attention == shard_ops.end()) return;
-  const HardwareConfig::AttentionKernelTime time = attention_kernel_time(g, hardware_);
-  const bool triton = g.model && g.model->attention_backend == "triton";
-  if (time.forward == 1 && time.backward == 1 && !triton) return;
   for (size_t i = 0; i < shard_ops.size(); ++i) {
     const ShardOp& op = shard_ops[i];
     if (op.kind != OpKind::attention) continue;
