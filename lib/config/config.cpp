@@ -384,8 +384,6 @@ void validate(const ModelConfig& m, const std::string& where) {
     require_positive(m.v_head_dim, "v_head_dim", where);
     if (m.q_lora_rank < 0) throw DataError(where + ": key 'q_lora_rank' must not be negative");
     if (!m.rope) throw DataError(where + ": multi_latent_attention needs rope (its keys carry a RoPE part)");
-    if (!m.flash_attention())
-      throw DataError(where + ": multi_latent_attention is simulated with a flash attention_backend only");
   }
   if (!m.is_moe()) return;
   require_positive(m.moe_router_topk, "moe_router_topk", where);

@@ -267,8 +267,9 @@ class TrainingStep {
       Tensor out = call(window ? "syssim::flash_attn_window" : "syssim::flash_attn", {q, k, v, sinks})[0];
       return out.view({n_.s, n_.b, heads * v.size(-1)});
     }
-    // Megatron's unfused path: batched matmuls over b * heads, [b*heads, s, d] operands.
-    auto batched = [&](const Tensor& t) { return t.reshape({n_.s, n_.b * heads, n_.d}).transpose(0, 1); };
+    // Megatron's unfused path: batched matmuls over b * heads, [b*heads, s, d] operands (MLA's
+    // queries and keys with their own head dimension, its values with theirs).
+    auto batched = [&](const Tensor& t) { return t.reshape({n_.s, n_.b * heads, t.size(-1)}).transpose(0, 1); };
     Tensor keys = batched(repeat_groups(k));
     Tensor values = batched(repeat_groups(v));
     Tensor scores = at::bmm(batched(q), keys.transpose(1, 2)).view({n_.b, heads, n_.s, n_.s});
@@ -277,7 +278,8 @@ class TrainingStep {
                        : torch_softmax(scores);
     probs = dropout(module, probs, model_.attention_dropout);  // the flash kernel regenerates its mask instead
     Tensor context = at::bmm(probs.view({n_.b * heads, n_.s, n_.s}), values);
-    return context.view({n_.b, heads, n_.s, n_.d}).permute({2, 0, 1, 3}).contiguous().view({n_.s, n_.b, heads * n_.d});
+    const int64_t d_v = v.size(-1);
+    return context.view({n_.b, heads, n_.s, d_v}).permute({2, 0, 1, 3}).contiguous().view({n_.s, n_.b, heads * d_v});
   }
 
   // Megatron's FusedScaleMaskSoftmax.forward_torch_softmax, run where its fused kernel does not
@@ -316,7 +318,8 @@ class TrainingStep {
   // Each of the g key/value heads repeated r times: a real copy, like Megatron's repeat_interleave.
   Tensor repeat_groups(const Tensor& t) {
     if (model_.num_attention_heads == model_.num_query_groups) return t;
-    return t.unsqueeze(3).expand({n_.s, n_.b, n_.g, n_.r, n_.d}).reshape({n_.s, n_.b, n_.g * n_.r, n_.d});
+    const int64_t d = t.size(-1);
+    return t.unsqueeze(3).expand({n_.s, n_.b, n_.g, n_.r, d}).reshape({n_.s, n_.b, n_.g * n_.r, d});
   }
 
   Tensor mlp(const std::string& module, const Tensor& x, int64_t width) {

@@ -401,6 +401,42 @@ TEST(Trace, UnfusedAttentionKeepsTheFusedSoftmaxUpTo4096Keys) {
   EXPECT_TRUE(ops_named(trace, "aten::_softmax", 0).empty());
 }
 
+// Multi-latent attention on the unfused path, as Transformer Engine's UnfusedDotProductAttention
+// runs it where no fused kernel takes MLA's head dimensions: the scores over the query/key head
+// dimension (no-RoPE part + RoPE part), the context over the value head dimension.
+ModelConfig small_unfused_mla() {
+  ModelConfig m = small_unfused_gpt();
+  m.name = "mla-small-unfused";
+  m.rope = true;
+  m.add_bias_linear = false;
+  m.swiglu = true;
+  m.normalization = "RMSNorm";
+  m.multi_latent_attention = true;
+  m.q_lora_rank = 96;
+  m.kv_lora_rank = 64;
+  m.qk_head_dim = 48;
+  m.qk_pos_emb_head_dim = 16;
+  m.v_head_dim = 32;
+  m.kv_channels = m.qk_head_dim + m.qk_pos_emb_head_dim;
+  return m;
+}
+
+TEST(Trace, SymbolicShapesAreExactForUnfusedMultiLatentAttention) {
+  expect_symbolic_matches_concrete(small_unfused_mla(), 2, 1024);
+}
+
+TEST(Trace, UnfusedMultiLatentAttentionMultipliesOverEachHeadDimension) {
+  TraceSection trace = trace_model(small_unfused_mla());
+  std::vector<const TraceOp*> fwd = core_attention_ops(trace, OpPhase::fwd);
+  ASSERT_EQ(names_of(fwd), (std::vector<std::string>{"aten::bmm", "syssim::scale_mask_softmax", "aten::bmm", "aten::clone"}));
+  // b = 2, s = 1024, 12 heads: scores 2 b h s^2 (16 + 48), context 2 b h s^2 32.
+  const AxisValues at = with_batch(trace, 2, 1024);
+  const double per_head_dim = 2.0 * 2 * 12 * 1024 * 1024;
+  EXPECT_EQ(fwd[0]->flops.evaluate(at, "scores"), per_head_dim * 64);
+  EXPECT_EQ(fwd[2]->flops.evaluate(at, "context"), per_head_dim * 32);
+  EXPECT_EQ(numel(fwd[3]->outputs[0].dims).evaluate(at, "context"), 1024.0 * 2 * 12 * 32);
+}
+
 // Past 4096 keys (or with masked_softmax_fusion off) Megatron runs forward_torch_softmax: the
 // scores cast to fp32, the causal mask filled in place, softmax, the cast back to bf16.
 TEST(Trace, UnfusedAttentionPastTheFusedKernelRunsPyTorchsFp32Softmax) {

@@ -238,6 +238,34 @@ TEST(ValidateRow, NvidiasRunsReduceGradientsInBf16WhereTheirConfigsSay) {
   EXPECT_TRUE(plan_row(row, kPresets).options.training.grad_reduce_in_bf16);
 }
 
+// Transformer Engine before 2.5 has no fused attention for MLA's head dimensions on Blackwell:
+// DGX Cloud Benchmarking v25.05's DeepSeek-V3 runs on GB200 ran its unfused attention; its H100
+// runs, later releases and models without MLA keep the flash attention; a cell decides instead.
+TEST(ValidateRow, MlaOnBlackwellBeforeTransformerEngine25RunsUnfusedAttention) {
+  MeasuredRow row = llama_row();
+  row["model"] = "DeepSeek-V3";
+  row["notes"] = "dgxc-benchmarking v25.05.01 (deepseek_v3/pretraining/README.md @ dfc8039)";
+  row["gpu"] = "GB200";
+  row["ep"] = "8";
+  row["layers"] = "61";
+  for (const char* column : {"hidden", "ffn_hidden", "heads", "kv_heads", "vocab"}) row[column] = "";
+  RowPlan plan = plan_row(row, kPresets);
+  ASSERT_EQ(plan.skip_reason, "");
+  EXPECT_EQ(plan.model.attention_backend, "unfused");
+  row["attention_backend"] = "flash";
+  EXPECT_EQ(plan_row(row, kPresets).model.attention_backend, "flash");
+  row.erase("attention_backend");
+  row["gpu"] = "H100-80GB";
+  EXPECT_EQ(plan_row(row, kPresets).model.attention_backend, "flash");
+  row["gpu"] = "GB200";
+  row["notes"] = "dgxc-benchmarking v25.07 (deepseek_v3/pretraining/README.md)";
+  EXPECT_EQ(plan_row(row, kPresets).model.attention_backend, "flash");
+  row = llama_row();
+  row["notes"] = "dgxc-benchmarking v25.05.01 (llama3.1/README.md @ dfc8039)";
+  row["gpu"] = "GB200";
+  EXPECT_EQ(plan_row(row, kPresets).model.attention_backend, "flash");
+}
+
 // NeMo 1's DistributedFusedAdam as NeMo sets it up: fp32 master weights as remainders, none
 // where optim.dtype is bf16 (Nemotron-4 340B), fp32 ones with fp8 parameters (DGXC's GPT-3 175B);
 // Megatron's optimizer (Grok-1's config, later releases) keeps fp32 master weights.
