@@ -184,6 +184,30 @@ double triton_head_padding(const ShardOp& op) {
   return padded / head_dim->second;
 }
 
+// Flash attention's softmax exponentials run on the special-function units between its two
+// GEMMs (S = QK^T, then softmax, then PV), largely not beside them, so a score costs its GEMM
+// FLOPs at the tensor-core peak plus one exponential at sfu_peak, forward and backward (which
+// recomputes P). An uncalibrated attention's efficiency is its share at head dimension 128 (512
+// FLOPs per score forward, 2.5 times that backward); at F FLOPs per score its time is that at
+// 128 times (1 + r/F) / (1 + r/F_128), r the peak FLOPs per exponential, and never less: past
+// head dimension 128 the kernels' smaller tiles cost what the fewer exponentials save (an H200
+// runs MLA's 192/128 at 1.00 and 1.10 times head dimension 128's time per FLOP, forward and
+// backward; docs/syssim-cost.md, "Attention's exponentials"). Without sfu_peak, or a shape to
+// count the scores, 1.
+double attention_exponential_factor(const Kernel& kernel, const HardwareConfig& hw) {
+  if (!hw.sfu_peak) return 1;
+  const KernelShape& shape = kernel.dims;
+  for (const char* key : {"b", "s_q", "s_kv", "heads", "causal"})
+    if (!shape.count(key)) return 1;
+  const double scores = shape.at("b") * shape.at("heads") * shape.at("s_q") * shape.at("s_kv") *
+                        (shape.at("causal") > 0 ? 0.5 : 1.0);
+  if (!(scores > 0) || !(kernel.flops > 0)) return 1;
+  constexpr double kForwardFlopsPerScoreAt128 = 4 * 128;  // QK^T and PV, 2 x 128 each
+  const double reference = kForwardFlopsPerScoreAt128 * (kernel.backward ? 2.5 : 1.0);
+  const double flops_per_exponential = tensor_core_peak_tflops(hw, kernel.dtype) / *hw.sfu_peak;
+  return std::max(1.0, (1 + flops_per_exponential * scores / kernel.flops) / (1 + flops_per_exponential / reference));
+}
+
 }  // namespace
 
 CostEstimator::CostEstimator(HardwareConfig hardware, const CostOptions& options)
@@ -199,8 +223,10 @@ CostEstimator::CostEstimator(HardwareConfig hardware, const CostOptions& options
 }
 
 // The roofline an uncalibrated kernel's efficiency applies to: an FP8 GEMM on hardware with a
-// measured FP8 speed-up takes its 16-bit twin's over it.
+// measured FP8 speed-up takes its 16-bit twin's over it; an attention kernel's counts its
+// exponentials against its head dimension's.
 double CostEstimator::uncalibrated_roofline(const Kernel& kernel, double roofline) const {
+  if (kernel.family == "attention") return roofline * attention_exponential_factor(kernel, hardware_);
   if (kernel.family != "gemm" || kernel.dtype != "fp8" || !hardware_.fp8_gemm_speedup) return roofline;
   return roofline_us(kernel_in_dtype(kernel, "bf16"), hardware_) / *hardware_.fp8_gemm_speedup;
 }

@@ -96,7 +96,7 @@ roofline_graph() {
   run jq -c '[.cost.estimator, .cost.hardware.name, .cost.hardware.peak_tflops_mm, .cost.hardware.sfu_peak,
               (.cost.ops | length) == (.shard.ops | length), ([.cost.ops[].id] == [.shard.ops[].id]),
               ([.cost.ops[].bound] | unique)]' "$(roofline_graph)"
-  assert_output '["roofline","h100-sxm-80gb",989,null,true,true,["compute","launch","memory","network"]]'
+  assert_output '["roofline","h100-sxm-80gb",989,3.86,true,true,["compute","launch","memory","network"]]'
 }
 
 @test "a GEMM takes max(flops / 989 TFLOP/s, bytes / 3350 GB/s, 4 us)" {

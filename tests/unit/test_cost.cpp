@@ -318,6 +318,64 @@ TEST(AttentionKernels, HopperFactorsAreTheMeasuredMediansTimesThePapersRatios) {
   }
 }
 
+// A flash attention op of one sequence: b 1, s 4096 causal, 32 heads of head dimension d (d_v
+// = d), FLOPs as the trace counts them: 2 (d + d) per score forward, 2.5 times that backward.
+ShardOp attention_at_head_dim(double head_dim, bool backward) {
+  const double scores = 4096.0 * 4096 / 2 * 32;
+  ShardOp op = compute_op("attention", scores * 4 * head_dim * (backward ? 2.5 : 1), 0);
+  op.phase = backward ? OpPhase::bwd : OpPhase::fwd;
+  op.shape = {{"b", 1}, {"s_q", 4096}, {"s_kv", 4096}, {"heads", 32}, {"kv_heads", 32}, {"head_dim", head_dim}, {"causal", 1}};
+  return op;
+}
+
+// Per score, the GEMMs' FLOPs at the tensor-core peak plus one exponential at sfu_peak; the
+// efficiency holds at head dimension 128. With 1000 TFLOPS and 4 T exponentials/s (250 FLOPs
+// per exponential), head dimension 64 forward: (1 + 250/256) / (1 + 250/512) = 1.328 times
+// the time at its FLOPs; backward (1 + 250/640) / (1 + 250/1280) = 1.164; head dimension 128
+// and above: 1.
+TEST(AttentionExponentials, SmallHeadDimensionsPayTheirExponentialsAtTheSfuPeak) {
+  HardwareConfig hw = test_hardware();
+  hw.sfu_peak = 4;
+  auto time_of = [&](double head_dim, bool backward) {
+    return cost_of({attention_at_head_dim(head_dim, backward)}, {}, hw).ops[0].time_us;
+  };
+  auto roofline = [](double head_dim, bool backward) {
+    return 4096.0 * 4096 / 2 * 32 * 4 * head_dim * (backward ? 2.5 : 1) / 1e15 * 1e6;
+  };
+  EXPECT_NEAR(time_of(64, false) / roofline(64, false), (1 + 250.0 / 256) / (1 + 250.0 / 512), 1e-12);
+  EXPECT_NEAR(time_of(64, true) / roofline(64, true), (1 + 250.0 / 640) / (1 + 250.0 / 1280), 1e-12);
+  for (bool backward : {false, true}) {
+    EXPECT_DOUBLE_EQ(time_of(128, backward), roofline(128, backward));
+    EXPECT_DOUBLE_EQ(time_of(192, backward), roofline(192, backward));
+  }
+  hw.sfu_peak.reset();  // without sfu_peak: the roofline at every head dimension
+  EXPECT_DOUBLE_EQ(time_of(64, false), roofline(64, false));
+}
+
+// Against cuDNN's attention on an H200 (tests/data/calibration/h200/attention_sdpa.csv): at
+// 8,192 tokens, 64 heads of 64 and 32 heads of 128 run the same FLOPs; the model's ratios of
+// their times with the Hopper presets' sfu_peak (989 TFLOPS / 3.86 T exponentials/s) are within
+// 5% of the measured ones, forward and backward.
+TEST(AttentionExponentials, HopperRatiosOfHeadDimension64To128MatchCudnnOnAnH200) {
+  const std::string data = std::string(SYSSIM_SOURCE_DIR) + "/tests/data/calibration/h200/attention_sdpa.csv";
+  CsvTable table = parse_csv(read_input(data), data);
+  std::map<std::string, std::pair<double, double>> at;  // by heads/head_dim: forward, backward us
+  for (const auto& r : table.records)  // backend,b,seq,heads,kv_heads,head_dim,v_head_dim,fwd_us,fwd_bwd_us
+    if (r[0] == "cudnn" && r[1] == "1" && r[2] == "8192" && r[4] == "8" && r[5] == r[6])
+      at[r[3] + "/" + r[5]] = {std::stod(r[7]), std::stod(r[8]) - std::stod(r[7])};
+  ASSERT_TRUE(at.count("64/64") && at.count("32/128"));
+  HardwareConfig hw = load_hardware_yaml(std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware/h100-nvl.yaml");
+  hw.peak_tflops_mm = 989;
+  hw.sfu_peak = 3.86;
+  hw.efficiency.clear();
+  for (bool backward : {false, true}) {
+    const double model = cost_of({attention_at_head_dim(64, backward)}, {}, hw).ops[0].time_us /
+                         cost_of({attention_at_head_dim(128, backward)}, {}, hw).ops[0].time_us * 2;
+    const double measured = backward ? at["64/64"].second / at["32/128"].second : at["64/64"].first / at["32/128"].first;
+    EXPECT_NEAR(model / measured, 1.0, 0.05) << (backward ? "backward" : "forward") << ": " << model << " vs " << measured;
+  }
+}
+
 TEST(CostSection, OneCostPerShardOpInOrder) {
   CostSection cost = cost_of({compute_op("gemm", 1e12, 0), compute_op("memory", 0, 2e6)});
   EXPECT_EQ(cost.estimator, "roofline");
