@@ -371,6 +371,7 @@ TrainingConfig training(const MeasuredRow& row, int64_t dp, std::vector<std::str
   t.overlap_grad_reduce = flag_cell(row, "overlap_grad_reduce").value_or(dp > 1 && !legacy);
   t.overlap_param_gather =
       flag_cell(row, "overlap_param_gather").value_or(t.overlap_grad_reduce && t.distributed_optimizer);
+  t.overlap_moe_expert_parallel_comm = flag_cell(row, "overlap_moe_expert_parallel_comm").value_or(false);
   return t;
 }
 

@@ -194,6 +194,18 @@ TEST(ValidateRow, OptionalColumnsOverrideTheDefaults) {
   plan = plan_row(row, kPresets);
   EXPECT_TRUE(plan.options.training.overlap_grad_reduce);
   EXPECT_FALSE(plan.options.training.overlap_param_gather);
+  EXPECT_FALSE(plan.options.training.overlap_moe_expert_parallel_comm);
+  // Megatron-Core's combined 1F1B (a mixture of experts with ep > 1 and interleaving).
+  row = llama_row();
+  row["model"] = "DeepSeek-V3";
+  row["layers"] = "61";
+  row["ep"] = "8";
+  row["vpp"] = "2";
+  for (const char* column : {"hidden", "ffn_hidden", "heads", "kv_heads", "vocab"}) row[column] = "";
+  row["overlap_moe_expert_parallel_comm"] = "1";
+  plan = plan_row(row, kPresets);
+  ASSERT_EQ(plan.skip_reason, "");
+  EXPECT_TRUE(plan.options.training.overlap_moe_expert_parallel_comm);
 }
 
 TEST(ValidateRow, MegatronBridgeRowsKeepTheirGradientsInBf16) {
