@@ -409,8 +409,14 @@ ShardOptions layout(const MeasuredRow& row, std::vector<std::string>& assumption
 // layer each when that divides (NeMo's llama31_405b recipe sets account_for_embedding/loss_in_
 // pipeline_split; BLOOM's 'type:transformer|embedding' partition splits 70 layers and its two
 // tied embeddings as 72 blocks on 12 stages, bigscience train/tr11-176B-ml/README.md), else
-// Megatron-Bridge's uneven layouts (uneven_pipeline_layout, lib/shard/shard.hpp).
-void balance_pipeline(const ModelConfig& model, ShardOptions& options, std::vector<std::string>& assumptions) {
+// Megatron-Bridge's uneven layouts (uneven_pipeline_layout, lib/shard/shard.hpp). A row's
+// decoder_first/last_pipeline_num_layers columns (Megatron-LM's uneven first and last pipeline
+// ranks) take the place of all that.
+void balance_pipeline(const MeasuredRow& row, const ModelConfig& model, ShardOptions& options,
+                      std::vector<std::string>& assumptions) {
+  options.decoder_first_pipeline_num_layers = int_cell(row, "decoder_first_pipeline_num_layers");
+  options.decoder_last_pipeline_num_layers = int_cell(row, "decoder_last_pipeline_num_layers");
+  if (options.decoder_first_pipeline_num_layers || options.decoder_last_pipeline_num_layers) return;
   const ParallelismConfig& p = options.parallelism;
   const int64_t stages = p.pp * p.vpp.value_or(1), layers = model.num_layers;
   if (p.pp == 1 || layers % stages == 0) return;
@@ -692,7 +698,7 @@ RowPlan plan_row(const MeasuredRow& row, const std::string& hardware_dir,
     nvidia_gradient_reduction(row, plan.model, plan.options, plan.assumptions);
     nemo1_optimizer(row, plan.options, plan.assumptions);
     torchtitan_model(row, plan.model, plan.assumptions);
-    balance_pipeline(plan.model, plan.options, plan.assumptions);
+    balance_pipeline(row, plan.model, plan.options, plan.assumptions);
     measured_step_time(row, plan);
     plan.measured_peak_mem_gb = measured_peak_memory(row, plan.assumptions);
   } catch (const Unsupported& unsupported) {

@@ -206,6 +206,17 @@ TEST(ValidateRow, OptionalColumnsOverrideTheDefaults) {
   plan = plan_row(row, kPresets);
   ASSERT_EQ(plan.skip_reason, "");
   EXPECT_TRUE(plan.options.training.overlap_moe_expert_parallel_comm);
+  // Megatron-LM's uneven first and last pipeline ranks take the place of the balanced split.
+  row = llama_row();
+  row["layers"] = "61";
+  row["vpp"] = "";
+  EXPECT_FALSE(plan_row(row, kPresets).options.pp_layout.empty());  // 61 on 4 ranks: uneven, balanced
+  row["decoder_first_pipeline_num_layers"] = "15";
+  row["decoder_last_pipeline_num_layers"] = "14";
+  plan = plan_row(row, kPresets);
+  EXPECT_EQ(plan.options.decoder_first_pipeline_num_layers, 15);
+  EXPECT_EQ(plan.options.decoder_last_pipeline_num_layers, 14);
+  EXPECT_TRUE(plan.options.pp_layout.empty());
 }
 
 TEST(ValidateRow, MegatronBridgeRowsKeepTheirGradientsInBf16) {
