@@ -46,6 +46,16 @@ MeasuredRow gpt_row() {
   return row;
 }
 
+// A DeepSeek-V3 row: the preset gives the architecture, the row its layout (ep 8).
+MeasuredRow deepseek_row() {
+  MeasuredRow row = llama_row();
+  row["model"] = "DeepSeek-V3";
+  row["layers"] = "61";
+  row["ep"] = "8";
+  for (const char* column : {"hidden", "ffn_hidden", "heads", "kv_heads", "vocab"}) row[column] = "";
+  return row;
+}
+
 // A Narayanan et al. 2021 Table 1 row: TFLOP/s per GPU, no step time, no micro-batch.
 MeasuredRow narayanan_row() {
   MeasuredRow row = gpt_row();
@@ -196,12 +206,8 @@ TEST(ValidateRow, OptionalColumnsOverrideTheDefaults) {
   EXPECT_FALSE(plan.options.training.overlap_param_gather);
   EXPECT_FALSE(plan.options.training.overlap_moe_expert_parallel_comm);
   // Megatron-Core's combined 1F1B (a mixture of experts with ep > 1 and interleaving).
-  row = llama_row();
-  row["model"] = "DeepSeek-V3";
-  row["layers"] = "61";
-  row["ep"] = "8";
+  row = deepseek_row();
   row["vpp"] = "2";
-  for (const char* column : {"hidden", "ffn_hidden", "heads", "kv_heads", "vocab"}) row[column] = "";
   row["overlap_moe_expert_parallel_comm"] = "1";
   plan = plan_row(row, kPresets);
   ASSERT_EQ(plan.skip_reason, "");
@@ -249,12 +255,8 @@ TEST(ValidateRow, NvidiasRunsReduceGradientsInBf16WhereTheirConfigsSay) {
   row["source_id"] = "NEMO_2407";
   EXPECT_FALSE(plan_row(row, kPresets).options.training.grad_reduce_in_bf16);
   // DeepSeek-V3's NeMo 2 recipe keeps bf16_mixed's fp32 reduction; its fp8 runs would not.
-  row = llama_row();
-  row["model"] = "DeepSeek-V3";
+  row = deepseek_row();
   row["notes"] = "dgxc-benchmarking v25.05.01 (deepseek_v3/pretraining/README.md @ dfc8039)";
-  row["ep"] = "8";
-  row["layers"] = "61";
-  for (const char* column : {"hidden", "ffn_hidden", "heads", "kv_heads", "vocab"}) row[column] = "";
   ASSERT_EQ(plan_row(row, kPresets).skip_reason, "");
   EXPECT_FALSE(plan_row(row, kPresets).options.training.grad_reduce_in_bf16);
   row["dtype"] = "fp8";
@@ -265,13 +267,9 @@ TEST(ValidateRow, NvidiasRunsReduceGradientsInBf16WhereTheirConfigsSay) {
 // DGX Cloud Benchmarking v25.05's DeepSeek-V3 runs on GB200 ran its unfused attention; its H100
 // runs, later releases and models without MLA keep the flash attention; a cell decides instead.
 TEST(ValidateRow, MlaOnBlackwellBeforeTransformerEngine25RunsUnfusedAttention) {
-  MeasuredRow row = llama_row();
-  row["model"] = "DeepSeek-V3";
+  MeasuredRow row = deepseek_row();
   row["notes"] = "dgxc-benchmarking v25.05.01 (deepseek_v3/pretraining/README.md @ dfc8039)";
   row["gpu"] = "GB200";
-  row["ep"] = "8";
-  row["layers"] = "61";
-  for (const char* column : {"hidden", "ffn_hidden", "heads", "kv_heads", "vocab"}) row[column] = "";
   RowPlan plan = plan_row(row, kPresets);
   ASSERT_EQ(plan.skip_reason, "");
   EXPECT_EQ(plan.model.attention_backend, "unfused");
