@@ -199,10 +199,6 @@ ModelConfig architecture(const MeasuredRow& row, std::vector<std::string>& assum
   model.kv_channels = model.num_attention_heads > 0 ? model.hidden_size / model.num_attention_heads : 0;
   model.seq_length = sequence_length(row);
   model.max_position_embeddings = model.seq_length;
-  if (predates_flash_attention(row) && cell(row, "attention_backend").empty()) {
-    model.attention_backend = "unfused";
-    assumptions.push_back("attention_backend=unfused (the source predates FlashAttention)");
-  }
   if (llama) {
     model.ffn_hidden_size = required_int(row, "ffn_hidden");
     model.vocab_size = required_int(row, "vocab");
@@ -226,14 +222,8 @@ ModelConfig architecture(const MeasuredRow& row, std::vector<std::string>& assum
   model.rope = false;
   model.tie_word_embeddings = true;
   if (mpt) {
-    // llm-foundry's scripts/train/yamls/pretrain/mpt-*.yaml: no_bias, ALiBi, dropout 0; its
-    // benchmarks' submit_benchmarks.py sets attn_impl (default triton: flash-attn's Triton
-    // kernel, the one of its attention implementations that takes ALiBi's bias).
+    // llm-foundry's scripts/train/yamls/pretrain/mpt-*.yaml: no_bias, ALiBi, dropout 0.
     assumptions.push_back("MPT: no biases, ALiBi as learned positions, no dropout");
-    if (cell(row, "attention_backend").empty()) {
-      model.attention_backend = "triton";
-      assumptions.push_back("attention_backend=triton (llm-foundry's attn_impl: triton)");
-    }
   } else {
     model.add_bias_linear = true;
     model.hidden_dropout = 0.1;  // Megatron-LM's GPT default, as configs/models/gpt3-*.yaml
@@ -449,29 +439,41 @@ void torchtitan_model(const MeasuredRow& row, ModelConfig& model, std::vector<st
   assumptions.push_back("eager PyTorch: rms_norm_fusion, apply_rope_fusion, bias_swiglu_fusion off");
 }
 
-// The attention kernel Transformer Engine picked for a run that syssim would price as fused
-// flash attention. Before Transformer Engine 2.5 (June 2025) cuDNN's fused attention takes no
-// head dimension over 128 on Blackwell (transformer_engine/common/fused_attn/fused_attn.cpp at
-// v2.4, "special conditions for blackwell"; v2.5 adds d_qk 192 with d_v 128 for training), and
-// its FlashAttention backend refuses MLA's unequal query and value head dimensions
-// (pytorch/attention/dot_product_attention/utils.py at v2.3, "does not support MLA"), so that
-// multi-latent attention runs TE's UnfusedDotProductAttention: the batched GEMMs around the
-// fused softmax kernel that syssim's `unfused` backend traces. DGX Cloud Benchmarking v25.05 ran
-// the NeMo 25.04.01 container (deepseek_v3/pretraining/launch.sh at dfc8039, FW_VERSION), before
-// Transformer Engine 2.5. An attention_backend cell decides instead.
-void transformer_engine_attention(const MeasuredRow& row, const std::string& hardware_path, ModelConfig& model,
-                                  std::vector<std::string>& assumptions) {
+// The attention kernel the row's run ran, where it is not the model's flash attention; an
+// attention_backend cell decides instead.
+// - Sources published before FlashAttention (May 2022) ran Megatron's unfused attention.
+// - llm-foundry's benchmarks set MPT's attn_impl from submit_benchmarks.py's --attn_impl, default
+//   triton: flash-attn's Triton kernel, the one of its attention implementations that takes
+//   ALiBi's bias.
+// - Before Transformer Engine 2.5 (June 2025) cuDNN's fused attention takes no head dimension
+//   over 128 on Blackwell (transformer_engine/common/fused_attn/fused_attn.cpp at v2.4, "special
+//   conditions for blackwell"; v2.5 adds d_qk 192 with d_v 128 for training), and its
+//   FlashAttention backend refuses MLA's unequal query and value head dimensions
+//   (pytorch/attention/dot_product_attention/utils.py at v2.3, "does not support MLA"), so that
+//   multi-latent attention runs TE's UnfusedDotProductAttention: the batched GEMMs around the
+//   fused softmax kernel that syssim's `unfused` backend traces. DGX Cloud Benchmarking v25.05
+//   ran the NeMo 25.04.01 container (deepseek_v3/pretraining/launch.sh at dfc8039, FW_VERSION),
+//   before Transformer Engine 2.5.
+void attention_that_ran(const MeasuredRow& row, const std::string& hardware_path, ModelConfig& model,
+                        std::vector<std::string>& assumptions) {
   if (std::string backend = cell(row, "attention_backend"); !backend.empty()) {
     model.attention_backend = backend;
     return;
   }
+  auto run = [&](const char* backend, const std::string& why) {
+    model.attention_backend = backend;
+    assumptions.push_back(std::string("attention_backend=") + backend + " (" + why + ")");
+  };
   const std::string preset = std::filesystem::path(hardware_path).stem().string();
   const bool blackwell = starts_with(preset, "b200") || starts_with(preset, "gb200") || starts_with(preset, "b300") ||
                          starts_with(preset, "gb300");
   const int release = dgxc_release(row);
-  if (!(model.multi_latent_attention && blackwell && release > 0 && release <= 2505)) return;
-  model.attention_backend = "unfused";
-  assumptions.push_back("attention_backend=unfused (Transformer Engine before 2.5 has no fused MLA attention on Blackwell)");
+  if (predates_flash_attention(row))
+    run("unfused", "the source predates FlashAttention");
+  else if (starts_with(cell(row, "model"), "MPT"))
+    run("triton", "llm-foundry's attn_impl: triton");
+  else if (model.multi_latent_attention && blackwell && release > 0 && release <= 2505)
+    run("unfused", "Transformer Engine before 2.5 has no fused MLA attention on Blackwell");
 }
 
 // NVIDIA's runs that reduce their gradients in bf16, from the configs that launched them.
@@ -693,7 +695,7 @@ RowPlan plan_row(const MeasuredRow& row, const std::string& hardware_dir,
     plan.hardware_path = hardware_preset(row, hardware_dir, hardware_map, plan.assumptions);
     plan.options = layout(row, plan.assumptions);
     plan.model = architecture(row, plan.assumptions);
-    transformer_engine_attention(row, plan.hardware_path, plan.model, plan.assumptions);
+    attention_that_ran(row, plan.hardware_path, plan.model, plan.assumptions);
     expert_settings(row, plan.model, plan.options, plan.assumptions);
     nvidia_gradient_reduction(row, plan.model, plan.options, plan.assumptions);
     nemo1_optimizer(row, plan.options, plan.assumptions);
