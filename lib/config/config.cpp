@@ -32,7 +32,7 @@ const std::vector<std::string> kModelKeys = {
     "moe_layer_freq", "moe_router_score_function", "moe_router_num_groups", "moe_router_group_topk",
     "moe_router_enable_expert_bias", "moe_router_load_balancing_type", "multi_latent_attention", "q_lora_rank",
     "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim", "mtp_num_layers", "window_size",
-    "window_attn_skip_freq", "softmax_type"};
+    "window_attn_skip_freq", "softmax_type", "activation_func_clamp_value"};
 
 const std::vector<std::string> kHardwareKeys = {
     "name", "peak_tflops_mm", "peak_tflops_math", "peak_memory_bandwidth_GBps", "gpus_per_node",
@@ -287,6 +287,8 @@ ModelConfig parse_model_yaml(const std::string& text, const std::string& name) {
     throw DataError(name + ": key 'masked_softmax_fusion' needs attention_backend: unfused");
   m.masked_softmax_fusion = yaml_get<bool>(node, "masked_softmax_fusion", name, m.masked_softmax_fusion);
   m.bias_swiglu_fusion = yaml_get<bool>(node, "bias_swiglu_fusion", name, m.bias_swiglu_fusion);
+  m.activation_func_clamp_value =
+      yaml_get<double>(node, "activation_func_clamp_value", name, m.activation_func_clamp_value);
   m.apply_rope_fusion = yaml_get<bool>(node, "apply_rope_fusion", name, m.apply_rope_fusion);
   m.rms_norm_fusion = yaml_get<bool>(node, "rms_norm_fusion", name, m.rms_norm_fusion);
   m.projection_fusion = yaml_get<bool>(node, "projection_fusion", name, m.projection_fusion);
@@ -368,6 +370,14 @@ void validate(const ModelConfig& m, const std::string& where) {
                       std::to_string(m.num_layers) + ")");
   };
   if (!m.bias_swiglu_fusion && !m.swiglu) throw DataError(where + ": bias_swiglu_fusion: false needs swiglu");
+  if (m.activation_func_clamp_value != 0) {
+    require_positive(m.activation_func_clamp_value, "activation_func_clamp_value", where);
+    // Megatron-Core clamps in its fused kernels only for the routed experts (TEGroupedMLP).
+    if (!m.swiglu || !m.bias_swiglu_fusion || !m.is_moe() ||
+        std::find(m.moe_layer_pattern.begin(), m.moe_layer_pattern.end(), 0) != m.moe_layer_pattern.end())
+      throw DataError(where + ": key 'activation_func_clamp_value' needs swiglu with bias_swiglu_fusion and a "
+                              "mixture of experts on every layer");
+  }
   if (!m.apply_rope_fusion && (!m.rope || m.multi_latent_attention))
     throw DataError(where + ": apply_rope_fusion: false needs rope, without multi_latent_attention");
   if (!m.rms_norm_fusion && m.normalization != "RMSNorm")
@@ -747,6 +757,7 @@ nlohmann::json to_json(const ModelConfig& m) {
   if (m.mtp_num_layers > 0) j["mtp_num_layers"] = m.mtp_num_layers;
   if (m.window_size > 0) j.update({{"window_size", m.window_size}, {"window_attn_skip_freq", m.sliding_window_pattern}});
   if (m.softmax_type != "vanilla") j["softmax_type"] = m.softmax_type;
+  if (m.activation_func_clamp_value != 0) j["activation_func_clamp_value"] = m.activation_func_clamp_value;
   if (!m.masked_softmax_fusion) j["masked_softmax_fusion"] = false;
   if (!m.bias_swiglu_fusion) j["bias_swiglu_fusion"] = false;
   if (!m.apply_rope_fusion) j["apply_rope_fusion"] = false;
@@ -810,6 +821,8 @@ ModelConfig model_from_json(const nlohmann::json& j, const std::string& path) {
     m.sliding_window_pattern = require_as<std::vector<int>>(j, "window_attn_skip_freq", path);
   }
   if (j.contains("softmax_type")) m.softmax_type = require_as<std::string>(j, "softmax_type", path);
+  if (j.contains("activation_func_clamp_value"))
+    m.activation_func_clamp_value = require_as<double>(j, "activation_func_clamp_value", path);
   if (j.contains("cross_entropy")) m.cross_entropy = require_as<std::string>(j, "cross_entropy", path);
   if (j.contains("masked_softmax_fusion")) m.masked_softmax_fusion = require_as<bool>(j, "masked_softmax_fusion", path);
   for (auto [key, fusion] : {std::pair{"bias_swiglu_fusion", &m.bias_swiglu_fusion},

@@ -45,6 +45,9 @@ struct ModelConfig {
   // Transformer Engine's fused RMSNorm; off, the eager PyTorch chain of separate kernels
   // (docs/syssim-trace.md, "Unfused kernels").
   bool bias_swiglu_fusion = true;
+  // GPT-OSS's clamped GLU (Megatron-Core's activation_func_clamp_value): the routed experts'
+  // gate half capped at +v and linear half clamped to [-v, v] before the fused kernel; 0: none.
+  double activation_func_clamp_value = 0;
   bool apply_rope_fusion = true;
   bool rms_norm_fusion = true;
   // Every backend but unfused runs one flash-style kernel per attention (same FLOPs and bytes).

@@ -99,7 +99,7 @@ const json kGptOssDefaults = {{"num_hidden_layers", 36}, {"num_local_experts", 1
                               {"num_attention_heads", 64}, {"num_key_value_heads", 8}, {"sliding_window", 128},
                               {"rope_theta", 150000.0}, {"tie_word_embeddings", false}, {"hidden_act", "silu"},
                               {"max_position_embeddings", 131072}, {"rms_norm_eps", 1e-5}, {"num_experts_per_tok", 4},
-                              {"router_aux_loss_coef", 0.9}, {"attention_bias", true}};
+                              {"router_aux_loss_coef", 0.9}, {"attention_bias", true}, {"swiglu_limit", 7.0}};
 
 const std::vector<Architecture>& supported_architectures() {
   static const std::vector<Architecture> list = {
@@ -412,6 +412,7 @@ void map_experts(const Architecture& arch, const ConfigReader& r, YAML::Node& m)
     case Family::gpt_oss:  // every layer MoE; intermediate_size is the experts' width
       map_routed_experts(r, m, key_or_alias(r, "num_local_experts", "num_experts"), "intermediate_size");
       m["moe_layer_freq"] = 1;
+      if (arch.family == Family::gpt_oss) m["activation_func_clamp_value"] = yaml_number(r.number("swiglu_limit"));
       break;
     case Family::qwen3_moe:  // intermediate_size is the width of the dense layers
       map_routed_experts(r, m, key_or_alias(r, "num_experts", "num_local_experts"), "moe_intermediate_size");

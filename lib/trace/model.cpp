@@ -400,19 +400,22 @@ class TrainingStep {
   // The routed experts (Megatron-Core's TEGroupedMLP): fc1 and fc2 as grouped GEMMs over the
   // local experts, between them the activation weighted by each token's routing probability:
   // fused for SwiGLU (weighted_bias_swiglu), otherwise the activation and then the multiply
-  // (activation_func_with_probs).
+  // (activation_func_with_probs). fc1 adds its bias in the GEMM; fc2 returns its bias, added
+  // after the GEMM weighted by the probability (experts_bias).
   Tensor experts(const std::string& module, const Tensor& tokens, const Tensor& probs) {
-    auto grouped = [&](const std::string& name, TpRole role, const Tensor& in, int64_t out) {
+    auto grouped = [&](const std::string& name, TpRole role, const Tensor& in, int64_t out, bool with_bias) {
       ModuleScope scope(module + "." + name, role);
       Tensor weight = parameter(module + "." + name + ".weight", {n_.e, out, in.size(-1)});
       OptionalTensor b;
-      if (model_.add_bias_linear) b = parameter(module + "." + name + ".bias", {n_.e, out});
+      if (with_bias) b = parameter(module + "." + name + ".bias", {n_.e, out});
       return call("syssim::grouped_linear", {in, weight, b})[0];
     };
-    Tensor hidden = grouped("linear_fc1", TpRole::expert_column, tokens, model_.swiglu ? 2 * n_.m : n_.m);
+    Tensor hidden =
+        grouped("linear_fc1", TpRole::expert_column, tokens, model_.swiglu ? 2 * n_.m : n_.m, model_.add_bias_linear);
     Tensor activated;
     {
       ModuleScope scope(module + ".activation_func", TpRole::expert);
+      if (model_.activation_func_clamp_value > 0) hidden = clamped_glu_input(hidden);
       // The fp32 probabilities promote the product, cast back as Megatron does.
       if (model_.swiglu && model_.bias_swiglu_fusion)
         activated = call("syssim::weighted_swiglu", {hidden, probs})[0];
@@ -420,7 +423,28 @@ class TrainingStep {
         activated = ((model_.swiglu ? eager_swiglu(hidden) : plain_activation(hidden)) * probs.unsqueeze(-1))
                         .to(hidden.scalar_type());
     }
-    return grouped("linear_fc2", TpRole::expert_row, activated, n_.h);
+    Tensor out = grouped("linear_fc2", TpRole::expert_row, activated, n_.h, false);
+    return model_.add_bias_linear ? experts_bias(module, out, probs) : out;
+  }
+
+  // GPT-OSS's clamped GLU in Megatron-Core (weighted_bias_quick_geglu_impl): the gate half
+  // capped at +v and the linear half clamped to [-v, v], each its own kernel, and the halves
+  // concatenated again for the fused kernel.
+  Tensor clamped_glu_input(const Tensor& hidden) {
+    const double v = model_.activation_func_clamp_value;
+    std::vector<Tensor> halves = hidden.chunk(2, -1);
+    return at::cat({call("syssim::clamp", {halves[0], c10::nullopt, v})[0], call("syssim::clamp", {halves[1], -v, v})[0]},
+                   -1);
+  }
+
+  // TEGroupedMLP._apply_bias: fc2's bias times each token's probability, added to the GEMM's
+  // output expert by expert (fp32, as the probability promotes it), the experts' pieces
+  // concatenated and cast back: here over all the rank's tokens at once, the same bytes.
+  Tensor experts_bias(const std::string& module, const Tensor& out, const Tensor& probs) {
+    Tensor bias = parameter(module + ".linear_fc2.bias", {n_.e, n_.h});
+    ModuleScope scope(module, TpRole::expert);
+    Tensor weighted = bias.select(0, 0) * probs.unsqueeze(-1);
+    return at::cat({out + weighted}, 0).to(out.scalar_type());
   }
 
   // NeMo's squared_relu (nemo/collections/llm/fn/activation.py): torch.pow(relu(x), 2), run

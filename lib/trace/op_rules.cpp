@@ -61,6 +61,12 @@ const std::map<std::string, OpRule> kOpRules = {
     {"syssim::nll_loss_backward", {OpKind::memory}},
     {"syssim::silu_mul", {OpKind::math, R::kPerOutputElement, 5}},  // SwiGLU's arithmetic, halves apart
     {"syssim::silu_mul_backward", {OpKind::math, R::kPerOutputElement, 5}},
+    {"syssim::clamp", {OpKind::math, R::kPerOutputElement, 1}},
+    // clamp's backward (ClampFunction): a comparison per bound, their conjunction, the where.
+    {"aten::le", {OpKind::math, R::kPerOutputElement, 1}},
+    {"aten::ge", {OpKind::math, R::kPerOutputElement, 1}},
+    {"aten::bitwise_and", {OpKind::math, R::kPerOutputElement, 1}},
+    {"syssim::where_else_zero", {OpKind::math, R::kPerOutputElement, 1}},
     {"syssim::relu", {OpKind::math, R::kPerOutputElement, 1}},
     {"syssim::relu_backward", {OpKind::math, R::kPerOutputElement, 1}},  // aten::threshold_backward
     {"syssim::cross_entropy", {OpKind::math, R::kPerInputElement, 5}},
@@ -93,6 +99,8 @@ const std::map<std::string, OpRule> kOpRules = {
     {"aten::silu", {OpKind::math, R::kPerOutputElement, 4}},           // x / (1 + exp(-x))
     {"aten::silu_backward", {OpKind::math, R::kPerOutputElement, 6}},  // with the sigmoid recomputed
     {"aten::cat", {OpKind::memory}},
+    // The experts' fc2 bias gradient, written into its [e, h] parameter (TEGroupedMLP._apply_bias).
+    {"aten::select_backward", {OpKind::memory}},
     {"syssim::rotate_half", {OpKind::memory}},
     {"syssim::rotate_half_backward", {OpKind::memory}},
     {"aten::sum", {OpKind::math, R::kPerInputElement, 1}},

@@ -72,6 +72,8 @@ TORCH_LIBRARY(syssim, m) {
   // fusion of torchtitan's FeedForward, whose w1 and w3 are separate linears).
   m.def("silu_mul(Tensor gate, Tensor up) -> Tensor");
   m.def("silu_mul_backward(Tensor grad, Tensor gate, Tensor up) -> (Tensor, Tensor)");
+  m.def("clamp(Tensor x, float? min, float max) -> Tensor");
+  m.def("where_else_zero(Tensor condition, Tensor x) -> Tensor");
   m.def("relu(Tensor x) -> Tensor");
   m.def("relu_backward(Tensor grad, Tensor out) -> Tensor");
   m.def("cross_entropy(Tensor logits, Tensor labels) -> (Tensor, Tensor)");
@@ -180,6 +182,8 @@ TORCH_LIBRARY_IMPL(syssim, Meta, m) {
   m.impl("silu_mul_backward", [](const Tensor&, const Tensor& gate, const Tensor& up) {
     return std::make_tuple(at::empty_like(gate), at::empty_like(up));
   });
+  m.impl("clamp", [](const Tensor& x, c10::optional<double>, double) { return at::empty_like(x); });
+  m.impl("where_else_zero", [](const Tensor&, const Tensor& x) { return at::empty_like(x); });
   m.impl("relu", [](const Tensor& x) { return at::empty_like(x); });
   m.impl("relu_backward", [](const Tensor& grad, const Tensor&) { return at::empty_like(grad); });
   // Megatron's vocab-parallel cross entropy computes in fp32: the loss per token and the
@@ -601,6 +605,27 @@ struct ReluFunction : Function<ReluFunction> {
   }
 };
 
+// aten::clamp's backward runs logical_and and where, which have no Meta kernels in LibTorch
+// 1.13. Its kernels as PyTorch's clamp_backward runs them: the gradient where the input lies
+// within the bounds, else 0 (a comparison per bound, their conjunction, the where: here
+// syssim::where_else_zero).
+struct ClampFunction : Function<ClampFunction> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, c10::optional<double> min, double max) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    ctx->save_for_backward({x});
+    ctx->saved_data["min"] = min ? c10::IValue(*min) : c10::IValue();
+    ctx->saved_data["max"] = max;
+    return call("syssim::clamp", {x, min, max})[0];
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    const Tensor x = ctx->get_saved_variables()[0];
+    Tensor inside = x.le(ctx->saved_data["max"].toDouble());
+    if (!ctx->saved_data["min"].isNone()) inside = x.ge(ctx->saved_data["min"].toDouble()).bitwise_and(inside);
+    return {call("syssim::where_else_zero", {inside, grads[0]})[0], Tensor(), Tensor()};
+  }
+};
+
 struct CrossEntropyFunction : Function<CrossEntropyFunction> {
   static variable_list forward(AutogradContext* ctx, const Tensor& logits, const Tensor& labels) {
     at::AutoDispatchBelowADInplaceOrView guard;
@@ -729,6 +754,9 @@ TORCH_LIBRARY_IMPL(syssim, Autograd, m) {
   });
   m.impl("swiglu", [](const Tensor& x) { return SwigluFunction::apply(x); });
   m.impl("silu_mul", [](const Tensor& gate, const Tensor& up) { return SiluMulFunction::apply(gate, up); });
+  m.impl("clamp", [](const Tensor& x, c10::optional<double> min, double max) {
+    return ClampFunction::apply(x, min, max);
+  });
   m.impl("relu", [](const Tensor& x) { return ReluFunction::apply(x); });
   m.impl("cross_entropy", [](const Tensor& logits, const Tensor& labels) {
     variable_list out = CrossEntropyFunction::apply(logits, labels);

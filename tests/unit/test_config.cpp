@@ -452,6 +452,7 @@ TEST(Presets, MoePresetsHaveThePublishedSpecifics) {
     EXPECT_EQ(oss.is_sliding_window_layer(layer), layer % 2 == 0) << "layer " << layer;
   EXPECT_EQ(oss.moe_router_load_balancing_type, "none");
   EXPECT_DOUBLE_EQ(oss.rope_theta, 150000);
+  EXPECT_DOUBLE_EQ(oss.activation_func_clamp_value, 7.0);  // config.json's swiglu_limit
 
   ModelConfig grok = syssim::load_model_yaml(model_path("grok-1"));
   EXPECT_TRUE(grok.tie_word_embeddings);  // InOutEmbed.decode
@@ -829,6 +830,23 @@ TEST(Loader, UnfusedKernelsNeedTheirKernelAndSurviveTheGraph) {
   // Fused, the keys stay out of the graph: it reads as before 1.10.
   const nlohmann::json fused = syssim::to_json(syssim::parse_model_yaml(kValidModel, "m.yaml"));
   for (const char* key : {"bias_swiglu_fusion", "apply_rope_fusion", "rms_norm_fusion"}) EXPECT_FALSE(fused.contains(key));
+}
+
+TEST(Loader, ActivationClampNeedsTheExpertsFusedGluAndSurvivesTheGraph) {
+  auto model_error = [](const std::string& text) {
+    return error_of([&] { syssim::parse_model_yaml(text, "m.yaml"); });
+  };
+  const std::string needs = "m.yaml: key 'activation_func_clamp_value' needs swiglu with bias_swiglu_fusion and a "
+                            "mixture of experts on every layer";
+  EXPECT_EQ(model_error(std::string(kValidModel) + "swiglu: true\nactivation_func_clamp_value: 7.0\n"), needs);
+  syssim::ModelConfig oss = syssim::load_model_yaml(model_path("gpt-oss-120b"));
+  oss.activation_func_clamp_value = -1;
+  EXPECT_EQ(error_of([&] { syssim::model_from_json(syssim::to_json(oss), "m"); }),
+            "graph: m: key 'activation_func_clamp_value' must be positive, got -1");
+  oss.activation_func_clamp_value = 7.0;
+  EXPECT_DOUBLE_EQ(syssim::model_from_json(syssim::to_json(oss), "m").activation_func_clamp_value, 7.0);
+  oss.activation_func_clamp_value = 0;
+  EXPECT_FALSE(syssim::to_json(oss).contains("activation_func_clamp_value"));  // reads as before 1.19
 }
 
 TEST(Loader, TorchtitansLinearsAndLossSurviveTheGraph) {

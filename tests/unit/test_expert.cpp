@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 
 #include "calibrate/calibrate.hpp"
 #include "common/error.hpp"
@@ -92,6 +93,56 @@ TEST(Experts, GeluExpertsHaveNoGate) {
   EXPECT_EQ(named(shard, "aten::gelu").size(), 1u);
   EXPECT_EQ(named(shard, "aten::mul").size(), 1u);
   EXPECT_DOUBLE_EQ(shard.stage_expert_params_local[0], 2 * (experts / 4) * 2 * h * m);
+}
+
+TEST(Experts, ClampedGluAndFc2BiasRunAsMegatronCoresSeparateKernels) {
+  // GPT-OSS's experts (Megatron-Core's weighted_bias_quick_geglu_impl and
+  // TEGroupedMLP._apply_bias). One rank of dp 4, ep 4 receives s x k = 1024 routed copies.
+  // fc1's output [1024, 2m] bf16: each half clamped (reads and writes 1024 x 128 x 2 bytes),
+  // then the halves concatenated (reads both, writes [1024, 256] bf16).
+  ModelConfig model = moe_model();
+  model.add_bias_linear = true;
+  model.activation_func_clamp_value = 7.0;
+  ShardSection shard = sharded(layout(1, 4, 4), model);
+  const double half = s * k * m * 2, whole = 2 * half;
+  auto clamps = named(shard, "syssim::clamp");
+  ASSERT_EQ(clamps.size(), 2u);
+  for (const ShardOp* clamp : clamps) EXPECT_DOUBLE_EQ(clamp->bytes, 2 * half);
+  auto cats = named(shard, "aten::cat");
+  ASSERT_EQ(cats.size(), 2u);
+  EXPECT_DOUBLE_EQ(cats[0]->bytes, 2 * whole);
+  // Backward, PyTorch's clamp_backward: the gradient where the input lies inside the bounds, a
+  // comparison per bound (bf16 in, bool out: 3 bytes per value), their conjunction (3), the
+  // where (the mask and the bf16 gradient in, bf16 out: 5).
+  std::map<std::string, std::vector<double>> backward;
+  for (const ShardOp& op : shard.ops)
+    if (op.layer == 0 && op.phase == OpPhase::bwd && op.module.str().find("activation_func") != std::string::npos)
+      backward[op.name].push_back(op.bytes);
+  const double values = s * k * m;
+  EXPECT_EQ(backward["aten::le"], (std::vector<double>{3 * values, 3 * values}));
+  EXPECT_EQ(backward["aten::ge"], (std::vector<double>{3 * values}));
+  EXPECT_EQ(backward["aten::bitwise_and"], (std::vector<double>{3 * values}));
+  EXPECT_EQ(backward["syssim::where_else_zero"], (std::vector<double>{5 * values, 5 * values}));
+  // fc2's bias, not in its GEMM: the bias [h] bf16 times the fp32 probability [1024, 1] makes
+  // [1024, h] fp32; added to the GEMM's [1024, h] bf16 output in fp32; the experts' pieces
+  // concatenated (fp32 in and out) and cast back to bf16.
+  const double out16 = s * k * h * 2, out32 = s * k * h * 4;
+  auto muls = named(shard, "aten::mul");
+  ASSERT_EQ(muls.size(), 1u);
+  EXPECT_DOUBLE_EQ(muls[0]->bytes, h * 2 + s * k * 4 + out32);
+  auto adds = forward_ops(shard, [](const ShardOp& op) {
+    return op.name == "aten::add" && op.module.str().find("experts") != std::string::npos;
+  });
+  ASSERT_EQ(adds.size(), 1u);
+  EXPECT_DOUBLE_EQ(adds[0]->bytes, out16 + 2 * out32);
+  EXPECT_DOUBLE_EQ(cats[1]->bytes, 2 * out32);
+  auto casts = forward_ops(shard, [](const ShardOp& op) {
+    return op.name == "aten::_to_copy" && op.module.str().find("experts") != std::string::npos;
+  });
+  ASSERT_EQ(casts.size(), 1u);
+  EXPECT_DOUBLE_EQ(casts[0]->bytes, out32 + out16);
+  // Both biases stay the experts' parameters: 2 layers of 2 local experts of 2hm + 2m + mh + h.
+  EXPECT_DOUBLE_EQ(shard.stage_expert_params_local[0], 2 * (experts / 4) * (3 * h * m + 2 * m + h));
 }
 
 TEST(Experts, AllToAllMovesEachRoutedTokenOnce) {

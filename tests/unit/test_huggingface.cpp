@@ -568,7 +568,8 @@ TEST_F(HfEnvironment, GptOss120bAlternatesSlidingAndFullAttention) {
   EXPECT_EQ(m.softmax_type, "learnable");
   EXPECT_TRUE(m.add_bias_linear);
   EXPECT_TRUE(m.add_qkv_bias);
-  EXPECT_TRUE(m.swiglu);  // its clamped SwiGLU, priced as SwiGLU
+  EXPECT_TRUE(m.swiglu);  // its quick-GELU GLU, priced as SwiGLU
+  EXPECT_DOUBLE_EQ(m.activation_func_clamp_value, 7.0);  // swiglu_limit: the GLU's inputs clamped
   EXPECT_FALSE(m.tie_word_embeddings);
   EXPECT_DOUBLE_EQ(m.rope_theta, 150000);
   // Within the window, sliding and full attention are the same.
