@@ -99,7 +99,8 @@ const json kGptOssDefaults = {{"num_hidden_layers", 36}, {"num_local_experts", 1
                               {"num_attention_heads", 64}, {"num_key_value_heads", 8}, {"sliding_window", 128},
                               {"rope_theta", 150000.0}, {"tie_word_embeddings", false}, {"hidden_act", "silu"},
                               {"max_position_embeddings", 131072}, {"rms_norm_eps", 1e-5}, {"num_experts_per_tok", 4},
-                              {"router_aux_loss_coef", 0.9}, {"attention_bias", true}, {"swiglu_limit", 7.0}};
+                              {"router_aux_loss_coef", 0.9}, {"attention_bias", true}, {"swiglu_limit", 7.0},
+                              {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 32.0}}}};
 
 const std::vector<Architecture>& supported_architectures() {
   static const std::vector<Architecture> list = {
@@ -201,6 +202,20 @@ double rope_theta(const ConfigReader& r) {
   return global["rope_theta"].get<double>();
 }
 
+// Whether RoPE is YaRN-scaled (rope_type yarn, factor > 1; transformers 5's rope_parameters
+// too): Megatron-Core then scales cos and sin by 0.1 ln(factor) + 1, which Transformer Engine's
+// fused RoPE does not take, and runs the unfused chain (rope_utils.py, apply_rotary_pos_emb).
+bool yarn_scaled(const ConfigReader& r) {
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    const json& scaling = r.raw(key);
+    if (!scaling.is_object()) continue;
+    const json& type = scaling.contains("rope_type") ? scaling["rope_type"] : scaling.value("type", json());
+    if (type == "yarn" && scaling.contains("factor") && scaling["factor"].is_number())
+      return scaling["factor"].get<double>() > 1;
+  }
+  return false;
+}
+
 // The attention window of the sliding-window layers, if any layer has one.
 std::optional<int64_t> sliding_window(const ConfigReader& r) {
   if (r.is_null("sliding_window")) return std::nullopt;
@@ -274,6 +289,7 @@ void map_grouped_query_attention(const Architecture& arch, const ConfigReader& r
     m["add_bias_linear"] = bias;
     m["add_qkv_bias"] = bias;
     m["softmax_type"] = "learnable";  // a learned sink logit per head
+    if (yarn_scaled(r)) m["apply_rope_fusion"] = false;
   } else {
     // Qwen2 has biases on q, k and v (not on o); the others on q, k, v and o with
     // attention_bias (the o bias, h values per layer, is not modelled) and on the MLP with mlp_bias.

@@ -453,6 +453,7 @@ TEST(Presets, MoePresetsHaveThePublishedSpecifics) {
   EXPECT_EQ(oss.moe_router_load_balancing_type, "none");
   EXPECT_DOUBLE_EQ(oss.rope_theta, 150000);
   EXPECT_DOUBLE_EQ(oss.activation_func_clamp_value, 7.0);  // config.json's swiglu_limit
+  EXPECT_FALSE(oss.apply_rope_fusion);  // YaRN's scaled cos and sin, which TE's fused RoPE does not take
 
   ModelConfig grok = syssim::load_model_yaml(model_path("grok-1"));
   EXPECT_TRUE(grok.tie_word_embeddings);  // InOutEmbed.decode

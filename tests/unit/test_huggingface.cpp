@@ -570,6 +570,7 @@ TEST_F(HfEnvironment, GptOss120bAlternatesSlidingAndFullAttention) {
   EXPECT_TRUE(m.add_qkv_bias);
   EXPECT_TRUE(m.swiglu);  // its quick-GELU GLU, priced as SwiGLU
   EXPECT_DOUBLE_EQ(m.activation_func_clamp_value, 7.0);  // swiglu_limit: the GLU's inputs clamped
+  EXPECT_FALSE(m.apply_rope_fusion);  // YaRN's scaled cos and sin: Megatron-Core's unfused RoPE
   EXPECT_FALSE(m.tie_word_embeddings);
   EXPECT_DOUBLE_EQ(m.rope_theta, 150000);
   // Within the window, sliding and full attention are the same.
