@@ -134,6 +134,7 @@ class LowPrecision {
         recipe_(recipe_named(recipe)),
         high_precision_(high_precision_dtype(context.options.training)),
         param_gather_(context.options.training.fp8_param_gather),
+        pads_expert_rows_(recipe_.framework == "te" && !context.options.training.moe_pad_expert_input_to_capacity),
         rewriter_(shard) {
     for (const ShardBuffer& b : shard.buffers) original_bytes_.push_back(b.bytes);
     plan();
@@ -149,7 +150,7 @@ class LowPrecision {
       if (gather_usages_.count(op.id))
         gather_quantized(op);
       else if (roles_.count(op.id))
-        quantized_gemm(op, roles_.at(op.id));
+        expert_rows_padded(op, roles_.at(op.id));
       else
         keep(op);
       auto group = last_of_group_.find(op.id);
@@ -370,6 +371,33 @@ class LowPrecision {
     if (recipe_.rescaled_backward && role != GemmRole::kForward) rescale(q);
   }
 
+  // A linear's GEMM, and for the experts' grouped GEMMs TE's Fp8Padding and Fp8Unpadding
+  // around Megatron-Core's TEGroupedMLP (moe/experts.py): each expert's rows padded to a
+  // multiple of 16 (32 for MXFP8) before fc1 and cut back after fc2, the reverse on their
+  // gradients, one copy kernel each (fused_multi_row_padding and _unpadding, padding.py), which
+  // runs whenever the routed counts are not multiples already: without padding to capacity.
+  void expert_rows_padded(const ShardOp& op, GemmRole role) {
+    const TpRole tp_role = context_.trace.ops[*op.trace_op].tp_role;
+    const bool padded = pads_expert_rows_ && (tp_role == TpRole::expert_column || tp_role == TpRole::expert_row);
+    const bool first_of_fc = (tp_role == TpRole::expert_column) == (role == GemmRole::kForward);
+    std::vector<int64_t> operands;
+    for (int64_t b : op.reads)
+      if (is_activation_operand(b)) operands.push_back(b);
+    // fc1's input, fc2's output gradient: padded before the GEMM that quantizes them.
+    if (padded && first_of_fc && role != GemmRole::kWgrad) copy_rows(op, operands, "te::fp8_padding");
+    quantized_gemm(op, role);
+    // fc2's output, fc1's input gradient: cut back after the GEMM that writes them.
+    if (padded && !first_of_fc && role != GemmRole::kWgrad) copy_rows(op, op.writes, "te::fp8_unpadding");
+  }
+
+  // One copy of `buffers` (the padded rows are a sliver of them), written in place here.
+  void copy_rows(const ShardOp& gemm, const std::vector<int64_t>& buffers, const char* name) {
+    ShardOp op = inserted(gemm, name, OpKind::memory);
+    op.reads = op.writes = buffers;
+    op.bytes = 2 * bytes_of(buffers);
+    rewriter_.add(op);
+  }
+
   // The per-row and per-column scales applied to a backward GEMM's 16-bit output in place
   // (torchao's rowwise recipe): one multiply per element, the output read and written.
   void rescale(const ShardOp& gemm) {
@@ -459,6 +487,7 @@ class LowPrecision {
   Recipe recipe_;
   std::string high_precision_;
   bool param_gather_;
+  bool pads_expert_rows_;  // TE's grouped GEMMs get routed counts that need padding
   OpRewriter rewriter_;
   std::vector<double> original_bytes_;  // per buffer, before this pass
 

@@ -145,6 +145,39 @@ TEST(Experts, ClampedGluAndFc2BiasRunAsMegatronCoresSeparateKernels) {
   EXPECT_DOUBLE_EQ(shard.stage_expert_params_local[0], 2 * (experts / 4) * (3 * h * m + 2 * m + h));
 }
 
+TEST(Experts, LowPrecisionPadsTheExpertsRowsUnlessPaddedToCapacity) {
+  // TE's Fp8Padding/Fp8Unpadding around TEGroupedMLP: one copy of fc1's input (s x k = 1024
+  // routed copies of h bf16 values: read and written) before its cast, one of fc2's output
+  // after its GEMM, and the reverse on their gradients; none when every expert is padded to
+  // its capacity (the counts are multiples already).
+  ShardOptions options = layout(1, 4, 4);
+  options.training.dtype = "fp8";
+  options.training.fp8_recipe = "current";
+  ShardSection shard = sharded(options);
+  const double copy = 2 * (s * k * h * 2);
+  std::vector<std::pair<OpPhase, std::string>> order;
+  for (const ShardOp& op : shard.ops) {
+    if (op.layer != 0 || (op.name != "te::fp8_padding" && op.name != "te::fp8_unpadding")) continue;
+    EXPECT_DOUBLE_EQ(op.bytes, copy) << op.name;
+    order.emplace_back(op.phase, op.name.str());
+  }
+  EXPECT_EQ(order, (std::vector<std::pair<OpPhase, std::string>>{{OpPhase::fwd, "te::fp8_padding"},
+                                                                  {OpPhase::fwd, "te::fp8_unpadding"},
+                                                                  {OpPhase::bwd, "te::fp8_padding"},
+                                                                  {OpPhase::bwd, "te::fp8_unpadding"}}));
+  // fc1's input is padded before the cast that quantizes it reads it.
+  auto pad = std::find_if(shard.ops.begin(), shard.ops.end(), [](const ShardOp& op) { return op.name == "te::fp8_padding"; });
+  auto fc1_cast = std::find_if(shard.ops.begin(), shard.ops.end(), [&](const ShardOp& op) {
+    return op.name == "te::quantize" && std::count(op.reads.begin(), op.reads.end(), pad->writes[0]);
+  });
+  ASSERT_NE(fc1_cast, shard.ops.end());
+  EXPECT_LT(pad->id, fc1_cast->id);
+  EXPECT_TRUE(std::count(fc1_cast->deps.begin(), fc1_cast->deps.end(), pad->id)) << "the cast waits for the padding";
+  options.training.moe_expert_capacity_factor = 1.0;
+  options.training.moe_pad_expert_input_to_capacity = true;
+  EXPECT_TRUE(named(sharded(options), "te::fp8_padding").empty());
+}
+
 TEST(Experts, AllToAllMovesEachRoutedTokenOnce) {
   // Dispatch and combine each move the rank's 1024 routed tokens of h bf16 values over the
   // ep group; the routing probabilities (fp32) travel with them.
