@@ -1088,7 +1088,8 @@ void normalize_sharding(TrainingConfig& t) {
 const std::map<std::string, nlohmann::json> kTrainingKeysWhenSet = {
     {"data_parallel_sharding_strategy", nullptr}, {"fsdp_implementation", nullptr}, {"cuda_graph_scope", nullptr},
     {"cpu_offloading_num_layers", 0},             {"grad_reduce_in_bf16", false},   {"optimizer_state_dtype", "fp32"},
-    {"store_param_remainders", false},            {"allocator_fragmentation", 0}};
+    {"store_param_remainders", false},            {"allocator_fragmentation", 0},
+    {"moe_router_padding_for_quantization", false}};
 
 nlohmann::json to_json(const TrainingConfig& t) {
   nlohmann::json j = {{"micro_batch", t.micro_batch},
@@ -1123,6 +1124,8 @@ nlohmann::json to_json(const TrainingConfig& t) {
   if (t.optimizer_state_dtype != OptimizerStateDtype::fp32) j["optimizer_state_dtype"] = to_string(t.optimizer_state_dtype);
   if (t.store_param_remainders) j["store_param_remainders"] = true;
   if (t.allocator_fragmentation != 0) j["allocator_fragmentation"] = t.allocator_fragmentation;
+  // New in 1.19, written only when set.
+  if (t.moe_router_padding_for_quantization) j["moe_router_padding_for_quantization"] = true;
   // New in 1.6, written only for the strategies beyond the distributed optimizer.
   if (t.shards_gradients()) {
     j["data_parallel_sharding_strategy"] = to_string(t.data_parallel_sharding);
@@ -1170,6 +1173,8 @@ TrainingConfig training_from_json(const nlohmann::json& j, const std::string& pa
     t.store_param_remainders = require_as<bool>(j, "store_param_remainders", path);
   if (j.contains("allocator_fragmentation"))
     t.allocator_fragmentation = require_as<double>(j, "allocator_fragmentation", path);
+  if (j.contains("moe_router_padding_for_quantization"))
+    t.moe_router_padding_for_quantization = require_as<bool>(j, "moe_router_padding_for_quantization", path);
   if (j.contains("cuda_graph_scope")) {
     const std::string at = path + "/cuda_graph_scope";
     const nlohmann::json& scopes = j["cuda_graph_scope"];

@@ -316,6 +316,10 @@ struct TrainingConfig {
   std::string moe_token_dispatcher_type = "alltoall";
   std::optional<double> moe_expert_capacity_factor;  // none: dropless
   bool moe_pad_expert_input_to_capacity = false;
+  // Megatron-Core's moe_router_padding_for_quantization: the router pads the routing map so
+  // that each expert's count is a multiple of the low-precision GEMMs' rows, instead of
+  // Transformer Engine padding the experts' rows (docs/syssim-shard.md "Low precision").
+  bool moe_router_padding_for_quantization = false;
   double moe_imbalance = 1;  // the busiest expert's tokens over the mean (1: balanced routing)
   bool moe_shared_expert_overlap = false;
   // Megatron-Core's overlap_moe_expert_parallel_comm: the combined 1F1B schedule runs each

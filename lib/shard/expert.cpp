@@ -217,9 +217,9 @@ void check_expert_parallel(const ModelConfig& model, const ShardOptions& options
   if (!model.is_moe()) {
     if (p.ep > 1 || p.expert_tp() != p.tp)
       throw UsageError("ep and etp need a model with experts (num_moe_experts); " + model.name + " has none");
-    if (t.overlap_moe_expert_parallel_comm)
-      throw UsageError("overlap_moe_expert_parallel_comm needs a model with experts (num_moe_experts); " + model.name +
-                       " has none");
+    for (auto [set, key] : {std::pair{t.overlap_moe_expert_parallel_comm, "overlap_moe_expert_parallel_comm"},
+                            std::pair{t.moe_router_padding_for_quantization, "moe_router_padding_for_quantization"}})
+      if (set) throw UsageError(std::string(key) + " needs a model with experts (num_moe_experts); " + model.name + " has none");
     return;
   }
   const int64_t etp = p.expert_tp(), attention_ranks = p.tp * p.cp * p.dp;
@@ -243,6 +243,8 @@ void check_expert_parallel(const ModelConfig& model, const ShardOptions& options
     throw UsageError("moe_expert_capacity_factor=" + number(*t.moe_expert_capacity_factor) + " must be positive");
   if (t.moe_pad_expert_input_to_capacity && !t.moe_expert_capacity_factor)
     throw UsageError("moe_pad_expert_input_to_capacity needs moe_expert_capacity_factor (as in Megatron-Core)");
+  if (t.moe_router_padding_for_quantization && t.dtype != "fp8" && t.dtype != "fp4")
+    throw UsageError("moe_router_padding_for_quantization needs --dtype fp8 or fp4, got " + t.dtype);
   // The busiest expert can take every token once: experts / topk times the mean.
   const double most = static_cast<double>(model.num_moe_experts) / static_cast<double>(model.moe_router_topk);
   if (!(t.moe_imbalance >= 1 && t.moe_imbalance <= most))

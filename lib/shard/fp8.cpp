@@ -134,7 +134,8 @@ class LowPrecision {
         recipe_(recipe_named(recipe)),
         high_precision_(high_precision_dtype(context.options.training)),
         param_gather_(context.options.training.fp8_param_gather),
-        pads_expert_rows_(recipe_.framework == "te" && !context.options.training.moe_pad_expert_input_to_capacity),
+        pads_expert_rows_(recipe_.framework == "te" && !context.options.training.moe_pad_expert_input_to_capacity &&
+                          !context.options.training.moe_router_padding_for_quantization),
         rewriter_(shard) {
     for (const ShardBuffer& b : shard.buffers) original_bytes_.push_back(b.bytes);
     plan();

@@ -173,9 +173,19 @@ TEST(Experts, LowPrecisionPadsTheExpertsRowsUnlessPaddedToCapacity) {
   ASSERT_NE(fc1_cast, shard.ops.end());
   EXPECT_LT(pad->id, fc1_cast->id);
   EXPECT_TRUE(std::count(fc1_cast->deps.begin(), fc1_cast->deps.end(), pad->id)) << "the cast waits for the padding";
+  // Megatron-Core's moe_router_padding_for_quantization pads the routing map instead.
+  ShardOptions router_padded = options;
+  router_padded.training.moe_router_padding_for_quantization = true;
+  EXPECT_TRUE(named(sharded(router_padded), "te::fp8_unpadding").empty());
   options.training.moe_expert_capacity_factor = 1.0;
   options.training.moe_pad_expert_input_to_capacity = true;
   EXPECT_TRUE(named(sharded(options), "te::fp8_padding").empty());
+  // The setting round-trips through the graph, written only when set.
+  EXPECT_TRUE(training_from_json(to_json(router_padded.training), "t").moe_router_padding_for_quantization);
+  EXPECT_FALSE(to_json(options.training).contains("moe_router_padding_for_quantization"));
+  router_padded.training.dtype = "bf16";
+  router_padded.training.fp8_recipe.reset();
+  EXPECT_THROW(sharded(router_padded), UsageError);
 }
 
 TEST(Experts, AllToAllMovesEachRoutedTokenOnce) {

@@ -115,6 +115,8 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
                  "Drop the tokens past this many times an expert's mean load (default: dropless)");
   app.add_flag("--moe-pad-expert-input-to-capacity", t.moe_pad_expert_input_to_capacity,
                "Pad every expert's tokens to its capacity (needs --moe-expert-capacity-factor)");
+  app.add_flag("--moe-router-padding-for-quantization", t.moe_router_padding_for_quantization,
+               "Pad the routing map to the fp8/fp4 GEMMs' row multiple instead of the experts' rows (needs --dtype fp8 or fp4)");
   app.add_option("--moe-imbalance", t.moe_imbalance,
                  "The busiest expert's tokens over the mean (default 1: balanced routing; docs/parallelism.md)");
   app.add_flag("--moe-shared-expert-overlap", t.moe_shared_expert_overlap,
