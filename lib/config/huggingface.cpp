@@ -424,11 +424,12 @@ void map_deepseek_v3(const ConfigReader& r, YAML::Node& m) {
 // The experts of Mixtral, Qwen3-MoE and GPT-OSS (DeepSeek's are in map_deepseek_v3).
 void map_experts(const Architecture& arch, const ConfigReader& r, YAML::Node& m) {
   switch (arch.family) {
-    case Family::mixtral:
-    case Family::gpt_oss:  // every layer MoE; intermediate_size is the experts' width
+    case Family::gpt_oss:  // its GLU's inputs clamped, then as Mixtral's
+      m["activation_func_clamp_value"] = yaml_number(r.number("swiglu_limit"));
+      [[fallthrough]];
+    case Family::mixtral:  // every layer MoE; intermediate_size is the experts' width
       map_routed_experts(r, m, key_or_alias(r, "num_local_experts", "num_experts"), "intermediate_size");
       m["moe_layer_freq"] = 1;
-      if (arch.family == Family::gpt_oss) m["activation_func_clamp_value"] = yaml_number(r.number("swiglu_limit"));
       break;
     case Family::qwen3_moe:  // intermediate_size is the width of the dense layers
       map_routed_experts(r, m, key_or_alias(r, "num_experts", "num_local_experts"), "moe_intermediate_size");

@@ -151,7 +151,7 @@ class LowPrecision {
       if (gather_usages_.count(op.id))
         gather_quantized(op);
       else if (roles_.count(op.id))
-        expert_rows_padded(op, roles_.at(op.id));
+        low_precision_gemm(op, roles_.at(op.id));
       else
         keep(op);
       auto group = last_of_group_.find(op.id);
@@ -377,35 +377,41 @@ class LowPrecision {
   // multiple of 16 (32 for MXFP8) before fc1 and cut back after fc2, the reverse on their
   // gradients, one copy kernel each (fused_multi_row_padding and _unpadding, padding.py), which
   // runs whenever the routed counts are not multiples already: without padding to capacity.
-  void expert_rows_padded(const ShardOp& op, GemmRole role) {
-    const TpRole tp_role = context_.trace.ops[*op.trace_op].tp_role;
-    const bool padded = pads_expert_rows_ && (tp_role == TpRole::expert_column || tp_role == TpRole::expert_row);
-    const bool first_of_fc = (tp_role == TpRole::expert_column) == (role == GemmRole::kForward);
-    std::vector<int64_t> operands;
-    for (int64_t b : op.reads)
-      if (is_activation_operand(b)) operands.push_back(b);
-    // fc1's input, fc2's output gradient: padded before the GEMM that quantizes them.
-    if (padded && first_of_fc && role != GemmRole::kWgrad) copy_rows(op, operands, "te::fp8_padding");
+  void low_precision_gemm(const ShardOp& op, GemmRole role) {
+    // The wgrads read what the dgrads' side already padded or has yet to cut back.
+    const TpRole tp_role = pads_expert_rows_ && role != GemmRole::kWgrad ? context_.trace.ops[*op.trace_op].tp_role
+                                                                         : TpRole::none;
+    // fc1's input and fc2's output gradient: padded before the GEMM that quantizes them.
+    const bool pads = (tp_role == TpRole::expert_column && role == GemmRole::kForward) ||
+                      (tp_role == TpRole::expert_row && role == GemmRole::kDgrad);
+    // fc2's output and fc1's input gradient: cut back after the GEMM that writes them.
+    const bool unpads = (tp_role == TpRole::expert_row && role == GemmRole::kForward) ||
+                        (tp_role == TpRole::expert_column && role == GemmRole::kDgrad);
+    if (pads) {
+      std::vector<int64_t> operands;
+      for (int64_t b : op.reads)
+        if (is_activation_operand(b)) operands.push_back(b);
+      rewriter_.add(in_place_pass(op, "te::fp8_padding", OpKind::memory, operands));
+    }
     quantized_gemm(op, role);
-    // fc2's output, fc1's input gradient: cut back after the GEMM that writes them.
-    if (padded && !first_of_fc && role != GemmRole::kWgrad) copy_rows(op, op.writes, "te::fp8_unpadding");
+    // The padded rows are a sliver of the tensor: a copy of it, written in place here.
+    if (unpads) rewriter_.add(in_place_pass(op, "te::fp8_unpadding", OpKind::memory, op.writes));
   }
 
-  // One copy of `buffers` (the padded rows are a sliver of them), written in place here.
-  void copy_rows(const ShardOp& gemm, const std::vector<int64_t>& buffers, const char* name) {
-    ShardOp op = inserted(gemm, name, OpKind::memory);
+  // A kernel beside `gemm` that reads `buffers` and writes them back in place.
+  ShardOp in_place_pass(const ShardOp& gemm, const std::string& name, OpKind kind,
+                        const std::vector<int64_t>& buffers) const {
+    ShardOp op = inserted(gemm, name, kind);
     op.reads = op.writes = buffers;
     op.bytes = 2 * bytes_of(buffers);
-    rewriter_.add(op);
+    return op;
   }
 
   // The per-row and per-column scales applied to a backward GEMM's 16-bit output in place
   // (torchao's rowwise recipe): one multiply per element, the output read and written.
   void rescale(const ShardOp& gemm) {
-    ShardOp op = inserted(gemm, recipe_.framework + "::rescale", OpKind::math);
-    op.reads = op.writes = gemm.writes;
+    ShardOp op = in_place_pass(gemm, recipe_.framework + "::rescale", OpKind::math, gemm.writes);
     op.flops = bytes_of(gemm.writes) / dtype_size(high_precision_);
-    op.bytes = 2 * bytes_of(gemm.writes);
     rewriter_.add(op);
   }
 

@@ -607,8 +607,8 @@ struct ReluFunction : Function<ReluFunction> {
 
 // aten::clamp's backward runs logical_and and where, which have no Meta kernels in LibTorch
 // 1.13. Its kernels as PyTorch's clamp_backward runs them: the gradient where the input lies
-// within the bounds, else 0 (a comparison per bound, their conjunction, the where: here
-// syssim::where_else_zero).
+// within the bounds, else 0: a comparison per bound, their conjunction (aten::bitwise_and
+// here, which moves the same bool bytes as logical_and), the where (syssim::where_else_zero).
 struct ClampFunction : Function<ClampFunction> {
   static Tensor forward(AutogradContext* ctx, const Tensor& x, c10::optional<double> min, double max) {
     at::AutoDispatchBelowADInplaceOrView guard;
@@ -620,8 +620,9 @@ struct ClampFunction : Function<ClampFunction> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     at::AutoDispatchBelowADInplaceOrView guard;
     const Tensor x = ctx->get_saved_variables()[0];
+    const c10::IValue min = ctx->saved_data["min"];
     Tensor inside = x.le(ctx->saved_data["max"].toDouble());
-    if (!ctx->saved_data["min"].isNone()) inside = x.ge(ctx->saved_data["min"].toDouble()).bitwise_and(inside);
+    if (!min.isNone()) inside = x.ge(min.toDouble()).bitwise_and(inside);
     return {call("syssim::where_else_zero", {inside, grads[0]})[0], Tensor(), Tensor()};
   }
 };
