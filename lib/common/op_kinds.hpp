@@ -23,11 +23,13 @@ enum class OpPhase : uint8_t { fwd, bwd, optimizer };
 enum class OpPass : uint8_t { forward, backward, weight, step };
 
 // A collective's operation (send_recv: one step of a ring, each rank sending to the next of its
-// group; all_to_all: each rank sending a share to every other) and the ranks it runs over:
+// group; all_to_all: each rank sending a share to every other; flex_all_to_all: the flex token
+// dispatcher's exchange, each token sent once to each GPU and node holding one of its experts)
+// and the ranks it runs over:
 // the tensor-, context- and data-parallel groups, the pipeline's (pp, and embedding: the
 // first and last stages holding the tied embeddings), the expert layers' groups and hybrid
 // sharding's replicas of the data-parallel shard groups (docs/graph-format.md).
-enum class Collective : uint8_t { all_reduce, all_gather, reduce_scatter, send_recv, all_to_all };
+enum class Collective : uint8_t { all_reduce, all_gather, reduce_scatter, send_recv, all_to_all, flex_all_to_all };
 enum class CommGroup : uint8_t { tp, cp, dp, pp, embedding, ep, etp, edp, dpr };
 // The in-order queue an op runs on (docs/graph-format.md, `stream`): the compute stream, one
 // per communication group (a collective runs on its group's, as NCCL runs one stream per
@@ -90,8 +92,8 @@ struct EnumNames<OpPass> {
 
 template <>
 struct EnumNames<Collective> {
-  static constexpr std::array<const char*, 5> kNames = {"all_reduce", "all_gather", "reduce_scatter", "send_recv",
-                                                        "all_to_all"};
+  static constexpr std::array<const char*, 6> kNames = {"all_reduce", "all_gather",  "reduce_scatter",
+                                                        "send_recv",  "all_to_all", "flex_all_to_all"};
 };
 template <>
 struct EnumNames<CommGroup> {

@@ -118,9 +118,10 @@ struct TopologyLevel {
 
 // A collective as nccl-tests names it (lib/network prices these), and the algorithms
 // lib/network prices them with; the hardware key collective_algorithm may force one of a
-// collective's algorithms, or auto (the fastest predicted).
+// collective's algorithms, or auto (the fastest predicted). flex is no NCCL algorithm: the flex
+// token dispatcher's kernels (DeepEP's, HybridEP's), the one way its exchange is priced.
 enum class NcclCollective : uint8_t { all_reduce, all_gather, reduce_scatter, alltoall, broadcast, sendrecv };
-enum class CollectiveAlgorithm : uint8_t { ring, tree, nvls, hierarchical, pairwise, p2p };
+enum class CollectiveAlgorithm : uint8_t { ring, tree, nvls, hierarchical, pairwise, p2p, flex };
 template <>
 struct EnumNames<NcclCollective> {
   static constexpr std::array<const char*, 6> kNames = {"all_reduce", "all_gather", "reduce_scatter",
@@ -128,7 +129,8 @@ struct EnumNames<NcclCollective> {
 };
 template <>
 struct EnumNames<CollectiveAlgorithm> {
-  static constexpr std::array<const char*, 6> kNames = {"ring", "tree", "nvls", "hierarchical", "pairwise", "p2p"};
+  static constexpr std::array<const char*, 7> kNames = {"ring",     "tree", "nvls", "hierarchical",
+                                                        "pairwise", "p2p",  "flex"};
 };
 // The algorithms lib/network prices `collective` with.
 const std::vector<CollectiveAlgorithm>& algorithms_of(NcclCollective collective);
@@ -311,7 +313,7 @@ struct TrainingConfig {
   bool tp_comm_overlap = false;               // TP collectives in chunks pipelined with their GEMMs
   double clip_grad = 1.0;                     // gradient-norm clipping threshold; 0 disables
   // Mixture of experts (docs/parallelism.md "Expert parallelism"): Megatron's token dispatcher
-  // (alltoall | allgather), token dropping, the routing skew simulated, and the shared
+  // (alltoall | allgather | flex), token dropping, the routing skew simulated, and the shared
   // experts' overlap with the dispatch.
   std::string moe_token_dispatcher_type = "alltoall";
   std::optional<double> moe_expert_capacity_factor;  // none: dropless

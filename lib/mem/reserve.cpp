@@ -55,6 +55,9 @@ struct RankCommunicators {
   std::map<std::pair<int64_t, OpPhase>, const ShardOp*> sends;
 
   void add(const ShardOp& op) {
+    // The flex dispatcher's kernels (DeepEP's, HybridEP's) exchange through their own buffers,
+    // which are not NCCL's and not counted (docs/memory.md).
+    if (op.collective == Collective::flex_all_to_all) return;
     const std::pair key{op.group, op.group_size};
     if (op.collective == Collective::send_recv && op.group == CommGroup::pp) sends.try_emplace({op.chunk, op.phase}, &op);
     else if (op.collective == Collective::send_recv) ring_exchanges.try_emplace(key, &op);

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "common/error.hpp"
+#include "common/routing.hpp"
 #include "common/units.hpp"
 
 namespace syssim {
@@ -160,6 +161,28 @@ std::vector<Phase> pairwise_alltoall(double bytes, const Route& route) {
   return {route.across_nodes((n - r) / n * bytes, n - 1, (r - 1) / (n - r), [&](size_t level) {
     double in_domain = n / static_cast<double>(route.domains_below(level));
     return (n - in_domain) / (n - r);
+  })};
+}
+
+// The flex token dispatcher's exchange (DeepEP's and HybridEP's kernels) of M, one copy of the
+// rank's token rows: each token goes once to each GPU of the group holding one of its experts
+// (the chance of a GPU: gpu_share) and, across nodes, once over the network to each remote node
+// holding one (node_share), to the GPU of the same local index there, which forwards it over
+// NVLink to the node's GPUs that need it. Per rank, in one node: M gpu_share (n-1) over NVLink;
+// across N nodes: M node_share (N-1) through the NIC share and M gpu_share (r-1) N over NVLink
+// (the node's own GPUs and the forwarded tokens). Levels above the NICs carry the share of the
+// remote nodes outside the rank's domain. One latency per peer, as the pairwise all-to-all.
+std::vector<Phase> flex_alltoall(double bytes, const Routing& routing, const Route& route) {
+  const GroupPlacement& g = route.group;
+  const double n = static_cast<double>(g.size), r = static_cast<double>(g.ranks_per_node);
+  const double nodes = static_cast<double>(g.nodes());
+  const double gpu_share = holding_share(routing, routing.experts / n);
+  if (g.nodes() == 1) return {route.in_node(bytes * gpu_share * (n - 1), n - 1)};
+  const double node_share = holding_share(routing, routing.experts / nodes);
+  const double nic_bytes = bytes * node_share * (nodes - 1);
+  return {route.across_nodes(nic_bytes, n - 1, bytes * gpu_share * (r - 1) * nodes / nic_bytes, [&](size_t level) {
+    const double in_domain = nodes / static_cast<double>(route.domains_below(level));
+    return (nodes - in_domain) / (nodes - 1);
   })};
 }
 
@@ -352,9 +375,30 @@ NcclCollective nccl_collective(Collective collective) {
     case Collective::all_gather: return NcclCollective::all_gather;
     case Collective::reduce_scatter: return NcclCollective::reduce_scatter;
     case Collective::all_to_all: return NcclCollective::alltoall;
-    case Collective::send_recv: break;
+    case Collective::send_recv:
+    case Collective::flex_all_to_all:  // none of NCCL's: shard_collective_time prices it apart
+      break;
   }
   return NcclCollective::sendrecv;
+}
+
+// The routing a flex_all_to_all op's shape gives (docs/graph-format.md).
+Routing routing_of(const ShardOp& op) {
+  auto key = [&](const char* name) {
+    auto it = op.shape.find(name);
+    if (it == op.shape.end())
+      throw DataError(op_path(op) + "/shape/" + name + ": a flex_all_to_all needs the routing (experts, topk, groups, group_topk)");
+    return it->second;
+  };
+  Routing routing{key("experts"), key("topk"), key("groups"), key("group_topk")};
+  if (!(routing.experts >= 1 && routing.topk >= 1 && routing.topk <= routing.experts))
+    throw DataError(op_path(op) + "/shape: expected 1 <= topk <= experts, got topk " + std::to_string(routing.topk) +
+                    " of " + std::to_string(routing.experts) + " experts");
+  if (routing.groups > 0 && !(routing.group_topk >= 1 && routing.group_topk <= routing.groups &&
+                              routing.topk <= routing.group_topk * routing.experts / routing.groups))
+    throw DataError(op_path(op) + "/shape: group_topk " + std::to_string(routing.group_topk) + " of " +
+                    std::to_string(routing.groups) + " groups cannot hold topk " + std::to_string(routing.topk));
+  return routing;
 }
 
 }  // namespace
@@ -362,13 +406,14 @@ NcclCollective nccl_collective(Collective collective) {
 std::vector<int64_t> collective_ranks(const ShardOp& op, const ParallelismConfig& p) { return group_ranks(op, p); }
 
 CollectiveTime shard_collective_time(const ShardOp& op, const ParallelismConfig& p, const HardwareConfig& hw) {
-  const NcclCollective collective = nccl_collective(op.collective);
   if (op.group_size < 1)
     throw DataError(op_path(op) + "/group_size: expected at least 1, got " + std::to_string(op.group_size));
   if (op.group_size == 1) return {};
   GroupPlacement group = place_ranks(group_ranks(op, p), hw);
   try {
-    return collective_time(collective, op.message_bytes, group, hw);
+    if (op.collective == Collective::flex_all_to_all)
+      return timed(CollectiveAlgorithm::flex, flex_alltoall(op.message_bytes, routing_of(op), Route(hw, group)));
+    return collective_time(nccl_collective(op.collective), op.message_bytes, group, hw);
   } catch (const DataError& e) {
     throw DataError(std::string(e.what()) + ", needed by the " + to_string(op.group) + " " + to_string(op.collective) + " at " + op_path(op));
   }

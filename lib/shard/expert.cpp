@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "common/error.hpp"
+#include "common/routing.hpp"
 #include "shard/passes.hpp"
 
 namespace syssim {
@@ -28,12 +29,27 @@ bool allgather_dispatcher(const ShardContext& context) {
   return context.options.training.moe_token_dispatcher_type == "allgather";
 }
 
+bool flex_dispatcher(const ShardContext& context) { return context.options.training.moe_token_dispatcher_type == "flex"; }
+
 // Which side of the exchange a traced op is on. The permutations stay with the rank's tokens
 // under the alltoall dispatcher (they make and take its send buffer) and move to the experts'
-// side under the allgather dispatcher (they pick the local experts' tokens from everyone's).
+// side under the allgather dispatcher (they pick the local experts' tokens from everyone's) and
+// the flex dispatcher (they copy each received token to its local experts).
 bool on_expert_side(const TraceOp& op, const ShardContext& context) {
-  if (op.tp_role == TpRole::expert_dispatch) return allgather_dispatcher(context);
+  if (op.tp_role == TpRole::expert_dispatch) return allgather_dispatcher(context) || flex_dispatcher(context);
   return is_expert_role(op.tp_role);
+}
+
+Routing routing_of(const ModelConfig& model) {
+  return {static_cast<double>(model.num_moe_experts), static_cast<double>(model.moe_router_topk),
+          static_cast<double>(model.moe_router_num_groups), static_cast<double>(model.moe_router_group_topk)};
+}
+
+// The GPUs of the ep group a token goes to under the flex dispatcher: ep x the chance that a
+// rank's experts hold one of its top-k.
+double flex_destinations(const ModelConfig& model, int64_t ep) {
+  const double ranks = static_cast<double>(ep);
+  return ranks * holding_share(routing_of(model), static_cast<double>(model.num_moe_experts) / ranks);
 }
 
 // Megatron-Core's capacity (moe_utils.get_capacity): capacity_factor x tokens x topk / experts
@@ -116,9 +132,10 @@ class ExpertExchange {
   }
 
   int64_t collective(Collective kind, CommGroup group, int64_t group_size, int64_t from,
-                     double written_bytes, double message_bytes, const ShardOp& reader) {
+                     double written_bytes, double message_bytes, const ShardOp& reader, KernelShape shape = {}) {
     const int64_t to = rewriter_.emitter().add_buffer(written_bytes, TensorRole::comm);
     ShardOp c = make_collective(context_, kind, group, message_bytes, reader.phase, reader.scope);
+    c.shape = std::move(shape);
     place_with(reader, c);
     c.module = dispatcher_;
     c.group_size = group_size;
@@ -145,6 +162,7 @@ class ExpertExchange {
   // allgather dispatcher's all-gather over the etp x ep group.
   int64_t dispatch(int64_t b, const ShardOp& reader) {
     const int64_t etp = p_.expert_tp();
+    if (flex_dispatcher(context_)) return flex_dispatch(b, reader);
     if (allgather_dispatcher(context_)) {
       const double gathered = bytes(b) * static_cast<double>(etp * p_.ep);
       return collective(Collective::all_gather, CommGroup::ep, etp * p_.ep, b, gathered, gathered, reader);
@@ -157,9 +175,30 @@ class ExpertExchange {
     return at;
   }
 
+  // The flex dispatcher's exchange (DeepEP's or HybridEP's kernels): each token crosses once to
+  // each GPU holding one of its experts, where its routed copies are made, and back; the
+  // network prices the crossings from the routing in the op's shape (docs/network.md). The
+  // experts' side holds destinations x the tokens' rows; the routing map and probabilities
+  // travel with their tokens, a rank keeping its experts' share. The message is the experts'
+  // side's bytes over the destinations: one copy of the sender's token rows.
+  int64_t flex_dispatch(int64_t b, const ShardOp& reader) {
+    const double experts_side = bytes(b) * context_.flex_destinations / (is_tokens(b) ? 1.0 : static_cast<double>(p_.ep));
+    return flex_exchange(b, experts_side, experts_side, reader);
+  }
+  int64_t flex_combine(int64_t b, const ShardOp& reader) {
+    const double tokens_side = bytes(b) / context_.flex_destinations * (is_tokens(b) ? 1.0 : static_cast<double>(p_.ep));
+    return flex_exchange(b, tokens_side, bytes(b), reader);
+  }
+  int64_t flex_exchange(int64_t b, double written, double experts_side, const ShardOp& reader) {
+    const Routing r = routing_of(context_.model);
+    return collective(Collective::flex_all_to_all, CommGroup::ep, p_.ep, b, written, experts_side / context_.flex_destinations,
+                      reader, {{"experts", r.experts}, {"topk", r.topk}, {"groups", r.groups}, {"group_topk", r.group_topk}});
+  }
+
   // Back to the tokens: the reverse, reduce-scatters for all-gathers.
   int64_t combine(int64_t b, const ShardOp& reader) {
     const int64_t etp = p_.expert_tp();
+    if (flex_dispatcher(context_)) return flex_combine(b, reader);
     if (allgather_dispatcher(context_)) {
       const double full = bytes(b);
       return collective(Collective::reduce_scatter, CommGroup::ep, etp * p_.ep, b, full / static_cast<double>(etp * p_.ep), full, reader);
@@ -198,13 +237,23 @@ void check_expert_parallel_overlap(const ModelConfig& model, const ShardOptions&
   const TrainingConfig& t = options.training;
   auto refuse = [](const std::string& why) { throw UsageError("overlap_moe_expert_parallel_comm " + why); };
   if (p.ep < 2) refuse("needs expert parallelism (ep > 1)");
-  if (t.moe_token_dispatcher_type != "alltoall") refuse("needs the alltoall token dispatcher");
+  if (t.moe_token_dispatcher_type == "allgather") refuse("needs the alltoall or flex token dispatcher");
   if (p.pp > 1 && !p.vpp) refuse("with pp > 1 needs virtual pipeline stages (--vpp), as Megatron-Core");
   if (t.recompute == "full") refuse("does not take full recomputation");
   if (std::find(t.recompute_modules.begin(), t.recompute_modules.end(), "moe") != t.recompute_modules.end())
     refuse("does not take the moe recompute module");
   if (t.moe_shared_expert_overlap) refuse("and moe_shared_expert_overlap exclude each other");
   if (model.mtp_num_layers > 1) refuse("takes at most one MTP layer");
+}
+
+// What Megatron-Core's MoEFlexTokenDispatcher refuses, and what syssim does not simulate of it.
+void check_flex_dispatcher(const ShardOptions& options) {
+  const ParallelismConfig& p = options.parallelism;
+  auto refuse = [](const std::string& why) { throw UsageError("moe_token_dispatcher_type=flex " + why); };
+  if (p.ep < 2) refuse("needs expert parallelism (ep > 1)");
+  if (p.expert_tp() > 1)
+    refuse("with expert tensor parallelism (etp=" + str(p.expert_tp()) + ") is not simulated: give --etp 1");
+  if (options.training.moe_pad_expert_input_to_capacity) refuse("does not take moe_pad_expert_input_to_capacity (as Megatron-Core)");
 }
 
 }  // namespace
@@ -236,9 +285,10 @@ void check_expert_parallel(const ModelConfig& model, const ShardOptions& options
   if (p.tp > 1 && !p.sp)
     throw UsageError("tp=" + str(p.tp) + " with experts needs --sp (Megatron-Core's MoE layer requires sequence "
                      "parallelism with tensor parallelism)");
-  if (t.moe_token_dispatcher_type != "alltoall" && t.moe_token_dispatcher_type != "allgather")
-    throw UsageError("moe_token_dispatcher_type=" + t.moe_token_dispatcher_type +
-                     ": expected alltoall or allgather (flex, DeepEP's kernels, is not simulated)");
+  if (t.moe_token_dispatcher_type != "alltoall" && t.moe_token_dispatcher_type != "allgather" &&
+      t.moe_token_dispatcher_type != "flex")
+    throw UsageError("moe_token_dispatcher_type=" + t.moe_token_dispatcher_type + ": expected alltoall, allgather or flex");
+  if (t.moe_token_dispatcher_type == "flex") check_flex_dispatcher(options);
   if (t.moe_expert_capacity_factor && !(*t.moe_expert_capacity_factor > 0))
     throw UsageError("moe_expert_capacity_factor=" + number(*t.moe_expert_capacity_factor) + " must be positive");
   if (t.moe_pad_expert_input_to_capacity && !t.moe_expert_capacity_factor)
@@ -279,6 +329,11 @@ void set_expert_axes(ShardContext& context) {
     // Everyone's tokens, of which the local experts take their share.
     experts["s"] = context.sequence_axes.at("s") * etp * ep;
     experts["k"] = k * load.received / ep;
+  } else if (flex_dispatcher(context)) {
+    // The tokens received, each once however many of the rank's experts it goes to.
+    context.flex_destinations = flex_destinations(context.model, p.ep);
+    experts["s"] = context.sequence_axes.at("s") * context.flex_destinations;
+    experts["k"] = k * load.received / context.flex_destinations;
   } else {
     experts["k"] = k * etp * load.received;  // the tokens dispatched to the rank's experts, gathered over etp
   }
@@ -306,18 +361,35 @@ bool dispatcher_syncs_host(const TrainingConfig& training) {
 void mark_host_syncs(const ShardContext& context, ShardSection& shard) {
   if (!context.model.is_moe() || !dispatcher_syncs_host(context.options.training)) return;
   const bool exchanged = context.options.parallelism.ep * context.options.parallelism.expert_tp() > 1;
+  const bool flex = flex_dispatcher(context);
   std::vector<ShardOp>& ops = shard.ops;
   auto same_pass = [](const ShardOp& a, const ShardOp& b) {
     return a.stage == b.stage && a.chunk == b.chunk && a.recompute == b.recompute && a.phase == b.phase &&
            a.scope == b.scope;
   };
+  auto last_before = [&](size_t at) {
+    std::optional<size_t> found;
+    for (size_t q = at; q-- > 0 && !found;)
+      if (same_pass(ops[q], ops[at])) found = q;
+    return found;
+  };
   for (size_t p = 0; p < ops.size(); ++p) {
     const ShardOp& permute = ops[p];
     if (permute.name.named_op() != NamedOp::moe_permute || permute.phase != OpPhase::fwd) continue;
+    if (flex) {
+      // The flex dispatcher's first exchange waits for the counts of the tokens it receives
+      // (DeepEP's dispatch, which the host enters after the router's ops).
+      size_t first = p;
+      for (std::optional<size_t> q = last_before(p); q && ops[*q].kind == OpKind::collective &&
+                                                     ops[*q].collective == Collective::flex_all_to_all;
+           q = last_before(*q))
+        first = *q;
+      if (const std::optional<size_t> counted = last_before(first); counted && first != p)
+        ops[first].host_waits_for = ops[*counted].id;
+      continue;
+    }
     // The token counts are copied after the router's ops, the ones issued before the permutation.
-    std::optional<size_t> counted;
-    for (size_t q = p; q-- > 0 && !counted;)
-      if (same_pass(ops[q], permute)) counted = q;
+    const std::optional<size_t> counted = last_before(p);
     if (!counted) continue;
     // The host waits before the dispatch's first exchange, or before the experts' first op.
     for (size_t next = p + 1; next < ops.size(); ++next) {

@@ -33,9 +33,9 @@ class Instantiator {
   // on the rank's experts and the tokens dispatched to them.
   const AxisValues& axes_of(const TraceOp& op) const {
     if (is_expert_role(op.tp_role)) return context_.expert_axes;
-    if (op.tp_role == TpRole::expert_dispatch)
-      return context_.options.training.moe_token_dispatcher_type == "allgather" ? context_.expert_axes
-                                                                                 : context_.sequence_axes;
+    if (op.tp_role == TpRole::expert_dispatch)  // the permutations: on the experts' side but under alltoall
+      return context_.options.training.moe_token_dispatcher_type == "alltoall" ? context_.sequence_axes
+                                                                                : context_.expert_axes;
     if (op.tp_role != TpRole::none) return context_.full_axes;
     bool hidden = false;
     for (const auto* refs : {&op.inputs, &op.outputs})

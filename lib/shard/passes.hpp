@@ -29,6 +29,9 @@ struct ShardContext {
   // tokens of the other ops are the rank's own (k scaled by the padding).
   AxisValues expert_axes;
   ExpertLoad expert_load;
+  // The flex dispatcher's GPUs per token: to how many of the ep ranks a token goes (its rows
+  // on the experts' side, each rank receiving as many as it sends).
+  double flex_destinations = 1;
   std::vector<char> expert_tensors;  // by traced tensor: an expert's weight or gradient
   int64_t tp() const { return options.parallelism.tp; }
   // The axis values of a traced weight or gradient on this rank.

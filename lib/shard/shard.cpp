@@ -275,7 +275,7 @@ ShardSection shard_trace(const ModelConfig& model, const TraceSection& trace, co
   check_layout(model, options, seq);
   check_softmax_kernels(model, trace, seq);
 
-  ShardContext context{model, trace, options, seq, rank_axes(model, trace, options, seq), {}, {}, {}, {}};
+  ShardContext context{model, trace, options, seq, rank_axes(model, trace, options, seq), {}, {}, {}, 1, {}};
   context.sequence_axes = context.full_axes;
   if (context.sequence_parallel())
     context.sequence_axes["s"] = static_cast<double>(seq / (options.parallelism.cp * context.tp()));

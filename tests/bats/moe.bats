@@ -59,6 +59,20 @@ same_report() {
   assert_output '[["all_to_all",67108864],["all_to_all",32768],["all_to_all",67108864]]'
 }
 
+@test "the flex dispatcher sends each token once to each GPU of its experts" {
+  # Mixtral on 8 GPUs, ep 8: one expert per GPU, a GPU gets a token with chance
+  # 1 - C(7,2)/C(8,2) = 1/4, 8 x 1/4 = 2 GPUs per token, its 2 experts' (no copy saved). The
+  # message is one copy of the rank's tokens, 4096 x 4096 x 2 bytes; the routing map (bool) and
+  # probabilities (fp32) of 4096 tokens x 8 experts travel with them, a GPU's 1/8 each.
+  shard=$(stage_of mixtral-8x7b shard --dp 8 --ep 8 --global-batch 8 --moe-token-dispatcher-type flex)
+  run jq -c '[.shard.ops[] | select(.group == "ep" and .layer == 0 and .phase == "fwd") | [.collective, .message_bytes]]' "$shard"
+  assert_output '[["flex_all_to_all",33554432],["flex_all_to_all",4096],["flex_all_to_all",16384],["flex_all_to_all",33554432]]'
+  same_report qwen3-30b-a3b "$H100" --dp 16 --ep 16 --global-batch 16 --moe-token-dispatcher-type flex
+  run syssim run "$MODELS/mixtral-8x7b.yaml" --tp 2 --sp --dp 4 --ep 4 --etp 2 --global-batch 8 --moe-token-dispatcher-type flex
+  assert_failure 2
+  assert_output "syssim: error: moe_token_dispatcher_type=flex with expert tensor parallelism (etp=2) is not simulated: give --etp 1"
+}
+
 @test "expert-parallel settings Megatron refuses are errors with one line" {
   model="$MODELS/mixtral-8x7b.yaml"
   run syssim run "$model" --dp 8 --ep 3 --global-batch 8

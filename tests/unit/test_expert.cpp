@@ -231,6 +231,48 @@ TEST(Experts, AllGatherDispatcherGathersTheTokensOfTheExpertGroup) {
   EXPECT_DOUBLE_EQ(named(shard, "syssim::grouped_linear")[0]->flops, 2 * (s * k) * h * (2 * m));
 }
 
+TEST(Experts, FlexDispatcherSendsEachTokenOnceToEachGpuOfItsExperts) {
+  // Megatron-Core's MoEFlexTokenDispatcher (DeepEP's, HybridEP's kernels), ep 4: a rank holds 2
+  // of the 8 experts and gets a token with chance 1 - C(6,2)/C(8,2) = 13/28, so a token goes to
+  // 4 x 13/28 = 13/7 GPUs, where the alltoall dispatcher sends its 2 copies.
+  ShardOptions options = layout(1, 4, 4);
+  options.training.moe_token_dispatcher_type = "flex";
+  ShardSection shard = sharded(options);
+  const double gpus = 13.0 / 7;
+  auto exchanges = collectives(shard, "ep");
+  ASSERT_EQ(exchanges.size(), 4u);  // the tokens, the routing map and probabilities, the combine
+  for (const ShardOp* op : exchanges) {
+    EXPECT_EQ(op->collective, Collective::flex_all_to_all);
+    EXPECT_EQ(op->shape.at("experts"), experts);
+    EXPECT_EQ(op->shape.at("topk"), k);
+  }
+  // One copy of the rank's token rows is the message; the experts' side holds 13/7 of them.
+  EXPECT_DOUBLE_EQ(exchanges[0]->message_bytes, s * h * 2);
+  EXPECT_NEAR(shard.buffers[exchanges[0]->writes[0]].bytes, s * h * 2 * gpus, 1e-6);
+  EXPECT_DOUBLE_EQ(exchanges[3]->message_bytes, s * h * 2);
+  EXPECT_DOUBLE_EQ(shard.buffers[exchanges[3]->writes[0]].bytes, s * h * 2);
+  // The received tokens are copied to the local experts there: no sort by expert, the same
+  // expert GEMMs as the alltoall dispatcher's.
+  const ShardOp* permute = named(shard, "syssim::moe_permute")[0];
+  EXPECT_GT(permute->id, exchanges[0]->id);
+  EXPECT_NEAR(shard.buffers[permute->writes[0]].bytes, s * k * h * 2, 1e-6);
+  EXPECT_TRUE(named(shard, "moe::sort_chunks").empty());
+  EXPECT_NEAR(named(shard, "syssim::grouped_linear")[0]->flops, 2 * (s * k) * h * (2 * m), 1e-6);
+  // The dispatch's first exchange waits on the host for the router (DeepEP's received counts).
+  ASSERT_TRUE(exchanges[0]->host_waits_for);
+  EXPECT_EQ(*exchanges[0]->host_waits_for, exchanges[0]->id - 1);
+  // What Megatron-Core refuses, and expert TP, which is not simulated.
+  ShardOptions refused = layout(2, 2, 2, 2);
+  refused.training.moe_token_dispatcher_type = "flex";
+  EXPECT_THROW(sharded(refused), UsageError);
+  refused = layout(1, 4, 1);
+  refused.training.moe_token_dispatcher_type = "flex";
+  EXPECT_THROW(sharded(refused), UsageError);
+  options.training.moe_expert_capacity_factor = 1;
+  options.training.moe_pad_expert_input_to_capacity = true;
+  EXPECT_THROW(sharded(options), UsageError);
+}
+
 TEST(Experts, TheBusiestExpertSetsThePace) {
   // moe_imbalance 2: the busiest of the 8 experts gets 2x the mean, the other 7 share the rest,
   // (8 - 2) / 7 = 6/7 of the mean each. The busiest rank holds it and one other: it receives
@@ -518,7 +560,7 @@ TEST(Experts, LayoutsMegatronRefusesAreErrors) {
   EXPECT_EQ(error_of(no_ep), "overlap_moe_expert_parallel_comm needs expert parallelism (ep > 1)");
   ShardOptions gathered = overlap;
   gathered.training.moe_token_dispatcher_type = "allgather";
-  EXPECT_EQ(error_of(gathered), "overlap_moe_expert_parallel_comm needs the alltoall token dispatcher");
+  EXPECT_EQ(error_of(gathered), "overlap_moe_expert_parallel_comm needs the alltoall or flex token dispatcher");
   ShardOptions piped = overlap;
   piped.parallelism.pp = 2;
   piped.parallelism.dp = 2;

@@ -223,6 +223,58 @@ TEST(Placement, MegatronOrderDecidesWhichGroupsCrossNodes) {
   EXPECT_THROW(shard_collective_time(dp_reduce, p, hw), DataError);
 }
 
+TEST(Flex, EachTokenCrossesOnceToEachGpuAndNodeOfItsExperts) {
+  // The flex dispatcher's exchange of M = 1 GiB of token rows: Qwen3-30B-A3B's routing, 128
+  // experts, top 8, no groups. ep 8 on one node: a GPU holds 16 experts and gets a token with
+  // chance 1 - C(112,8)/C(128,8); 7 peers over NVLink, 7 latencies.
+  HardwareConfig hw = h100();
+  ParallelismConfig p;
+  p.ep = 8, p.dp = 8;
+  ShardOp exchange = collective_op("flex_all_to_all", "ep", 8);
+  exchange.shape = {{"experts", 128}, {"topk", 8}, {"groups", 0}, {"group_topk", 0}};
+  auto miss = [](double pool, double held, int k) {  // C(pool - held, k) / C(pool, k)
+    double c = 1;
+    for (int i = 0; i < k; ++i) c *= (pool - held - i) / (pool - i);
+    return c;
+  };
+  const double gpu = 1 - miss(128, 16, 8);
+  EXPECT_NEAR(gpu, 0.667419611923, 1e-12);
+  CollectiveTime one_node = shard_collective_time(exchange, p, hw);
+  EXPECT_EQ(one_node.algorithm, CollectiveAlgorithm::flex);
+  EXPECT_NEAR(one_node.time_us, kGiB * gpu * 7 / (450e9 * 0.822) * 1e6 + 7 * 1.9, 1e-6);
+  // ep 16 over two nodes: once to the other node when it holds one of the 8 (its 64 experts),
+  // on the NIC share (47 GB/s); over NVLink the node's 7 other GPUs (8 experts each) and the
+  // tokens forwarded from the other node: M gpu 7 x 2. The NIC binds; 15 latencies of 4 us.
+  p.ep = 16, p.dp = 16;
+  exchange.group_size = 16;
+  const double node = 1 - miss(128, 64, 8), gpu16 = 1 - miss(128, 8, 8);
+  CollectiveTime two_nodes = shard_collective_time(exchange, p, hw);
+  ASSERT_EQ(two_nodes.phases.size(), 1u);
+  EXPECT_NEAR(two_nodes.phases[0].bytes, kGiB * node, 1e-3);
+  EXPECT_EQ(two_nodes.phases[0].links, (std::vector<int64_t>{0, 1}));
+  EXPECT_NEAR(two_nodes.phases[0].loads[0], gpu16 * 7 * 2 / node, 1e-12);
+  EXPECT_NEAR(two_nodes.time_us, kGiB * node / 47e9 * 1e6 + 15 * 4.0, 1e-6);
+  // NCCL's all-to-all sends 8 copies of each token, 8/16 of them to the other node.
+  ShardOp nccl = collective_op("all_to_all", "ep", 16);
+  nccl.message_bytes = 8 * kGiB;
+  EXPECT_NEAR(shard_collective_time(nccl, p, hw).phases[0].bytes / two_nodes.phases[0].bytes, 4 / node, 1e-9);
+  // DeepSeek-V3's group-limited routing (256 experts, top 8 among 4 of 8 groups), ep 64 over 8
+  // nodes: a node holds one group, picked with chance 4/8, then one of the 8 among its 128.
+  p.ep = 64, p.dp = 64;
+  exchange.group_size = 64;
+  exchange.shape = {{"experts", 256}, {"topk", 8}, {"groups", 8}, {"group_topk", 4}};
+  EXPECT_NEAR(shard_collective_time(exchange, p, hw).phases[0].bytes, kGiB * 0.5 * (1 - miss(128, 32, 8)) * 7, 1e-3);
+  // ep 4 in one node: a GPU holds 2 of the 8 groups, of which 0, 1 or 2 are picked with
+  // chances C(6,4)/C(8,4) = 15/70, 2 C(6,3)/70 = 40/70 and C(6,2)/70 = 15/70.
+  p.ep = 4, p.dp = 4;
+  exchange.group_size = 4;
+  const double missed = 15.0 / 70 + 40.0 / 70 * miss(128, 32, 8) + 15.0 / 70 * miss(128, 64, 8);
+  EXPECT_NEAR(shard_collective_time(exchange, p, hw).phases[0].bytes, kGiB * (1 - missed) * 3, 1e-3);
+  // Without its routing the op cannot be priced.
+  exchange.shape = {};
+  EXPECT_THROW(shard_collective_time(exchange, p, hw), DataError);
+}
+
 TEST(Sizes, SuffixesArePowersOfTwoAndTheSweepDoubles) {
   EXPECT_EQ(parse_sizes("1G", "--bytes"), std::vector<int64_t>{1073741824});
   EXPECT_EQ(parse_sizes("8B:64", "--sweep"), (std::vector<int64_t>{8, 16, 32, 64}));

@@ -109,8 +109,9 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
   app.add_flag("--tp-comm-overlap", t.tp_comm_overlap, "Pipeline TP all-gathers/reduce-scatters with their GEMMs (needs --sp)");
   app.add_option("--clip-grad", t.clip_grad, "Gradient-norm clipping threshold; 0 disables (default 1.0)");
   app.add_option("--moe-token-dispatcher-type", t.moe_token_dispatcher_type,
-                 "How tokens reach their experts (default alltoall, as Megatron's MoE recipes)")
-      ->check(CLI::IsMember({"alltoall", "allgather"}));
+                 "How tokens reach their experts: alltoall (NCCL's, Megatron's default), allgather, or flex "
+                 "(DeepEP's or HybridEP's kernels: each token sent once to each GPU and node of its experts)")
+      ->check(CLI::IsMember({"alltoall", "allgather", "flex"}));
   app.add_option("--moe-expert-capacity-factor", t.moe_expert_capacity_factor,
                  "Drop the tokens past this many times an expert's mean load (default: dropless)");
   app.add_flag("--moe-pad-expert-input-to-capacity", t.moe_pad_expert_input_to_capacity,
