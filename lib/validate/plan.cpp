@@ -531,7 +531,8 @@ void nemo1_optimizer(const MeasuredRow& row, ShardOptions& options, std::vector<
 // A mixture of experts as the row's notes describe its run: the expert-TP size of a config table
 // ("ETP4"; default 1, as NVIDIA's MoE recipes set expert_tensor_parallel_size), token dropping of
 // Megatron-Bridge's "tokendrop" variant (apply_moe_token_drop: capacity factor 1.0, inputs padded
-// to capacity), multi-token prediction where the model label says "w/ MTP".
+// to capacity), multi-token prediction where the model label says "w/ MTP"; the token
+// dispatcher of a moe_token_dispatcher_type column (default alltoall, as Megatron's recipes).
 void expert_settings(const MeasuredRow& row, ModelConfig& model, ShardOptions& options,
                      std::vector<std::string>& assumptions) {
   if (!model.is_moe()) return;
@@ -552,6 +553,10 @@ void expert_settings(const MeasuredRow& row, ModelConfig& model, ShardOptions& o
   if (notes.find("w/ MTP") != std::string::npos) {
     model.mtp_num_layers = 1;
     assumptions.push_back("mtp_num_layers=1");
+  }
+  if (const std::string dispatcher = cell(row, "moe_token_dispatcher_type"); !dispatcher.empty()) {
+    options.training.moe_token_dispatcher_type = dispatcher;
+    assumptions.push_back("moe_token_dispatcher_type=" + dispatcher);
   }
 }
 

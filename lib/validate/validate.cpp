@@ -28,7 +28,7 @@ const std::vector<std::string> kKnownColumns = {
     "global_batch", "dtype", "recompute", "distributed_optimizer", "measured_step_s",
     "measured_tokens_per_s_per_gpu", "measured_tflops_per_gpu", "measured_mfu", "measured_peak_mem_gb",
     "notes", "attention_backend", "measured_oom", "overlap_grad_reduce", "overlap_param_gather", "grad_reduce_in_bf16", "tp_comm_overlap", "overlap_moe_expert_parallel_comm", "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers", "hardware",
-    "model_config", "etp", "cpu_offloading_num_layers"};
+    "model_config", "etp", "cpu_offloading_num_layers", "moe_token_dispatcher_type"};
 const std::vector<std::string> kRequiredColumns = {"source_id", "model", "layers", "hidden", "heads",
                                                    "seq_length", "gpu", "num_gpus", "tp", "pp",
                                                    "micro_batch", "global_batch", "dtype", "measured_step_s"};

@@ -2,6 +2,7 @@
 // skipped, and the error statistics (hand-made numbers).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/error.hpp"
@@ -212,6 +213,12 @@ TEST(ValidateRow, OptionalColumnsOverrideTheDefaults) {
   plan = plan_row(row, kPresets);
   ASSERT_EQ(plan.skip_reason, "");
   EXPECT_TRUE(plan.options.training.overlap_moe_expert_parallel_comm);
+  // The token dispatcher (DeepEP's or HybridEP's kernels: flex), alltoall without the column.
+  EXPECT_EQ(plan.options.training.moe_token_dispatcher_type, "alltoall");
+  row["moe_token_dispatcher_type"] = "flex";
+  plan = plan_row(row, kPresets);
+  EXPECT_EQ(plan.options.training.moe_token_dispatcher_type, "flex");
+  EXPECT_NE(std::find(plan.assumptions.begin(), plan.assumptions.end(), "moe_token_dispatcher_type=flex"), plan.assumptions.end());
   // Megatron-LM's uneven first and last pipeline ranks take the place of the balanced split.
   row = llama_row();
   row["layers"] = "61";
