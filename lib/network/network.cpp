@@ -179,8 +179,8 @@ std::vector<Phase> flex_alltoall(double bytes, const Routing& routing, const Rou
   const double gpu_share = holding_share(routing, routing.experts / n);
   if (g.nodes() == 1) return {route.in_node(bytes * gpu_share * (n - 1), n - 1)};
   const double node_share = holding_share(routing, routing.experts / nodes);
-  const double nic_bytes = bytes * node_share * (nodes - 1);
-  return {route.across_nodes(nic_bytes, n - 1, bytes * gpu_share * (r - 1) * nodes / nic_bytes, [&](size_t level) {
+  const double nvlink_load = gpu_share * (r - 1) * nodes / (node_share * (nodes - 1));
+  return {route.across_nodes(bytes * node_share * (nodes - 1), n - 1, nvlink_load, [&](size_t level) {
     const double in_domain = nodes / static_cast<double>(route.domains_below(level));
     return (nodes - in_domain) / (nodes - 1);
   })};
