@@ -52,6 +52,12 @@ double flex_destinations(const ModelConfig& model, int64_t ep) {
   return ranks * holding_share(routing_of(model), static_cast<double>(model.num_moe_experts) / ranks);
 }
 
+// The token rows the simulated (busiest) rank receives under the flex dispatcher per token row
+// it routes: the destinations, scaled by its load as the alltoall dispatcher's copies are.
+double flex_received_rows(const ShardContext& context) {
+  return context.flex_destinations * context.expert_load.received / context.expert_load.sent;
+}
+
 // Megatron-Core's capacity (moe_utils.get_capacity): capacity_factor x tokens x topk / experts
 // per expert. Tokens past it are dropped; with padding every expert gets exactly that many.
 ExpertLoad expert_load(const ModelConfig& model, const TrainingConfig& t, int64_t ep) {
@@ -178,15 +184,16 @@ class ExpertExchange {
   // The flex dispatcher's exchange (DeepEP's or HybridEP's kernels): each token crosses once to
   // each GPU holding one of its experts, where its routed copies are made, and back; the
   // network prices the crossings from the routing in the op's shape (docs/network.md). The
-  // experts' side holds destinations x the tokens' rows; the routing map and probabilities
+  // experts' side holds flex_received_rows x the tokens' rows; the routing map and probabilities
   // travel with their tokens, a rank keeping its experts' share. The message is the experts'
-  // side's bytes over the destinations: one copy of the sender's token rows.
+  // side's bytes over the destinations: one copy of the sender's token rows, as many as the
+  // busiest rank receives.
   int64_t flex_dispatch(int64_t b, const ShardOp& reader) {
-    const double experts_side = bytes(b) * context_.flex_destinations / (is_tokens(b) ? 1.0 : static_cast<double>(p_.ep));
+    const double experts_side = bytes(b) * flex_received_rows(context_) / (is_tokens(b) ? 1.0 : static_cast<double>(p_.ep));
     return flex_exchange(b, experts_side, experts_side, reader);
   }
   int64_t flex_combine(int64_t b, const ShardOp& reader) {
-    const double tokens_side = bytes(b) / context_.flex_destinations * (is_tokens(b) ? 1.0 : static_cast<double>(p_.ep));
+    const double tokens_side = bytes(b) / flex_received_rows(context_) * (is_tokens(b) ? 1.0 : static_cast<double>(p_.ep));
     return flex_exchange(b, tokens_side, bytes(b), reader);
   }
   int64_t flex_exchange(int64_t b, double written, double experts_side, const ShardOp& reader) {
@@ -194,7 +201,6 @@ class ExpertExchange {
     return collective(Collective::flex_all_to_all, CommGroup::ep, p_.ep, b, written, experts_side / context_.flex_destinations,
                       reader, {{"experts", r.experts}, {"topk", r.topk}, {"groups", r.groups}, {"group_topk", r.group_topk}});
   }
-
   // Back to the tokens: the reverse, reduce-scatters for all-gathers.
   int64_t combine(int64_t b, const ShardOp& reader) {
     const int64_t etp = p_.expert_tp();
@@ -332,8 +338,8 @@ void set_expert_axes(ShardContext& context) {
   } else if (flex_dispatcher(context)) {
     // The tokens received, each once however many of the rank's experts it goes to.
     context.flex_destinations = flex_destinations(context.model, p.ep);
-    experts["s"] = context.sequence_axes.at("s") * context.flex_destinations;
-    experts["k"] = k * load.received / context.flex_destinations;
+    experts["s"] = context.sequence_axes.at("s") * flex_received_rows(context);
+    experts["k"] = k * load.sent / context.flex_destinations;
   } else {
     experts["k"] = k * etp * load.received;  // the tokens dispatched to the rank's experts, gathered over etp
   }

@@ -261,6 +261,14 @@ TEST(Experts, FlexDispatcherSendsEachTokenOnceToEachGpuOfItsExperts) {
   // The dispatch's first exchange waits on the host for the router (DeepEP's received counts).
   ASSERT_TRUE(exchanges[0]->host_waits_for);
   EXPECT_EQ(*exchanges[0]->host_waits_for, exchanges[0]->id - 1);
+  // moe_imbalance 2: the busiest rank receives (2 + 6/7) / 2 = 10/7 of the balanced rows.
+  options.training.moe_imbalance = 2;
+  ShardSection skewed = sharded(options);
+  const ShardOp* received = collectives(skewed, "ep")[0];
+  EXPECT_NEAR(received->message_bytes, s * h * 2 * 10 / 7, 1e-6);
+  EXPECT_NEAR(skewed.buffers[received->writes[0]].bytes, s * h * 2 * gpus * 10 / 7, 1e-6);
+  EXPECT_NEAR(named(skewed, "syssim::grouped_linear")[0]->flops, 2 * (s * k * 10 / 7) * h * (2 * m), 1e-6);
+  options.training.moe_imbalance = 1;
   // What Megatron-Core refuses, and expert TP, which is not simulated.
   ShardOptions refused = layout(2, 2, 2, 2);
   refused.training.moe_token_dispatcher_type = "flex";
