@@ -32,7 +32,7 @@ const std::vector<std::string> kModelKeys = {
     "moe_layer_freq", "moe_router_score_function", "moe_router_num_groups", "moe_router_group_topk",
     "moe_router_enable_expert_bias", "moe_router_load_balancing_type", "multi_latent_attention", "q_lora_rank",
     "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim", "mtp_num_layers", "window_size",
-    "window_attn_skip_freq", "softmax_type", "activation_func_clamp_value"};
+    "window_attn_skip_freq", "softmax_type", "activation_func_clamp_value", "moe_router_dtype"};
 
 const std::vector<std::string> kHardwareKeys = {
     "name", "peak_tflops_mm", "peak_tflops_math", "peak_memory_bandwidth_GBps", "gpus_per_node",
@@ -185,10 +185,12 @@ void parse_moe_and_attention(const YAML::Node& node, const std::string& name, Mo
     m.moe_router_enable_expert_bias = yaml_get<bool>(node, "moe_router_enable_expert_bias", name, false);
     m.moe_router_load_balancing_type =
         yaml_get<std::string>(node, "moe_router_load_balancing_type", name, m.moe_router_load_balancing_type);
+    m.moe_router_dtype = yaml_get<std::string>(node, "moe_router_dtype", name, "");
   } else {
     for (const char* key : {"moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size",
                             "moe_layer_freq", "moe_router_score_function", "moe_router_num_groups",
-                            "moe_router_group_topk", "moe_router_enable_expert_bias", "moe_router_load_balancing_type"})
+                            "moe_router_group_topk", "moe_router_enable_expert_bias", "moe_router_load_balancing_type",
+                            "moe_router_dtype"})
       if (node[key]) throw DataError(name + ": key '" + std::string(key) + "' needs num_moe_experts");
   }
   m.multi_latent_attention = yaml_get<bool>(node, "multi_latent_attention", name, false);
@@ -407,6 +409,11 @@ void validate(const ModelConfig& m, const std::string& where) {
   require_one_of(m.moe_router_score_function, {"softmax", "sigmoid"}, "moe_router_score_function", where);
   require_one_of(m.moe_router_load_balancing_type, {"aux_loss", "seq_aux_loss", "global_aux_loss", "none"},
                  "moe_router_load_balancing_type", where);
+  if (!m.moe_router_dtype.empty()) {
+    require_one_of(m.moe_router_dtype, {"fp32"}, "moe_router_dtype", where);
+    if (m.add_bias_linear)  // RouterGatingLinearFunction of Megatron-Core 0.14 takes no bias
+      throw DataError(where + ": moe_router_dtype: fp32 with a router bias (add_bias_linear) is not simulated");
+  }
   // Megatron-Core's group-limited routing: the experts split into groups, top-k within the
   // best group_topk groups.
   if ((m.moe_router_num_groups > 0) != (m.moe_router_group_topk > 0))
@@ -747,6 +754,7 @@ nlohmann::json to_json(const ModelConfig& m) {
               {"moe_router_group_topk", m.moe_router_group_topk},
               {"moe_router_enable_expert_bias", m.moe_router_enable_expert_bias},
               {"moe_router_load_balancing_type", m.moe_router_load_balancing_type}});
+  if (!m.moe_router_dtype.empty()) j["moe_router_dtype"] = m.moe_router_dtype;
   if (m.multi_latent_attention)
     j.update({{"multi_latent_attention", true},
               {"q_lora_rank", m.q_lora_rank},
@@ -806,6 +814,7 @@ ModelConfig model_from_json(const nlohmann::json& j, const std::string& path) {
     m.moe_router_group_topk = require_as<int64_t>(j, "moe_router_group_topk", path);
     m.moe_router_enable_expert_bias = require_as<bool>(j, "moe_router_enable_expert_bias", path);
     m.moe_router_load_balancing_type = require_as<std::string>(j, "moe_router_load_balancing_type", path);
+    if (j.contains("moe_router_dtype")) m.moe_router_dtype = require_as<std::string>(j, "moe_router_dtype", path);
   }
   if (j.contains("multi_latent_attention")) {
     m.multi_latent_attention = require_as<bool>(j, "multi_latent_attention", path);

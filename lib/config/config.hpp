@@ -74,6 +74,9 @@ struct ModelConfig {
   int64_t moe_router_group_topk = 0;
   bool moe_router_enable_expert_bias = false;       // DeepSeek-V3's aux-loss-free score bias
   std::string moe_router_load_balancing_type = "aux_loss";  // aux_loss | seq_aux_loss | global_aux_loss | none
+  // The router's GEMMs in fp32 (Megatron-Core's moe_router_dtype: fp32 logits, a backward in
+  // fp32); empty: the input's dtype.
+  std::string moe_router_dtype;
   // Multi-head latent attention (DeepSeek-V2/V3); then kv_channels is qk_head_dim + qk_pos_emb_head_dim.
   bool multi_latent_attention = false;
   int64_t q_lora_rank = 0;  // 0: queries projected from the hidden state directly

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <set>
 
 #include "common/error.hpp"
@@ -44,6 +45,12 @@ class Instantiator {
         for (const char* width : {"h", "q", "c", "e"}) hidden = hidden || has_axis(r.dims, width);
       }
     return hidden ? context_.sequence_axes : context_.full_axes;
+  }
+
+  // A GEMM of fp32 operands runs in fp32 whatever the training's precision (the fp32
+  // router's backward: moe_router_dtype).
+  static bool fp32_gemm(const TraceOp& op) {
+    return op.kind == OpKind::gemm && std::all_of(op.inputs.begin(), op.inputs.end(), [](const TensorRef& r) { return r.dtype == "fp32"; });
   }
 
   // A full-sequence activation that every TP rank holds whole: Megatron gathers it under
@@ -132,7 +139,7 @@ class Instantiator {
     s.module = op.module;
     s.scope = OpScope::microbatch;
     s.stream = Stream::compute;
-    s.dtype = context_.options.training.dtype;
+    s.dtype = fp32_gemm(op) ? "fp32" : context_.options.training.dtype;
     s.flops = op.flops.evaluate(axes, where + "/flops");
     s.bytes = op.bytes.evaluate(axes, where + "/bytes");
     s.shape = kernel_shape(op, axes, s.flops, where);

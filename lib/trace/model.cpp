@@ -367,8 +367,10 @@ class TrainingStep {
     {
       const std::string router = module + ".router";
       ModuleScope scope(router, TpRole::none);
-      Tensor logits = call("syssim::linear", {x, parameter(router + ".weight", {n_.e, n_.h}),
-                                              bias(router + ".bias", model_.add_bias_linear, n_.e)})[0];
+      Tensor weight = parameter(router + ".weight", {n_.e, n_.h});
+      Tensor logits = model_.moe_router_dtype == "fp32"
+                          ? call("syssim::router_linear", {x, weight})[0]
+                          : call("syssim::linear", {x, weight, bias(router + ".bias", model_.add_bias_linear, n_.e)})[0];
       std::vector<Tensor> routed = call("syssim::moe_router", {logits, n_.k});
       probs = routed[0], routing_map = routed[1];
     }

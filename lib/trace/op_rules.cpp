@@ -53,6 +53,7 @@ const std::map<std::string, OpRule> kOpRules = {
     {"syssim::scale_mask_softmax", {OpKind::math, R::kPerOutputElement, 5}},
     {"syssim::scale_mask_softmax_backward", {OpKind::math, R::kPerOutputElement, 4}},
     {"syssim::linear", {OpKind::gemm, R::kLinear}},
+    {"syssim::router_linear", {OpKind::gemm, R::kLinear}},
     {"syssim::linear_dgrad", {OpKind::gemm, R::kLinearGrad}},
     {"syssim::linear_wgrad", {OpKind::gemm, R::kLinearGrad}},
     {"syssim::swiglu", {OpKind::math, R::kPerOutputElement, 5}},

@@ -66,6 +66,10 @@ TORCH_LIBRARY(syssim, m) {
   m.def("linear(Tensor x, Tensor weight, Tensor? bias) -> Tensor");
   m.def("linear_dgrad(Tensor grad, Tensor weight) -> Tensor");
   m.def("linear_wgrad(Tensor grad, Tensor x, bool bias) -> Tensor[]");
+  // Megatron-Core's router GEMM with moe_router_dtype fp32 (RouterGatingLinearFunction): the
+  // 16-bit input and weight, fp32 logits; its backward casts both to fp32 and runs the data
+  // and weight gradients as fp32 GEMMs, then casts the gradients back.
+  m.def("router_linear(Tensor x, Tensor weight) -> Tensor");
   m.def("swiglu(Tensor x) -> Tensor");
   m.def("swiglu_backward(Tensor grad, Tensor x) -> Tensor");
   // SiLU of the gate times the up projection, one kernel over two tensors (torch.compile's
@@ -169,6 +173,9 @@ TORCH_LIBRARY_IMPL(syssim, Meta, m) {
          [](const Tensor& grad, const Tensor&, double) { return at::empty_like(grad); });
   m.impl("linear", [](const Tensor& x, const Tensor& weight, const OptionalTensor&) {
     return meta_empty(shape_with_tail(x, 1, {weight.size(0)}), x);
+  });
+  m.impl("router_linear", [](const Tensor& x, const Tensor& weight) {
+    return at::empty(shape_with_tail(x, 1, {weight.size(0)}), x.options().dtype(at::kFloat));
   });
   m.impl("linear_dgrad", [](const Tensor& grad, const Tensor& weight) {
     return meta_empty(shape_with_tail(grad, 1, {weight.size(1)}), grad);
@@ -578,6 +585,22 @@ struct LinearFunction : Function<LinearFunction> {
   }
 };
 
+struct RouterLinearFunction : Function<RouterLinearFunction> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& weight) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    ctx->save_for_backward({x, weight});
+    return call("syssim::router_linear", {x, weight})[0];
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    variable_list saved = ctx->get_saved_variables();
+    const Tensor x32 = saved[0].to(at::kFloat), weight32 = saved[1].to(at::kFloat);
+    Tensor grad_x = call("syssim::linear_dgrad", {grads[0], weight32})[0];
+    Tensor grad_weight = call("syssim::linear_wgrad", {grads[0], x32, false})[0];
+    return {grad_x.to(saved[0].scalar_type()), grad_weight.to(saved[1].scalar_type())};
+  }
+};
+
 struct SwigluFunction : Function<SwigluFunction> {
   static Tensor forward(AutogradContext* ctx, const Tensor& x) {
     at::AutoDispatchBelowADInplaceOrView guard;
@@ -753,6 +776,7 @@ TORCH_LIBRARY_IMPL(syssim, Autograd, m) {
   m.impl("linear", [](const Tensor& x, const Tensor& weight, const OptionalTensor& bias) {
     return LinearFunction::apply(x, weight, bias);
   });
+  m.impl("router_linear", [](const Tensor& x, const Tensor& weight) { return RouterLinearFunction::apply(x, weight); });
   m.impl("swiglu", [](const Tensor& x) { return SwigluFunction::apply(x); });
   m.impl("silu_mul", [](const Tensor& gate, const Tensor& up) { return SiluMulFunction::apply(gate, up); });
   m.impl("clamp", [](const Tensor& x, c10::optional<double> min, double max) {

@@ -833,6 +833,22 @@ TEST(Loader, UnfusedKernelsNeedTheirKernelAndSurviveTheGraph) {
   for (const char* key : {"bias_swiglu_fusion", "apply_rope_fusion", "rms_norm_fusion"}) EXPECT_FALSE(fused.contains(key));
 }
 
+TEST(Loader, RouterDtypeIsFp32OrAbsentAndSurvivesTheGraph) {
+  syssim::ModelConfig v3 = syssim::load_model_yaml(model_path("deepseek-v3"));
+  EXPECT_EQ(v3.moe_router_dtype, "fp32");  // DeepSeek-V3's FP32 gating (the preset's sources)
+  EXPECT_EQ(syssim::model_from_json(syssim::to_json(v3), "m").moe_router_dtype, "fp32");
+  v3.moe_router_dtype = "bf16";
+  EXPECT_EQ(error_of([&] { syssim::model_from_json(syssim::to_json(v3), "m"); }),
+            "graph: m: key 'moe_router_dtype' must be one of fp32, got 'bf16'");
+  v3.moe_router_dtype = "fp32";
+  v3.add_bias_linear = true;
+  EXPECT_EQ(error_of([&] { syssim::model_from_json(syssim::to_json(v3), "m"); }),
+            "graph: m: moe_router_dtype: fp32 with a router bias (add_bias_linear) is not simulated");
+  v3.add_bias_linear = false;
+  v3.moe_router_dtype = "";
+  EXPECT_FALSE(syssim::to_json(v3).contains("moe_router_dtype"));  // reads as before 1.20
+}
+
 TEST(Loader, ActivationClampNeedsTheExpertsFusedGluAndSurvivesTheGraph) {
   auto model_error = [](const std::string& text) {
     return error_of([&] { syssim::parse_model_yaml(text, "m.yaml"); });

@@ -79,6 +79,35 @@ TEST(Experts, RoutedFlopsAndGemmShapesOfARank) {
   EXPECT_DOUBLE_EQ(named(split, "syssim::grouped_linear")[0]->flops, 2 * (s / 2 * k * 2) * h * (2 * m / 2));
 }
 
+TEST(Experts, Fp32RouterRunsItsBackwardGemmsInFp32) {
+  // Megatron-Core's RouterGatingLinearFunction (moe_router_dtype fp32): forward, the 16-bit
+  // GEMM to fp32 logits, 2 x 512 x 256 x 8 FLOPs, 512 x 8 x 4 bytes out; backward, the input
+  // and weight cast to fp32, then the data and weight gradients as fp32 GEMMs.
+  ModelConfig model = moe_model();
+  model.moe_router_dtype = "fp32";
+  ShardSection shard = sharded(layout(1, 4, 4), model);
+  const ShardOp* logits = named(shard, "syssim::router_linear")[0];
+  EXPECT_EQ(logits->kind, OpKind::gemm);
+  EXPECT_EQ(logits->dtype, "bf16");
+  EXPECT_DOUBLE_EQ(logits->flops, 2 * s * h * experts);
+  EXPECT_DOUBLE_EQ(shard.buffers[logits->writes[0]].bytes, s * experts * 4);
+  std::vector<const ShardOp*> router_grads;
+  for (const ShardOp& op : shard.ops)
+    if (op.layer == 0 && op.phase == OpPhase::bwd && op.module.str().find("mlp.router") != std::string::npos &&
+        op.kind == OpKind::gemm)
+      router_grads.push_back(&op);
+  ASSERT_EQ(router_grads.size(), 2u);
+  for (const ShardOp* op : router_grads) {
+    EXPECT_EQ(op->dtype, "fp32");
+    EXPECT_DOUBLE_EQ(op->flops, 2 * s * experts * h);
+  }
+  // The 16-bit router keeps the training's precision.
+  const ShardSection bf16_router = sharded(layout(1, 4, 4));
+  for (const ShardOp& op : bf16_router.ops) {
+    if (op.kind == OpKind::gemm) EXPECT_NE(op.dtype, "fp32") << op.name;
+  }
+}
+
 TEST(Experts, GeluExpertsHaveNoGate) {
   // Without SwiGLU an expert's fc1 has m outputs: 2 x 1024 x 256 x 128 FLOPs; its activation
   // output is weighted by the fp32 routing probability, then cast back to bf16, as Megatron's
