@@ -6,20 +6,14 @@
 namespace syssim {
 namespace {
 
+// ln C(n, j), for 0 <= j <= n.
+double log_choose(double n, double j) { return std::lgamma(n + 1) - std::lgamma(j + 1) - std::lgamma(n - j + 1); }
+
 // The chance that k picks without replacement from `pool` items all miss `held` of them:
 // C(pool - held, k) / C(pool, k).
 double all_miss(double pool, double held, double k) {
-  double chance = 1;
-  for (double i = 0; i < k; ++i) chance *= std::max(0.0, (pool - held - i) / (pool - i));
-  return chance;
-}
-
-// C(n, j) as a double.
-double choose(double n, double j) {
-  if (j < 0 || j > n) return 0;
-  double c = 1;
-  for (double i = 0; i < j; ++i) c *= (n - i) / (i + 1);
-  return c;
+  if (pool - held < k) return 0;
+  return std::exp(log_choose(pool - held, k) - log_choose(pool, k));
 }
 
 }  // namespace
@@ -33,8 +27,8 @@ double holding_share(const Routing& routing, double holding) {
   // Whole groups: j of them picked (hypergeometric), then the k experts all outside their j.
   const double held_groups = std::round(holding / per_group);
   double miss = 0;
-  for (double j = 0; j <= std::min(held_groups, picked); ++j)
-    miss += choose(held_groups, j) * choose(groups - held_groups, picked - j) / choose(groups, picked) *
+  for (double j = std::max(0.0, picked - (groups - held_groups)); j <= std::min(held_groups, picked); ++j)
+    miss += std::exp(log_choose(held_groups, j) + log_choose(groups - held_groups, picked - j) - log_choose(groups, picked)) *
             all_miss(pool, j * per_group, routing.topk);
   return 1 - miss;
 }

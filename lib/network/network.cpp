@@ -382,6 +382,9 @@ NcclCollective nccl_collective(Collective collective) {
   return NcclCollective::sendrecv;
 }
 
+// The most experts a flex_all_to_all's routing may have: what bounds its pricing's loops.
+constexpr double kMaxExperts = 1e6;
+
 // The routing a flex_all_to_all op's shape gives (docs/graph-format.md).
 Routing routing_of(const ShardOp& op) {
   auto key = [&](const char* name) {
@@ -391,13 +394,17 @@ Routing routing_of(const ShardOp& op) {
     return it->second;
   };
   Routing routing{key("experts"), key("topk"), key("groups"), key("group_topk")};
-  if (!(routing.experts >= 1 && routing.topk >= 1 && routing.topk <= routing.experts))
-    throw DataError(op_path(op) + "/shape: expected 1 <= topk <= experts, got topk " + std::to_string(routing.topk) +
-                    " of " + std::to_string(routing.experts) + " experts");
-  if (routing.groups > 0 && !(routing.group_topk >= 1 && routing.group_topk <= routing.groups &&
-                              routing.topk <= routing.group_topk * routing.experts / routing.groups))
+  auto whole = [](double v) { return v >= 0 && v <= kMaxExperts && v == std::floor(v); };
+  if (!(whole(routing.experts) && whole(routing.topk) && routing.topk >= 1 && routing.topk <= routing.experts))
+    throw DataError(op_path(op) + "/shape: expected whole 1 <= topk <= experts <= " + std::to_string(int(kMaxExperts)) +
+                    ", got topk " + std::to_string(routing.topk) + " of " + std::to_string(routing.experts) + " experts");
+  if (!whole(routing.groups) || !whole(routing.group_topk) ||
+      (routing.groups > 0 && !(routing.group_topk >= 1 && routing.group_topk <= routing.groups &&
+                               std::fmod(routing.experts, routing.groups) == 0 &&
+                               routing.topk <= routing.group_topk * routing.experts / routing.groups)))
     throw DataError(op_path(op) + "/shape: group_topk " + std::to_string(routing.group_topk) + " of " +
-                    std::to_string(routing.groups) + " groups cannot hold topk " + std::to_string(routing.topk));
+                    std::to_string(routing.groups) + " groups of " + std::to_string(routing.experts) +
+                    " experts cannot hold topk " + std::to_string(routing.topk));
   return routing;
 }
 

@@ -270,8 +270,12 @@ TEST(Flex, EachTokenCrossesOnceToEachGpuAndNodeOfItsExperts) {
   exchange.group_size = 4;
   const double missed = 15.0 / 70 + 40.0 / 70 * miss(128, 32, 8) + 15.0 / 70 * miss(128, 64, 8);
   EXPECT_NEAR(shard_collective_time(exchange, p, hw).phases[0].bytes, kGiB * (1 - missed) * 3, 1e-3);
-  // Without its routing the op cannot be priced.
+  // Without its routing, or with a routing no model has, the op cannot be priced.
   exchange.shape = {};
+  EXPECT_THROW(shard_collective_time(exchange, p, hw), DataError);
+  exchange.shape = {{"experts", 1e9}, {"topk", 8}, {"groups", 0}, {"group_topk", 0}};
+  EXPECT_THROW(shard_collective_time(exchange, p, hw), DataError);
+  exchange.shape = {{"experts", 256}, {"topk", 8}, {"groups", 7}, {"group_topk", 4}};  // 7 does not divide 256
   EXPECT_THROW(shard_collective_time(exchange, p, hw), DataError);
 }
 
