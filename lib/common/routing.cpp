@@ -33,4 +33,16 @@ double holding_share(const Routing& routing, double holding) {
   return 1 - miss;
 }
 
+KernelShape routing_shape(const Routing& routing) {
+  const auto& [experts, topk, groups, group_topk] = kRoutingKeys;
+  return {{experts, routing.experts}, {topk, routing.topk}, {groups, routing.groups}, {group_topk, routing.group_topk}};
+}
+
+std::optional<Routing> routing_in(const KernelShape& shape) {
+  for (const char* key : kRoutingKeys)
+    if (!shape.count(key)) return std::nullopt;
+  const auto& [experts, topk, groups, group_topk] = kRoutingKeys;
+  return Routing{shape.at(experts), shape.at(topk), shape.at(groups), shape.at(group_topk)};
+}
+
 }  // namespace syssim

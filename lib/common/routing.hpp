@@ -4,6 +4,11 @@
 // experts; its traffic follows from these shares.
 #pragma once
 
+#include <array>
+#include <optional>
+
+#include "common/kernel_shape.hpp"
+
 namespace syssim {
 
 struct Routing {
@@ -18,5 +23,11 @@ struct Routing {
 // picked at random, as Megatron-Core's forced load balancing draws random router scores (with
 // no groups: among all experts). A holder lies inside one group or holds whole groups.
 double holding_share(const Routing& routing, double holding);
+
+// A flex_all_to_all op's shape holds its routing under these keys (docs/graph-format.md):
+// written by the shard stage, read by the network's pricing; none when a key is missing.
+constexpr std::array<const char*, 4> kRoutingKeys = {"experts", "topk", "groups", "group_topk"};
+KernelShape routing_shape(const Routing& routing);
+std::optional<Routing> routing_in(const KernelShape& shape);
 
 }  // namespace syssim

@@ -93,6 +93,13 @@ struct Route {
     }
     return finish(phase);
   }
+  // An exchange with each remote peer (node) directly: the share of its NIC bytes that level
+  // `level` carries, that of the remote ranks outside the rank's domain below the level.
+  double remote_outside_domain(size_t level) const {
+    const double n = static_cast<double>(group.size), r = static_cast<double>(group.ranks_per_node);
+    const double in_domain = n / static_cast<double>(domains_below(level));
+    return (n - in_domain) / (n - r);
+  }
   // A ring (or tree, or pipelined broadcast) in rank order crosses the boundary of each domain it
   // spans once, so a level above the NICs carries (domains spanned / nodes) of their bytes.
   Phase ring_across_nodes(double nic_bytes, double steps, double nvlink_load) const {
@@ -158,10 +165,8 @@ std::vector<Phase> pairwise_alltoall(double bytes, const Route& route) {
   const GroupPlacement& g = route.group;
   const double n = static_cast<double>(g.size), r = static_cast<double>(g.ranks_per_node);
   if (g.nodes() == 1) return {route.in_node((n - 1) / n * bytes, n - 1)};
-  return {route.across_nodes((n - r) / n * bytes, n - 1, (r - 1) / (n - r), [&](size_t level) {
-    double in_domain = n / static_cast<double>(route.domains_below(level));
-    return (n - in_domain) / (n - r);
-  })};
+  return {route.across_nodes((n - r) / n * bytes, n - 1, (r - 1) / (n - r),
+                             [&](size_t level) { return route.remote_outside_domain(level); })};
 }
 
 // The flex token dispatcher's exchange (DeepEP's and HybridEP's kernels) of M, one copy of the
@@ -180,10 +185,8 @@ std::vector<Phase> flex_alltoall(double bytes, const Routing& routing, const Rou
   if (g.nodes() == 1) return {route.in_node(bytes * gpu_share * (n - 1), n - 1)};
   const double node_share = holding_share(routing, routing.experts / nodes);
   const double nvlink_load = gpu_share * (r - 1) * nodes / (node_share * (nodes - 1));
-  return {route.across_nodes(bytes * node_share * (nodes - 1), n - 1, nvlink_load, [&](size_t level) {
-    const double in_domain = nodes / static_cast<double>(route.domains_below(level));
-    return (nodes - in_domain) / (nodes - 1);
-  })};
+  return {route.across_nodes(bytes * node_share * (nodes - 1), n - 1, nvlink_load,
+                             [&](size_t level) { return route.remote_outside_domain(level); })};
 }
 
 // Broadcast: the message pipelined along a ring in small chunks; the last rank waits n-1 hops.
@@ -387,13 +390,10 @@ constexpr double kMaxExperts = 1e6;
 
 // The routing a flex_all_to_all op's shape gives (docs/graph-format.md).
 Routing routing_of(const ShardOp& op) {
-  auto key = [&](const char* name) {
-    auto it = op.shape.find(name);
-    if (it == op.shape.end())
-      throw DataError(op_path(op) + "/shape/" + name + ": a flex_all_to_all needs the routing (experts, topk, groups, group_topk)");
-    return it->second;
-  };
-  Routing routing{key("experts"), key("topk"), key("groups"), key("group_topk")};
+  for (const char* key : kRoutingKeys)
+    if (!op.shape.count(key))
+      throw DataError(op_path(op) + "/shape/" + key + ": a flex_all_to_all needs the routing (experts, topk, groups, group_topk)");
+  const Routing routing = *routing_in(op.shape);
   auto whole = [](double v) { return v >= 0 && v <= kMaxExperts && v == std::floor(v); };
   if (!(whole(routing.experts) && whole(routing.topk) && routing.topk >= 1 && routing.topk <= routing.experts))
     throw DataError(op_path(op) + "/shape: expected whole 1 <= topk <= experts <= " + std::to_string(int(kMaxExperts)) +

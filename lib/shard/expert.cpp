@@ -31,12 +31,9 @@ bool allgather_dispatcher(const ShardContext& context) {
 
 bool flex_dispatcher(const ShardContext& context) { return context.options.training.moe_token_dispatcher_type == "flex"; }
 
-// Which side of the exchange a traced op is on. The permutations stay with the rank's tokens
-// under the alltoall dispatcher (they make and take its send buffer) and move to the experts'
-// side under the allgather dispatcher (they pick the local experts' tokens from everyone's) and
-// the flex dispatcher (they copy each received token to its local experts).
+// Which side of the exchange a traced op is on (permutes_on_expert_side).
 bool on_expert_side(const TraceOp& op, const ShardContext& context) {
-  if (op.tp_role == TpRole::expert_dispatch) return allgather_dispatcher(context) || flex_dispatcher(context);
+  if (op.tp_role == TpRole::expert_dispatch) return permutes_on_expert_side(context.options.training);
   return is_expert_role(op.tp_role);
 }
 
@@ -197,9 +194,8 @@ class ExpertExchange {
     return flex_exchange(b, tokens_side, bytes(b), reader);
   }
   int64_t flex_exchange(int64_t b, double written, double experts_side, const ShardOp& reader) {
-    const Routing r = routing_of(context_.model);
     return collective(Collective::flex_all_to_all, CommGroup::ep, p_.ep, b, written, experts_side / context_.flex_destinations,
-                      reader, {{"experts", r.experts}, {"topk", r.topk}, {"groups", r.groups}, {"group_topk", r.group_topk}});
+                      reader, routing_shape(routing_of(context_.model)));
   }
   // Back to the tokens: the reverse, reduce-scatters for all-gathers.
   int64_t combine(int64_t b, const ShardOp& reader) {
@@ -229,6 +225,11 @@ class ExpertExchange {
 };
 
 }  // namespace
+
+// The alltoall dispatcher's permutations make and take its send buffer with the rank's tokens;
+// the allgather dispatcher's pick the local experts' tokens from everyone's, the flex
+// dispatcher's copy each received token to its local experts.
+bool permutes_on_expert_side(const TrainingConfig& training) { return training.moe_token_dispatcher_type != "alltoall"; }
 
 bool is_expert_role(TpRole tp_role) {
   return tp_role == TpRole::expert_column || tp_role == TpRole::expert_row || tp_role == TpRole::expert;

@@ -34,9 +34,8 @@ class Instantiator {
   // on the rank's experts and the tokens dispatched to them.
   const AxisValues& axes_of(const TraceOp& op) const {
     if (is_expert_role(op.tp_role)) return context_.expert_axes;
-    if (op.tp_role == TpRole::expert_dispatch)  // the permutations: on the experts' side but under alltoall
-      return context_.options.training.moe_token_dispatcher_type == "alltoall" ? context_.sequence_axes
-                                                                                : context_.expert_axes;
+    if (op.tp_role == TpRole::expert_dispatch)
+      return permutes_on_expert_side(context_.options.training) ? context_.expert_axes : context_.sequence_axes;
     if (op.tp_role != TpRole::none) return context_.full_axes;
     bool hidden = false;
     for (const auto* refs : {&op.inputs, &op.outputs})
@@ -50,7 +49,8 @@ class Instantiator {
   // A GEMM of fp32 operands runs in fp32 whatever the training's precision (the fp32
   // router's backward: moe_router_dtype).
   static bool fp32_gemm(const TraceOp& op) {
-    return op.kind == OpKind::gemm && std::all_of(op.inputs.begin(), op.inputs.end(), [](const TensorRef& r) { return r.dtype == "fp32"; });
+    static const Symbol kFp32("fp32");
+    return op.kind == OpKind::gemm && std::all_of(op.inputs.begin(), op.inputs.end(), [](const TensorRef& r) { return r.dtype == kFp32; });
   }
 
   // A full-sequence activation that every TP rank holds whole: Megatron gathers it under

@@ -65,6 +65,9 @@ void instantiate_trace(const ShardContext& context, ShardSection& shard);
 // Mixture of experts: whether a traced op runs on the experts' side (tp_role expert_*),
 // and the expert-parallel checks and the rank's view of the experts (axes, load).
 bool is_expert_role(TpRole tp_role);
+// Whether the token dispatcher's permutations (tp_role expert_dispatch) run on the experts'
+// side: under the allgather and flex dispatchers; the alltoall dispatcher's on the tokens'.
+bool permutes_on_expert_side(const TrainingConfig& training);
 void check_expert_parallel(const ModelConfig& model, const ShardOptions& options);
 void set_expert_axes(ShardContext& context);
 // Exchanges what crosses between the rank's tokens and its experts' tokens: the token
