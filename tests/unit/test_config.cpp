@@ -37,7 +37,7 @@ const std::vector<std::string> kModels = [] {
 const std::vector<std::string> kHardware = {"a100-sxm-80gb", "h100-sxm-80gb", "h200-sxm",
                                             "gh200",         "b200",          "mi300x",  "gb200-nvl72",
                                             "h100-100gbe",   "gb300-nvl72",   "a100-sxm-40gb", "h100-sxm-96gb-500w",
-                                            "h100-nvl",      "h800-sxm",      "b300"};
+                                            "h100-nvl",      "h800-sxm",      "b300",    "jean-zay-a100"};
 
 std::string model_path(const std::string& name) { return kRoot + "/configs/models/" + name + ".yaml"; }
 std::string hardware_path(const std::string& name) { return kRoot + "/configs/hardware/" + name + ".yaml"; }

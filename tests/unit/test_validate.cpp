@@ -516,20 +516,23 @@ TEST(ValidateRow, BloomIsMegatronDeepSpeedOf2022) {
 }
 
 // BLOOM's pipeline (pp 12, full recompute, 128 micro-batches) settles only after about 35
-// micro-batches, into a cycle of 10 (docs/syssim-sim.md, "Extrapolated micro-batches"): it
-// must not be extrapolated from short steps, so the step is the one of simulating every
-// micro-batch.
+// micro-batches on a DGX A100 fabric, into a cycle of 10 (docs/syssim-sim.md, "Extrapolated
+// micro-batches"): it must not be extrapolated from short steps, so the step is the one of
+// simulating every micro-batch; so too on the Jean Zay nodes its row names.
 TEST(ValidateRow, BloomsLateSettlingPipelineIsSimulatedInFull) {
   RowPlan plan = plan_row(bloom_row(), kPresets);
-  const CostEstimator estimator(
-      load_hardware_yaml(std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware/a100-sxm-80gb.yaml"));
-  SimOptions every_microbatch;
-  every_microbatch.extrapolate_microbatches = false;
-  Graph full = simulate(plan.model, trace_of(plan.model), estimator, plan.options, every_microbatch);
-  Graph graph = full;
-  graph.sim.reset();
-  EXPECT_FALSE(simulate_graph(graph).extrapolated);
-  EXPECT_DOUBLE_EQ(graph.sim->step_time_ms, full.sim->step_time_ms);
+  for (const char* hardware : {"a100-sxm-80gb", "jean-zay-a100"}) {
+    SCOPED_TRACE(hardware);
+    const CostEstimator estimator(
+        load_hardware_yaml(std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware/" + hardware + ".yaml"));
+    SimOptions every_microbatch;
+    every_microbatch.extrapolate_microbatches = false;
+    Graph full = simulate(plan.model, trace_of(plan.model), estimator, plan.options, every_microbatch);
+    Graph graph = full;
+    graph.sim.reset();
+    EXPECT_FALSE(simulate_graph(graph).extrapolated);
+    EXPECT_DOUBLE_EQ(graph.sim->step_time_ms, full.sim->step_time_ms);
+  }
 }
 
 TEST(ValidateStepTime, NarayananRowFromItsTflopsByEquation3) {
