@@ -65,7 +65,7 @@ Booster Booster::load(const std::string& bytes, const std::string& source) {
   int major = 0, minor = 0, patch = 0;
   XGBoostVersion(&major, &minor, &patch);
   const std::string key = "xgboost " + std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch) +
-                          " binary form of a model of " + std::to_string(bytes.size()) + " bytes, hash " + content_hash(bytes);
+                          " binary form of a model of " + std::to_string(bytes.size()) + " bytes, checksum " + content_checksum(bytes);
   if (std::optional<std::string> binary = cache_get("booster", key)) {
     Booster booster({});
     if (XGBoosterLoadModelFromBuffer(booster.handle_, binary->data(), binary->size()) == 0) {

@@ -54,10 +54,15 @@ uint64_t checksum(std::string_view key, std::string_view value) {
   return hash;
 }
 
-std::string header(std::string_view key, std::string_view value) {
+std::string hex16(uint64_t value) {
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(checksum(key, value)));
-  return std::string(kEntryMagic) + std::to_string(key.size()) + " " + std::to_string(value.size()) + " " + hex + "\n";
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(value));
+  return hex;
+}
+
+std::string header(std::string_view key, std::string_view value) {
+  return std::string(kEntryMagic) + std::to_string(key.size()) + " " + std::to_string(value.size()) + " " +
+         hex16(checksum(key, value)) + "\n";
 }
 
 // A file descriptor closed on every path out.
@@ -114,10 +119,10 @@ std::string cache_dir() {
 std::string content_hash(const std::string& text) {
   uint64_t hash = 14695981039346656037ULL;  // FNV-1a 64-bit offset basis and prime
   for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ULL;
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
-  return hex;
+  return hex16(hash);
 }
+
+std::string content_checksum(std::string_view text) { return hex16(checksum({}, text)); }
 
 std::optional<CacheEntry> split_cache_entry(std::string_view bytes) {
   const size_t header_end = bytes.substr(0, kMaxHeaderBytes).find('\n');

@@ -14,6 +14,9 @@ std::string cache_dir();
 
 // 64-bit FNV-1a of `text`, as 16 hex digits.
 std::string content_hash(const std::string& text);
+// The entries' checksum of `text` (read eight bytes at a time), as 16 hex digits: for keys
+// that name a large text by its content.
+std::string content_checksum(std::string_view text);
 
 // The value stored under `kind` (a subfolder: "trace", "point") and `key`, if any. Keys and
 // values are versioned by the caller (put kSyssimVersion in the key). An entry that is not a

@@ -24,6 +24,22 @@ std::string format_number(double c) {
   return out.str();
 }
 
+// Merges like terms and drops zero ones, in the canonical order (by monomial_key).
+void normalize(std::vector<Monomial>& terms) {
+  if (terms.size() <= 1) {  // most dims and counts are one product: nothing to merge or sort
+    if (!terms.empty() && terms.front().coefficient == 0) terms.clear();
+    return;
+  }
+  std::map<std::string, Monomial> merged;
+  for (const auto& t : terms) {
+    auto [it, inserted] = merged.emplace(monomial_key(t), t);
+    if (!inserted) it->second.coefficient += t.coefficient;
+  }
+  terms.clear();
+  for (auto& [key, m] : merged)
+    if (m.coefficient != 0) terms.push_back(m);
+}
+
 }  // namespace
 
 void Monomial::multiply_axis(const std::string& axis, int exponent) {
@@ -36,57 +52,42 @@ void Monomial::multiply_axis(const std::string& axis, int exponent) {
   }
 }
 
-Poly Poly::constant(double c) {
-  Poly p;
-  if (c != 0) p.terms_.push_back(Monomial{c, {}});
-  return p;
+Poly::Poly(std::vector<Monomial> made) {
+  normalize(made);
+  if (!made.empty()) terms_ = std::make_shared<const std::vector<Monomial>>(std::move(made));
 }
 
-Poly Poly::axis(const std::string& name) {
-  Poly p;
-  p.terms_.push_back(Monomial{1, {{name, 1}}});
-  return p;
+const std::vector<Monomial>& Poly::terms() const {
+  static const std::vector<Monomial> kNone;
+  return terms_ ? *terms_ : kNone;
 }
 
-void Poly::normalize() {
-  if (terms_.size() <= 1) {  // most dims and counts are one product: nothing to merge or sort
-    if (!terms_.empty() && terms_.front().coefficient == 0) terms_.clear();
-    return;
-  }
-  std::map<std::string, Monomial> merged;
-  for (const auto& t : terms_) {
-    auto [it, inserted] = merged.emplace(monomial_key(t), t);
-    if (!inserted) it->second.coefficient += t.coefficient;
-  }
-  terms_.clear();
-  for (auto& [key, m] : merged)
-    if (m.coefficient != 0) terms_.push_back(m);
-}
+Poly Poly::constant(double c) { return Poly(std::vector<Monomial>{Monomial{c, {}}}); }
+
+Poly Poly::axis(const std::string& name) { return Poly(std::vector<Monomial>{Monomial{1, {{name, 1}}}}); }
 
 Poly Poly::operator+(const Poly& other) const {
-  Poly p = *this;
-  p.terms_.insert(p.terms_.end(), other.terms_.begin(), other.terms_.end());
-  p.normalize();
-  return p;
+  std::vector<Monomial> sum = terms();
+  sum.insert(sum.end(), other.terms().begin(), other.terms().end());
+  return Poly(std::move(sum));
 }
 
 Poly Poly::operator*(const Poly& other) const {
-  Poly p;
-  for (const auto& a : terms_)
-    for (const auto& b : other.terms_) {
+  std::vector<Monomial> product;
+  for (const auto& a : terms())
+    for (const auto& b : other.terms()) {
       Monomial m{a.coefficient * b.coefficient, a.exponents};
       for (const auto& [axis, exp] : b.exponents) m.multiply_axis(axis, exp);
-      p.terms_.push_back(m);
+      product.push_back(m);
     }
-  p.normalize();
-  return p;
+  return Poly(std::move(product));
 }
 
 Poly Poly::operator*(double c) const { return *this * Poly::constant(c); }
 
 double Poly::evaluate(const AxisValues& values, const std::string& where) const {
   double total = 0;
-  for (const auto& t : terms_) {
+  for (const auto& t : terms()) {
     double v = t.coefficient;
     for (const auto& [axis, exp] : t.exponents) {
       auto it = values.find(axis);
@@ -104,7 +105,7 @@ double Poly::evaluate(const AxisValues& values, const std::string& where) const 
 }
 
 bool Poly::contains_axis(std::string_view name) const {
-  return std::any_of(terms_.begin(), terms_.end(),
+  return std::any_of(terms().begin(), terms().end(),
                      [&](const Monomial& m) {
                        return std::any_of(m.exponents.begin(), m.exponents.end(),
                                           [&](const std::pair<std::string, int>& e) { return e.first == name; });
@@ -112,9 +113,9 @@ bool Poly::contains_axis(std::string_view name) const {
 }
 
 std::string Poly::to_string() const {
-  if (terms_.empty()) return "0";
+  if (terms().empty()) return "0";
   std::string out;
-  for (const auto& t : terms_) {
+  for (const auto& t : terms()) {
     if (!out.empty()) out += " + ";
     std::string term;
     if (t.coefficient != 1 || t.exponents.empty()) term = format_number(t.coefficient);
@@ -135,7 +136,7 @@ Poly Poly::parse(const std::string& text, const std::string& where) {
   auto fail = [&](const std::string& why) -> DataError {
     return DataError(where + ": bad axis expression '" + text + "': " + why);
   };
-  Poly result;
+  std::vector<Monomial> sum;
   size_t i = 0;
   auto skip_space = [&] {
     while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
@@ -155,7 +156,7 @@ Poly Poly::parse(const std::string& text, const std::string& where) {
   };
   skip_space();
   if (text.empty()) throw fail("empty");
-  if (text == "0") return result;
+  if (text == "0") return Poly();
   // Most dims are one axis name: no monomial to assemble.
   if (std::isalpha(static_cast<unsigned char>(text[0])) &&
       std::all_of(text.begin(), text.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }))
@@ -195,13 +196,12 @@ Poly Poly::parse(const std::string& text, const std::string& where) {
       }
       break;
     }
-    result.terms_.push_back(m);
+    sum.push_back(m);
     if (i >= text.size()) break;
     if (text[i] != '+') throw fail(std::string("unexpected '") + text[i] + "'");
     ++i;
   }
-  result.normalize();
-  return result;
+  return Poly(std::move(sum));
 }
 
 Poly numel(const Dims& dims) {

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,11 +41,13 @@ class Poly {
   double evaluate(const AxisValues& values, const std::string& where) const;
   bool contains_axis(std::string_view name) const;
   std::string to_string() const;  // canonical text: sorted, deterministic
-  const std::vector<Monomial>& terms() const { return terms_; }
+  const std::vector<Monomial>& terms() const;
 
  private:
-  void normalize();
-  std::vector<Monomial> terms_;
+  explicit Poly(std::vector<Monomial> made);  // merged and sorted
+  // The terms never change once made, so copies share them: every stage copies the dims of
+  // the ops it reads, and a copy is then a count, not an allocation per term. Null: zero.
+  std::shared_ptr<const std::vector<Monomial>> terms_;
 };
 
 // A tensor shape: one Poly per dimension.

@@ -111,6 +111,9 @@ class BinaryReader {
       value.assign(bytes_, at_, size);
       at_ += size;
     }
+    symbols_.resize(strings_.size());
+    interned_.resize(strings_.size());
+    polys_at_.resize(strings_.size());
   }
   template <typename T>
   T number() {
@@ -126,32 +129,40 @@ class BinaryReader {
     need(static_cast<size_t>(n) * item_bytes);
     return n;
   }
-  const std::string& text() {
-    auto index = number<uint32_t>();
-    if (index >= strings_.size()) fail("string " + std::to_string(index) + " is not in the table");
-    return strings_[index];
+  const std::string& text() { return strings_[index()]; }
+  // The text as a Symbol, interned once per entry of the table: a trace names the same few
+  // hundred texts in every layer, and interning each again took a quarter of a read.
+  Symbol symbol() {
+    const uint32_t i = index();
+    if (!interned_[i]) symbols_[i] = strings_[i], interned_[i] = 1;
+    return symbols_[i];
   }
   std::optional<int64_t> optional() {
     bool present = number<uint8_t>() != 0;
     auto value = number<int64_t>();
     return present ? std::optional<int64_t>(value) : std::nullopt;
   }
+  // The expression, parsed once per entry of the table.
   template <typename Where>
   const Poly& poly(const Where& where) {
-    return polys_.read(text(), where);
+    const uint32_t i = index();
+    if (!polys_at_[i]) polys_at_[i] = &polys_.read(strings_[i], where);
+    return *polys_at_[i];
   }
-  Dims dims(const std::string& where) {
+  // `where` makes the path that a message names, only for one.
+  template <typename Where>
+  Dims dims(const Where& where) {
     Dims dims(count(sizeof(uint32_t)));
-    for (size_t i = 0; i < dims.size(); ++i) dims[i] = poly([&] { return PolyReader::dim_path(where, i); });
+    for (size_t i = 0; i < dims.size(); ++i) dims[i] = poly([&] { return PolyReader::dim_path(where(), i); });
     return dims;
   }
   bool done() const { return at_ == bytes_.size(); }
   // A value of Enum written as its name, no later than `last`.
-  template <typename Enum>
-  Enum text_enum(Enum last, const std::string& where) {
+  template <typename Enum, typename Where>
+  Enum text_enum(Enum last, const Where& where) {
     const std::string& name = text();
     const std::optional<Enum> value = parse_enum<Enum>(name);
-    if (!value || *value > last) fail(where + ": " + name + " is not a value it can take");
+    if (!value || *value > last) fail(where() + ": " + name + " is not a value it can take");
     return *value;
   }
 
@@ -160,6 +171,12 @@ class BinaryReader {
   }
 
  private:
+  // An index into the table of strings.
+  uint32_t index() {
+    auto i = number<uint32_t>();
+    if (i >= strings_.size()) fail("string " + std::to_string(i) + " is not in the table");
+    return i;
+  }
   void need(size_t size) const {
     if (size > bytes_.size() - at_) fail("ends early");
   }
@@ -167,6 +184,9 @@ class BinaryReader {
   const std::string source_;
   size_t at_ = 0;
   std::vector<std::string> strings_;
+  std::vector<Symbol> symbols_;       // by index: strings_[i] interned, where interned_[i]
+  std::vector<char> interned_;
+  std::vector<const Poly*> polys_at_;  // by index: strings_[i] parsed (in polys_), or null
   PolyReader polys_;
 };
 
@@ -179,14 +199,15 @@ void refs_to_binary(const std::vector<TensorRef>& refs, BinaryWriter& out) {
   }
 }
 
-std::vector<TensorRef> refs_from_binary(BinaryReader& in, const TraceSection& t, const std::string& where) {
+template <typename Where>
+std::vector<TensorRef> refs_from_binary(BinaryReader& in, const TraceSection& t, const Where& where) {
   std::vector<TensorRef> refs(in.count(sizeof(int64_t)));
   for (TensorRef& r : refs) {
     r.tensor = in.number<int64_t>();
     if (r.tensor < 0 || r.tensor >= static_cast<int64_t>(t.tensors.size()))
-      in.fail(where + ": tensor " + std::to_string(r.tensor) + " does not exist");
+      in.fail(where() + ": tensor " + std::to_string(r.tensor) + " does not exist");
     r.dims = in.dims(where);
-    r.dtype = in.text();
+    r.dtype = in.symbol();
   }
   return refs;
 }
@@ -330,33 +351,34 @@ TraceSection trace_from_binary(const std::string& bytes, const std::string& sour
   for (size_t i = 0; i < t.tensors.size(); ++i) {
     TraceTensor& x = t.tensors[i];
     x.id = static_cast<int64_t>(i);
-    x.dims = in.dims("/trace/tensors/" + std::to_string(i));
-    x.dtype = in.text();
-    x.role = in.text_enum(TensorRole::activation, "/trace/tensors/" + std::to_string(i) + "/role");
-    x.param = in.text();
+    auto tensor_at = [i] { return "/trace/tensors/" + std::to_string(i); };
+    x.dims = in.dims(tensor_at);
+    x.dtype = in.symbol();
+    x.role = in.text_enum(TensorRole::activation, [&] { return tensor_at() + "/role"; });
+    x.param = in.symbol();
   }
   t.ops.resize(in.count(5 * sizeof(uint32_t)));
   for (size_t i = 0; i < t.ops.size(); ++i) {
-    const std::string where = "/trace/ops/" + std::to_string(i);
+    auto op_at = [i] { return "/trace/ops/" + std::to_string(i); };
     TraceOp& op = t.ops[i];
     op.id = static_cast<int64_t>(i);
-    for (Symbol* text : {&op.name, &op.module}) *text = in.text();
-    op.tp_role = in.text_enum(TpRole::expert_dispatch, where + "/tp_role");
+    for (Symbol* text : {&op.name, &op.module}) *text = in.symbol();
+    op.tp_role = in.text_enum(TpRole::expert_dispatch, [&] { return op_at() + "/tp_role"; });
     const auto kind = in.number<uint32_t>();
-    if (kind > static_cast<uint32_t>(OpKind::memory)) in.fail(where + "/kind: " + std::to_string(kind) + " is not a traced kind");
+    if (kind > static_cast<uint32_t>(OpKind::memory)) in.fail(op_at() + "/kind: " + std::to_string(kind) + " is not a traced kind");
     op.kind = static_cast<OpKind>(kind);
     const auto phase = in.number<uint32_t>();
-    if (phase > static_cast<uint32_t>(OpPhase::bwd)) in.fail(where + "/phase: " + std::to_string(phase) + " is not fwd or bwd");
+    if (phase > static_cast<uint32_t>(OpPhase::bwd)) in.fail(op_at() + "/phase: " + std::to_string(phase) + " is not fwd or bwd");
     op.phase = static_cast<OpPhase>(phase);
     op.layer = in.optional();
-    op.inputs = refs_from_binary(in, t, where + "/inputs");
-    op.outputs = refs_from_binary(in, t, where + "/outputs");
+    op.inputs = refs_from_binary(in, t, [&] { return op_at() + "/inputs"; });
+    op.outputs = refs_from_binary(in, t, [&] { return op_at() + "/outputs"; });
     op.deps.resize(in.count(sizeof(int64_t)));
     for (int64_t& d : op.deps)
-      if ((d = in.number<int64_t>()) < 0 || d >= op.id) in.fail(where + "/deps: " + std::to_string(d) + " is not an earlier op");
+      if ((d = in.number<int64_t>()) < 0 || d >= op.id) in.fail(op_at() + "/deps: " + std::to_string(d) + " is not an earlier op");
     op.fwd_op = in.optional();
-    op.flops = in.poly([&] { return where + "/flops"; });
-    op.bytes = in.poly([&] { return where + "/bytes"; });
+    op.flops = in.poly([&] { return op_at() + "/flops"; });
+    op.bytes = in.poly([&] { return op_at() + "/bytes"; });
   }
   if (!in.done()) in.fail("bytes after the last op");
   return t;

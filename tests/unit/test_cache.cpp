@@ -41,6 +41,16 @@ TEST(ContentHash, MatchesTheFnv1aTestVectors) {
   EXPECT_EQ(content_hash("foobar"), "85944171f73967e8");
 }
 
+// The entries' checksum over eight-byte little-endian words, each mixed in as
+// h = ((h ^ w) * 0xC4CEB9FE1A85EC53) ^ (that >> 29) from h = 0x9E3779B97F4A7C15, an empty key
+// and then the text, each ending in its zero-padded tail word with the tail's length in the top
+// bits: worked out apart from cache.cpp (a few lines of Python over the same definition).
+TEST(ContentChecksum, MixesEightByteWords) {
+  EXPECT_EQ(content_checksum(""), "7054907c319dc974");
+  EXPECT_EQ(content_checksum("a"), "dd5d164203985ab1");
+  EXPECT_EQ(content_checksum("syssim trace"), "ac7bd6f25740dd28");
+}
+
 TEST_F(CacheTest, ReturnsWhatWasStoredUnderTheSameKey) {
   EXPECT_FALSE(cache_get("trace", "model A").has_value());
   cache_put("trace", "model A", "its trace\nwith two lines");
