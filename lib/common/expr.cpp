@@ -216,6 +216,15 @@ double numel_at(const Dims& dims, const AxisValues& values, const std::string& w
   return elements;
 }
 
+uint32_t letter_axes(const Dims& dims) {
+  uint32_t axes = 0;
+  for (const Poly& d : dims)
+    for (const Monomial& m : d.terms())
+      for (const auto& [axis, exp] : m.exponents)
+        if (axis.size() == 1 && axis[0] >= 'a' && axis[0] <= 'z') axes |= letter_axis(axis[0]);
+  return axes;
+}
+
 std::vector<std::string> dims_to_strings(const Dims& dims) {
   std::vector<std::string> out;
   for (const auto& d : dims) out.push_back(d.to_string());

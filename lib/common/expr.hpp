@@ -56,6 +56,10 @@ Poly numel(const Dims& dims);
 // numel(dims).evaluate(values, where) without building the product: the dims' values
 // multiplied (the same number wherever the products are exact, as element counts are).
 double numel_at(const Dims& dims, const AxisValues& values, const std::string& where);
+// The axes of one lowercase letter that `dims` use, as a set: bit c - 'a' for axis c (one pass
+// where asking for each axis apart scanned the dims again).
+uint32_t letter_axes(const Dims& dims);
+constexpr uint32_t letter_axis(char c) { return uint32_t{1} << (c - 'a'); }
 std::vector<std::string> dims_to_strings(const Dims& dims);
 Dims dims_from_strings(const std::vector<std::string>& text, const std::string& where);
 

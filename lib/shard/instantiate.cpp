@@ -37,11 +37,13 @@ class Instantiator {
     if (op.tp_role == TpRole::expert_dispatch)
       return permutes_on_expert_side(context_.options.training) ? context_.expert_axes : context_.sequence_axes;
     if (op.tp_role != TpRole::none) return context_.full_axes;
+    constexpr uint32_t kHiddenWidths = letter_axis('h') | letter_axis('q') | letter_axis('c') | letter_axis('e');
     bool hidden = false;
     for (const auto* refs : {&op.inputs, &op.outputs})
       for (const auto& r : *refs) {
-        if (has_tensor_parallel_axis(r.dims)) return context_.full_axes;
-        for (const char* width : {"h", "q", "c", "e"}) hidden = hidden || has_axis(r.dims, width);
+        const uint32_t axes = letter_axes(r.dims);
+        if (axes & kTensorParallelAxes) return context_.full_axes;
+        hidden = hidden || (axes & kHiddenWidths) != 0;
       }
     return hidden ? context_.sequence_axes : context_.full_axes;
   }

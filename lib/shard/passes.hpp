@@ -150,7 +150,9 @@ void split_tokens(ShardOp& op, double share);
 
 // Bytes of one element of a graph dtype.
 double dtype_size(const std::string& dtype);
-// Whether some dimension uses an axis that tensor parallelism splits (g, f, v).
+// The axes that tensor parallelism splits: query groups (and so heads), ffn (the shared
+// experts' too) and vocabulary; whether some dimension uses one.
+constexpr uint32_t kTensorParallelAxes = letter_axis('g') | letter_axis('f') | letter_axis('u') | letter_axis('v');
 bool has_tensor_parallel_axis(const Dims& dims);
 bool has_axis(const Dims& dims, std::string_view axis);
 

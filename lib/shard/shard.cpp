@@ -200,12 +200,7 @@ double dtype_size(const std::string& dtype) {
   throw DataError("graph: unknown dtype '" + dtype + "'");
 }
 
-bool has_tensor_parallel_axis(const Dims& dims) {
-  // Tensor parallelism splits query groups (and so heads), ffn (the shared experts' too) and vocabulary.
-  for (const char* axis : {"g", "f", "u", "v"})
-    if (has_axis(dims, axis)) return true;
-  return false;
-}
+bool has_tensor_parallel_axis(const Dims& dims) { return (letter_axes(dims) & kTensorParallelAxes) != 0; }
 
 bool has_axis(const Dims& dims, std::string_view axis) {
   return std::any_of(dims.begin(), dims.end(), [&](const Poly& d) { return d.contains_axis(axis); });

@@ -104,7 +104,9 @@ TEST(Experts, Fp32RouterRunsItsBackwardGemmsInFp32) {
   // The 16-bit router keeps the training's precision.
   const ShardSection bf16_router = sharded(layout(1, 4, 4));
   for (const ShardOp& op : bf16_router.ops) {
-    if (op.kind == OpKind::gemm) EXPECT_NE(op.dtype, "fp32") << op.name;
+    if (op.kind == OpKind::gemm) {
+      EXPECT_NE(op.dtype, "fp32") << op.name;
+    }
   }
 }
 
