@@ -57,11 +57,6 @@ Poly::Poly(std::vector<Monomial> made) {
   if (!made.empty()) terms_ = std::make_shared<const std::vector<Monomial>>(std::move(made));
 }
 
-const std::vector<Monomial>& Poly::terms() const {
-  static const std::vector<Monomial> kNone;
-  return terms_ ? *terms_ : kNone;
-}
-
 Poly Poly::constant(double c) { return Poly(std::vector<Monomial>{Monomial{c, {}}}); }
 
 Poly Poly::axis(const std::string& name) { return Poly(std::vector<Monomial>{Monomial{1, {{name, 1}}}}); }

@@ -41,7 +41,11 @@ class Poly {
   double evaluate(const AxisValues& values, const std::string& where) const;
   bool contains_axis(std::string_view name) const;
   std::string to_string() const;  // canonical text: sorted, deterministic
-  const std::vector<Monomial>& terms() const;
+  const std::vector<Monomial>& terms() const {
+    if (terms_) return *terms_;
+    static const std::vector<Monomial> kZero;
+    return kZero;
+  }
 
  private:
   explicit Poly(std::vector<Monomial> made);  // merged and sorted
