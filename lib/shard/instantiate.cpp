@@ -58,8 +58,9 @@ class Instantiator {
   // A full-sequence activation that every TP rank holds whole: Megatron gathers it under
   // SP before a parallel linear reads it, and reduces it when a parallel linear writes it.
   bool replicated_activation(const TensorRef& ref) const {
-    return trace_.tensors[ref.tensor].role == TensorRole::activation && has_axis(ref.dims, "s") &&
-           !has_tensor_parallel_axis(ref.dims);
+    if (trace_.tensors[ref.tensor].role != TensorRole::activation) return false;
+    const uint32_t axes = letter_axes(ref.dims);
+    return (axes & letter_axis('s')) && !(axes & kTensorParallelAxes);
   }
 
   double operand_bytes(const TensorRef& ref, const AxisValues& axes, const std::string& where) const {

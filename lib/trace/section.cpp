@@ -112,8 +112,7 @@ class BinaryReader {
       at_ += size;
     }
     symbols_.resize(strings_.size());
-    interned_.resize(strings_.size());
-    polys_at_.resize(strings_.size());
+    polys_.resize(strings_.size());
   }
   template <typename T>
   T number() {
@@ -134,8 +133,8 @@ class BinaryReader {
   // hundred texts in every layer, and interning each again took a quarter of a read.
   Symbol symbol() {
     const uint32_t i = index();
-    if (!interned_[i]) symbols_[i] = strings_[i], interned_[i] = 1;
-    return symbols_[i];
+    if (!symbols_[i]) symbols_[i] = Symbol(strings_[i]);
+    return *symbols_[i];
   }
   std::optional<int64_t> optional() {
     bool present = number<uint8_t>() != 0;
@@ -146,8 +145,8 @@ class BinaryReader {
   template <typename Where>
   const Poly& poly(const Where& where) {
     const uint32_t i = index();
-    if (!polys_at_[i]) polys_at_[i] = &polys_.read(strings_[i], where);
-    return *polys_at_[i];
+    if (!polys_[i]) polys_[i] = Poly::parse(strings_[i], where());
+    return *polys_[i];
   }
   // `where` makes the path that a message names, only for one.
   template <typename Where>
@@ -184,10 +183,9 @@ class BinaryReader {
   const std::string source_;
   size_t at_ = 0;
   std::vector<std::string> strings_;
-  std::vector<Symbol> symbols_;       // by index: strings_[i] interned, where interned_[i]
-  std::vector<char> interned_;
-  std::vector<const Poly*> polys_at_;  // by index: strings_[i] parsed (in polys_), or null
-  PolyReader polys_;
+  // By index into strings_: the text interned, and parsed as an expression, once asked for.
+  std::vector<std::optional<Symbol>> symbols_;
+  std::vector<std::optional<Poly>> polys_;
 };
 
 void refs_to_binary(const std::vector<TensorRef>& refs, BinaryWriter& out) {
