@@ -30,13 +30,6 @@ int64_t OpEmitter::add_buffer(double bytes, TensorRole role) {
   return id;
 }
 
-std::vector<int64_t> OpEmitter::writers_of(const std::vector<int64_t>& buffers) const {
-  std::vector<int64_t> writers;
-  for (int64_t b : buffers)
-    if (last_writer_[b] >= 0) writers.push_back(last_writer_[b]);
-  return writers;
-}
-
 namespace {
 
 std::vector<ShardOp> take_ops(ShardSection& shard) {
@@ -47,11 +40,6 @@ std::vector<ShardOp> take_ops(ShardSection& shard) {
 }
 
 }  // namespace
-
-void sort_unique(std::vector<int64_t>& ids) {
-  std::sort(ids.begin(), ids.end());
-  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-}
 
 std::vector<std::vector<int64_t>> control_deps(const std::vector<ShardOp>& ops, size_t buffers) {
   std::vector<std::vector<int64_t>> control(ops.size());

@@ -2,6 +2,7 @@
 // passes that insert ops rebuild the list through an emitter, which assigns ids and derives
 // each op's data dependencies from the buffers it reads (the last op that wrote them).
 #pragma once
+#include <algorithm>
 #include <vector>
 
 #include "shard/section.hpp"
@@ -9,7 +10,11 @@
 namespace syssim {
 
 // Sorts ids and drops repeats.
-void sort_unique(std::vector<int64_t>& ids);
+template <typename Ids>
+void sort_unique(Ids& ids) {
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+}
 
 // Per op: its deps that its reads do not explain (the last writer of a buffer it reads).
 std::vector<std::vector<int64_t>> control_deps(const std::vector<ShardOp>& ops, size_t buffers);
@@ -23,7 +28,13 @@ class OpEmitter {
   int64_t emit(ShardOp op, const std::vector<int64_t>& extra_deps = {});
   int64_t add_buffer(double bytes, TensorRole role);
   // The ops that last wrote these buffers (those not written yet are skipped).
-  std::vector<int64_t> writers_of(const std::vector<int64_t>& buffers) const;
+  template <typename Ids>
+  std::vector<int64_t> writers_of(const Ids& buffers) const {
+    std::vector<int64_t> writers;
+    for (int64_t b : buffers)
+      if (last_writer_[b] >= 0) writers.push_back(last_writer_[b]);
+    return writers;
+  }
   ShardSection& shard() { return shard_; }
 
  private:

@@ -255,7 +255,8 @@ class LowPrecision {
     return c;
   }
 
-  double bytes_of(const std::vector<int64_t>& buffers) const {
+  template <typename Ids>
+  double bytes_of(const Ids& buffers) const {
     double bytes = 0;
     for (int64_t b : buffers) bytes += shard_.buffers[b].bytes;
     return bytes;
@@ -400,7 +401,7 @@ class LowPrecision {
 
   // A kernel beside `gemm` that reads `buffers` and writes them back in place.
   ShardOp in_place_pass(const ShardOp& gemm, const std::string& name, OpKind kind,
-                        const std::vector<int64_t>& buffers) const {
+                        const IdList& buffers) const {
     ShardOp op = inserted(gemm, name, kind);
     op.reads = op.writes = buffers;
     op.bytes = 2 * bytes_of(buffers);

@@ -67,7 +67,7 @@ class Offloader {
         if (auto fresh = reloaded_.find(b); fresh != reloaded_.end()) b = fresh->second;
     const bool compute = kept.stream == Stream::compute;
     const int64_t new_id = rewriter_.keep(id, std::move(kept));
-    std::vector<int64_t>& deps = rewriter_.emitter().shard().ops[new_id].deps;
+    IdList& deps = rewriter_.emitter().shard().ops[new_id].deps;
     deps.insert(deps.end(), waits.begin(), waits.end());
     sort_unique(deps);
     if (compute) last_compute_ = new_id;

@@ -480,7 +480,7 @@ class PipelineRewriter {
                          const std::string& module) {
     std::vector<int64_t> ready;
     for (int64_t rank : ranks) {
-      std::vector<int64_t> w = rewriter_.emitter().writers_of({local(b, rank)});
+      std::vector<int64_t> w = rewriter_.emitter().writers_of(IdList{local(b, rank)});
       ready.insert(ready.end(), w.begin(), w.end());
     }
     for (int64_t rank : ranks) {

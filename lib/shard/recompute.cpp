@@ -261,7 +261,7 @@ class Recomputer {
     return it == recomputed_.end() ? buffer : it->second;
   }
 
-  void substitute(std::vector<int64_t>& buffers) const {
+  void substitute(IdList& buffers) const {
     for (int64_t& b : buffers) b = current(b);
   }
 

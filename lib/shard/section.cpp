@@ -301,7 +301,7 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
     s.buffers.push_back(b);
   }
   const json& ops = require(j, "ops", path);
-  auto check_buffers = [&](const std::vector<int64_t>& ids, const std::string& p) {
+  auto check_buffers = [&](const IdList& ids, const std::string& p) {
     for (int64_t id : ids)
       if (id < 0 || id >= static_cast<int64_t>(s.buffers.size()))
         throw DataError("graph: " + p + ": buffer " + std::to_string(id) + " does not exist");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/expr.hpp"
+#include "common/id_list.hpp"
 #include "common/kernel_shape.hpp"
 #include "common/op_kinds.hpp"
 #include "common/symbol.hpp"
@@ -62,7 +63,7 @@ struct ShardOp {
   bool recompute = false;  // a forward op run again in the backward pass
   Stream stream = Stream::compute;
   Symbol dtype;   // compute dtype: bf16 | fp16 | fp32 | ...
-  std::vector<int64_t> deps;  // ops of the same scope (or, for step ops, of any scope) that must finish first
+  IdList deps;  // ops of the same scope (or, for step ops, of any scope) that must finish first
   // An earlier op of the same stage and slot that the host waits for before it issues this one
   // (a device-to-host copy it needs, as the dropless token dispatcher's token counts).
   std::optional<int64_t> host_waits_for;
@@ -72,8 +73,8 @@ struct ShardOp {
   double flops = 0;
   double bytes = 0;  // bytes read plus written in device memory
   KernelShape shape;  // on one rank; empty for collectives and ops inserted without one
-  std::vector<int64_t> reads;
-  std::vector<int64_t> writes;
+  IdList reads;
+  IdList writes;
   // Collectives only.
   Collective collective = Collective::all_reduce;
   CommGroup group = CommGroup::tp;

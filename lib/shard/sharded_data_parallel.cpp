@@ -214,7 +214,7 @@ class ShardedDataParallel {
     if (found == op_unit_.end() || !units_.count(found->second)) return;
     const UnitKey& key = found->second;
     const bool kept_until_resharded = forward_twin_kept(key);
-    auto any_of = [](const std::vector<int64_t>& buffers, const std::vector<int64_t>& among) {
+    auto any_of = [](const IdList& buffers, const std::vector<int64_t>& among) {
       return std::any_of(buffers.begin(), buffers.end(),
                          [&](int64_t b) { return std::find(among.begin(), among.end(), b) != among.end(); });
     };

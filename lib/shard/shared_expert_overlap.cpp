@@ -31,7 +31,7 @@ std::string_view layer_of_all_to_all(const ShardOp& op) {
 // gradients' return in the backward) rather than the first.
 bool beside_last_all_to_all(const ShardOp& op) { return op.module.module_path().shared_expert_fc2 == (op.phase == OpPhase::fwd); }
 
-bool shares_a_buffer(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+bool shares_a_buffer(const IdList& a, const IdList& b) {
   for (int64_t x : a)
     for (int64_t y : b)
       if (x == y) return true;

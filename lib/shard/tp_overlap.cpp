@@ -94,7 +94,7 @@ class Planner {
   OverlapPlan plan_;
 };
 
-std::vector<int64_t> with_all_pieces(const std::vector<int64_t>& buffers, const OverlapPlan& plan) {
+std::vector<int64_t> with_all_pieces(const IdList& buffers, const OverlapPlan& plan) {
   std::vector<int64_t> out;
   for (int64_t b : buffers) {
     auto split = plan.pieces_of_buffer.find(b);

@@ -10,6 +10,7 @@
 
 #include "common/error.hpp"
 #include "common/graph.hpp"
+#include "common/id_list.hpp"
 #include "common/json_util.hpp"
 #include "common/kernel_shape.hpp"
 #include "common/symbol.hpp"
@@ -77,6 +78,41 @@ TEST(KernelShape, DimsInNameOrderAndAJsonObject) {
   nlohmann::ordered_json ordered = shape;
   EXPECT_EQ(ordered.dump(), j.dump());
   EXPECT_THROW(nlohmann::json({{"m", "one"}}).get<KernelShape>(), nlohmann::json::type_error);
+}
+
+TEST(IdList, BehavesAsAVectorInlineOrOnTheHeap) {
+  IdList ids{4, 2};
+  ids.push_back(7);  // three: still inline
+  EXPECT_EQ(ids, (std::vector<int64_t>{4, 2, 7}));
+  ids.push_back(1);  // four: moved to the heap, the order kept
+  ids.insert(ids.begin() + 1, 9);
+  EXPECT_EQ(ids, (std::vector<int64_t>{4, 9, 2, 7, 1}));
+  const std::vector<int64_t> more{5, 6};
+  ids.insert(ids.end(), more.begin(), more.end());
+  ids.erase(ids.begin(), ids.begin() + 2);
+  EXPECT_EQ(ids, (std::vector<int64_t>{2, 7, 1, 5, 6}));
+  EXPECT_EQ(ids.at(4), 6);
+  EXPECT_THROW(ids.at(5), std::out_of_range);
+
+  // Copies and moves, from the heap and from inline, leave the source as std::vector would.
+  IdList copy = ids;
+  IdList moved = std::move(copy);
+  EXPECT_TRUE(copy.empty());
+  EXPECT_EQ(moved, ids);
+  IdList small{3};
+  IdList small_moved = std::move(small);
+  EXPECT_EQ(small_moved, (std::vector<int64_t>{3}));
+  moved = small_moved;  // heap to inline
+  EXPECT_EQ(moved, (std::vector<int64_t>{3}));
+  moved.pop_back();
+  EXPECT_TRUE(moved.empty());
+  moved.resize(4, 8);
+  EXPECT_EQ(moved, (std::vector<int64_t>{8, 8, 8, 8}));
+
+  const nlohmann::json j = ids;
+  EXPECT_EQ(j.dump(), "[2,7,1,5,6]");
+  EXPECT_EQ(j.get<IdList>(), ids);
+  EXPECT_THROW(nlohmann::json({1, "two"}).get<IdList>(), nlohmann::json::type_error);
 }
 
 TEST(Symbol, EqualTextsAreOneSymbolAndOrderByText) {
