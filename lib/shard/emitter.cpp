@@ -8,9 +8,9 @@ namespace syssim {
 
 OpEmitter::OpEmitter(ShardSection& shard) : shard_(shard), last_writer_(shard.buffers.size(), -1) {}
 
-int64_t OpEmitter::emit(ShardOp op, const std::vector<int64_t>& extra_deps) {
+int64_t OpEmitter::emit(ShardOp op, const int64_t* extra_begin, const int64_t* extra_end) {
   op.id = static_cast<int64_t>(shard_.ops.size());
-  op.deps.assign(extra_deps.begin(), extra_deps.end());
+  op.deps.assign(extra_begin, extra_end);
   for (int64_t b : op.reads)
     if (last_writer_[b] >= 0) op.deps.push_back(last_writer_[b]);
   sort_unique(op.deps);
@@ -41,8 +41,8 @@ std::vector<ShardOp> take_ops(ShardSection& shard) {
 
 }  // namespace
 
-std::vector<std::vector<int64_t>> control_deps(const std::vector<ShardOp>& ops, size_t buffers) {
-  std::vector<std::vector<int64_t>> control(ops.size());
+std::vector<IdList> control_deps(const std::vector<ShardOp>& ops, size_t buffers) {
+  std::vector<IdList> control(ops.size());
   std::vector<int64_t> last_writer(buffers, -1);
   for (const ShardOp& op : ops) {
     for (int64_t d : op.deps)
@@ -63,7 +63,7 @@ OpRewriter::OpRewriter(ShardSection& shard)
 }
 
 int64_t OpRewriter::keep(int64_t old_id, ShardOp op) {
-  std::vector<int64_t> extra;
+  IdList extra;
   for (int64_t d : old_control_deps_[old_id]) extra.push_back(new_id(d));
   int64_t id = emitter_.emit(std::move(op), extra);
   new_ids_[old_id] = id;

@@ -17,7 +17,7 @@ void sort_unique(Ids& ids) {
 }
 
 // Per op: its deps that its reads do not explain (the last writer of a buffer it reads).
-std::vector<std::vector<int64_t>> control_deps(const std::vector<ShardOp>& ops, size_t buffers);
+std::vector<IdList> control_deps(const std::vector<ShardOp>& ops, size_t buffers);
 
 class OpEmitter {
  public:
@@ -25,7 +25,10 @@ class OpEmitter {
   explicit OpEmitter(ShardSection& shard);
 
   // Appends `op`; its deps become the last writers of what it reads plus `extra_deps`.
-  int64_t emit(ShardOp op, const std::vector<int64_t>& extra_deps = {});
+  int64_t emit(ShardOp op, const std::vector<int64_t>& extra_deps = {}) {
+    return emit(std::move(op), extra_deps.data(), extra_deps.data() + extra_deps.size());
+  }
+  int64_t emit(ShardOp op, const IdList& extra_deps) { return emit(std::move(op), extra_deps.begin(), extra_deps.end()); }
   int64_t add_buffer(double bytes, TensorRole role);
   // The ops that last wrote these buffers (those not written yet are skipped).
   template <typename Ids>
@@ -38,6 +41,8 @@ class OpEmitter {
   ShardSection& shard() { return shard_; }
 
  private:
+  int64_t emit(ShardOp op, const int64_t* extra_begin, const int64_t* extra_end);
+
   ShardSection& shard_;
   std::vector<int64_t> last_writer_;  // per buffer
 };
@@ -51,7 +56,7 @@ class OpRewriter {
 
   const std::vector<ShardOp>& old_ops() const { return old_ops_; }
   // An old op's deps that its reads do not explain (old ids).
-  const std::vector<int64_t>& control_deps(int64_t old_id) const { return old_control_deps_[old_id]; }
+  const IdList& control_deps(int64_t old_id) const { return old_control_deps_[old_id]; }
   // Re-emits old op `old_id`, possibly modified (e.g. reads substituted); returns its new id.
   int64_t keep(int64_t old_id, ShardOp op);
   int64_t keep(int64_t old_id) { return keep(old_id, old_ops_[old_id]); }
@@ -69,7 +74,7 @@ class OpRewriter {
 
  private:
   std::vector<ShardOp> old_ops_;
-  std::vector<std::vector<int64_t>> old_control_deps_;  // deps not explained by reads
+  std::vector<IdList> old_control_deps_;  // deps not explained by reads
   std::vector<int64_t> new_ids_;  // by old id; -1 until kept
   OpEmitter emitter_;
 };
