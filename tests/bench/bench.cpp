@@ -224,13 +224,14 @@ BENCHMARK(BM_Sweep1000)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 // A layout search of `model` on `gpus` GPUs with global batch `global_batch`, the trace made
 // once (warm), the result cache off, a thread per core.
 void search(benchmark::State& state, const std::string& model_name, const std::string& hardware_name, int64_t gpus,
-            int64_t global_batch) {
+            int64_t global_batch, DataParallelSharding sharding = DataParallelSharding::no_shard) {
   const ModelConfig model = model_named(model_name);
   const HardwareConfig hardware = hardware_named(hardware_name);
   trace_of(model);
   ShardOptions base;
   base.gpus = gpus;
   base.training.global_batch = global_batch;
+  base.training.data_parallel_sharding = sharding;
   SearchResult result;
   for (auto _ : state) result = search_layouts(model, hardware, base, true, kUncached);
   state.SetLabel(std::to_string(result.simulated) + " simulated of " + std::to_string(result.enumerated) +
@@ -245,6 +246,16 @@ BENCHMARK(BM_Search175B)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime()
 // among the axes) with global batch 1024.
 void BM_SearchDeepSeekV3(benchmark::State& state) { search(state, "deepseek-v3", "h100-sxm-80gb", 256, 1024); }
 BENCHMARK(BM_SearchDeepSeekV3)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
+
+// Issue 24's mixture-of-experts search: DeepSeek-V3 on 2,048 H100 with global batch 8192, over
+// tp, pp, vpp, cp, ep, etp, dp, micro-batch and recompute, and data-parallel sharding up to
+// the distributed optimizer (zero 0) or also ZeRO-2 and ZeRO-3 (zero 1; the base job asks for
+// them, as `--data-parallel-sharding-strategy optim_grads_params` does).
+void BM_SearchDeepSeekV3On2048(benchmark::State& state) {
+  search(state, "deepseek-v3", "h100-sxm-80gb", 2048, 8192,
+         state.range(0) ? DataParallelSharding::optim_grads_params : DataParallelSharding::no_shard);
+}
+BENCHMARK(BM_SearchDeepSeekV3On2048)->Arg(0)->Arg(1)->ArgName("zero")->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 
 // `syssim run` as a user starts it: a new process, the trace from the on-disk cache (warm,
 // filled by the first run) or traced afresh (cold, cache off). Llama-3-70B on 1,024 H100, and
