@@ -3,6 +3,7 @@
 // A trace stores them symbolically; syssim-shard evaluates them with the axis
 // values of one rank, so splitting an axis recomputes shapes exactly.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -12,7 +13,20 @@
 
 namespace syssim {
 
-using AxisValues = std::map<std::string, double>;
+// Orders axis names as std::string does (byte by byte) in an inlined loop instead of a call
+// to memcmp: the names are a few letters, and a shard stage looks up every dimension of every
+// op.
+struct AxisNameLess {
+  using is_transparent = void;
+  bool operator()(std::string_view a, std::string_view b) const {
+    const size_t common = std::min(a.size(), b.size());
+    for (size_t i = 0; i < common; ++i)
+      if (a[i] != b[i]) return static_cast<unsigned char>(a[i]) < static_cast<unsigned char>(b[i]);
+    return a.size() < b.size();
+  }
+};
+
+using AxisValues = std::map<std::string, double, AxisNameLess>;
 
 // A product coefficient * prod(axis^exponent).
 struct Monomial {

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "common/error.hpp"
+#include "common/expr.hpp"
 #include "common/graph.hpp"
 #include "common/id_list.hpp"
 #include "common/json_util.hpp"
@@ -61,6 +63,17 @@ TEST(AxisExpression, ErrorsNameThePlaceAndTheText) {
 
 // A kernel shape keeps its dims in name order whatever order they come in, so that two
 // shapes of the same dims are equal and JSON writes them as std::map did.
+TEST(AxisValues, OrderNamesAsStdStringDoes) {
+  std::vector<std::string> names{"s", "s_q", "b", "\xff", "h", "ab", "a", "", "s_kv", "S"};
+  std::vector<std::string> by_string = names, by_axis = names;
+  std::sort(by_string.begin(), by_string.end());
+  std::sort(by_axis.begin(), by_axis.end(), AxisNameLess{});
+  EXPECT_EQ(by_axis, by_string);
+  AxisValues values{{"s_q", 2}, {"s", 1}};
+  EXPECT_EQ(values.begin()->first, "s");
+  EXPECT_DOUBLE_EQ(values.at("s_q"), 2);
+}
+
 TEST(KernelShape, DimsInNameOrderAndAJsonObject) {
   KernelShape shape{{"n", 2}, {"m", 1}};
   shape["k"] = 3;
