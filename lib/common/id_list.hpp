@@ -60,8 +60,6 @@ class IdList {
     if (i >= size_) throw std::out_of_range("IdList::at: index " + std::to_string(i) + " of " + std::to_string(size_));
     return data()[i];
   }
-  int64_t front() const { return data()[0]; }
-  int64_t back() const { return data()[size_ - 1]; }
 
   void clear() { size_ = 0; }
   void reserve(size_t n) {
@@ -76,7 +74,6 @@ class IdList {
     if (size_ == capacity_) grow(2 * static_cast<size_t>(capacity_));
     data()[size_++] = id;
   }
-  void emplace_back(int64_t id) { push_back(id); }
   void pop_back() { --size_; }
   template <typename It>
   void assign(It first, It last) {
@@ -96,7 +93,6 @@ class IdList {
     size_ += static_cast<uint32_t>(n);
     return d + offset;
   }
-  iterator insert(const_iterator at, int64_t id) { return insert(at, &id, &id + 1); }
   iterator erase(const_iterator first, const_iterator last) {
     int64_t* d = data();
     const size_t from = static_cast<size_t>(first - d), to = static_cast<size_t>(last - d);
@@ -104,12 +100,9 @@ class IdList {
     size_ -= static_cast<uint32_t>(to - from);
     return d + from;
   }
-  iterator erase(const_iterator at) { return erase(at, at + 1); }
 
   friend bool operator==(const IdList& a, const IdList& b) { return std::equal(a.begin(), a.end(), b.begin(), b.end()); }
   friend bool operator!=(const IdList& a, const IdList& b) { return !(a == b); }
-  friend bool operator==(const IdList& a, const std::vector<int64_t>& b) { return std::equal(a.begin(), a.end(), b.begin(), b.end()); }
-  friend bool operator==(const std::vector<int64_t>& a, const IdList& b) { return b == a; }
 
  private:
   bool on_heap() const { return capacity_ > kInline; }

@@ -98,9 +98,9 @@ TEST(IdList, BehavesAsAVectorInlineOrOnTheHeap) {
   ids.push_back(7);  // three: still inline
   EXPECT_EQ(ids, (std::vector<int64_t>{4, 2, 7}));
   ids.push_back(1);  // four: moved to the heap, the order kept
-  ids.insert(ids.begin() + 1, 9);
+  const std::vector<int64_t> nine{9}, more{5, 6};
+  ids.insert(ids.begin() + 1, nine.begin(), nine.end());
   EXPECT_EQ(ids, (std::vector<int64_t>{4, 9, 2, 7, 1}));
-  const std::vector<int64_t> more{5, 6};
   ids.insert(ids.end(), more.begin(), more.end());
   ids.erase(ids.begin(), ids.begin() + 2);
   EXPECT_EQ(ids, (std::vector<int64_t>{2, 7, 1, 5, 6}));
