@@ -25,6 +25,9 @@ constexpr double kDoneFraction = 1e-9;
 constexpr double kSettled = 1e-9;
 // The instances of one queue a replay looks at before it gives up (EventLoop::alone_beside_communication).
 constexpr uint32_t kMostLookedAt = 64;
+// The links from queue to queue of a rank that a replay follows to find what an instance waits
+// for (EventLoop::waits_for_compute_from).
+constexpr uint32_t kDepsFollowed = 2;
 // When an instance that has not started is done (EventLoop::done_at).
 constexpr double kNever = std::numeric_limits<double>::infinity();
 
@@ -532,12 +535,7 @@ class EventLoop {
     const uint64_t after_replay = plan_.queues[compute].before[s + 1];
     const std::vector<Plan::Slot>& slots = plan_.slots[rank];
     auto waits_after_replay = [&](const QueuePlace& at) {
-      const Entry& entry = entry_at(rank, at);
-      for (uint32_t d = entry.deps_begin; d < entry.deps_end; ++d)
-        if (plan_.deps[d].queue == compute &&
-            plan_.place_of(plan_.deps[d], at.slot, slots[at.slot].microbatch) >= after_replay)
-          return true;
-      return false;
+      return waits_for_compute_from(rank, at, after_replay, kDepsFollowed);
     };
     for (uint32_t q = begin; q < end; ++q) {
       if (!communicates_[q] || done(q)) continue;
@@ -566,6 +564,26 @@ class EventLoop {
     uint32_t queue = 0, slot = 0, pos = 0;
     bool operator<(const QueuePlace& o) const { return std::tie(slot, pos) < std::tie(o.slot, o.pos); }
   };
+  // Whether the instance at `at` waits for an instance at place `from` or later of its rank's
+  // compute queue: directly, or through an instance of another of the rank's queues that it
+  // waits for and that waits so, up to `depth` such links (the embedding group's all-reduce
+  // waits for the data-parallel one, which waits for the last backward's weight gradients).
+  bool waits_for_compute_from(int64_t rank, const QueuePlace& at, uint64_t from, uint32_t depth) const {
+    const uint32_t compute = compute_queue_[rank];
+    const int32_t microbatch = plan_.slots[rank][at.slot].microbatch;
+    const Entry& entry = entry_at(rank, at);
+    for (uint32_t d = entry.deps_begin; d < entry.deps_end; ++d) {
+      const Dep& dep = plan_.deps[d];
+      if (dep.queue == compute) {
+        if (plan_.place_of(dep, at.slot, microbatch) >= from) return true;
+      } else if (depth > 0 && plan_.queues[dep.queue].rank == rank) {
+        const Plan::InSlot in = plan_.slot_of(dep, at.slot, microbatch);
+        if (in.slot != kNone && waits_for_compute_from(rank, QueuePlace{dep.queue, in.slot, in.queue_pos}, from, depth - 1))
+          return true;
+      }
+    }
+    return false;
+  }
   const Entry& entry_at(int64_t rank, const QueuePlace& at) const {
     const Plan::Kind& kind = plan_.kinds[plan_.slots[rank][at.slot].kind];
     return kind.entries[kind.on_queue[at.queue - plan_.first_queue[rank]][at.pos]];

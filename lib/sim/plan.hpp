@@ -136,21 +136,29 @@ struct Plan {
   }
   // place_of for a dep whose instance is in another slot than the waiting one's.
   uint64_t place_in_other_slot(const Dep& dep, int32_t microbatch) const {
-    if (microbatch < 0) microbatch = static_cast<int32_t>(microbatches - 1);
-    if (!dep.slot.is_several()) {
-      const uint32_t running = slot_running(dep.slot.kind(), microbatch);
-      if (running != kNone) return queues[dep.queue].before[running] + dep.at;
-    } else {
-      for (uint32_t h = homes_begin[dep.at]; h < homes_begin[dep.at + 1]; ++h) {
-        const uint32_t running = slot_running(homes[h].kind, microbatch);
-        if (running != kNone) return queues[dep.queue].before[running] + homes[h].queue_pos;
-      }
-    }
+    const InSlot in = slot_of(dep, kNone, microbatch);
+    if (in.slot != kNone) return queues[dep.queue].before[in.slot] + in.queue_pos;
     const uint32_t op = dep.slot.is_several()
                             ? dep.at
                             : kinds[dep.slot.kind()].entries[entry_in(dep.slot.kind(), dep.queue, dep.at)].op;
     throw DataError(op_path(op) + ": runs in no slot of the schedule for micro-batch " + std::to_string(microbatch) +
                     ", which an op waits for");
+  }
+  // The instance `dep` names, for an instance of rank slot `slot` and micro-batch `microbatch`,
+  // as the slot of its rank running it and its place among that slot's entries on dep.queue;
+  // slot kNone: no slot runs it.
+  struct InSlot {
+    uint32_t slot = kNone;
+    uint32_t queue_pos = 0;
+  };
+  InSlot slot_of(const Dep& dep, uint32_t slot, int32_t microbatch) const {
+    if (dep.slot.is_same_slot()) return {slot, dep.at};
+    if (microbatch < 0) microbatch = static_cast<int32_t>(microbatches - 1);
+    if (!dep.slot.is_several()) return {slot_running(dep.slot.kind(), microbatch), dep.at};
+    for (uint32_t h = homes_begin[dep.at]; h < homes_begin[dep.at + 1]; ++h)
+      if (const uint32_t running = slot_running(homes[h].kind, microbatch); running != kNone)
+        return {running, homes[h].queue_pos};
+    return {};
   }
 };
 
