@@ -3,9 +3,7 @@
 // instance by op instance.
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <limits>
-#include <map>
 #include <string>
 
 #include "common/error.hpp"
@@ -66,54 +64,65 @@ struct ListPaths {
 ListPaths list_paths(const ShardSection& shard, const std::vector<int64_t>& ops, int64_t rank,
                      const std::vector<double>& duration_us, bool own_rank_inputs = false) {
   const size_t n = ops.size();
-  std::map<int64_t, size_t> position_of;
-  for (size_t p = 0; p < n; ++p) position_of[ops[p]] = p;
-  // Edges inside the list (deps, and the compute stream's order) and the sources of each op.
-  std::vector<std::vector<size_t>> preds(n);
+  std::vector<std::pair<int64_t, size_t>> position_of(n);  // (op id, position), by id
+  for (size_t p = 0; p < n; ++p) position_of[p] = {ops[p], p};
+  std::sort(position_of.begin(), position_of.end());
+  // Edges inside the list (deps, and the compute stream's order) and the sources of each op,
+  // op after op: the preds of position p are preds[pred_begin[p], pred_begin[p + 1]), its
+  // inputs likewise.
+  std::vector<size_t> pred_begin(n + 1), preds, input_begin(n + 1), inputs_of;
   std::vector<char> after_start(n, 0), after_zero(n, 0);
-  std::vector<std::vector<size_t>> after_input(n);
   ListPaths paths;
   int64_t previous_compute = -1;
   for (size_t p = 0; p < n; ++p) {
+    pred_begin[p] = preds.size();
+    input_begin[p] = inputs_of.size();
     const ShardOp& op = shard.ops[ops[p]];
     if (op.stream == Stream::compute) {
       if (previous_compute < 0) after_start[p] = 1;
-      else preds[p].push_back(static_cast<size_t>(previous_compute));
+      else preds.push_back(static_cast<size_t>(previous_compute));
       previous_compute = static_cast<int64_t>(p);
     }
     if (op.deps.empty()) after_zero[p] = 1;
     for (int64_t dep : op.deps) {
-      auto inside = position_of.find(dep);
-      if (inside != position_of.end()) {
-        preds[p].push_back(inside->second);
+      auto inside = std::lower_bound(position_of.begin(), position_of.end(), std::pair<int64_t, size_t>{dep, 0});
+      if (inside != position_of.end() && inside->first == dep) {
+        preds.push_back(inside->second);
       } else if ((own_rank_inputs || shard.ops[dep].stage != rank) && shard.ops[dep].scope == OpScope::microbatch) {
         auto known = std::find(paths.inputs.begin(), paths.inputs.end(), dep);
-        after_input[p].push_back(static_cast<size_t>(known - paths.inputs.begin()));
+        inputs_of.push_back(static_cast<size_t>(known - paths.inputs.begin()));
         if (known == paths.inputs.end()) paths.inputs.push_back(dep);
       } else {
         after_zero[p] = 1;
       }
     }
   }
+  pred_begin[n] = preds.size();
+  input_begin[n] = inputs_of.size();
   paths.last_compute = previous_compute;
   // Ops in an order that puts every pred first (Kahn's algorithm over the list's edges).
-  std::vector<std::vector<size_t>> successors(n);
-  std::vector<size_t> waiting(n, 0), order;
-  for (size_t p = 0; p < n; ++p)
-    for (size_t q : preds[p]) successors[q].push_back(p), ++waiting[p];
+  std::vector<size_t> successor_begin(n + 1, 0), successors(preds.size()), waiting(n, 0), order;
+  for (size_t q : preds) ++successor_begin[q + 1];
+  for (size_t p = 0; p < n; ++p) successor_begin[p + 1] += successor_begin[p];
+  {
+    std::vector<size_t> filled(successor_begin.begin(), successor_begin.end() - 1);
+    for (size_t p = 0; p < n; ++p)
+      for (size_t e = pred_begin[p]; e < pred_begin[p + 1]; ++e) successors[filled[preds[e]]++] = p, ++waiting[p];
+  }
+  order.reserve(n);
   for (size_t p = 0; p < n; ++p)
     if (waiting[p] == 0) order.push_back(p);
   for (size_t k = 0; k < order.size(); ++k)
-    for (size_t s : successors[order[k]])
-      if (--waiting[s] == 0) order.push_back(s);
+    for (size_t e = successor_begin[order[k]]; e < successor_begin[order[k] + 1]; ++e)
+      if (--waiting[successors[e]] == 0) order.push_back(successors[e]);
   if (order.size() != n)
     throw DataError("/shard/ops/" + std::to_string(ops.front()) + ": the ops of one slot of pipeline rank " +
                     std::to_string(rank) + " wait for each other through their deps and the compute stream's order");
-  auto longest = [&](const std::function<bool(size_t)>& is_source) {
+  auto longest = [&](auto is_source) {
     std::vector<double> finish(n, kUnreached);
     for (size_t p : order) {
       double start = is_source(p) ? 0.0 : kUnreached;
-      for (size_t q : preds[p]) start = std::max(start, finish[q]);
+      for (size_t e = pred_begin[p]; e < pred_begin[p + 1]; ++e) start = std::max(start, finish[preds[e]]);
       if (start != kUnreached) finish[p] = start + duration_us[ops[p]];
     }
     return finish;
@@ -122,7 +131,9 @@ ListPaths list_paths(const ShardSection& shard, const std::vector<int64_t>& ops,
   paths.from_zero = longest([&](size_t p) { return after_zero[p] != 0; });
   for (size_t j = 0; j < paths.inputs.size(); ++j)
     paths.from_input.push_back(longest([&](size_t p) {
-      return std::find(after_input[p].begin(), after_input[p].end(), j) != after_input[p].end();
+      return std::find(inputs_of.begin() + static_cast<std::ptrdiff_t>(input_begin[p]),
+                       inputs_of.begin() + static_cast<std::ptrdiff_t>(input_begin[p + 1]), j) !=
+             inputs_of.begin() + static_cast<std::ptrdiff_t>(input_begin[p + 1]);
     }));
   return paths;
 }
