@@ -6,6 +6,7 @@
 #include <mutex>
 #include <string_view>
 #include <tuple>
+#include <unordered_map>
 
 #include "common/units.hpp"
 #include "network/network.hpp"
@@ -162,9 +163,22 @@ struct KernelKey {
   explicit KernelKey(const ShardOp& op)
       : flops(op.flops), bytes(op.bytes), backward(op.phase == OpPhase::bwd), kind(static_cast<uintptr_t>(op.kind)),
         name(op.name.identity()), dtype(op.dtype.identity()), shape(&op.shape) {}
-  bool operator<(const KernelKey& o) const {
-    return std::tie(flops, bytes, backward, kind, name, dtype, *shape) <
+  bool operator==(const KernelKey& o) const {
+    return std::tie(flops, bytes, backward, kind, name, dtype, *shape) ==
            std::tie(o.flops, o.bytes, o.backward, o.kind, o.name, o.dtype, *o.shape);
+  }
+};
+// Most of a step's compute ops repeat an earlier op's kernel (every layer's): a hash finds the
+// first at once, where ordering keys would compare whole shapes along a tree's path.
+struct KernelKeyHash {
+  size_t operator()(const KernelKey& k) const {
+    size_t h = std::hash<double>()(k.flops);
+    auto mix = [&h](size_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
+    mix(std::hash<double>()(k.bytes));
+    mix(k.backward);
+    mix(k.kind), mix(k.name), mix(k.dtype);
+    for (const auto& dim : *k.shape) mix(std::hash<double>()(dim.second));  // the names follow from the op's name, mostly
+    return h;
   }
 };
 
@@ -284,7 +298,7 @@ void CostEstimator::cost_graph(Graph& g) const {
   const LayoutKey layout = layout_key(shard.parallelism);
   std::map<CollectiveKey, CollectiveTime> collective_times;
   // Every layer's compute ops repeat too: each distinct kernel is priced once, at its first op.
-  std::map<KernelKey, size_t> first_op_of;
+  std::unordered_map<KernelKey, size_t, KernelKeyHash> first_op_of;
   std::vector<std::pair<size_t, size_t>> repeats;  // (op, the first op of its kernel)
   for (size_t i = 0; i < shard.ops.size(); ++i) {
     const ShardOp& op = shard.ops[i];
