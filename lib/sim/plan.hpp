@@ -146,12 +146,12 @@ struct Plan {
   }
   // The instance `dep` names, for an instance of rank slot `slot` and micro-batch `microbatch`,
   // as the slot of its rank running it and its place among that slot's entries on dep.queue;
-  // slot kNone: no slot runs it.
+  // slot kNone: no slot runs it. Inlined, as place_in_other_slot asks it at many instances.
   struct InSlot {
     uint32_t slot = kNone;
     uint32_t queue_pos = 0;
   };
-  InSlot slot_of(const Dep& dep, uint32_t slot, int32_t microbatch) const {
+  [[gnu::always_inline]] InSlot slot_of(const Dep& dep, uint32_t slot, int32_t microbatch) const {
     if (dep.slot.is_same_slot()) return {slot, dep.at};
     if (microbatch < 0) microbatch = static_cast<int32_t>(microbatches - 1);
     if (!dep.slot.is_several()) return {slot_running(dep.slot.kind(), microbatch), dep.at};
