@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string_view>
 #include <tuple>
 #include <unordered_map>
@@ -145,14 +144,9 @@ std::string bound_of(const Kernel& kernel, double time_us, double floor_us, cons
   return roofline_us(memory_only, hw) >= roofline_us(kernel, hw) ? "memory" : "compute";
 }
 
-// What shard_collective_time reads of an op (besides its id, for messages, and the shape of a
-// flex all-to-all's routing, which is the model's).
+// What shard_collective_time reads of an op (besides its id, for messages); symbols by
+// identity, as these tables are only looked up.
 using CollectiveKey = std::tuple<uintptr_t, uintptr_t, uintptr_t, int64_t, int64_t, int64_t, double>;
-// What it reads of the parallelism: the sizes and the rank order that place its group.
-using LayoutKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, std::string>;
-LayoutKey layout_key(const ParallelismConfig& p) {
-  return {p.tp, p.dp, p.cp, p.pp, p.vpp.value_or(0), p.ep, p.expert_tp(), p.dp_replicate, p.order};
-}
 // What a compute op's time depends on: the fields kernel_of reads (FLOPs and bytes first, as
 // they tell most kernels apart at once); the shape is the op's, which outlives the key.
 struct KernelKey {
@@ -230,31 +224,8 @@ double attention_exponential_factor(const Kernel& kernel, const HardwareConfig& 
 
 }  // namespace
 
-struct CostEstimator::CollectiveMemo {
-  std::mutex mutex;
-  std::map<LayoutKey, std::map<CollectiveKey, CollectiveTime>> by_layout;
-
-  // The time of `op`, whose key is `key`, in layout `layout`: remembered, or priced (and
-  // remembered unless the routing, which the key leaves out, bears on it).
-  CollectiveTime time_of(const ShardOp& op, const CollectiveKey& key, const ParallelismConfig& p,
-                         const LayoutKey& layout, const HardwareConfig& hw) {
-    const bool rememberable = op.collective != Collective::flex_all_to_all;
-    if (rememberable) {
-      std::lock_guard<std::mutex> lock(mutex);
-      const std::map<CollectiveKey, CollectiveTime>& known = by_layout[layout];
-      if (auto it = known.find(key); it != known.end()) return it->second;
-    }
-    CollectiveTime time = shard_collective_time(op, p, hw);
-    if (rememberable) {
-      std::lock_guard<std::mutex> lock(mutex);
-      by_layout[layout].emplace(key, time);
-    }
-    return time;
-  }
-};
-
 CostEstimator::CostEstimator(HardwareConfig hardware, const CostOptions& options)
-    : hardware_(std::move(hardware)), options_(options), collectives_(std::make_shared<CollectiveMemo>()) {
+    : hardware_(std::move(hardware)), options_(options) {
   if (options_.estimator != "auto" && options_.estimator != "roofline" && options_.estimator != "calibrated")
     throw UsageError("estimator: expected auto, roofline or calibrated, got '" + options_.estimator + "'");
   std::string bundle = options_.calibrated_model.empty() ? hardware_.calibrated_model_dir : options_.calibrated_model;
@@ -295,7 +266,6 @@ void CostEstimator::cost_graph(Graph& g) const {
     c.bound = bound_of(kernel_of(shard.ops[i]), c.time_us, floor_us, hardware_);
     c.time_us = std::max(c.time_us, floor_us);
   };
-  const LayoutKey layout = layout_key(shard.parallelism);
   std::map<CollectiveKey, CollectiveTime> collective_times;
   // Every layer's compute ops repeat too: each distinct kernel is priced once, at its first op.
   std::unordered_map<KernelKey, size_t, KernelKeyHash> first_op_of;
@@ -303,13 +273,12 @@ void CostEstimator::cost_graph(Graph& g) const {
   for (size_t i = 0; i < shard.ops.size(); ++i) {
     const ShardOp& op = shard.ops[i];
     if (op.kind == OpKind::collective) {
-      // Every layer's collectives repeat: each distinct one is placed and timed once, and
-      // once across the jobs of a layout that this estimator prices (a sweep's, a search's).
+      // Every layer's collectives repeat: each distinct one is placed and timed once.
       CollectiveKey key{static_cast<uintptr_t>(op.collective), static_cast<uintptr_t>(op.group), static_cast<uintptr_t>(op.phase), op.group_size, op.stage,
                         op.chunk, op.message_bytes};
       auto known = collective_times.find(key);
       if (known == collective_times.end())
-        known = collective_times.emplace(key, collectives_->time_of(op, key, shard.parallelism, layout, hardware_)).first;
+        known = collective_times.emplace(key, shard_collective_time(op, shard.parallelism, hardware_)).first;
       cost.ops[i] = {op.id, known->second.time_us, "network", known->second.phases};
       continue;
     }

@@ -33,10 +33,6 @@ class CostEstimator {
   HardwareConfig hardware_;
   CostOptions options_;
   std::shared_ptr<const CalibratedModel> calibrated_;
-  // The collectives priced so far, by layout: a sweep's or search's jobs of one layout place
-  // and time the same groups (cost.cpp).
-  struct CollectiveMemo;
-  std::shared_ptr<CollectiveMemo> collectives_;
 };
 
 void cost_graph(Graph& g, const HardwareConfig& hw, const CostOptions& options = {});
