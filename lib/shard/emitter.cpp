@@ -30,6 +30,13 @@ int64_t OpEmitter::add_buffer(double bytes, TensorRole role) {
   return id;
 }
 
+std::vector<int64_t> OpEmitter::writers_of(const IdList& buffers) const {
+  std::vector<int64_t> writers;
+  for (int64_t b : buffers)
+    if (last_writer_[b] >= 0) writers.push_back(last_writer_[b]);
+  return writers;
+}
+
 namespace {
 
 std::vector<ShardOp> take_ops(ShardSection& shard) {

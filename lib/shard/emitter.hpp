@@ -31,13 +31,7 @@ class OpEmitter {
   int64_t emit(ShardOp op, const IdList& extra_deps) { return emit(std::move(op), extra_deps.begin(), extra_deps.end()); }
   int64_t add_buffer(double bytes, TensorRole role);
   // The ops that last wrote these buffers (those not written yet are skipped).
-  template <typename Ids>
-  std::vector<int64_t> writers_of(const Ids& buffers) const {
-    std::vector<int64_t> writers;
-    for (int64_t b : buffers)
-      if (last_writer_[b] >= 0) writers.push_back(last_writer_[b]);
-    return writers;
-  }
+  std::vector<int64_t> writers_of(const IdList& buffers) const;
   ShardSection& shard() { return shard_; }
 
  private:

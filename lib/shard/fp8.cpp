@@ -255,8 +255,7 @@ class LowPrecision {
     return c;
   }
 
-  template <typename Ids>
-  double bytes_of(const Ids& buffers) const {
+  double bytes_of(const IdList& buffers) const {
     double bytes = 0;
     for (int64_t b : buffers) bytes += shard_.buffers[b].bytes;
     return bytes;

@@ -131,9 +131,8 @@ ListPaths list_paths(const ShardSection& shard, const std::vector<int64_t>& ops,
   paths.from_zero = longest([&](size_t p) { return after_zero[p] != 0; });
   for (size_t j = 0; j < paths.inputs.size(); ++j)
     paths.from_input.push_back(longest([&](size_t p) {
-      return std::find(inputs_of.begin() + static_cast<std::ptrdiff_t>(input_begin[p]),
-                       inputs_of.begin() + static_cast<std::ptrdiff_t>(input_begin[p + 1]), j) !=
-             inputs_of.begin() + static_cast<std::ptrdiff_t>(input_begin[p + 1]);
+      const size_t *first = inputs_of.data() + input_begin[p], *last = inputs_of.data() + input_begin[p + 1];
+      return std::find(first, last, j) != last;
     }));
   return paths;
 }
