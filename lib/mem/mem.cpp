@@ -4,8 +4,10 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string>
 #include <vector>
 
+#include "common/error.hpp"
 #include "common/units.hpp"
 #include "mem/allocator.hpp"
 #include "mem/reserve.hpp"
@@ -349,6 +351,26 @@ void transient_peak(const ShardSection& shard, const RankLives& lives, const Ran
 }
 
 }  // namespace
+
+std::vector<double> layer_bytes_kept_for_backward(const ShardSection& shard, size_t layers) {
+  const RankProgram program = shard.parallelism.pp == 1 ? rank_program(shard, 0) : RankProgram{};
+  if (program.slots.size() != 2)
+    throw DataError("layer bytes kept for backward: expected one rank running one micro-batch's forward and "
+                    "backward slots, got pp=" + std::to_string(shard.parallelism.pp) + " and " +
+                    std::to_string(program.slots.size()) + " slots");
+  std::vector<char> transient;
+  for (const ShardBuffer& buffer : shard.buffers) transient.push_back(is_transient(buffer));
+  const RankBuffers buffers(shard, transient, 0);
+  const MicrobatchPattern pattern = microbatch_pattern(buffers, program, {program.slots[0].kind, program.slots[1].kind});
+  const size_t forward_end = pattern.slot_end[0];
+  std::vector<double> kept(layers, 0.0);
+  for (const Lifetime& life : pattern.lives) {
+    if (life.allocated >= forward_end || life.last_use < forward_end) continue;  // not kept over the boundary
+    const std::optional<int64_t>& layer = shard.ops[pattern.ops[life.last_use]].layer;
+    if (layer && *layer >= 0 && static_cast<size_t>(*layer) < layers) kept[*layer] += buffers.bytes[life.buffer];
+  }
+  return kept;
+}
 
 TrainingStateBytes training_state_bytes(double params, const ParallelismConfig& parallelism,
                                         const TrainingConfig& training, double expert_params) {

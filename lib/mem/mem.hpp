@@ -1,5 +1,7 @@
 // Memory accounting (docs/syssim-mem.md): the peak memory of one GPU in a training step.
 #pragma once
+#include <vector>
+
 #include "common/graph.hpp"
 
 namespace syssim {
@@ -15,6 +17,14 @@ struct MemOptions {
 // the OOM check, and the memory outside the allocator (lib/mem/reserve.hpp) come from g.cost's
 // hardware when that section is present.
 void account_memory(Graph& g, const MemOptions& options = {});
+
+// Per decoder layer (op.layer < layers) of a one-rank section with one micro-batch (pp 1):
+// the bytes of the buffers its micro-batch keeps from the forward slot into the backward
+// slot, each counted for the layer of the backward op that uses it last (a layer's saved
+// activations and its input). Pipeline ranks run the same layers, so at a rank's first
+// backward slot each layer of each earlier forward slot holds at least these bytes: what
+// the layout search bounds memory with (docs/syssim-sweep.md, "Search").
+std::vector<double> layer_bytes_kept_for_backward(const ShardSection& shard, size_t layers);
 
 // The gradients and optimizer states of `params` parameters held by one GPU, `expert_params`
 // of them the experts': the main gradients, and Adam's master weights and two moments

@@ -575,11 +575,15 @@ class PipelineRewriter {
 
 }  // namespace
 
+ScheduleKind pipeline_schedule_of(const ShardOptions& options) {
+  return options.pipeline_schedule.value_or(options.parallelism.vpp.value_or(1) > 1 ? ScheduleKind::interleaved
+                                                                                    : ScheduleKind::one_f_one_b);
+}
+
 void plan_pipeline(const ModelConfig& model, const ShardOptions& options, ShardSection& shard) {
   const auto& p = options.parallelism;
   shard.pp_layout = pipeline_layout(model, options);
-  const ScheduleKind kind = options.pipeline_schedule.value_or(
-      p.vpp.value_or(1) > 1 ? ScheduleKind::interleaved : ScheduleKind::one_f_one_b);
+  const ScheduleKind kind = pipeline_schedule_of(options);
   if (p.pp == 1 && kind != ScheduleKind::one_f_one_b)
     throw UsageError(std::string("pipeline_schedule=") + to_string(kind) + " needs pp > 1");
   shard.pipeline_schedule = kind;

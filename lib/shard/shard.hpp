@@ -77,6 +77,10 @@ double expert_parameters(const TraceSection& trace);
 // others. Empty when the stages outnumber the layers.
 std::vector<int64_t> uneven_pipeline_layout(int64_t layers, int64_t stages);
 
+// The pipeline schedule a layout runs: its own, else the interleaved one with vpp > 1 and
+// 1F1B without.
+ScheduleKind pipeline_schedule_of(const ShardOptions& options);
+
 // Megatron-LM's padded vocabulary: a multiple of make_vocab_size_divisible_by * tp.
 int64_t padded_vocab_size(const ModelConfig& model, int64_t tp);
 

@@ -68,7 +68,8 @@ ModelConfig short_model_of(const ModelConfig& model);
 // What one decoder layer, the embedding and the output layer take per micro-batch on a rank,
 // for the layouts with `layout`'s tp, cp, micro-batch and recompute: {"layer"|"embedding"|
 // "head": [compute in all passes, in the forward, in the weight gradients, recomputed; the
-// span of the forward slot, of the backward slot (part_spans_ms)] in ms}, from one shard of
+// span of the forward slot, of the backward slot (part_spans_ms)] in ms, "layer_kept_bytes":
+// the least a layer keeps for its backward (layer_bytes_kept_for_backward)}, from one shard of
 // `short_model` (the model cut to two layers, whose trace is `short_trace`) on one rank; null
 // when the shard stage refuses it. Cached (kind "layers") when use_cache.
 nlohmann::json layer_compute(PointEvaluator& evaluate, const ModelConfig& short_model, const TraceSection& short_trace,
@@ -80,6 +81,15 @@ nlohmann::json layer_compute(PointEvaluator& evaluate, const ModelConfig& short_
 // it, less what follows the input gradient in the rank's last slot. Zero-bubble schedules
 // count the compute alone. 0 for null.
 double compute_lower_bound_ms(const nlohmann::json& compute, int64_t num_layers, const ShardOptions& layout);
+// A lower bound in GB on the activations a layout's pipeline ranks hold on average at their
+// peaks, from what a layer keeps for its backward: at its first backward slot, a rank holds
+// that for every layer of every forward slot it ran before (`forwards_before_backward`, by
+// rank). 0 for null, or with activation offloading (which keeps some layers' off the GPU).
+double activation_lower_bound_gb(const nlohmann::json& compute, int64_t num_layers, const ShardOptions& layout,
+                                 const std::vector<int64_t>& forwards_before_backward);
+// By pipeline rank, the forward slots the layout's schedule runs before the rank's first
+// backward (or weight) slot.
+std::vector<int64_t> forwards_before_first_backward(const ShardOptions& layout);
 
 // Runs run_point(i) for every i < count on settings.threads threads, reporting progress in
 // points (points_of(i) for unit i, else 1 each); an exception run_point lets out stops the

@@ -228,7 +228,9 @@ nlohmann::json layer_compute(PointEvaluator& evaluate, const ModelConfig& short_
     if (std::optional<std::string> cached = cache_get("layers", key)) {
       nlohmann::json record = nlohmann::json::parse(*cached);
       auto per_pass = [&](const char* part) { return record.contains(part) && record[part].size() == PassCompute().size(); };
-      if (record.is_null() || (per_pass("layer") && per_pass("embedding") && per_pass("head"))) return record;
+      if (record.is_null() ||
+          (per_pass("layer") && per_pass("embedding") && per_pass("head") && record.contains("layer_kept_bytes")))
+        return record;
     }
   nlohmann::json compute;
   try {
@@ -256,7 +258,11 @@ nlohmann::json layer_compute(PointEvaluator& evaluate, const ModelConfig& short_
     PassCompute layer = ms[0];
     for (size_t l = 1; l < layers; ++l)
       for (size_t pass = 0; pass < layer.size(); ++pass) layer[pass] = std::min(layer[pass], ms[l][pass]);
-    compute = {{"layer", layer}, {"embedding", ms[layers]}, {"head", ms[layers + 1]}};
+    const std::vector<double> kept = layer_bytes_kept_for_backward(*graph.shard, layers);
+    compute = {{"layer", layer},
+               {"embedding", ms[layers]},
+               {"head", ms[layers + 1]},
+               {"layer_kept_bytes", *std::min_element(kept.begin(), kept.end())}};
   } catch (const DataError&) {
   } catch (const UsageError&) {
   }
@@ -323,6 +329,38 @@ double compute_lower_bound_ms(const nlohmann::json& compute, int64_t num_layers,
     after += input_gradient_ms(first);
   }
   return bound;
+}
+
+std::vector<int64_t> forwards_before_first_backward(const ShardOptions& layout) {
+  const ParallelismConfig& p = layout.parallelism;
+  const int64_t microbatches = layout.training.global_batch / (p.dp * layout.training.micro_batch);
+  const PipelineSchedule schedule = make_schedule(pipeline_schedule_of(layout), p.pp, p.vpp.value_or(1), microbatches,
+                                                  layout.training.overlap_moe_expert_parallel_comm);
+  std::vector<int64_t> forwards;
+  for (const std::vector<ScheduleSlot>& slots : schedule)
+    forwards.push_back(std::find_if(slots.begin(), slots.end(), [](const ScheduleSlot& slot) {
+                         return slot.pass != OpPass::forward;
+                       }) - slots.begin());
+  return forwards;
+}
+
+double activation_lower_bound_gb(const nlohmann::json& compute, int64_t num_layers, const ShardOptions& layout,
+                                 const std::vector<int64_t>& forwards_before_backward) {
+  const ParallelismConfig& p = layout.parallelism;
+  if (compute.is_null() || layout.training.cpu_offloading_num_layers != 0 ||
+      static_cast<int64_t>(forwards_before_backward.size()) != p.pp)
+    return 0;
+  const double layer_kept_bytes = compute["layer_kept_bytes"];
+  const int64_t stages = p.pp * p.vpp.value_or(1);
+  double bytes = 0;  // summed over the ranks
+  for (int64_t r = 0; r < p.pp; ++r) {
+    // Each forward slot of the rank holds at least its fewest-layered virtual stage's layers.
+    int64_t fewest_layers = num_layers;
+    for (int64_t v = r; v < stages; v += p.pp)
+      fewest_layers = std::min(fewest_layers, layout.pp_layout.empty() ? num_layers / stages : layout.pp_layout[v]);
+    bytes += static_cast<double>(forwards_before_backward[r] * fewest_layers) * layer_kept_bytes;
+  }
+  return bytes / static_cast<double>(p.pp) / kBytesPerGB;
 }
 
 double sharded_communication_lower_bound_ms(const ModelConfig& model, const HardwareConfig& hardware,
@@ -457,11 +495,32 @@ class LayoutSearch {
             layer_compute(evaluate_, short_model, short_trace, layouts_[family_layout[f]], settings_.use_cache);
       });
       for (size_t i = 0; i < layouts_.size(); ++i)
-        if (outcome_[i] == Outcome::kOpen)
+        if (outcome_[i] == Outcome::kOpen) {
           known_[i].bound_ms = compute_lower_bound_ms(family_compute[family_of[i]], model_.num_layers, layouts_[i]);
+          bound_activations(i, family_compute[family_of[i]]);
+        }
     }
     for (size_t i = 0; i < layouts_.size(); ++i)
       if (outcome_[i] == Outcome::kOpen) known_[i].bound_ms = std::max(known_[i].bound_ms, communication_bound_ms_[i]);
+  }
+
+  // The activations its ranks hold at their first backward slots add to a layout's memory
+  // bound, and may put it out of memory without an estimate.
+  void bound_activations(size_t i, const nlohmann::json& compute) {
+    const ShardOptions& layout = layouts_[i];
+    const ParallelismConfig& p = layout.parallelism;
+    const std::tuple key{pipeline_schedule_of(layout), p.pp, p.vpp.value_or(1),
+                         layout.training.global_batch / (p.dp * layout.training.micro_batch),
+                         layout.training.overlap_moe_expert_parallel_comm};
+    auto [known, added] = forwards_before_backward_.try_emplace(key);
+    if (added) {
+      try {
+        known->second = forwards_before_first_backward(layout);
+      } catch (const UsageError&) {  // a schedule the shard stage refuses: its estimate says so
+      }
+    }
+    known_[i].peak_memory_gb += activation_lower_bound_gb(compute, model_.num_layers, layout, known->second);
+    if (hardware_.gpu_memory_GB && known_[i].peak_memory_gb > *hardware_.gpu_memory_GB) outcome_[i] = Outcome::kOom;
   }
 
   // Recomputation only adds work to the same step (ops on the compute stream and their
@@ -631,6 +690,8 @@ class LayoutSearch {
   std::vector<std::optional<int64_t>> smallest_oom_;  // per group: its smallest micro-batch out of memory
   std::vector<double> communication_bound_ms_;
   std::vector<std::optional<size_t>> sibling_without_recompute_;
+  // By schedule, pipeline size, vpp, micro-batches and combined 1F1B: forwards_before_first_backward.
+  std::map<std::tuple<ScheduleKind, int64_t, int64_t, int64_t, bool>, std::vector<int64_t>> forwards_before_backward_;
   std::set<std::tuple<double, double, size_t>> line_;  // (bound, memory, layout)
   size_t open_count_ = 0;
   std::vector<SweepRow> front_;

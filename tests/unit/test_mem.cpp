@@ -90,6 +90,31 @@ TEST(Activations, PeakOfTheLiveBuffers) {
   EXPECT_FALSE(mem.oom.has_value());
 }
 
+// Two layers on one rank, forward then backward; bytes by buffer:
+//   b1 x, 100 B, nobody writes it: layer 0's input, last read by layer 0's backward
+//   b2 h0 = layer 0 (x), 1000 B: layer 1's input, last read by layer 1's backward
+//   b3 layer 0's workspace, 300 B, never read   b4 h1 = layer 1 (h0), 500 B
+//   b5 loss (h1), 4 B   b6 dh1, 500 B   b7 dh0, 1000 B   b8 dx, 100 B   b9 weight grad
+// Kept from the forward slot into the backward slot: x and h0, each for the layer that reads
+// it last, and h1 and the loss, which the loss's backward (no layer) reads last.
+TEST(Activations, EachLayerKeepsForItsBackwardWhatItsBackwardReadsLast) {
+  ShardSection s;
+  s.stage_params_local = {1e6};
+  s.schedule = {{{0, 0, OpPass::forward}, {0, 0, OpPass::backward}}};
+  s.buffers = {buffer(0, 2e6, "param"),       buffer(1, 100, "input"),        buffer(2, 1000, "activation"),
+               buffer(3, 300, "activation"),  buffer(4, 500, "activation"),   buffer(5, 4, "activation"),
+               buffer(6, 500, "activation"),  buffer(7, 1000, "activation"),  buffer(8, 100, "activation"),
+               buffer(9, 4e6, "grad")};
+  s.ops = {op(0, "decoder.layers.0", "fwd", {0, 1}, {2, 3}), op(1, "decoder.layers.1", "fwd", {0, 2}, {4}),
+           op(2, "loss", "fwd", {4}, {5}),                   op(3, "loss", "bwd", {4, 5}, {6}),
+           op(4, "decoder.layers.1", "bwd", {6, 2, 0}, {7, 9}), op(5, "decoder.layers.0", "bwd", {7, 1, 0}, {8, 9})};
+  for (int64_t id : {0, 5}) s.ops[id].layer = 0;
+  for (int64_t id : {1, 4}) s.ops[id].layer = 1;
+  EXPECT_EQ(layer_bytes_kept_for_backward(s, 2), (std::vector<double>{100, 1000}));
+  s.parallelism.pp = 2;
+  EXPECT_THROW(layer_bytes_kept_for_backward(s, 2), DataError);
+}
+
 TEST(Activations, StepOpTemporariesCount) {
   // An optimizer step reading the grads with a 5000 B workspace: all forward and backward
   // buffers are freed by then, so the peak is the workspace alone.

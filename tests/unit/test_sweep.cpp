@@ -367,6 +367,63 @@ TEST(SweepSearch, ComputeBoundIsAHandSumAndNeverAboveTheStepBound) {
         }
 }
 
+// The search's activation bound: at its first backward slot a pipeline rank holds, for every
+// layer of every forward slot it ran before, what a layer keeps for its backward; the bound
+// is the ranks' average (their model states are bounded on average too, docs/syssim-sweep.md),
+// worked out here by hand and checked to stay under the peak of every layout.
+TEST(SweepSearch, ActivationBoundIsAHandSumAndNeverAboveThePeak) {
+  ShardOptions layout;
+  layout.parallelism.pp = 4, layout.training.micro_batch = 1, layout.training.global_batch = 8;
+  // 1F1B: pp - rank - 1 warm-up forwards and one more before the first backward.
+  EXPECT_EQ(forwards_before_first_backward(layout), (std::vector<int64_t>{4, 3, 2, 1}));
+  ShardOptions zero_bubble = layout;
+  zero_bubble.pipeline_schedule = ScheduleKind::zb_h1;
+  EXPECT_EQ(forwards_before_first_backward(zero_bubble), (std::vector<int64_t>{4, 3, 2, 1}));
+  ShardOptions gpipe = layout;
+  gpipe.pipeline_schedule = ScheduleKind::gpipe, gpipe.parallelism.pp = 2, gpipe.training.global_batch = 3;
+  EXPECT_EQ(forwards_before_first_backward(gpipe), (std::vector<int64_t>{3, 3}));
+  // Interleaved, pp 2, vpp 2, 4 micro-batches: (pp - rank - 1) * 2 + (vpp - 1) * pp warm-up
+  // forwards, and one more.
+  ShardOptions interleaved = layout;
+  interleaved.parallelism.pp = 2, interleaved.parallelism.vpp = 2, interleaved.training.global_batch = 4;
+  EXPECT_EQ(forwards_before_first_backward(interleaved), (std::vector<int64_t>{5, 3}));
+
+  // A layer keeping 1 GB: 8 layers on pp 4 are 2 a rank, (4 + 3 + 2 + 1) / 4 forward slots of
+  // them on average; on pp 2 with vpp 2, 2 a virtual stage, (5 + 3) / 2 forward slots.
+  const nlohmann::json gigabyte = {{"layer_kept_bytes", 1e9}};
+  EXPECT_DOUBLE_EQ(activation_lower_bound_gb(gigabyte, 8, layout, {4, 3, 2, 1}), 2.5 * 2);
+  EXPECT_DOUBLE_EQ(activation_lower_bound_gb(gigabyte, 8, interleaved, {5, 3}), 4.0 * 2);
+  EXPECT_EQ(activation_lower_bound_gb(nlohmann::json(), 8, layout, {4, 3, 2, 1}), 0);
+  ShardOptions offloading = layout;
+  offloading.training.cpu_offloading_num_layers = 1;
+  EXPECT_EQ(activation_lower_bound_gb(gigabyte, 8, offloading, {4, 3, 2, 1}), 0);
+
+  const ModelConfig model = tiny(8), short_model = tiny(2);
+  const HardwareConfig hardware = a100();
+  PointEvaluator evaluate(model, hardware, false);
+  const CostEstimator estimator(hardware);
+  const double params = traced_parameters(trace_of(model), trace_of(model).axes);
+  for (int64_t pp : {1, 2, 4})
+    for (const char* schedule : {"", "gpipe", "zb-h1", "interleaved"})
+      for (int64_t tp : {1, 2})
+        for (const char* recompute : {"none", "selective", "full"}) {
+          if (pp == 1 && *schedule) continue;
+          ShardOptions o;
+          o.parallelism.pp = pp, o.parallelism.tp = tp, o.parallelism.sp = tp > 1, o.parallelism.dp = 2;
+          o.training.micro_batch = 2, o.training.global_batch = 32, o.training.recompute = recompute;
+          o.training.distributed_optimizer = true;
+          if (std::string(schedule) == "interleaved") o.parallelism.vpp = 2;
+          else o.pipeline_schedule = parse_enum<ScheduleKind>(schedule);  // "": the default
+          SCOPED_TRACE("pp " + std::to_string(pp) + " " + schedule + " tp " + std::to_string(tp) + " " + recompute);
+          const nlohmann::json compute = layer_compute(evaluate, short_model, trace_of(short_model), o, false);
+          EXPECT_GT(compute["layer_kept_bytes"].get<double>(), 0);
+          const double activations = activation_lower_bound_gb(compute, 8, o, forwards_before_first_backward(o));
+          EXPECT_GT(activations, 0);
+          const Graph graph = estimate_memory(model, trace_of(model), estimator, o);
+          EXPECT_LE(model_state_lower_bound_gb(params, o) + activations, graph.mem->peak_memory_gb * (1 + 1e-12));
+        }
+}
+
 // A model of dense and MoE layers split unevenly: the short model has one layer of each kind,
 // the bound takes the cheaper one on each stage's own layers (7 = 4 + 3 on pp 2), and it stays
 // under the slot-level bound.
