@@ -33,6 +33,29 @@ double shortest_duration_us(const OpCost& cost, const std::vector<Link>& links) 
   return us;
 }
 
+// The longest any link of a pipeline rank takes to carry all the bytes its flows put on it
+// over the step (every instance's phases, each byte times its load on the link) at its full
+// capacity: the simulator shares a link among its flows without ever giving them more than
+// its capacity (sim/flows.hpp), so no step is shorter. Rates fill a link to its capacity up
+// to a relative 1e-12 (fill_rates): the time is taken 1e-9 short of it.
+double busiest_link_us(const ShardSection& shard, const CostSection& cost) {
+  const auto ranks = static_cast<size_t>(shard.parallelism.pp), links = cost.links.size();
+  std::vector<double> bytes(ranks * links, 0.0);  // by rank, then link
+  for (const ShardOp& op : shard.ops) {
+    if (op.stage < 0 || static_cast<size_t>(op.stage) >= ranks) continue;
+    const double instances = op.scope == OpScope::microbatch ? static_cast<double>(shard.num_microbatches) : 1.0;
+    for (const Phase& phase : cost.ops[op.id].phases)
+      for (size_t k = 0; k < phase.links.size(); ++k)
+        bytes[static_cast<size_t>(op.stage) * links + static_cast<size_t>(phase.links[k])] +=
+            instances * phase.bytes * phase.loads[k];
+  }
+  double us = 0;
+  for (size_t i = 0; i < bytes.size(); ++i)
+    us = std::max(us, bytes[i] / (cost.links[i % links].bandwidth_GBps * kBytesPerUsPerGBps));
+  constexpr double kRateSlack = 1e-9;
+  return us / (1 + kRateSlack);
+}
+
 // Every op's shortest duration, by op id.
 std::vector<double> shortest_durations_us(const ShardSection& shard, const CostSection& cost) {
   std::vector<double> duration_us(shard.ops.size());
@@ -283,7 +306,7 @@ double step_time_lower_bound_ms(const ShardSection& shard, const CostSection& co
     for (int64_t input : state.step.inputs) input_finish.push_back(exported[export_of[input]].back());
     step_us = std::max(step_us, list_finish(state.step, state.compute_free_us, input_finish));
   }
-  return step_us * kMsPerUs;
+  return std::max(step_us, busiest_link_us(shard, cost)) * kMsPerUs;
 }
 
 }  // namespace syssim

@@ -521,6 +521,25 @@ TEST(ComputeBesideCommunication, ComputeGoesBackToFullSpeedWhenTheCollectiveEnds
   EXPECT_NEAR(g.sim->step_time_ms, 0.13, 1e-12);
 }
 
+TEST(StepBound, ALinkCarriesEveryByteItsFlowsPutOnIt) {
+  // 100 MB and 50 MB on one 50 GB/s link from two streams (as in
+  // NetworkFlows.TwoFlowsOnOneLinkShareItEqually, 3 ms simulated): alone they would take 2 ms
+  // and 1 ms, but the link carries 1.5e8 bytes at 50e3 bytes/us at most: 3,000 us a
+  // micro-batch, 12,000 us for 4, the step's bound (1e-9 short of it for the rates' rounding).
+  for (int64_t microbatches : {1, 4}) {
+    Graph g = graph_of({{"big", "collective", "fwd", "tp", 2000}, {"small", "collective", "fwd", "dp", 1000, {}, "microbatch", 0, 0, "dp"}},
+                       microbatches);
+    g.cost->links = kOneLink;
+    set_phases(g, 0, {phase({0}, 1e8, 50, 0)});
+    set_phases(g, 1, {phase({0}, 5e7, 50, 0)});
+    const double bound_ms = step_time_lower_bound_ms(*g.shard, *g.cost);
+    const double expected_ms = 3.0 * static_cast<double>(microbatches);
+    EXPECT_NEAR(bound_ms, expected_ms, expected_ms * 2e-9);
+    simulate_graph(g);
+    EXPECT_LE(bound_ms, g.sim->step_time_ms);
+  }
+}
+
 TEST(NetworkFlows, ACollectiveAloneLastsTheSumOfItsPhases) {
   // Phase 0: 2 us, then 1e6 bytes capped at 80 GB/s on the 100 GB/s nvlink: 12.5 us.
   // Phase 1: 3 us, then 4e6 bytes at 50 GB/s on the network: 80 us. Phase 2: 1.5 us, no bytes.
