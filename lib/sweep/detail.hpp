@@ -68,19 +68,23 @@ ModelConfig short_model_of(const ModelConfig& model);
 // What one decoder layer, the embedding and the output layer take per micro-batch on a rank,
 // for the layouts with `layout`'s tp, cp, micro-batch and recompute: {"layer"|"embedding"|
 // "head": [compute in all passes, in the forward, in the weight gradients, recomputed; the
-// span of the forward slot, of the backward slot (part_spans_ms)] in ms, "layer_kept_bytes":
-// the least a layer keeps for its backward (layer_bytes_kept_for_backward)}, from one shard of
+// span of the forward slot, of the backward slot (part_spans_ms)] in ms ("layer": the least
+// of the layers), "layers": [{"moe", "windowed": the layer's kind, "ms": the same}, one per
+// layer], "layer_kept_bytes": the least a layer keeps for its backward
+// (layer_bytes_kept_for_backward)}, from one shard of
 // `short_model` (the model cut to two layers, whose trace is `short_trace`) on one rank; null
 // when the shard stage refuses it. Cached (kind "layers") when use_cache.
 nlohmann::json layer_compute(PointEvaluator& evaluate, const ModelConfig& short_model, const TraceSection& short_trace,
                              const ShardOptions& layout, bool use_cache);
-// A lower bound on the step of `layout` (num_layers split evenly) from those times alone: the
+// A lower bound on the step of `layout` (the model's layers split evenly, or by its
+// pp_layout) from those times alone, each layer at the least of the short model's layers of
+// its kind (of all of them where none is, or where the split is not whole layers): the
 // most over its pipeline ranks of the first micro-batch's forward through the virtual stages
 // before the rank's first, plus the rank's forward and backward slots of every micro-batch,
 // plus (1F1B and interleaved) the last backward's input gradient through the stages before
 // it, less what follows the input gradient in the rank's last slot. Zero-bubble schedules
 // count the compute alone. 0 for null.
-double compute_lower_bound_ms(const nlohmann::json& compute, int64_t num_layers, const ShardOptions& layout);
+double compute_lower_bound_ms(const nlohmann::json& compute, const ModelConfig& model, const ShardOptions& layout);
 // A lower bound in GB on the activations a layout's pipeline ranks hold on average at their
 // peaks, from what a layer keeps for its backward: at its first backward slot, a rank holds
 // that for every layer of every forward slot it ran before (`forwards_before_backward`, by

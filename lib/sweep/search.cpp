@@ -26,6 +26,11 @@ namespace {
 using PassCompute = std::array<double, 6>;
 constexpr size_t kAllPasses = 0, kForward = 1, kWeight = 2, kRecomputed = 3, kForwardSpan = 4, kBackwardSpan = 5;
 
+// A decoder layer's kind: whether it is an MoE layer and whether its attention is windowed.
+std::pair<bool, bool> layer_kind(const ModelConfig& model, int64_t layer) {
+  return {model.is_moe_layer(layer), model.is_sliding_window_layer(layer)};
+}
+
 std::vector<int64_t> divisors(int64_t n) {
   std::vector<int64_t> found;
   for (int64_t d = 1; d <= n; ++d)
@@ -228,8 +233,8 @@ nlohmann::json layer_compute(PointEvaluator& evaluate, const ModelConfig& short_
     if (std::optional<std::string> cached = cache_get("layers", key)) {
       nlohmann::json record = nlohmann::json::parse(*cached);
       auto per_pass = [&](const char* part) { return record.contains(part) && record[part].size() == PassCompute().size(); };
-      if (record.is_null() ||
-          (per_pass("layer") && per_pass("embedding") && per_pass("head") && record.contains("layer_kept_bytes")))
+      if (record.is_null() || (per_pass("layer") && per_pass("embedding") && per_pass("head") &&
+                               record.contains("layers") && record.contains("layer_kept_bytes")))
         return record;
     }
   nlohmann::json compute;
@@ -258,8 +263,14 @@ nlohmann::json layer_compute(PointEvaluator& evaluate, const ModelConfig& short_
     PassCompute layer = ms[0];
     for (size_t l = 1; l < layers; ++l)
       for (size_t pass = 0; pass < layer.size(); ++pass) layer[pass] = std::min(layer[pass], ms[l][pass]);
+    nlohmann::json by_layer = nlohmann::json::array();
+    for (size_t l = 0; l < layers; ++l) {
+      const auto [moe, windowed] = layer_kind(short_model, static_cast<int64_t>(l));
+      by_layer.push_back({{"moe", moe}, {"windowed", windowed}, {"ms", ms[l]}});
+    }
     const std::vector<double> kept = layer_bytes_kept_for_backward(*graph.shard, layers);
     compute = {{"layer", layer},
+               {"layers", by_layer},
                {"embedding", ms[layers]},
                {"head", ms[layers + 1]},
                {"layer_kept_bytes", *std::min_element(kept.begin(), kept.end())}};
@@ -287,18 +298,40 @@ ModelConfig short_model_of(const ModelConfig& model) {
   return short_model;
 }
 
-double compute_lower_bound_ms(const nlohmann::json& compute, int64_t num_layers, const ShardOptions& layout) {
+double compute_lower_bound_ms(const nlohmann::json& compute, const ModelConfig& model, const ShardOptions& layout) {
   if (compute.is_null()) return 0;
-  const PassCompute layer = compute["layer"], embedding = compute["embedding"], head = compute["head"];
-  const ParallelismConfig& p = layout.parallelism;
-  const int64_t stages = p.pp * p.vpp.value_or(1);
-  std::vector<PassCompute> stage(stages);
-  for (int64_t v = 0; v < stages; ++v) {
-    // The layout's layers on the stage: its uneven split, or the even one.
-    const double layers = static_cast<double>(layout.pp_layout.empty() ? num_layers / stages : layout.pp_layout[v]);
-    for (size_t pass = 0; pass < stage[v].size(); ++pass) stage[v][pass] = layers * layer[pass];
+  const PassCompute fewest = compute["layer"], embedding = compute["embedding"], head = compute["head"];
+  // A decoder layer's compute: the least of the short model's layers of its kind, or of all
+  // of them where none is of its kind.
+  std::map<std::pair<bool, bool>, PassCompute> of_kind;
+  for (const nlohmann::json& layer : compute["layers"]) {
+    const PassCompute ms = layer["ms"];
+    auto [known, added] = of_kind.try_emplace({layer["moe"].get<bool>(), layer["windowed"].get<bool>()}, ms);
+    for (size_t pass = 0; pass < ms.size(); ++pass) known->second[pass] = std::min(known->second[pass], ms[pass]);
   }
-  for (size_t pass = 0; pass < layer.size(); ++pass) stage.front()[pass] += embedding[pass], stage.back()[pass] += head[pass];
+  auto layer_ms = [&](int64_t l) -> const PassCompute& {
+    auto known = of_kind.find(layer_kind(model, l));
+    return known == of_kind.end() ? fewest : known->second;
+  };
+  const ParallelismConfig& p = layout.parallelism;
+  const int64_t stages = p.pp * p.vpp.value_or(1), num_layers = model.num_layers;
+  std::vector<PassCompute> stage(stages);
+  int64_t first_layer = 0;  // of virtual stage v
+  for (int64_t v = 0; v < stages; ++v) {
+    // The layout's layers on the stage, each of its kind: its uneven split, or the even one;
+    // where that does not divide them, floor(layers / stages) of the least compute.
+    const int64_t layers = layout.pp_layout.empty() ? num_layers / stages : layout.pp_layout[v];
+    const bool contiguous = !layout.pp_layout.empty() || num_layers % stages == 0;
+    for (int64_t l = first_layer, end = first_layer + layers; l < end;) {  // by runs of one kind
+      const PassCompute& ms = contiguous ? layer_ms(l) : fewest;
+      int64_t run = 1;
+      while (l + run < end && (!contiguous || &layer_ms(l + run) == &ms)) ++run;
+      for (size_t pass = 0; pass < ms.size(); ++pass) stage[v][pass] += static_cast<double>(run) * ms[pass];
+      l += run;
+    }
+    first_layer += layers;
+  }
+  for (size_t pass = 0; pass < fewest.size(); ++pass) stage.front()[pass] += embedding[pass], stage.back()[pass] += head[pass];
   const std::optional<ScheduleKind> schedule = layout.pipeline_schedule;
   // A slot's parts run one after another on the compute stream, so their spans add up; where
   // the schedule moves the weight gradients to slots of their own (zero bubble), or where the
@@ -496,7 +529,7 @@ class LayoutSearch {
       });
       for (size_t i = 0; i < layouts_.size(); ++i)
         if (outcome_[i] == Outcome::kOpen) {
-          known_[i].bound_ms = compute_lower_bound_ms(family_compute[family_of[i]], model_.num_layers, layouts_[i]);
+          known_[i].bound_ms = compute_lower_bound_ms(family_compute[family_of[i]], model_, layouts_[i]);
           bound_activations(i, family_compute[family_of[i]]);
         }
     }

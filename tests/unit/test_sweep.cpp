@@ -332,7 +332,7 @@ TEST(SweepSearch, ComputeBoundIsAHandSumAndNeverAboveTheStepBound) {
   const double rank1 = (4 * layer.forward_span + embedding.forward_span) +
                        8 * (4 * (layer.forward_span + layer.backward_span) + head.forward_span + head.backward_span) +
                        std::max(0.0, 4 * layer.input_gradient + embedding.input_gradient - rank1_last_slot_after_input_gradient);
-  EXPECT_DOUBLE_EQ(compute_lower_bound_ms(compute, 8, layout), std::max(rank0, rank1));
+  EXPECT_DOUBLE_EQ(compute_lower_bound_ms(compute, model, layout), std::max(rank0, rank1));
   // On one GPU nothing is communicated: the spans are the compute.
   ShardOptions one_gpu = layout;
   one_gpu.parallelism.tp = 1, one_gpu.parallelism.sp = false;
@@ -346,7 +346,7 @@ TEST(SweepSearch, ComputeBoundIsAHandSumAndNeverAboveTheStepBound) {
   full.training.recompute = "full";
   const nlohmann::json recomputing = layer_compute(evaluate, short_model, trace_of(short_model), full, false);
   EXPECT_NEAR(recomputing["layer"][3].get<double>(), layer.forward, 1e-9);
-  EXPECT_EQ(compute_lower_bound_ms(nlohmann::json(), 8, layout), 0);
+  EXPECT_EQ(compute_lower_bound_ms(nlohmann::json(), model, layout), 0);
 
   const CostEstimator estimator(hardware);
   for (int64_t pp : {1, 2, 4})
@@ -361,7 +361,7 @@ TEST(SweepSearch, ComputeBoundIsAHandSumAndNeverAboveTheStepBound) {
           else o.pipeline_schedule = parse_enum<ScheduleKind>(schedule);  // "": the default
           SCOPED_TRACE("pp " + std::to_string(pp) + " " + schedule + " cp " + std::to_string(cp) + " " + recompute);
           Graph graph = estimate_memory(model, trace_of(model), estimator, o);
-          const double bound = compute_lower_bound_ms(layer_compute(evaluate, short_model, trace_of(short_model), o, false), 8, o);
+          const double bound = compute_lower_bound_ms(layer_compute(evaluate, short_model, trace_of(short_model), o, false), model, o);
           EXPECT_GT(bound, 0);
           EXPECT_LE(bound, step_time_lower_bound_ms(*graph.shard, *graph.cost) * (1 + 1e-12));
         }
@@ -425,7 +425,8 @@ TEST(SweepSearch, ActivationBoundIsAHandSumAndNeverAboveThePeak) {
 }
 
 // A model of dense and MoE layers split unevenly: the short model has one layer of each kind,
-// the bound takes the cheaper one on each stage's own layers (7 = 4 + 3 on pp 2), and it stays
+// the bound takes each layer of a stage at its own kind's compute (7 = 4 + 3 on pp 2: two
+// dense and two MoE layers, then three MoE layers), worked out here by hand, and it stays
 // under the slot-level bound.
 TEST(SweepSearch, ComputeBoundOfMixedLayersAndAnUnevenSplit) {
   ModelConfig model = tiny(7);
@@ -441,8 +442,38 @@ TEST(SweepSearch, ComputeBoundOfMixedLayersAndAnUnevenSplit) {
   layout.pp_layout = uneven_pipeline_layout(7, 2);
   ASSERT_EQ(layout.pp_layout, (std::vector<int64_t>{4, 3}));
   Graph graph = estimate_memory(model, trace_of(model), CostEstimator(hardware), layout);
-  const double bound = compute_lower_bound_ms(layer_compute(evaluate, short_model, trace_of(short_model), layout, false), 7, layout);
+  const nlohmann::json compute = layer_compute(evaluate, short_model, trace_of(short_model), layout, false);
+  const double bound = compute_lower_bound_ms(compute, model, layout);
   EXPECT_GT(bound, 0);
+  // Per part: its forward span, backward span and input-gradient compute (all passes less the
+  // forward, the weight gradients and the recomputed forward).
+  struct Part {
+    double forward_span, backward_span, input_gradient;
+  };
+  auto part = [](const nlohmann::json& ms) {
+    return Part{ms[4], ms[5], ms[0].get<double>() - ms[1].get<double>() - ms[2].get<double>() - ms[3].get<double>()};
+  };
+  ASSERT_EQ(compute["layers"].size(), 2u);
+  EXPECT_FALSE(compute["layers"][0]["moe"].get<bool>());
+  EXPECT_TRUE(compute["layers"][1]["moe"].get<bool>());
+  const Part dense = part(compute["layers"][0]["ms"]), moe = part(compute["layers"][1]["ms"]);
+  const Part embedding = part(compute["embedding"]), head = part(compute["head"]);
+  EXPECT_GT(moe.forward_span, dense.forward_span);
+  auto stage = [](std::vector<std::pair<double, Part>> parts) {
+    Part sum{0, 0, 0};
+    for (const auto& [count, p] : parts)
+      sum.forward_span += count * p.forward_span, sum.backward_span += count * p.backward_span,
+          sum.input_gradient += count * p.input_gradient;
+    return sum;
+  };
+  const Part first = stage({{2, dense}, {2, moe}, {1, embedding}}), last = stage({{3, moe}, {1, head}});
+  // 1F1B over 4 micro-batches: rank 0 runs its slots back to back; rank 1 starts after the first
+  // forward through rank 0 and, after its last backward's input gradient, rank 0 still runs its
+  // own.
+  const double rank0 = 4 * (first.forward_span + first.backward_span);
+  const double rank1 = first.forward_span + 4 * (last.forward_span + last.backward_span) +
+                       std::max(0.0, first.input_gradient - (last.backward_span - last.input_gradient));
+  EXPECT_NEAR(bound, std::max(rank0, rank1), std::max(rank0, rank1) * 1e-12);
   EXPECT_LE(bound, step_time_lower_bound_ms(*graph.shard, *graph.cost) * (1 + 1e-12));
 }
 
