@@ -267,19 +267,19 @@ TEST(Sweep, EmittedJobsRepeatTheCommandWithOnePointEach) {
   std::filesystem::remove_all(dir);
 }
 
-// The tiny model with `layers` layers on `gpus` GPUs: the pruned search and the exhaustive one.
-void expect_same_front(int64_t layers, int64_t gpus, int64_t global_batch) {
+// `model` on `gpus` GPUs: the pruned search and the exhaustive one.
+void expect_same_front(const ModelConfig& model, int64_t gpus, int64_t global_batch) {
   ShardOptions base;
   base.gpus = gpus;
   base.training.global_batch = global_batch;
   HardwareConfig hardware = a100();
-  SearchResult roomy = search_layouts(tiny(layers), hardware, base, false);
+  SearchResult roomy = search_layouts(model, hardware, base, false);
   // A GPU that holds only the leaner layouts of the front, so that memory prunes too (the rows'
   // peaks are the tensors': nothing outside the allocator on this GPU).
   hardware.cuda_context_GB = 0;
   hardware.gpu_memory_GB = (roomy.front.front().peak_memory_gb + roomy.front.back().peak_memory_gb) / 2;
-  SearchResult exhaustive = search_layouts(tiny(layers), hardware, base, false);
-  SearchResult pruned = search_layouts(tiny(layers), hardware, base, true);
+  SearchResult exhaustive = search_layouts(model, hardware, base, false);
+  SearchResult pruned = search_layouts(model, hardware, base, true);
   EXPECT_EQ(render_sweep(pruned.front, "mfu", std::nullopt, "json"), render_sweep(exhaustive.front, "mfu", std::nullopt, "json"));
   EXPECT_GT(pruned.pruned_by_memory, 0);
   EXPECT_GT(pruned.pruned_by_bound, 0);
@@ -595,7 +595,15 @@ TEST(SweepSearch, PeakMemoryNeverFallsAsTheMicroBatchGrows) {
   }
 }
 
-TEST(SweepSearch, PrunedFrontIsTheExhaustiveFront) { expect_same_front(4, 8, 16); }
+TEST(SweepSearch, PrunedFrontIsTheExhaustiveFront) { expect_same_front(tiny(4), 8, 16); }
+
+// Dense and MoE layers: the compute bound takes each at its own kind, and ep joins the axes.
+TEST(SweepSearch, PrunedFrontIsTheExhaustiveFrontWithDenseAndMoeLayers) {
+  ModelConfig model = tiny(4);
+  model.num_moe_experts = 4, model.moe_router_topk = 2, model.moe_ffn_hidden_size = 64;
+  model.moe_layer_pattern = {0, 1, 1, 1};
+  expect_same_front(model, 8, 16);
+}
 
 TEST(SweepSearch, EnumeratesEveryLayoutTheShardStageAccepts) {
   // Tiny (2 layers, 4 heads in 2 groups, sequence 128) on 4 GPUs, global batch 4: tp in {1, 2}
