@@ -350,6 +350,13 @@ void transient_peak(const ShardSection& shard, const RankLives& lives, const Ran
   }
 }
 
+// By buffer id, whether it is transient (is_transient): looked up for every op instance.
+std::vector<char> transient_buffers(const ShardSection& shard) {
+  std::vector<char> transient;
+  for (const ShardBuffer& buffer : shard.buffers) transient.push_back(is_transient(buffer));
+  return transient;
+}
+
 }  // namespace
 
 std::vector<double> layer_bytes_kept_for_backward(const ShardSection& shard, size_t layers) {
@@ -358,9 +365,7 @@ std::vector<double> layer_bytes_kept_for_backward(const ShardSection& shard, siz
     throw DataError("layer bytes kept for backward: expected one rank running one micro-batch's forward and "
                     "backward slots, got pp=" + std::to_string(shard.parallelism.pp) + " and " +
                     std::to_string(program.slots.size()) + " slots");
-  std::vector<char> transient;
-  for (const ShardBuffer& buffer : shard.buffers) transient.push_back(is_transient(buffer));
-  const RankBuffers buffers(shard, transient, 0);
+  const RankBuffers buffers(shard, transient_buffers(shard), 0);
   const MicrobatchPattern pattern = microbatch_pattern(buffers, program, {program.slots[0].kind, program.slots[1].kind});
   const size_t forward_end = pattern.slot_end[0];
   std::vector<double> kept(layers, 0.0);
@@ -393,8 +398,7 @@ void account_memory(Graph& g, const MemOptions& options) {
   if (static_cast<int64_t>(shard.stage_params_local.size()) != pp)
     throw DataError("/shard/stage_params_local: " + std::to_string(shard.stage_params_local.size()) +
                     " entries for pp=" + std::to_string(pp) + " pipeline ranks");
-  std::vector<char> transient;  // by buffer id: looked up for every op instance
-  for (const ShardBuffer& buffer : shard.buffers) transient.push_back(is_transient(buffer));
+  const std::vector<char> transient = transient_buffers(shard);
 
   MemSection mem;
   StageMemory heaviest;

@@ -31,6 +31,17 @@ std::pair<bool, bool> layer_kind(const ModelConfig& model, int64_t layer) {
   return {model.is_moe_layer(layer), model.is_sliding_window_layer(layer)};
 }
 
+// The micro-batches each pipeline runs in a step of the layout.
+int64_t microbatches_per_pipeline(const ShardOptions& layout) {
+  return layout.training.global_batch / (layout.parallelism.dp * layout.training.micro_batch);
+}
+
+// The decoder layers on virtual stage v of the layout: its uneven split, or the even one.
+int64_t stage_layers(const ShardOptions& layout, int64_t num_layers, int64_t v) {
+  const int64_t stages = layout.parallelism.pp * layout.parallelism.vpp.value_or(1);
+  return layout.pp_layout.empty() ? num_layers / stages : layout.pp_layout[v];
+}
+
 std::vector<int64_t> divisors(int64_t n) {
   std::vector<int64_t> found;
   for (int64_t d = 1; d <= n; ++d)
@@ -320,7 +331,7 @@ double compute_lower_bound_ms(const nlohmann::json& compute, const ModelConfig& 
   for (int64_t v = 0; v < stages; ++v) {
     // The layout's layers on the stage, each of its kind: its uneven split, or the even one;
     // where that does not divide them, floor(layers / stages) of the least compute.
-    const int64_t layers = layout.pp_layout.empty() ? num_layers / stages : layout.pp_layout[v];
+    const int64_t layers = stage_layers(layout, num_layers, v);
     const bool contiguous = !layout.pp_layout.empty() || num_layers % stages == 0;
     for (int64_t l = first_layer, end = first_layer + layers; l < end;) {  // by runs of one kind
       const PassCompute& ms = contiguous ? layer_ms(l) : fewest;
@@ -349,7 +360,7 @@ double compute_lower_bound_ms(const nlohmann::json& compute, const ModelConfig& 
   // first virtual stage, and only what follows the input gradient in that slot may run while
   // the stages before take that gradient back; zero-bubble and GPipe orders are not counted on.
   const bool drains = whole_backward && schedule != ScheduleKind::gpipe;
-  const double microbatches = static_cast<double>(layout.training.global_batch / (p.dp * layout.training.micro_batch));
+  const double microbatches = static_cast<double>(microbatches_per_pipeline(layout));
   double bound = 0, before = 0, after = 0;  // the first forward to rank r's first virtual stage; the last backward from it
   for (int64_t r = 0; r < p.pp; ++r) {
     double per_microbatch = 0;
@@ -366,8 +377,8 @@ double compute_lower_bound_ms(const nlohmann::json& compute, const ModelConfig& 
 
 std::vector<int64_t> forwards_before_first_backward(const ShardOptions& layout) {
   const ParallelismConfig& p = layout.parallelism;
-  const int64_t microbatches = layout.training.global_batch / (p.dp * layout.training.micro_batch);
-  const PipelineSchedule schedule = make_schedule(pipeline_schedule_of(layout), p.pp, p.vpp.value_or(1), microbatches,
+  const PipelineSchedule schedule = make_schedule(pipeline_schedule_of(layout), p.pp, p.vpp.value_or(1),
+                                                  microbatches_per_pipeline(layout),
                                                   layout.training.overlap_moe_expert_parallel_comm);
   std::vector<int64_t> forwards;
   for (const std::vector<ScheduleSlot>& slots : schedule)
@@ -390,7 +401,7 @@ double activation_lower_bound_gb(const nlohmann::json& compute, int64_t num_laye
     // Each forward slot of the rank holds at least its fewest-layered virtual stage's layers.
     int64_t fewest_layers = num_layers;
     for (int64_t v = r; v < stages; v += p.pp)
-      fewest_layers = std::min(fewest_layers, layout.pp_layout.empty() ? num_layers / stages : layout.pp_layout[v]);
+      fewest_layers = std::min(fewest_layers, stage_layers(layout, num_layers, v));
     bytes += static_cast<double>(forwards_before_backward[r] * fewest_layers) * layer_kept_bytes;
   }
   return bytes / static_cast<double>(p.pp) / kBytesPerGB;
@@ -409,7 +420,7 @@ double sharded_communication_lower_bound_ms(const ModelConfig& model, const Hard
   const double pp = static_cast<double>(p.pp);
   const double dense = std::max(params_total - expert_params - outside_layers, 0.0) / (static_cast<double>(p.tp) * pp);
   const double experts = expert_params / (static_cast<double>(p.ep * p.expert_tp()) * pp);
-  const double microbatches = static_cast<double>(t.global_batch / (p.dp * t.micro_batch));
+  const double microbatches = static_cast<double>(microbatches_per_pipeline(layout));
   constexpr double kWeightBytes = 2, kGradientBytes = 4;
   // Each group's collectives run one at a time on its stream. A collective of the summed bytes
   // takes no longer than the collectives it sums (their latencies add, their bandwidth does
@@ -542,8 +553,7 @@ class LayoutSearch {
   void bound_activations(size_t i, const nlohmann::json& compute) {
     const ShardOptions& layout = layouts_[i];
     const ParallelismConfig& p = layout.parallelism;
-    const std::tuple key{pipeline_schedule_of(layout), p.pp, p.vpp.value_or(1),
-                         layout.training.global_batch / (p.dp * layout.training.micro_batch),
+    const std::tuple key{pipeline_schedule_of(layout), p.pp, p.vpp.value_or(1), microbatches_per_pipeline(layout),
                          layout.training.overlap_moe_expert_parallel_comm};
     auto [known, added] = forwards_before_backward_.try_emplace(key);
     if (added) {
