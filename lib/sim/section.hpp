@@ -58,7 +58,7 @@ struct SimSection {
   std::vector<TimedOp> top_modules;
   std::string dominant_op_type;
   TimedOp longest_collective;
-  int64_t binding_pp_stage = 0;
+  int64_t binding_pp_stage = 0;  // the pipeline rank that sets the pace: the least idle (docs/syssim-sim.md)
   double bubble_fraction = 0;  // binding rank: share of its micro-batch phase waiting for other ranks
   double hardware_flops_per_rank = 0;  // FLOPs executed by one rank in the step
   double host_busy_ms = 0;  // binding rank: its host's time issuing ops (docs/syssim-sim.md, "The host")

@@ -47,16 +47,16 @@ std::map<std::string, double> time_by_label(const ShardSection& shard, const Ste
   return by_label_us;
 }
 
-// The report of a step from its totals: the step time is the binding rank's finish; its
-// phase, kind and collective-group times, longest ops, link loads, exposed communication and
-// pipeline bubble (docs/syssim-sim.md).
+// The report of a step from its totals: the step time is the last rank's finish; the binding
+// rank's phase, kind and collective-group times, longest ops, link loads, exposed
+// communication and pipeline bubble (docs/syssim-sim.md).
 SimSection sim_section(const ShardSection& shard, const CostSection& cost, const StepTotals& totals) {
   SimSection sim;
   sim.hardware_flops_per_rank = totals.flops / static_cast<double>(shard.parallelism.pp);
   sim.host_busy_ms = totals.host_busy_us[totals.binding] * kMsPerUs;
   for (double us : totals.finish_us) sim.per_pp_rank_step_time_ms.push_back(us * kMsPerUs);
   sim.binding_pp_stage = totals.binding;
-  const double step_us = totals.finish_us[totals.binding];
+  const double step_us = *std::max_element(totals.finish_us.begin(), totals.finish_us.end());
   sim.step_time_ms = step_us * kMsPerUs;
 
   double collective_standalone_ms = 0;

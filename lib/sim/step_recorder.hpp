@@ -24,7 +24,7 @@ inline TimedOp timed(const ShardOp& op, double time_us) {
 struct StepTotals {
   std::vector<double> finish_us;  // by pipeline rank: its last instance's finish
   double flops = 0;               // all ranks' instances
-  int64_t binding = 0;            // binding_rank(finish_us)
+  int64_t binding = 0;            // binding_rank(finish_us, idle_by_rank_us, pipeline_end_us)
   // The binding rank's, by op: summed durations, summed standalone cost times, whether it ran.
   std::vector<double> duration_us, standalone_us;
   std::vector<char> ran;
@@ -35,9 +35,17 @@ struct StepTotals {
   std::vector<double> host_busy_us;  // by pipeline rank: its host's time issuing ops
 };
 
-// The rank finishing last, the first of equals.
-inline int64_t binding_rank(const std::vector<double>& finish_us) {
-  return std::max_element(finish_us.begin(), finish_us.end()) - finish_us.begin();
+// The rank that sets the pipeline's pace: the least idle until the last micro-batch op ends
+// (`span_us`), so the busiest, whose work the others wait for; then the one ending last, then
+// the first. Idle times a billionth of the span apart are equal: alike stages differ by
+// rounding. With one rank, or no micro-batch op, the rank ending last.
+inline int64_t binding_rank(const std::vector<double>& finish_us, const std::vector<double>& idle_us, double span_us) {
+  const double least_idle_us = *std::min_element(idle_us.begin(), idle_us.end());
+  int64_t binding = -1;
+  for (size_t r = 0; r < finish_us.size(); ++r)
+    if (idle_us[r] <= least_idle_us + 1e-9 * span_us && (binding < 0 || finish_us[r] > finish_us[binding]))
+      binding = static_cast<int64_t>(r);
+  return binding;
 }
 
 using Interval = std::pair<double, double>;  // start, finish (us)
@@ -344,7 +352,13 @@ class StepRecorder {
   // The totals, once the step is over: by op and links, those of the binding rank.
   StepTotals totals(const std::vector<RankNetwork>& networks) {
     StepTotals totals = totals_;
-    totals.binding = binding_rank(totals.finish_us);
+    std::vector<double> idle_by_rank_us(coverage_.size(), 0.0);
+    for (size_t r = 0; r < coverage_.size(); ++r) {
+      coverage_[r].close();
+      if (totals.pipeline_end_us > 0) idle_by_rank_us[r] = coverage_[r].idle_us(totals.pipeline_end_us);
+    }
+    totals.binding = binding_rank(totals.finish_us, idle_by_rank_us, totals.pipeline_end_us);
+    totals.idle_us = idle_by_rank_us[totals.binding];
     totals.duration_us.assign(shard_.ops.size(), 0.0);
     totals.standalone_us.assign(shard_.ops.size(), 0.0);
     totals.ran.assign(shard_.ops.size(), 0);
@@ -355,11 +369,9 @@ class StepRecorder {
         totals.ran[op.id] = ran_[op.id];
       }
     if (!networks.empty()) totals.links = networks[totals.binding].links;
-    Coverage& coverage = coverage_[totals.binding];
-    coverage.close();
+    const Coverage& coverage = coverage_[totals.binding];
     totals.exposed_us[""] = coverage.exposed_us();
     for (const Coverage::Group& group : coverage.groups()) totals.exposed_us[group.name] = group.exposed_us;
-    if (totals.pipeline_end_us > 0) totals.idle_us = coverage.idle_us(totals.pipeline_end_us);
     return totals;
   }
 

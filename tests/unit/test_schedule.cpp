@@ -121,10 +121,12 @@ TEST(Schedule, ImpossibleCombinationsAreUsageErrors) {
 // has a forward op (tf us) waiting for v - 1's, a backward op (tb us) waiting for v + 1's and
 // its own forward, and with split_weight a weight-gradient op (tw us) after its backward.
 // Each forward writes `activation_bytes` that its backward (or weight op) reads last.
+// rank_scale, when given, multiplies the times of each pipeline rank's ops.
 struct Pipeline {
   int64_t pp = 4, vpp = 1, microbatches = 8;
   double tf = 1, tb = 1, tw = 0;
   double activation_bytes = 100;
+  std::vector<double> rank_scale;
 };
 
 Graph pipeline_graph(const Pipeline& p, const std::string& schedule) {
@@ -154,6 +156,7 @@ Graph pipeline_graph(const Pipeline& p, const std::string& schedule) {
     op.reads = std::move(reads);
     op.writes = std::move(writes);
     s.ops.push_back(op);
+    if (!p.rank_scale.empty()) us *= p.rank_scale[op.stage];
     g.cost->ops.push_back(OpCost{op.id, us, "compute", {}});
     return op.id;
   };
@@ -194,6 +197,27 @@ TEST(SimulatedSchedule, OneFOneBBubbleIsPpMinusOneOverMPlusPpMinusOne) {
   // Rank i ends after the last backward reached it: i backwards (2 us) before the first's end.
   ASSERT_EQ(sim.per_pp_rank_step_time_ms.size(), 4u);
   for (int i = 0; i < 4; ++i) EXPECT_DOUBLE_EQ(sim.per_pp_rank_step_time_ms[i], (33 - 2 * i) * 1e-3);
+}
+
+TEST(SimulatedSchedule, TheBusiestRankBindsThoughTheFirstEndsLast) {
+  // 1F1B on 2 ranks, 4 micro-batches; rank 1's ops take 2 us, rank 0's 1 us. By hand:
+  //   rank 0: F0 0-1, F1 1-2, B0 5-6, F2 6-7, B1 9-10, F3 10-11, B2 13-14, B3 17-18
+  //   rank 1: F0 1-3, B0 3-5, F1 5-7, B1 7-9, F2 9-11, B2 11-13, F3 13-15, B3 15-17
+  // Rank 0 ends last but idles 10 of the 18 us, waiting for rank 1, which idles 2 (0-1 and
+  // 17-18): rank 1 sets the pace, and the report's breakdown is its own.
+  Pipeline p;
+  p.pp = 2;
+  p.microbatches = 4;
+  p.rank_scale = {1, 2};
+  SimSection sim = simulate(p, "1f1b");
+  EXPECT_DOUBLE_EQ(sim.step_time_ms, 18e-3);
+  ASSERT_EQ(sim.per_pp_rank_step_time_ms.size(), 2u);
+  EXPECT_DOUBLE_EQ(sim.per_pp_rank_step_time_ms[0], 18e-3);
+  EXPECT_DOUBLE_EQ(sim.per_pp_rank_step_time_ms[1], 17e-3);
+  EXPECT_EQ(sim.binding_pp_stage, 1);
+  EXPECT_NEAR(sim.bubble_fraction, 2.0 / 18.0, 1e-12);
+  EXPECT_DOUBLE_EQ(sim.forward_ms, 8e-3);  // rank 1's four forwards of 2 us
+  EXPECT_DOUBLE_EQ(sim.backward_ms, 8e-3);
 }
 
 TEST(SimulatedSchedule, GPipeHasTheSameBubbleAsOneFOneB) {
