@@ -27,3 +27,14 @@ load common
   local documented=$(sed -n '/^    Job($/,/^$/p' docs/syssim-report.md | sed -e '/^$/d' -e 's/^    //')
   assert_equal "$documented" "$output"
 }
+
+@test "the figures of docs/ are what the program prints (tests/docs/regenerate.sh)" {
+  run "$ROOT/tests/docs/regenerate.sh" "$BATS_TEST_TMPDIR/docs"
+  assert_success
+  run diff -r "$ROOT/docs" "$BATS_TEST_TMPDIR/docs"
+  if [ "$status" -ne 0 ]; then
+    echo "$output"
+    echo "if the change is intended, run tests/docs/regenerate.sh and review the diff"
+  fi
+  assert_success
+}
