@@ -49,6 +49,8 @@ struct ShardContext {
 // lists follow from the global batch, set_global_batch). UsageError or DataError for
 // combinations Megatron-LM refuses.
 void plan_pipeline(const ModelConfig& model, const ShardOptions& options, ShardSection& shard);
+// The decoder layers of each virtual stage (chunk * pp + rank), as plan_pipeline sets them.
+std::vector<int64_t> pipeline_layout(const ModelConfig& model, const ShardOptions& options);
 // Sets the stage and chunk of every microbatch op from shard.pp_layout: a decoder layer's
 // virtual stage, the first for the embedding, the last for final norm, output layer and loss.
 void assign_pipeline_stages(ShardSection& shard);

@@ -72,6 +72,8 @@ std::vector<int64_t> split_counting_embedding_and_loss(const ModelConfig& model,
   return layout;
 }
 
+}  // namespace
+
 std::vector<int64_t> pipeline_layout(const ModelConfig& model, const ShardOptions& options) {
   const auto& p = options.parallelism;
   const int64_t stages = p.pp * p.vpp.value_or(1);
@@ -114,6 +116,8 @@ std::vector<int64_t> pipeline_layout(const ModelConfig& model, const ShardOption
                        " layers; every stage but the first and last needs at least one");
   return layout;
 }
+
+namespace {
 
 // The virtual stage of a microbatch op: its layer's, or for the ops outside the decoder the
 // first (embedding) or last (final norm, output layer, loss).

@@ -312,10 +312,13 @@ void check_recompute(const ModelConfig& model, const ShardOptions& options) {
   if (t.recompute_num_layers) {
     int64_t n = *t.recompute_num_layers;
     if (n < 1) throw UsageError("recompute_num_layers=" + str(n) + " must be at least 1");
-    int64_t stage_layers = model.num_layers / options.parallelism.pp;
-    if (n > stage_layers)
-      throw DataError("recompute_num_layers=" + str(n) + " exceeds the layers of a pipeline stage, num_layers/pp=" +
-                      str(stage_layers));
+    // As Megatron-Core, a virtual stage of fewer layers recomputes them all (block) or as one
+    // group (uniform); a count that no virtual stage reaches recomputes nothing more, and is a slip.
+    const std::vector<int64_t> layout = pipeline_layout(model, options);
+    const int64_t most = *std::max_element(layout.begin(), layout.end());
+    if (n > most)
+      throw DataError("recompute_num_layers=" + str(n) + " exceeds the layers of every virtual pipeline stage (at most " +
+                      str(most) + ")");
   }
 }
 

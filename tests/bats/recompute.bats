@@ -47,7 +47,7 @@ report() {
 @test "more recomputed layers than the model has is bad data (exit 1)" {
   run syssim-shard -i "$(trace_of llama3-8b)" --recompute full --recompute-num-layers 33
   assert_failure 1
-  assert_output "syssim-shard: error: recompute_num_layers=33 exceeds the layers of a pipeline stage, num_layers/pp=32"
+  assert_output "syssim-shard: error: recompute_num_layers=33 exceeds the layers of every virtual pipeline stage (at most 32)"
 }
 
 @test "the shard section records the recompute settings with Megatron's defaults resolved" {

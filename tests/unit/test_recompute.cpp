@@ -263,7 +263,7 @@ TEST(Recompute, BadCombinationsAreRefused) {
   EXPECT_EQ(message(o), "recompute_num_layers=0 must be at least 1");
   EXPECT_THROW(shard_graph(g, o), UsageError);
   o.training.recompute_num_layers = 3;
-  EXPECT_EQ(message(o), "recompute_num_layers=3 exceeds the layers of a pipeline stage, num_layers/pp=2");
+  EXPECT_EQ(message(o), "recompute_num_layers=3 exceeds the layers of every virtual pipeline stage (at most 2)");
   EXPECT_THROW(shard_graph(g, o), DataError);
   o = layout(1, false, "selective");
   o.training.recompute_modules = {"moe_act"};
