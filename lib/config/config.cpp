@@ -170,6 +170,8 @@ std::vector<int> layer_pattern(const YAML::Node& node, const std::string& key, i
 // The MoE, MLA, MTP and sliding-window keys of a model YAML (Megatron-Core's names).
 void parse_moe_and_attention(const YAML::Node& node, const std::string& name, ModelConfig& m) {
   m.num_moe_experts = yaml_get<int64_t>(node, "num_moe_experts", name, 0);
+  if (m.num_moe_experts < 0)  // 0 (or absent) is a dense model; below it a slip, named before the keys it gates
+    throw DataError(name + ": key 'num_moe_experts' must not be negative, got " + std::to_string(m.num_moe_experts));
   if (m.is_moe()) {
     m.moe_router_topk = yaml_get<int64_t>(node, "moe_router_topk", name, m.moe_router_topk);
     m.moe_ffn_hidden_size = yaml_get<int64_t>(node, "moe_ffn_hidden_size", name, m.ffn_hidden_size);
@@ -318,8 +320,8 @@ ModelConfig load_model(const std::string& argument, std::optional<int64_t> seq_l
   const bool id = !fs::exists(given, error) && extension != ".yaml" && extension != ".yml" && extension != ".json" &&
                   std::count(argument.begin(), argument.end(), '/') == 1 && argument.front() != '/';
   if (!config_file && !config_folder && !id) return load_model_yaml(argument);
-  if (!seq_length)
-    throw DataError(argument + ": a Hugging Face model needs --seq-length (its config.json holds no training sequence length)");
+  if (!seq_length)  // a flag the command line lacks
+    throw UsageError(argument + ": a Hugging Face model needs --seq-length (its config.json holds no training sequence length)");
   // The model YAML `huggingface: ...` would say, named after the model's folder; a local file by
   // its absolute path (the YAML's own folder does not exist).
   const fs::path local = fs::absolute(given).lexically_normal();
@@ -328,7 +330,9 @@ ModelConfig load_model(const std::string& argument, std::optional<int64_t> seq_l
   model["name"] = name;
   model["huggingface"] = id ? argument : local.string();
   model["overrides"]["seq_length"] = *seq_length;
-  return parse_model_yaml(YAML::Dump(model), name);
+  // Errors name the config.json read (an id's, found by the lookup, names itself).
+  const std::string where = config_file ? local.string() : config_folder ? (local / "config.json").string() : name;
+  return parse_model_yaml(YAML::Dump(model), where);
 }
 
 bool runs_fused_softmax_kernel(const ModelConfig& model, int64_t seq_length) {

@@ -322,8 +322,12 @@ std::string key_or_alias(const ConfigReader& r, const std::string& key, const st
 // The routed experts of an MoE layer: how many, how many each token goes to, their width.
 void map_routed_experts(const ConfigReader& r, YAML::Node& m, const std::string& count_key,
                         const std::string& width_key) {
-  m["num_moe_experts"] = r.count(count_key);
-  m["moe_router_topk"] = r.count("num_experts_per_tok");
+  const int64_t experts = r.count(count_key), topk = r.count("num_experts_per_tok");
+  if (topk > experts)
+    r.fail("num_experts_per_tok", "is " + std::to_string(topk) + ", more than the " + std::to_string(experts) +
+                                      " experts of '" + count_key + "'");
+  m["num_moe_experts"] = experts;
+  m["moe_router_topk"] = topk;
   m["moe_ffn_hidden_size"] = r.count(width_key);
 }
 
@@ -581,8 +585,9 @@ YAML::Node huggingface_model_node(const YAML::Node& model, const std::vector<std
   int64_t seq_length = yaml_require<int64_t>(overrides, "seq_length", where + ": overrides");
 
   std::string path = find_huggingface_config(id, fs::path(where).parent_path().string(), context);
-  // The file found, unless the id was its path already.
-  const std::string config_where = path == id ? context : context + ": " + path;
+  // The file found, named once: alone where it is what the command line gave (`where` itself),
+  // else after the YAML's key, unless the id was its path already.
+  const std::string config_where = path == where ? path : path == id ? context : context + ": " + path;
   const json config = parse_json(read_input(path), config_where);
   YAML::Node fields = map_huggingface_config(config, seq_length, config_where);
   if (model["name"]) fields["name"] = model["name"];

@@ -270,6 +270,10 @@ void check_expert_parallel(const ModelConfig& model, const ShardOptions& options
   const TrainingConfig& t = options.training;
   if (p.ep < 1) throw UsageError("ep=" + str(p.ep) + " must be at least 1");
   if (p.etp && *p.etp < 1) throw UsageError("etp=" + str(*p.etp) + " must be at least 1");
+  const bool moe_layers = std::find(model.moe_layer_pattern.begin(), model.moe_layer_pattern.end(), 1) !=
+                          model.moe_layer_pattern.end();
+  if (model.is_moe() && !moe_layers && (p.ep > 1 || p.expert_tp() != p.tp))
+    throw UsageError("ep and etp need an MoE layer; moe_layer_freq of " + model.name + " makes every layer dense");
   if (!model.is_moe()) {
     if (p.ep > 1 || p.expert_tp() != p.tp)
       throw UsageError("ep and etp need a model with experts (num_moe_experts); " + model.name + " has none");

@@ -87,7 +87,7 @@ expected_summary() { syssim run "$MODELS/llama3-8b.yaml" "${JOB[@]}" | summary; 
   # embeddings, QK-norm): 8.19e9 parameters, the model card's "8.2B".
   jq -e '.params_total > 8.18e9 and .params_total < 8.20e9' <<< "$expected"
   run syssim run Qwen/Qwen3-8B
-  assert_failure 1
+  assert_failure 2
   assert_output "syssim: error: Qwen/Qwen3-8B: a Hugging Face model needs --seq-length (its config.json holds no training sequence length)"
 }
 

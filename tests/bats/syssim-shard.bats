@@ -20,6 +20,12 @@ load common
   assert_output "syssim-shard: error: unknown argument '--tensor-parallel' (see --help)"
 }
 
+@test "a value flag given twice is bad usage (exit 2), named as such" {
+  run syssim-shard --ep 8 --ep=8
+  assert_failure 2
+  assert_output "syssim-shard: error: --ep is given 2 times; give it once"
+}
+
 @test "number flags: one short line for a non-positive size, decimal integers, no empty or overflowing value" {
   run syssim-shard --tp 0
   assert_failure 2

@@ -173,7 +173,7 @@ output_layer.weight"
   syssim-trace qwen3-8b -o "$BATS_TEST_TMPDIR/preset.graph"
   [ "$(jq -S .trace "$BATS_TEST_TMPDIR/hf.graph")" = "$(jq -S .trace "$BATS_TEST_TMPDIR/preset.graph")" ]
   run syssim-trace Qwen/Qwen3-8B
-  assert_failure 1
+  assert_failure 2
   assert_output "syssim-trace: error: Qwen/Qwen3-8B: a Hugging Face model needs --seq-length (its config.json holds no training sequence length)"
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <iostream>
 #include <new>
+#include <regex>
+#include <string>
 
 #include "common/error.hpp"
 #include "common/heap.hpp"
@@ -51,6 +53,17 @@ void read_numbers_as_written(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) read_numbers_as_written(*sub);
 }
 
+// CLI11's message, but for a value flag given twice, which it words as a count mismatch
+// ("--ep: At Most 1 required but received 2").
+std::string parse_error_text(const CLI::ParseError& error) {
+  static const std::regex repeated(R"(^(\S+): At Most 1 required but received (\d+)$)");
+  std::smatch match;
+  const std::string text = error.what();
+  if (std::regex_match(text, match, repeated))
+    return match[1].str() + " is given " + match[2].str() + " times; give it once";
+  return text;
+}
+
 }  // namespace
 
 int guarded_main(const std::string& name, CLI::App& app, int argc, char** argv, const std::function<void()>& body) {
@@ -77,7 +90,7 @@ int guarded_main(const std::string& name, CLI::App& app, int argc, char** argv, 
     if (!extras.empty())
       std::cerr << name << ": error: unknown argument '" << extras.front() << "' (see --help)\n";
     else
-      std::cerr << name << ": error: " << e.what() << "\n";
+      std::cerr << name << ": error: " << parse_error_text(e) << "\n";
     return 2;
   }
   try {
