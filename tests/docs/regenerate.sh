@@ -167,6 +167,116 @@ figures_report_expert_parallel() {
   grep -E '^  params_(total|active)_b ' <<< "$report" | sed 's/^/    /'
 }
 
+# docs/syssim.md: the line --fail-on-oom prints on stderr, and the two memory lines of
+# --replay-allocator, as a shell session shows them.
+figures_fail_on_oom() {
+  echo '    $ syssim run llama3-8b --hardware h100-sxm-80gb --fail-on-oom'
+  echo '    ...'
+  local status=0 err
+  err=$(syssim run llama3-8b --hardware h100-sxm-80gb --fail-on-oom 2>&1 > /dev/null) || status=$?
+  [ "$status" = 3 ] || { echo "regenerate.sh: --fail-on-oom exited with $status, not 3" >&2; exit 1; }
+  echo "    $err"
+}
+figures_replay_allocator() {
+  # shellcheck disable=SC2016  # the command as the page shows it
+  echo '    $ syssim run --replay-allocator | grep -E '\''^    (peak|reserved)_memory_gb'\'''
+  syssim run --replay-allocator | grep -E '^    (peak|reserved)_memory_gb' | sed 's/^/    /'
+}
+
+# docs/syssim-trace.md, "Against measurements": Megatron's unfused attention chain on an H200,
+# measured (tests/data/calibration/h200/attention_unfused.csv) against the sum of the chain's
+# op times, by the loop the page shows.
+figures_unfused_attention() {
+  echo "| heads | seq | forward, measured ms | predicted | error | forward+backward, measured ms | predicted | error |"
+  echo "|---|---|---|---|---|---|---|---|"
+  local heads seq model measured predicted
+  model=$(mktemp --suffix .yaml)
+  for heads in 8 16 32; do
+    for seq in 2048 4096 8192; do
+      printf 'num_layers: 1\nhidden_size: %d\nnum_attention_heads: %d\nkv_channels: 128\nffn_hidden_size: %d\nseq_length: %d\nvocab_size: 32000\nattention_backend: unfused\nmasked_softmax_fusion: false\nattention_dropout: 0.1\n' \
+        $((heads * 128)) "$heads" $((heads * 512)) "$seq" > "$model"
+      predicted=$(syssim-trace "$model" | syssim-shard | syssim-cost --hardware configs/hardware/h200-sxm.yaml |
+        jq -r '[.shard.ops, .cost.ops] | transpose
+          | map(select((.[0].module | endswith("core_attention")) and .[0].name != "aten::clone"))
+          | [(map(select(.[0].phase == "fwd")[1].time_us) | add / 1000), (map(.[1].time_us) | add / 1000)] | @tsv')
+      measured=$(awk -F, -v h="$heads" -v s="$seq" \
+        '$1 == "megatron_unfused" && $2 == 1 && $3 == h && $4 == s && $5 == 128 { print $6 "\t" $7 }' \
+        tests/data/calibration/h200/attention_unfused.csv)
+      [ -n "$measured" ] || { echo "regenerate.sh: no measured unfused attention at $heads heads, $seq" >&2; exit 1; }
+      awk -F'\t' -v h="$heads" -v s="$seq" -v m="$measured" '{ split(m, t, "\t")
+        printf "| %d | %d | %.2f | %.2f | %+.0f%% | %.2f | %.2f | %+.0f%% |\n", h, s, t[1], $1, ($1 - t[1]) / t[1] * 100,
+          t[2], $2, ($2 - t[2]) / t[2] * 100 }' <<< "$predicted"
+    done
+  done
+  rm -f "$model"
+}
+
+# docs/syssim-trace.md, "Unfused kernels": the default job's layout with the three fusion keys
+# of the Llama-3-8B preset off.
+figures_unfused_kernels() {
+  echo "| model | step s | activations GB |"
+  echo "|---|---|---|"
+  local model j label
+  model=$(mktemp --suffix .yaml)
+  { cat configs/models/llama3-8b.yaml; printf 'rms_norm_fusion: false\napply_rope_fusion: false\nbias_swiglu_fusion: false\n'; } > "$model"
+  for label in preset unfused; do
+    if [ $label = preset ]; then
+      j=$(json configs/models/llama3-8b.yaml --hardware $H100 --tp 2 --sp --dp 4 --global-batch 128 --distributed-optimizer)
+      label='`llama3-8b`'
+    else
+      j=$(json "$model" --hardware $H100 --tp 2 --sp --dp 4 --global-batch 128 --distributed-optimizer)
+      label='`llama3-8b` with the three keys `false`'
+    fi
+    echo "| $label | $(one "$(jq -r '.step_time_ms / 1000' <<< "$j")") | $(one "$(jq -r '.activation_bytes / 1e9' <<< "$j")") |"
+  done
+  rm -f "$model"
+}
+
+# docs/validation.md, "Measured on the shared set": the median signed step-time error of groups
+# of the table's simulated rows, from one `syssim validate --format json`.
+figures_validation_signed_error() {
+  echo "| source | GPU | dtype | models | rows | median signed % |"
+  echo "|---|---|---|---|---|---|"
+  local report source gpu dtype models filter errors n fsdp tp8
+  report=$(syssim validate tests/data/validation/measured.csv --format json)
+  while IFS='|' read -r source gpu dtype models filter; do
+    errors=$(jq -r "[.rows[] | select(.step_error_pct != null) | select($filter) | .step_error_pct] | sort | .[]" <<< "$report")
+    n=$(grep -c . <<< "$errors" || true)
+    [ "$n" != 0 ] || { echo "regenerate.sh: no simulated row of validation group $source $gpu $dtype $models" >&2; exit 1; }
+    fsdp=$(jq -r "[.rows[] | select(.step_error_pct != null) | select($filter) | select(.layout | test(\"optim_grads\"))] | length" <<< "$report")
+    tp8=$(jq -r "[.rows[] | select(.step_error_pct != null) | select($filter) | select(.layout | startswith(\"tp8\"))] | length" <<< "$report")
+    models=${models//\{fsdp\}/$fsdp}
+    models=${models//\{tp8\}/$tp8}
+    echo "| $source | $gpu | $dtype | $models | $n |" \
+      "$(awk -v n="$n" '{ v[NR] = $1 } END { m = n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2; printf "%+.1f", m }' <<< "$errors") |"
+  done <<'ROWS'
+BLOOM_176B|A100|bf16|dense|.source_id == "BLOOM_176B"
+KORTHIKANTI22|A100|fp16/bf16|dense|.source_id == "KORTHIKANTI22"
+NARAYANAN21|A100|fp16/bf16|dense|.source_id == "NARAYANAN21"
+DGXC|H100|bf16|dense|.source_id == "DGXC" and (.gpu | startswith("H100")) and .dtype == "bf16" and (.band_class | startswith("dense"))
+DGXC|H100|fp8|dense|.source_id == "DGXC" and (.gpu | startswith("H100")) and .dtype == "fp8" and (.band_class | startswith("dense"))
+MLM_README_H100|H100|bf16|dense|.source_id == "MLM_README_H100"
+NEMO_2407|H100|fp8|dense|.source_id == "NEMO_2407"
+MB_PERF|H100|fp8, fp8-cs|dense ({fsdp} of them Megatron-FSDP)|.source_id == "MB_PERF" and (.gpu | startswith("H100")) and (.band_class | startswith("dense"))
+DGXC|GB200|bf16|dense|.source_id == "DGXC" and .gpu == "GB200" and .dtype == "bf16" and (.band_class | startswith("dense"))
+DGXC|GB200|fp8|dense|.source_id == "DGXC" and .gpu == "GB200" and .dtype == "fp8" and (.band_class | startswith("dense"))
+MB_PERF|B200|fp8, fp8-cs|dense|.source_id == "MB_PERF" and .gpu == "B200" and (.band_class | startswith("dense"))
+MB_PERF|GB200|fp8, fp8-cs|dense ({fsdp} of them Megatron-FSDP)|.source_id == "MB_PERF" and .gpu == "GB200" and (.band_class | startswith("dense"))
+MB_PERF|GB300|fp8-cs|dense ({fsdp} of them Megatron-FSDP)|.source_id == "MB_PERF" and .gpu == "GB300" and (.band_class | startswith("dense"))
+DGXC|H100|bf16|MoE (Grok-1, DeepSeek-V3)|.source_id == "DGXC" and (.gpu | startswith("H100")) and .dtype == "bf16" and (.band_class | startswith("moe"))
+DGXC|H100|fp8|MoE (Grok-1)|.source_id == "DGXC" and (.gpu | startswith("H100")) and .dtype == "fp8" and (.band_class | startswith("moe"))
+DGXC|GB200|bf16|MoE (Grok-1, DeepSeek-V3)|.source_id == "DGXC" and .gpu == "GB200" and .dtype == "bf16" and (.band_class | startswith("moe"))
+DGXC|GB200|fp8|MoE (Grok-1)|.source_id == "DGXC" and .gpu == "GB200" and .dtype == "fp8" and (.band_class | startswith("moe"))
+MB_PERF|H100|bf16, fp8, fp8-cs|MoE|.source_id == "MB_PERF" and (.gpu | startswith("H100")) and (.band_class | startswith("moe"))
+MB_PERF|B200|bf16, fp8, fp8-mx|MoE|.source_id == "MB_PERF" and .gpu == "B200" and (.band_class | startswith("moe"))
+MB_PERF|GB200|bf16, fp8, fp8-mx|MoE|.source_id == "MB_PERF" and .gpu == "GB200" and (.band_class | startswith("moe"))
+MB_PERF|GB300|bf16, fp8-mx|MoE|.source_id == "MB_PERF" and .gpu == "GB300" and (.band_class | startswith("moe"))
+MB_PERF|H100, GB200, GB300|fp8, fp8-cs|dense, Megatron-FSDP (`optim_grads_params`)|.source_id == "MB_PERF" and (.layout | test("optim_grads_params"))
+MOSAIC_LLMFOUNDRY|H100|bf16|MPT, Composer FSDP FULL_SHARD|.source_id == "MOSAIC_LLMFOUNDRY"
+TORCHTITAN|H100 96 GB 500 W|bf16, fp8 tensorwise, fp8 rowwise|Llama-3.1-8B, FSDP2 ({tp8} of them with TP 8)|.source_id == "TORCHTITAN"
+ROWS
+}
+
 # rewrite PAGE: PAGE with each figures block regenerated, into $out.
 rewrite() {
   local page=$1 line name in_block=0 blocks=0
