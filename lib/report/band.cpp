@@ -73,7 +73,8 @@ StepTimeBands fit_step_time_bands(const std::vector<StepTimeRatio>& runs, double
       held_out_hits += held_out[i] && inside(*held_out[i], runs[i].ratio);
     }
     ClassBand band = band_of(job_class, ratios, coverage);
-    band.held_out_coverage = static_cast<double>(held_out_hits) / static_cast<double>(members.size());
+    if (held_out[members.front()])  // held out alike for every run of a class, or for none
+      band.held_out_coverage = static_cast<double>(held_out_hits) / static_cast<double>(members.size());
     bands.classes.push_back(band);
   }
   return bands;
@@ -86,7 +87,7 @@ json to_json(const StepTimeBands& bands) {
                        {"runs", band.runs},
                        {"ratio_low", band.low},
                        {"ratio_high", band.high},
-                       {"held_out_coverage", band.held_out_coverage}});
+                       {"held_out_coverage", band.held_out_coverage ? json(*band.held_out_coverage) : json()}});
   return json{{"coverage", bands.coverage}, {"source", bands.source}, {"classes", classes}};
 }
 
@@ -112,7 +113,8 @@ StepTimeBands parse_step_time_bands(const std::string& text, const std::string& 
     band.runs = require_as<int64_t>(classes[i], "runs", at, source);
     band.low = require_as<double>(classes[i], "ratio_low", at, source);
     band.high = require_as<double>(classes[i], "ratio_high", at, source);
-    band.held_out_coverage = require_as<double>(classes[i], "held_out_coverage", at, source);
+    if (!classes[i].contains("held_out_coverage") || !classes[i]["held_out_coverage"].is_null())
+      band.held_out_coverage = require_as<double>(classes[i], "held_out_coverage", at, source);
     if (!(band.low > 0 && band.low <= band.high && std::isfinite(band.high)))
       throw DataError(source + ": " + at + ": expected 0 < ratio_low <= ratio_high, got " +
                       classes[i]["ratio_low"].dump() + " and " + classes[i]["ratio_high"].dump());

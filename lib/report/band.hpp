@@ -28,7 +28,9 @@ struct ClassBand {
   BandClass job_class = BandClass::dense_16bit;
   int64_t runs = 0;
   double low = 1, high = 1;
-  double held_out_coverage = 0;  // share of the runs inside the band fitted on the class's other runs
+  // Share of the runs inside the band fitted on the class's other runs; none for a class of
+  // fewer than 3 runs, where nothing is held out.
+  std::optional<double> held_out_coverage;
 };
 
 struct StepTimeBands {

@@ -104,11 +104,11 @@ std::string render_table(const ValidationResult& result) {
   double covered = 0;
   for (const ClassBand& band : result.bands.classes) {
     out << "    " << std::left << std::setw(22) << to_string(band.job_class) << std::right << std::setw(6) << band.runs
-        << std::setw(8) << fixed(band.low, 3) << std::setw(8) << fixed(band.high, 3) << std::setw(18)
-        << fixed(band.held_out_coverage * kPercent, 1) << "%\n";
-    if (band.runs < 3) continue;  // nothing held out: no band without the run
+        << std::setw(8) << fixed(band.low, 3) << std::setw(8) << fixed(band.high, 3) << std::setw(19)
+        << (band.held_out_coverage ? fixed(*band.held_out_coverage * kPercent, 1) + "%" : "-") << "\n";
+    if (!band.held_out_coverage) continue;  // nothing held out: no band without the run
     runs += band.runs;
-    covered += band.held_out_coverage * static_cast<double>(band.runs);
+    covered += *band.held_out_coverage * static_cast<double>(band.runs);
   }
   if (runs > 0)
     out << "    " << std::left << std::setw(22) << "all" << std::right << std::setw(6) << runs << std::setw(34)

@@ -171,7 +171,7 @@ TEST(StepTimeBands, QuantilesAndHeldOutCoverageByHand) {
   EXPECT_EQ(dense.runs, 11);
   EXPECT_NEAR(dense.low, 1.1, 1e-12);
   EXPECT_NEAR(dense.high, 1.9, 1e-12);
-  EXPECT_NEAR(dense.held_out_coverage, 7.0 / 11.0, 1e-12);
+  EXPECT_NEAR(dense.held_out_coverage.value(), 7.0 / 11.0, 1e-12);
   const std::vector<std::optional<ClassBand>> held_out = held_out_bands(runs, 0.8);
   EXPECT_NEAR(held_out[0]->low, 1.19, 1e-12);
   EXPECT_NEAR(held_out[0]->high, 1.91, 1e-12);
@@ -180,7 +180,7 @@ TEST(StepTimeBands, QuantilesAndHeldOutCoverageByHand) {
   const ClassBand& moe = bands.of(BandClass::moe_8bit_or_less);
   EXPECT_NEAR(moe.low, 1.24, 1e-12);
   EXPECT_NEAR(moe.high, 1.56, 1e-12);
-  EXPECT_EQ(moe.held_out_coverage, 0);
+  EXPECT_FALSE(moe.held_out_coverage.has_value());
   EXPECT_FALSE(held_out[11].has_value());
 }
 
