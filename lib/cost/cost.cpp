@@ -1,6 +1,7 @@
 #include "cost/cost.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string_view>
@@ -231,6 +232,12 @@ CostEstimator::CostEstimator(HardwareConfig hardware, const CostOptions& options
   std::string bundle = options_.calibrated_model.empty() ? hardware_.calibrated_model_dir : options_.calibrated_model;
   if (options_.estimator == "calibrated" && bundle.empty())
     throw DataError("hardware " + hardware_.name + ": the calibrated estimator needs calibrated_model in the hardware YAML or --calibrated DIR");
+  // A preset's relative bundle does not travel with a copy of its YAML (`extends` keeps it).
+  if (options_.estimator != "roofline" && options_.calibrated_model.empty() && !bundle.empty() &&
+      !std::filesystem::is_directory(bundle))
+    throw DataError("hardware " + hardware_.name + ": key 'calibrated_model' is '" + hardware_.calibrated_model +
+                    "', but there is no folder " + bundle +
+                    " (a copy of a preset keeps the preset's bundle with `extends: PRESET` instead)");
   if (options_.estimator != "roofline" && !bundle.empty())
     calibrated_ = std::make_shared<CalibratedModel>(CalibratedModel::load(bundle, hardware_));
   if (options_.estimator == "roofline") hardware_.efficiency.clear();
