@@ -358,9 +358,14 @@ TrainingConfig training(const MeasuredRow& row, int64_t dp, std::vector<std::str
   if (t.grad_reduce_in_bf16) assumptions.push_back("grad_reduce_in_bf16=1");
   // Megatron recipes overlap the gradient reduction, and the parameter all-gather with the
   // distributed optimizer; there is nothing to overlap without data parallelism.
-  t.overlap_grad_reduce = flag_cell(row, "overlap_grad_reduce").value_or(dp > 1 && !legacy);
-  t.overlap_param_gather =
-      flag_cell(row, "overlap_param_gather").value_or(t.overlap_grad_reduce && t.distributed_optimizer);
+  // Listed where a default turned one on, as every default taken is.
+  auto overlap = [&](const char* column, bool by_default) {
+    const std::optional<bool> given = flag_cell(row, column);
+    if (!given && by_default) assumptions.push_back(std::string(column) + "=1");
+    return given.value_or(by_default);
+  };
+  t.overlap_grad_reduce = overlap("overlap_grad_reduce", dp > 1 && !legacy);
+  t.overlap_param_gather = overlap("overlap_param_gather", t.overlap_grad_reduce && t.distributed_optimizer);
   t.overlap_moe_expert_parallel_comm = flag_cell(row, "overlap_moe_expert_parallel_comm").value_or(false);
   return t;
 }

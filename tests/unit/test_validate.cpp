@@ -232,6 +232,26 @@ TEST(ValidateRow, OptionalColumnsOverrideTheDefaults) {
   EXPECT_TRUE(plan.options.pp_layout.empty());
 }
 
+TEST(ValidateRow, OverlapsADefaultTurnsOnAreListed) {
+  // llama_row: dp 2 (64 GPUs over tp 4, pp 4, cp 2), its empty distributed_optimizer cell on for
+  // DGXC: both overlaps on by default, and said so.
+  RowPlan plan = plan_row(llama_row(), kPresets);
+  EXPECT_TRUE(plan.options.training.overlap_grad_reduce);
+  EXPECT_TRUE(plan.options.training.overlap_param_gather);
+  auto listed = [&](const std::string& assumption) {
+    return std::find(plan.assumptions.begin(), plan.assumptions.end(), assumption) != plan.assumptions.end();
+  };
+  EXPECT_TRUE(listed("overlap_grad_reduce=1"));
+  EXPECT_TRUE(listed("overlap_param_gather=1"));
+  MeasuredRow row = llama_row();
+  row["overlap_grad_reduce"] = "1";  // given, not assumed
+  row["overlap_param_gather"] = "0";
+  plan = plan_row(row, kPresets);
+  EXPECT_FALSE(listed("overlap_grad_reduce=1"));
+  EXPECT_FALSE(listed("overlap_param_gather=1"));
+  EXPECT_FALSE(plan.options.training.overlap_param_gather);
+}
+
 TEST(ValidateRow, MegatronBridgeRowsKeepTheirGradientsInBf16) {
   MeasuredRow row = llama_row();
   EXPECT_FALSE(plan_row(row, kPresets).options.training.grad_reduce_in_bf16);  // NVIDIA's other recipes: fp32
