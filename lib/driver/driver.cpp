@@ -101,7 +101,9 @@ RunOutput run(const RunRequest& request) {
   } else {
     graph = simulate(model, hardware, request.options, SimOptions{request.timeline || request.critical_path},
                      request.mem_options);
-    output.report = render_report(graph, request.format, request.report_options);
+    ReportOptions report_options = request.report_options;
+    if (request.timeline) report_options.timeline_window = {};  // --timeline's, not the report's
+    output.report = render_report(graph, request.format, report_options);
     if (request.timeline) output.chrome_trace = render_chrome_trace(graph, request.report_options.timeline_window);
     if (request.critical_path) output.critical_path = render_report(graph, "critical-path");
   }

@@ -194,6 +194,12 @@ assert_schedule_svg() {
   run syssim run llama3-8b "${ONE_RANK[@]}" --timeline "$BATS_TEST_TMPDIR/run.json" --timeline-microbatches 2:2
   assert_success
   jq -e '[.traceEvents[] | select(.ph == "X") | .args.microbatch] | unique - [-1] == [2]' "$BATS_TEST_TMPDIR/run.json"
+  run syssim-report -i "$graph" --timeline-microbatches 1:1
+  assert_failure 2
+  assert_output "syssim-report: error: --timeline-microbatches and --timeline-window choose what a timeline draws: they need --format chrome-trace or svg, or syssim run's --timeline FILE"
+  run syssim run llama3-8b "${ONE_RANK[@]}" --timeline-window 0:5
+  assert_failure 2
+  assert_output "syssim: error: --timeline-microbatches and --timeline-window choose what a timeline draws: they need --format chrome-trace or svg, or syssim run's --timeline FILE"
   run syssim-report -i "$graph" --format svg --timeline-microbatches 3:1
   assert_failure 2
   assert_output "syssim-report: error: --timeline-microbatches: expected FIRST:LAST, micro-batch indices from 0 with FIRST <= LAST, got '3:1'"

@@ -39,6 +39,9 @@ load common
   run syssim-shard --clip-grad ''
   assert_failure 2
   assert_output "syssim-shard: error: --clip-grad: expected a number, got ''"
+  run syssim-shard --moe-imbalance 1.5x
+  assert_failure 2
+  assert_output "syssim-shard: error: --moe-imbalance: expected a number, got '1.5x'"
   # A leading zero is decimal: 064 micro-batches of 1 on dp 2 is a global batch of 64, not octal 52.
   run syssim run "$ROOT/tests/golden/tiny.yaml" --dp 2 --global-batch 064 --format json
   assert_success
@@ -48,7 +51,7 @@ load common
   assert_line --regexp '^ +"seq_length": 10,$'
   run syssim run "$ROOT/tests/golden/tiny.yaml" --clip-grad nan
   assert_failure 2
-  assert_output "syssim: error: clip_grad=nan must be 0 or more and finite (0 disables clipping)"
+  assert_output "syssim: error: --clip-grad: expected a number, got 'nan'"
 }
 
 @test "an order that leaves out a dimension of size 1 places the groups as the full order does" {

@@ -1,6 +1,7 @@
 #include "tool.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <new>
 #include <regex>
@@ -26,8 +27,8 @@ void add_common_flags(CLI::App& app, Tool& tool, bool with_input) {
 
 std::vector<std::string> args_of(int argc, char** argv) { return std::vector<std::string>(argv + 1, argv + argc); }
 
-// A number flag's text as the user means it: never empty, integers in decimal ("064" is 64,
-// where CLI11 reads octal 52) and within 64 bits (where CLI11 clamps). Applied to every
+// A number flag's text as the user means it: a finite number, never empty, integers in decimal
+// ("064" is 64, where CLI11 reads octal 52) and within 64 bits (where CLI11 clamps). Applied to every
 // integer and floating-point flag of the app and its subcommands before parsing.
 void read_numbers_as_written(CLI::App& app) {
   const CLI::Validator integer(
@@ -43,7 +44,12 @@ void read_numbers_as_written(CLI::App& app) {
       },
       "");
   const CLI::Validator number(
-      [](std::string& text) -> std::string { return text.empty() ? "expected a number, got ''" : ""; }, "");
+      [](std::string& text) -> std::string {
+        double value = 0;
+        return CLI::detail::lexical_cast(text, value) && std::isfinite(value) ? ""
+                                                                                : "expected a number, got '" + text + "'";
+      },
+      "");
   for (CLI::Option* option : app.get_options()) {
     const std::string full = option->get_type_name();  // "INT", or "INT:> 0" with a check's description
     const std::string type = full.substr(0, full.find(':'));
