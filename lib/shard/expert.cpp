@@ -278,7 +278,12 @@ void check_expert_parallel(const ModelConfig& model, const ShardOptions& options
     if (p.ep > 1 || p.expert_tp() != p.tp)
       throw UsageError("ep and etp need a model with experts (num_moe_experts); " + model.name + " has none");
     for (auto [set, key] : {std::pair{t.overlap_moe_expert_parallel_comm, "overlap_moe_expert_parallel_comm"},
-                            std::pair{t.moe_router_padding_for_quantization, "moe_router_padding_for_quantization"}})
+                            std::pair{t.moe_router_padding_for_quantization, "moe_router_padding_for_quantization"},
+                            std::pair{t.moe_token_dispatcher_type != "alltoall", "moe_token_dispatcher_type"},
+                            std::pair{t.moe_expert_capacity_factor.has_value(), "moe_expert_capacity_factor"},
+                            std::pair{t.moe_pad_expert_input_to_capacity, "moe_pad_expert_input_to_capacity"},
+                            std::pair{t.moe_imbalance != 1, "moe_imbalance"},
+                            std::pair{t.moe_shared_expert_overlap, "moe_shared_expert_overlap"}})
       if (set) throw UsageError(std::string(key) + " needs a model with experts (num_moe_experts); " + model.name + " has none");
     return;
   }
