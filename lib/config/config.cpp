@@ -567,7 +567,8 @@ double TrainingConfig::optimizer_state_bytes() const {
 }
 
 std::string layout_text(const ParallelismConfig& p, const TrainingConfig& t) {
-  std::string text = "tp" + std::to_string(p.tp) + (p.sp ? "+sp" : "") + " pp" + std::to_string(p.pp);
+  // Sequence parallelism needs tp > 1: Megatron-LM turns it off at tp 1, and syssim ignores it there.
+  std::string text = "tp" + std::to_string(p.tp) + (p.sp && p.tp > 1 ? "+sp" : "") + " pp" + std::to_string(p.pp);
   if (p.vpp) text += " vpp" + std::to_string(*p.vpp);
   if (p.cp > 1) text += " cp" + std::to_string(p.cp);
   if (p.ep > 1) text += " ep" + std::to_string(p.ep);
