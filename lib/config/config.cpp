@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <tuple>
 #include <map>
 #include <sstream>
 
@@ -722,6 +723,11 @@ std::optional<std::string> low_precision_recipe(const TrainingConfig& t) {
 }
 
 void check_precision_support(const HardwareConfig& hw, const TrainingConfig& t) {
+  for (const auto& [dtype, peak, key] : {std::tuple{"fp8", hw.peak_tflops_mm_fp8, "peak_tflops_mm_fp8"},
+                                         std::tuple{"fp4", hw.peak_tflops_mm_fp4, "peak_tflops_mm_fp4"}})
+    if (t.dtype == dtype && !peak)
+      throw UsageError(std::string("dtype=") + dtype + " needs " + dtype + " tensor cores; hardware " + hw.name +
+                       " has none (" + key + ")");
   std::optional<std::string> recipe = low_precision_recipe(t);
   if (!recipe || (*recipe != "mxfp8" && *recipe != "nvfp4")) return;
   const auto& formats = hw.block_scaled_formats;

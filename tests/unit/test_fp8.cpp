@@ -354,9 +354,27 @@ TEST(Errors, SettingsMegatronRefuses) {
   refused(param_gather, "fp8_param_gather needs --dtype fp8");
 }
 
+TEST(Hardware, LowPrecisionNeedsItsTensorCores) {
+  HardwareConfig ampere;
+  ampere.name = "a100";
+  TrainingConfig training;
+  training.dtype = "fp8";
+  try {
+    check_precision_support(ampere, training);
+    ADD_FAILURE() << "fp8 accepted on hardware without fp8 tensor cores";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), "dtype=fp8 needs fp8 tensor cores; hardware a100 has none (peak_tflops_mm_fp8)");
+  }
+  ampere.peak_tflops_mm_fp8 = 1;
+  EXPECT_NO_THROW(check_precision_support(ampere, training));
+  training.dtype = "fp4";
+  EXPECT_THROW(check_precision_support(ampere, training), UsageError);
+}
+
 TEST(Hardware, BlockScaledRecipesNeedBlockScalingTensorCores) {
   HardwareConfig hopper;
   hopper.name = "h100";
+  hopper.peak_tflops_mm_fp8 = 1979;
   TrainingConfig training;
   training.dtype = "fp8";
   training.fp8_recipe = "mxfp8";
