@@ -214,6 +214,10 @@ std::string render_search(const SearchResult& result, const std::string& format)
                      render_table(result.front, columns, false) + "layouts:";
   for (const auto& [name, count] : counts.items()) text += " " + name + " " + count.dump() + ",";
   text.back() = '\n';
+  // An empty front, said as the point sweeps say it (best_line), with the reason the counts give.
+  if (result.front.empty())
+    text += result.invalid == result.enumerated ? "front: none (no layout is valid for this model on these GPUs)\n"
+                                                : "front: none (no valid layout fits in the GPUs' memory)\n";
   return text;
 }
 

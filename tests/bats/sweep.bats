@@ -166,6 +166,15 @@ sweep_tiny() {
   assert_line --regexp "^layouts: enumerated 78, invalid 0, pruned_by_memory 0, pruned_by_bound [0-9]+, simulated [0-9]+, front [0-9]+$"
 }
 
+@test "a search where no layout fits says so" {
+  # Llama-3-70B's model states with Adam (about 16 bytes a parameter: 1.1 TB) outgrow four 80 GB
+  # GPUs however they are sharded.
+  run syssim sweep llama3-70b --hardware "$H100" --search --gpus 4 --global-batch 8
+  assert_success
+  assert_line --regexp "^layouts: enumerated [0-9]+, invalid 0, pruned_by_memory [0-9]+, pruned_by_bound 0, simulated 0, front 0$"
+  assert_line "front: none (no valid layout fits in the GPUs' memory)"
+}
+
 @test "syssim sweep --plot draws one bar per simulated point as well-formed SVG" {
   run sweep_tiny --gpus 4 --global-batch 4 --over parallelism.tp=1,2,3 --plot "$BATS_TEST_TMPDIR/sweep.svg"
   assert_success
