@@ -100,7 +100,13 @@ std::string hardware_preset(const MeasuredRow& row, const std::string& hardware_
                             std::vector<std::string>& assumptions) {
   std::string gpu = cell(row, "gpu");
   std::string chosen = cell(row, "hardware");
-  if (chosen.empty() && hardware_map.count(gpu)) chosen = hardware_map.at(gpu);
+  if (chosen.empty())
+    for (const auto& [mapped, preset] : hardware_map)
+      if (same_gpu_spelling(mapped, gpu)) {
+        chosen = preset;
+        assumptions.push_back("hardware=" + preset + " (--hardware-map)");
+        break;
+      }
   if (chosen.empty()) {
     std::optional<std::string> preset = preset_of_gpu(gpu);
     if (!preset) throw Unsupported{"no hardware preset for gpu '" + gpu + "'"};
@@ -196,6 +202,7 @@ ModelConfig architecture(const MeasuredRow& row, std::vector<std::string>& assum
   model.hidden_size = required_int(row, "hidden");
   model.num_attention_heads = required_int(row, "heads");
   model.num_query_groups = int_cell(row, "kv_heads").value_or(model.num_attention_heads);
+  if (cell(row, "kv_heads").empty()) assumptions.push_back("kv_heads=heads (multi-head attention)");
   model.kv_channels = model.num_attention_heads > 0 ? model.hidden_size / model.num_attention_heads : 0;
   model.seq_length = sequence_length(row);
   model.max_position_embeddings = model.seq_length;
@@ -293,10 +300,13 @@ TrainingConfig training(const MeasuredRow& row, int64_t dp, std::vector<std::str
                       "' not recognised (bf16, fp16, fp8, fp8-cs / current scaling, fp8-ds / delayed scaling, "
                       "fp8-mx / mxfp8, nvfp4, fp8 tensorwise, fp8 rowwise)"};
   t.dtype = precision->dtype;
-  if (precision->mixed_16bit || (t.dtype == "bf16" && dtype != "bf16")) assumptions.push_back("dtype=bf16");
+  if (precision->mixed_16bit || dtype != t.dtype) assumptions.push_back("dtype=" + t.dtype);
   std::string recompute = cell(row, "recompute");
   std::string method = recompute.substr(0, recompute.find(' '));
-  if (method.empty()) method = "none";
+  if (method.empty()) {
+    method = "none";
+    assumptions.push_back("recompute=none");
+  }
   if (method != "none" && method != "full" && method != "selective")
     throw Unsupported{"recompute '" + recompute + "' not recognised"};
   t.recompute = method;
@@ -354,19 +364,19 @@ TrainingConfig training(const MeasuredRow& row, int64_t dp, std::vector<std::str
   // (Composer's get_mixed_precision: reduce_dtype the precision's), DEFAULT in fp32.
   const bool composer_pure = t.shards_gradients() && dtype.find("PURE") != std::string::npos;
   t.grad_reduce_in_bf16 =
-      flag_cell(row, "grad_reduce_in_bf16").value_or((megatron_bridge || composer_pure) && t.dtype != "fp16");
+      switch_cell(row, "grad_reduce_in_bf16").value_or((megatron_bridge || composer_pure) && t.dtype != "fp16");
   if (t.grad_reduce_in_bf16) assumptions.push_back("grad_reduce_in_bf16=1");
   // Megatron recipes overlap the gradient reduction, and the parameter all-gather with the
   // distributed optimizer; there is nothing to overlap without data parallelism.
   // Listed where a default turned one on, as every default taken is.
   auto overlap = [&](const char* column, bool by_default) {
-    const std::optional<bool> given = flag_cell(row, column);
+    const std::optional<bool> given = switch_cell(row, column);
     if (!given && by_default) assumptions.push_back(std::string(column) + "=1");
     return given.value_or(by_default);
   };
   t.overlap_grad_reduce = overlap("overlap_grad_reduce", dp > 1 && !legacy);
   t.overlap_param_gather = overlap("overlap_param_gather", t.overlap_grad_reduce && t.distributed_optimizer);
-  t.overlap_moe_expert_parallel_comm = flag_cell(row, "overlap_moe_expert_parallel_comm").value_or(false);
+  t.overlap_moe_expert_parallel_comm = switch_cell(row, "overlap_moe_expert_parallel_comm").value_or(false);
   return t;
 }
 
@@ -377,10 +387,19 @@ ShardOptions layout(const MeasuredRow& row, std::vector<std::string>& assumption
   p.tp = required_size(row, "tp");
   p.pp = required_size(row, "pp");
   p.cp = size_cell(row, "cp").value_or(1);
+  if (cell(row, "cp").empty()) assumptions.push_back("cp=1");
   p.vpp = size_cell(row, "vpp");
   p.ep = size_cell(row, "ep").value_or(1);
-  p.dp = size_cell(row, "dp").value_or(gpus / (p.tp * p.pp * p.cp));
-  std::optional<bool> sp = flag_cell(row, "sp");
+  if (std::optional<int64_t> dp = size_cell(row, "dp")) {
+    p.dp = *dp;
+  } else {
+    if (gpus % (p.tp * p.pp * p.cp) != 0)
+      throw Unsupported{"column 'dp' is empty and tp*cp*pp=" + std::to_string(p.tp * p.pp * p.cp) +
+                        " does not divide num_gpus=" + std::to_string(gpus)};
+    p.dp = gpus / (p.tp * p.pp * p.cp);
+    assumptions.push_back("dp=" + std::to_string(p.dp) + " (num_gpus/(tp*cp*pp))");
+  }
+  std::optional<bool> sp = switch_cell(row, "sp");
   p.sp = sp.value_or(p.tp > 1 && !predates_megatron_2022(row));  // NVIDIA recipes enable SP whenever tp > 1
   if (!sp && p.tp > 1) assumptions.push_back(p.sp ? "sp=1" : "sp=0");
   options.gpus = gpus;
@@ -392,7 +411,7 @@ ShardOptions layout(const MeasuredRow& row, std::vector<std::string>& assumption
   // rows, or torchtitan's "async TP", which splits each all-gather and reduce-scatter into
   // pieces that run beside the GEMM's pieces as Transformer Engine's overlap does); Megatron-LM
   // allows it only with sequence parallelism, as torchtitan's async TP needs.
-  const std::optional<bool> tp_comm_overlap = flag_cell(row, "tp_comm_overlap");
+  const std::optional<bool> tp_comm_overlap = switch_cell(row, "tp_comm_overlap");
   const std::string notes = cell(row, "notes");
   const bool noted = notes.find("--tp-comm-overlap") != std::string::npos || notes.find("async TP") != std::string::npos;
   options.training.tp_comm_overlap = tp_comm_overlap.value_or(noted) && p.sp && p.tp > 1;
@@ -495,7 +514,7 @@ void attention_that_ran(const MeasuredRow& row, const std::string& hardware_path
 void nvidia_gradient_reduction(const MeasuredRow& row, const ModelConfig& model, ShardOptions& options,
                                std::vector<std::string>& assumptions) {
   TrainingConfig& t = options.training;
-  if (flag_cell(row, "grad_reduce_in_bf16") || t.grad_reduce_in_bf16) return;
+  if (switch_cell(row, "grad_reduce_in_bf16") || t.grad_reduce_in_bf16) return;
   const int release = dgxc_release(row);
   const bool low_precision = t.dtype == "fp8" || t.dtype == "fp4";
   const bool dgxc = release > 0 && !(release >= 2505 && model.is_moe() && !low_precision);
@@ -636,7 +655,7 @@ void measured_step_time(const MeasuredRow& row, RowPlan& plan) {
   std::optional<double> mfu = measurement_cell(row, "measured_mfu");
   if (!tflops && !mfu) {
     // A run that ran out of memory gave no step time: simulated for its OOM verdict alone.
-    if (flag_cell(row, "measured_oom").value_or(false)) {
+    if (plan.measured_oom) {
       plan.measured_from = RowResult::kOutOfMemoryOnly;
       return;
     }
@@ -692,6 +711,16 @@ std::optional<bool> flag_cell(const MeasuredRow& row, const std::string& column)
   return true;
 }
 
+std::optional<bool> switch_cell(const MeasuredRow& row, const std::string& column) {
+  const std::string text = lowercase_cell(row, column);
+  if (text.empty()) return std::nullopt;
+  for (const char* on : {"1", "true", "yes", "on"})
+    if (text == on) return true;
+  for (const char* off : {"0", "false", "no", "off"})
+    if (text == off) return false;
+  throw DataError("column '" + column + "' is '" + cell(row, column) + "': expected 1 or 0");
+}
+
 std::string preset_path(const std::string& chosen, const std::string& hardware_dir) {
   bool is_path = chosen.find('/') != std::string::npos ||
                  (chosen.size() > 5 && chosen.substr(chosen.size() - 5) == ".yaml");
@@ -711,6 +740,7 @@ RowPlan plan_row(const MeasuredRow& row, const std::string& hardware_dir,
     nemo1_optimizer(row, plan.options, plan.assumptions);
     torchtitan_model(row, plan.model, plan.assumptions);
     balance_pipeline(row, plan.model, plan.options, plan.assumptions);
+    plan.measured_oom = switch_cell(row, "measured_oom").value_or(false);
     measured_step_time(row, plan);
     plan.measured_peak_mem_gb = measured_peak_memory(row, plan.assumptions);
   } catch (const Unsupported& unsupported) {

@@ -28,10 +28,13 @@ std::string normalized(const std::string& text) {
 
 }  // namespace
 
+bool same_gpu_spelling(const std::string& a, const std::string& b) { return normalized(a) == normalized(b); }
+
 std::optional<std::string> preset_of_gpu(const std::string& gpu) {
   std::string name = normalized(gpu);
   if (starts_with(name, "NVIDIA-")) name = name.substr(7);
   if (starts_with(name, "AMD-")) name = name.substr(4);
+  if (starts_with(name, "INSTINCT-")) name = name.substr(9);  // AMD's product line: "AMD Instinct MI300X"
   // Each GPU's spellings; the first of a list is the plain name, which takes the preset of the
   // part most runs use (the SXM board with its larger memory).
   static const std::vector<std::pair<std::vector<std::string>, std::string>> kSpellings = {

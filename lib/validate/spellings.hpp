@@ -11,6 +11,9 @@ namespace syssim {
 // without "NVIDIA" and the memory size ("H100", "h100 sxm 80gb", "A100-40GB", "GB300");
 // nullopt for a GPU without a preset.
 std::optional<std::string> preset_of_gpu(const std::string& gpu);
+// Whether two gpu cells name the same GPU as preset_of_gpu reads them: in any case, with
+// spaces, dashes or underscores between words.
+bool same_gpu_spelling(const std::string& a, const std::string& b);
 
 // A precision as a dtype cell names it: the linear GEMMs' dtype and, for fp8 and fp4, the
 // scaling recipe when the spelling says which (fp8-cs / current scaling: current; fp8-ds /

@@ -257,7 +257,7 @@ ValidationResult validate_measured(const std::string& csv_text, const std::strin
         out.measured_step_s = plan.measured_step_s;
         out.measured_from = plan.measured_from;
         out.measured_peak_mem_gb = plan.measured_peak_mem_gb;
-        out.measured_oom = flag_cell(row, "measured_oom").value_or(false);
+        out.measured_oom = plan.measured_oom;
         validate(plan.model, source + ":" + std::to_string(out.line));
         if (!estimators.count(plan.hardware_path))
           estimators.emplace(plan.hardware_path, CostEstimator(load_hardware_yaml(plan.hardware_path)));

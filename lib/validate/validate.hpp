@@ -26,6 +26,7 @@ struct RowPlan {
   double measured_step_s = 0;
   std::string measured_from;  // the column the measured step time comes from (docs/validation.md)
   std::optional<double> measured_peak_mem_gb;
+  bool measured_oom = false;  // the measured_oom column; without it the run is taken to have run
 };
 
 // Maps a row's columns onto a model, a hardware preset (a file of hardware_dir, or what

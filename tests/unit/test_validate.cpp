@@ -184,7 +184,9 @@ TEST(ValidateRow, GptRowFillsWhatThePaperLeavesOut) {
   EXPECT_EQ(plan.options.training.recompute, "full");
   EXPECT_FALSE(plan.options.training.distributed_optimizer);
   EXPECT_FALSE(plan.options.training.overlap_grad_reduce);  // dp 1: nothing to overlap
-  EXPECT_EQ(plan.assumptions, (std::vector<std::string>{"ffn_hidden=4*hidden", "vocab=50257 (GPT-2 BPE, padded)"}));
+  EXPECT_EQ(plan.assumptions,
+            (std::vector<std::string>{"dp=1 (num_gpus/(tp*cp*pp))", "kv_heads=heads (multi-head attention)",
+                                      "ffn_hidden=4*hidden", "vocab=50257 (GPT-2 BPE, padded)"}));
 }
 
 TEST(ValidateRow, OptionalColumnsOverrideTheDefaults) {
@@ -230,6 +232,22 @@ TEST(ValidateRow, OptionalColumnsOverrideTheDefaults) {
   EXPECT_EQ(plan.options.decoder_first_pipeline_num_layers, 15);
   EXPECT_EQ(plan.options.decoder_last_pipeline_num_layers, 14);
   EXPECT_TRUE(plan.options.pp_layout.empty());
+}
+
+TEST(ValidateRow, ATypoInAOneOrZeroColumnSkipsTheRow) {
+  MeasuredRow row = llama_row();
+  row["measured_oom"] = "0.5";
+  EXPECT_EQ(plan_row(row, kPresets).skip_reason, "column 'measured_oom' is '0.5': expected 1 or 0");
+  row["measured_oom"] = "False";
+  EXPECT_EQ(plan_row(row, kPresets).skip_reason, "");
+  row["sp"] = "yes";
+  EXPECT_TRUE(plan_row(row, kPresets).options.parallelism.sp);
+}
+
+TEST(ValidateRow, GpusThatTheModelParallelRanksDoNotDivideAreNamed) {
+  MeasuredRow row = llama_row();  // tp 4, pp 4, cp 2: 32 ranks, dp empty
+  row["num_gpus"] = "48";
+  EXPECT_EQ(plan_row(row, kPresets).skip_reason, "column 'dp' is empty and tp*cp*pp=32 does not divide num_gpus=48");
 }
 
 TEST(ValidateRow, OverlapsADefaultTurnsOnAreListed) {
