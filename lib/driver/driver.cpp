@@ -1,6 +1,11 @@
 #include "driver/driver.hpp"
 
 #include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/text.hpp"
 
 #include "cost/cost.hpp"
 #include "mem/mem.hpp"
@@ -71,6 +76,24 @@ Graph estimate_memory(const ModelConfig& model, const HardwareConfig& hardware, 
                          mem_options);
 }
 
+namespace {
+
+// The value of `key` in `object`, removed from it; none when absent or null.
+template <typename T>
+std::optional<T> taken(nlohmann::json& object, const char* key) {
+  if (!object.contains(key)) return std::nullopt;
+  const nlohmann::json value = object.at(key);
+  object.erase(key);
+  if (value.is_null()) return std::nullopt;
+  try {
+    return value.get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw DataError(std::string("parallelism: key '") + key + "' has a value of the wrong kind: " + value.dump());
+  }
+}
+
+}  // namespace
+
 ShardOptions shard_options_from_json(const nlohmann::json& parallelism, const nlohmann::json& training) {
   ShardOptions options;
   auto merged = [](nlohmann::json defaults, const nlohmann::json& given, const std::string& section,
@@ -84,13 +107,35 @@ ShardOptions shard_options_from_json(const nlohmann::json& parallelism, const nl
     }
     return defaults;
   };
-  options.parallelism = parallelism_from_json(merged(to_json(options.parallelism), parallelism, "parallelism"), "parallelism");
+  // The pipeline's layer split, schedule and CP exchange are the shard stage's options, not
+  // graph-format parallelism keys; the flags' names with underscores (docs/python.md).
+  nlohmann::json sizes = parallelism;
+  if (sizes.is_object()) {
+    if (auto schedule = taken<std::string>(sizes, "pipeline_schedule")) {
+      options.pipeline_schedule = parse_enum<ScheduleKind>(*schedule);
+      if (!options.pipeline_schedule)
+        throw DataError("parallelism: pipeline_schedule '" + *schedule + "': expected " +
+                        either_of(names_of<ScheduleKind>()));
+    }
+    if (auto layout = taken<std::vector<int64_t>>(sizes, "pp_layout")) options.pp_layout = *layout;
+    options.decoder_first_pipeline_num_layers = taken<int64_t>(sizes, "decoder_first_pipeline_num_layers");
+    options.decoder_last_pipeline_num_layers = taken<int64_t>(sizes, "decoder_last_pipeline_num_layers");
+    options.account_for_embedding_in_pipeline_split =
+        taken<bool>(sizes, "account_for_embedding_in_pipeline_split").value_or(false);
+    options.account_for_loss_in_pipeline_split = taken<bool>(sizes, "account_for_loss_in_pipeline_split").value_or(false);
+    options.cp_comm_type = taken<std::string>(sizes, "cp_comm_type").value_or("p2p");
+    if (options.cp_comm_type != "p2p" && options.cp_comm_type != "all_gather")
+      throw DataError("parallelism: cp_comm_type '" + options.cp_comm_type + "': expected p2p or all_gather");
+  }
+  options.parallelism = parallelism_from_json(merged(to_json(options.parallelism), sizes, "parallelism"), "parallelism");
   options.training =
       training_from_json(merged(to_json(options.training), training, "training", kTrainingKeysWhenSet), "training");
   return options;
 }
 
 RunOutput run(const RunRequest& request) {
+  // Before the simulation: the window is --timeline's, else the report's.
+  check_timeline_window(request.report_options.timeline_window, request.timeline ? "chrome-trace" : request.format);
   const ModelConfig model = model_of(request);
   const HardwareConfig hardware = hardware_of(request);
   RunOutput output;

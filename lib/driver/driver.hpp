@@ -70,7 +70,9 @@ RunOutput run(const RunRequest& request);
 
 // Options from the graph format's `parallelism` and `training` keys (docs/graph-format.md): each
 // key given replaces the default (tp = dp = 1, micro-batch 1, global batch 1, bf16), read by
-// the graph's own readers. DataError naming an unknown key or a bad value.
+// the graph's own readers; `parallelism` also takes the shard stage's pipeline_schedule,
+// pp_layout, decoder_first/last_pipeline_num_layers, account_for_embedding/loss_in_pipeline_split
+// and cp_comm_type. DataError naming an unknown key or a bad value.
 ShardOptions shard_options_from_json(const nlohmann::json& parallelism, const nlohmann::json& training);
 
 // The layout of the default job (tp 2 with SP, dp 4, distributed optimizer,

@@ -32,6 +32,9 @@ JOBS = [
     ("llama3-8b", "h100-sxm-80gb", dict(dp=8), dict(micro_batch=1, global_batch=64,
                                                     data_parallel_sharding_strategy="optim_grads",
                                                     cuda_graph_scope=["attn", "mlp"])),
+    # The pipeline's layout and schedule, which are syssim run's flags, not graph-format keys.
+    ("llama3-8b", "h100-sxm-80gb", dict(pp=3, dp=2, pp_layout=[11, 11, 10], pipeline_schedule="gpipe"),
+     dict(micro_batch=1, global_batch=12)),
 ]
 
 
@@ -41,7 +44,7 @@ def cli_flags(parallelism, training):
         if value is True:
             flags.append("--distributed-optimizer" if key == "use_distributed_optimizer" else "--" + key)
         elif isinstance(value, list):
-            flags += ["--" + key.replace("_", "-"), ",".join(value)]
+            flags += ["--" + key.replace("_", "-"), ",".join(map(str, value))]
         else:
             flags += ["--" + key.replace("_", "-"), str(value)]
     return flags
@@ -142,6 +145,23 @@ def test_a_stage_refuses_a_graph_without_the_section_it_needs():
 
 def test_world_size_is_the_product_of_the_sizes():
     assert syssim.ParallelismConfig(tp=2, dp=4, cp=2, pp=3).world_size == 48
+
+
+def test_configs_read_their_defaults_and_take_assignments():
+    assert (syssim.ParallelismConfig(tp=2).dp, syssim.ParallelismConfig(tp=2).sp) == (1, False)
+    assert syssim.ParallelismConfig(tp=2) == syssim.ParallelismConfig(tp=2, dp=1)
+    assert syssim.TrainingConfig(use_distributed_optimizer=True).use_distributed_optimizer
+    # An assigned size is the one simulated (it was shadowed, and the old one simulated).
+    parallelism = syssim.ParallelismConfig(tp=2)
+    parallelism.tp, parallelism.dp = 4, 2
+    job = dict(model="llama3-8b", hardware="h100-sxm-80gb", training=dict(global_batch=8))
+    report = syssim.simulate(parallelism=parallelism, **job)
+    assert (report.parallelism["tp"], report.parallelism["dp"], parallelism.world_size) == (4, 2, 8)
+    assert report.to_json() == syssim.simulate(parallelism=dict(tp=4, dp=2), **job).to_json()
+    with pytest.raises(ValueError, match=r"^parallelism: expected a ParallelismConfig or a dict of its keys"):
+        syssim.simulate(parallelism=[4], **job)
+    with pytest.raises(ValueError, match=r"^over\['parallelism.tp'\]: expected a list of values"):
+        syssim.sweep(over={"parallelism.tp": "12"}, **job)
 
 
 def test_configs_from_the_presets_hold_the_published_figures():

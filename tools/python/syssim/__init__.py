@@ -33,7 +33,11 @@ def data_dir():
 
 
 class _Fields:
-    """Keyword fields kept as the graph format's JSON object, readable as attributes."""
+    """Keyword fields kept as the graph format's JSON object, readable as attributes (a field not
+    given reads as its default, where the class has one) and writable: an assigned field is
+    what the next simulation takes, checked by the library then."""
+
+    _defaults = {}
 
     def __init__(self, fields):
         object.__setattr__(self, "_fields", dict(fields))
@@ -42,13 +46,21 @@ class _Fields:
         fields = self.__dict__.get("_fields", {})  # not self._fields: that would call this again
         if name in fields:
             return fields[name]
+        if name in self._defaults:
+            return self._defaults[name]
         raise AttributeError(f"{type(self).__name__} has no field '{name}'")
+
+    def __setattr__(self, name, value):
+        if name.startswith("_"):
+            object.__setattr__(self, name, value)
+        else:
+            self._fields[name] = value
 
     def to_dict(self):
         return dict(self._fields)
 
     def __eq__(self, other):
-        return type(self) is type(other) and self._fields == other._fields
+        return type(self) is type(other) and {**self._defaults, **self._fields} == {**other._defaults, **other._fields}
 
     def __repr__(self):
         fields = ", ".join(f"{k}={v!r}" for k, v in self._fields.items())
@@ -123,7 +135,13 @@ def load_hardware_yaml(path):
 
 class ParallelismConfig(_Fields):
     """Parallel sizes, with the graph format's `parallelism` keys (tp, dp, sp, cp, pp, vpp, ep,
-    etp, order); the defaults are 1, no sequence parallelism, no virtual stages."""
+    etp, order); the defaults are 1, no sequence parallelism, no virtual stages. Also the
+    pipeline's layout as syssim run's flags give it (pipeline_schedule, pp_layout,
+    decoder_first_pipeline_num_layers, decoder_last_pipeline_num_layers,
+    account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split) and
+    cp_comm_type."""
+
+    _defaults = {"tp": 1, "dp": 1, "sp": False, "cp": 1, "pp": 1, "vpp": None, "ep": 1, "etp": None}
 
     def __init__(self, *, tp=None, dp=None, sp=None, cp=None, pp=None, vpp=None, **more):
         given = {"tp": tp, "dp": dp, "sp": sp, "cp": cp, "pp": pp, "vpp": vpp}
@@ -151,6 +169,11 @@ class TrainingConfig(_Fields):
             fields["distributed_optimizer"] = True
         super().__init__({**fields, **more})
 
+    @property
+    def use_distributed_optimizer(self):
+        """The spec's name of distributed_optimizer."""
+        return bool(self._fields.get("distributed_optimizer", False))
+
 
 def _model_of(model):
     if isinstance(model, HFModel):
@@ -170,11 +193,24 @@ def _hardware_of(hardware):
     return hardware
 
 
+def _config_of(config, kind, name):
+    """A ParallelismConfig or TrainingConfig (`kind`), given as one, as a dict of its keys or not at all."""
+    if config is None:
+        return kind()
+    if isinstance(config, dict):
+        return kind(**config)
+    if not isinstance(config, kind):
+        raise ValueError(f"{name}: expected a {kind.__name__} or a dict of its keys, got {config!r}")
+    return config
+
+
 def _job(model, hardware, parallelism, training):
     """The arguments of the native simulate and sweep."""
     hardware = _hardware_of(hardware)
+    parallelism = _config_of(parallelism, ParallelismConfig, "parallelism")
+    training = _config_of(training, TrainingConfig, "training")
     return (json.dumps(_model_of(model).to_dict()), json.dumps(hardware.to_dict()), hardware._folder,
-            json.dumps((parallelism or ParallelismConfig()).to_dict()), json.dumps((training or TrainingConfig()).to_dict()))
+            json.dumps(parallelism.to_dict()), json.dumps(training.to_dict()))
 
 
 class SimulationReport:
@@ -291,8 +327,16 @@ def sweep(*, model, hardware, parallelism=None, training=None, over, workdir=Non
     simulates every point, as `syssim sweep --no-cache`."""
     model = _model_of(model)
     hardware = _hardware_of(hardware)
-    parallelism, training = parallelism or ParallelismConfig(), training or TrainingConfig()
-    axes = [(path, [_axis_value(v) for v in values]) for path, values in over.items()]
+    parallelism = _config_of(parallelism, ParallelismConfig, "parallelism")
+    training = _config_of(training, TrainingConfig, "training")
+    if not isinstance(threads, int) or threads < 0:
+        raise ValueError(f"threads: expected 0 (one per core) or more, got {threads!r}")
+    for path, values in over.items():
+        if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+            raise ValueError(f"over['{path}']: expected a list of values, got {values!r}")
+    # recompute=None is no recomputation, as TrainingConfig(recompute=None) takes it.
+    axes = [(path, [_axis_value("none" if v is None and path == "training.recompute" else v) for v in values])
+            for path, values in over.items()]
     text = _syssim.sweep(*_job(model, hardware, parallelism, training), axes, threads, use_cache)
     job = (model, hardware, parallelism.to_dict(), training.to_dict())
     return Sweep([SweepRow(row, job) for row in json.loads(text)])
