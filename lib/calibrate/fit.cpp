@@ -131,14 +131,22 @@ double measurement_overhead_us(const std::vector<double>& roofline_us, const std
 
 namespace {
 
-// A positive finite number, or t_measured_ms's -1; DataError naming file:line and the column otherwise.
-double parse_cell(const std::string& cell, const std::string& where, const std::string& column, bool may_skip) {
+// A shape's size: a positive whole number; DataError naming file:line and the column otherwise.
+double parse_size(const std::string& cell, const std::string& where, const std::string& column) {
+  char* end = nullptr;
+  const double value = std::strtod(cell.c_str(), &end);
+  if (cell.empty() || end != cell.c_str() + cell.size() || !(value >= 1 && value < 1e18) || value != std::floor(value))
+    throw DataError(where + ": column " + column + ": expected a positive whole number, got \"" + cell + "\"");
+  return value;
+}
+
+// A time: a positive finite number, or -1 (skipped); DataError naming file:line and the column otherwise.
+double parse_time(const std::string& cell, const std::string& where, const std::string& column) {
   char* end = nullptr;
   double value = std::strtod(cell.c_str(), &end);
   bool parsed = !cell.empty() && end == cell.c_str() + cell.size() && std::isfinite(value);
-  if (!parsed || !(value > 0 || (may_skip && value == kSkippedMs)))
-    throw DataError(where + ": column " + column + ": expected a positive number" +
-                    (may_skip ? " or -1" : "") + ", got \"" + cell + "\"");
+  if (!parsed || !(value > 0 || value == kSkippedMs))
+    throw DataError(where + ": column " + column + ": expected a positive number or -1, got \"" + cell + "\"");
   return value;
 }
 
@@ -159,8 +167,8 @@ Table read_table(const Source& source, const std::string& path, const std::strin
     const std::vector<std::string>& fields = csv.records[row];
     const std::string where = path + ":" + std::to_string(csv.record_lines[row]);
     std::vector<double> dims;
-    for (size_t c = 0; c < source.dims.size(); ++c) dims.push_back(parse_cell(fields[c], where, columns[c], false));
-    double measured_ms = parse_cell(fields.back(), where, columns.back(), true);
+    for (size_t c = 0; c < source.dims.size(); ++c) dims.push_back(parse_size(fields[c], where, columns[c]));
+    double measured_ms = parse_time(fields.back(), where, columns.back());
     if (measured_ms == kSkippedMs) {
       ++table.skipped;
       continue;

@@ -76,7 +76,7 @@ small_data() {
   printf 'M,N,K,t_measured_ms\n64,64,64,0.02\n64,64,abc,0.02\n' >"$BATS_TEST_TMPDIR/bad/gemm.csv"
   run syssim calibrate --data "$BATS_TEST_TMPDIR/bad" --hardware "$H100" -o "$BATS_TEST_TMPDIR/out"
   assert_failure 1
-  assert_output "syssim: error: $BATS_TEST_TMPDIR/bad/gemm.csv:3: column K: expected a positive number, got \"abc\""
+  assert_output "syssim: error: $BATS_TEST_TMPDIR/bad/gemm.csv:3: column K: expected a positive whole number, got \"abc\""
   [ ! -e "$BATS_TEST_TMPDIR/out" ]
 
   rm "$BATS_TEST_TMPDIR/bad/gemm.csv"

@@ -481,7 +481,10 @@ TEST(Calibrate, BadDataNamesTheFileLineAndColumn) {
   EXPECT_EQ(error_of([&] { calibrate(options_for(data + "/nope", out)); }), data + "/nope: no such folder");
   write_file(data + "/gemm.csv", "M,N,K,t_measured_ms\n64,64,64,0.01\n64,x,64,0.01\n");
   EXPECT_EQ(error_of([&] { calibrate(options_for(data, out)); }),
-            data + "/gemm.csv:3: column N: expected a positive number, got \"x\"");
+            data + "/gemm.csv:3: column N: expected a positive whole number, got \"x\"");
+  write_file(data + "/gemm.csv", "M,N,K,t_measured_ms\n1024.5,1024,1024,0.02\n");
+  EXPECT_EQ(error_of([&] { calibrate(options_for(data, out)); }),
+            data + "/gemm.csv:2: column M: expected a positive whole number, got \"1024.5\"");
   write_file(data + "/gemm.csv", "M,N,K,t_measured_ms\n64,64,64,-2\n");
   EXPECT_EQ(error_of([&] { calibrate(options_for(data, out)); }),
             data + "/gemm.csv:2: column t_measured_ms: expected a positive number or -1, got \"-2\"");

@@ -28,14 +28,19 @@ int run_filter(Tool tool, int argc, char** argv, const std::function<void(CLI::A
 int run_command(Tool tool, int argc, char** argv, const std::function<void(CLI::App&)>& add_flags,
                 const std::function<std::string(const Tool&)>& produce);
 
-// A flag's value that must be positive; one short message where CLI::PositiveNumber prints the
-// whole range of a double.
-inline const CLI::Validator kPositive(
-    [](std::string& text) -> std::string {
-      double value = 0;
-      return CLI::detail::lexical_cast(text, value) && value > 0 ? "" : "must be positive, got '" + text + "'";
-    },
-    "> 0");
+// A flag's value that must be positive (0 or more); one short message where
+// CLI::PositiveNumber (NonNegativeNumber) prints the whole range of a double.
+inline CLI::Validator at_least(bool zero_too) {
+  return CLI::Validator(
+      [zero_too](std::string& text) -> std::string {
+        double value = 0;
+        const bool within = CLI::detail::lexical_cast(text, value) && (value > 0 || (zero_too && value == 0));
+        return within ? "" : std::string(zero_too ? "must be 0 or more" : "must be positive") + ", got '" + text + "'";
+      },
+      zero_too ? ">= 0" : "> 0");
+}
+inline const CLI::Validator kPositive = at_least(false);
+inline const CLI::Validator kNonNegative = at_least(true);
 
 // Parses CLI11 flags and runs `body`, mapping every error to an exit code and one line on stderr.
 int guarded_main(const std::string& name, CLI::App& app, int argc, char** argv, const std::function<void()>& body);

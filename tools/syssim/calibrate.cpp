@@ -6,6 +6,7 @@
 #include "common/io.hpp"
 #include "common/text.hpp"
 #include "subcommands.hpp"
+#include "tool.hpp"
 
 namespace syssim::tool {
 
@@ -39,7 +40,7 @@ Subcommand add_calibrate(CLI::App& app) {
   calibrate->add_option("--overhead-us", options.measurement_overhead_us,
                         "Launch and synchronisation time in every measured row (default: estimated; 0 for kernel "
                         "times from a profiler)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   return {calibrate, [settings] {
             CalibrateOptions& options = settings->options;
             options.hardware = load_hardware_yaml(settings->hardware);
