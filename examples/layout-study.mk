@@ -56,7 +56,7 @@ define point_of_report
 {points: [{inputs: {"parallelism.tp": .parallelism.tp, "parallelism.pp": .parallelism.pp,
                     "parallelism.dp": .parallelism.dp},
            status: (if .bottlenecks.oom then "oom" else "ok" end),
-           step_time_ms, mfu, peak_memory_gb,
+           step_time_ms, mfu, peak_memory_gb, step_time_band_ms,
            reason: (if .bottlenecks.oom then "needs \(.bottlenecks.oom.required_gb) GB" else "" end)}]}
 endef
 # One CSV row of a report, after the layout's name.

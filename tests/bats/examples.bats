@@ -67,6 +67,9 @@ sweep() {
   assert_equal "$(tail -1 "$out/study.txt" | cut -d' ' -f1-4)" \
     "best: parallelism.tp=$tp parallelism.pp=$pp parallelism.dp=$dp"
   xmllint --noout "$out/study.svg"
+  # The sweep table keeps each report's step-time band, LOW-HIGH ms, on all 6 rows.
+  run grep -cE ' [0-9.]+-[0-9.]+ *$' "$out/study.txt"
+  assert_output 6
   # Everything is up to date: a rerun has nothing to make.
   run make -q -f "$ROOT/examples/layout-study.mk" OUT="$out"
   assert_success
