@@ -179,6 +179,17 @@ def test_configs_from_the_presets_hold_the_published_figures():
     assert syssim.simulate(model=same, **job).to_json() == syssim.simulate(model="llama3-8b", **job).to_json()
 
 
+def test_a_model_config_takes_the_keys_of_a_model_yaml():
+    # The YAML's defaults (name, num_query_groups = heads) and its refusal of an unknown key.
+    model = syssim.ModelConfig(num_layers=2, hidden_size=512, num_attention_heads=8, ffn_hidden_size=1024,
+                               seq_length=1024, vocab_size=32000)
+    assert (model.name, model.num_query_groups) == ("ModelConfig", 8)
+    with pytest.raises(ValueError, match=r"^ModelConfig: unknown key 'num_layer' \(did you mean 'num_layers'\?\)"):
+        syssim.ModelConfig(num_layer=2, hidden_size=512, num_attention_heads=8, ffn_hidden_size=1024,
+                           seq_length=1024, vocab_size=32000)
+    assert syssim.ModelConfig(huggingface="Qwen/Qwen3-8B", overrides={"seq_length": 4096}).num_layers == 36
+
+
 def test_a_hugging_face_config_by_id():
     # meta-llama/Llama-3.1-8B's config.json (shipped): 32 layers, 8 KV heads, vocabulary 128256.
     model = syssim.HFModel("meta-llama/Llama-3.1-8B", overrides={"seq_length": 8192}).resolve()

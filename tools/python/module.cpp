@@ -70,14 +70,15 @@ PYBIND11_MODULE(_syssim, m) {
   m.def("parse_model", [](const std::string& yaml, const std::string& name) {
     return syssim::to_json(syssim::parse_model_yaml(yaml, name)).dump();
   });
+  m.def("parse_hardware", [](const std::string& yaml, const std::string& name) {
+    return syssim::to_json(syssim::parse_hardware_yaml(yaml, name)).dump();
+  });
   // The hardware and the folder its relative calibrated_model is taken from.
   m.def("load_hardware", [](const std::string& name_or_path) {
     const std::string path = syssim::preset_file(syssim::PresetKind::kHardware, name_or_path);
     return std::make_pair(syssim::to_json(syssim::load_hardware_yaml(path)).dump(),
                           std::filesystem::path(path).parent_path().string());
   });
-  m.def("check_model", [](const std::string& model) { return syssim::to_json(checked_model(model)).dump(); });
-  m.def("check_hardware", [](const std::string& hardware) { return syssim::to_json(checked_hardware(hardware)).dump(); });
   m.def("simulate", [](const std::string& model, const std::string& hardware, const std::string& hardware_dir,
                        const std::string& parallelism, const std::string& training, bool memory_only) {
     return released([&] { return simulate(model, hardware, hardware_dir, parallelism, training, memory_only); });

@@ -68,10 +68,12 @@ class _Fields:
 
 
 class ModelConfig(_Fields):
-    """A model: the keys of a model YAML (docs/configs.md), checked by the library."""
+    """A model: the keys of a model YAML (docs/configs.md), read as the library reads the YAML
+    (its defaults, an unknown key refused by name; `huggingface` and `overrides` too)."""
 
     def __init__(self, **fields):
-        super().__init__(json.loads(_syssim.check_model(json.dumps(fields))) if fields else {})
+        text = _syssim.parse_model(json.dumps(fields), str(fields.get("name") or "ModelConfig")) if fields else "{}"
+        super().__init__(json.loads(text))
 
     @classmethod
     def _checked(cls, text):
@@ -89,7 +91,8 @@ class HardwareConfig(_Fields):
     calibrated_model is taken from the YAML's folder (for one made here, the working folder)."""
 
     def __init__(self, **fields):
-        super().__init__(json.loads(_syssim.check_hardware(json.dumps(fields))) if fields else {})
+        text = _syssim.parse_hardware(json.dumps(fields), str(fields.get("name") or "HardwareConfig")) if fields else "{}"
+        super().__init__(json.loads(text))
         object.__setattr__(self, "_folder", os.getcwd())
 
     @classmethod
