@@ -179,6 +179,17 @@ def test_configs_from_the_presets_hold_the_published_figures():
     assert syssim.simulate(model=same, **job).to_json() == syssim.simulate(model="llama3-8b", **job).to_json()
 
 
+def test_a_trace_simulated_on_hardware_is_simulate():
+    job = dict(model="llama3-8b", parallelism=dict(tp=2, sp=True, dp=2, pp=2), training=dict(global_batch=8))
+    traced = syssim.trace(**job)
+    for hardware in ("h100-sxm-80gb", "b200"):
+        assert traced.simulate_on(hardware).to_json() == syssim.simulate(hardware=hardware, **job).to_json()
+    # A memory estimate reads the runtime fields it did not simulate as zero (the spec's).
+    memory = syssim.estimate_memory(hardware="h100-sxm-80gb", **job)
+    assert (memory.step_time_ms, memory.mfu, memory.by_op_type_ms) == (0.0, 0.0, {})
+    assert memory.peak_memory_gb > 0
+
+
 def test_a_model_config_takes_the_keys_of_a_model_yaml():
     # The YAML's defaults (name, num_query_groups = heads) and its refusal of an unknown key.
     model = syssim.ModelConfig(num_layers=2, hidden_size=512, num_attention_heads=8, ffn_hidden_size=1024,

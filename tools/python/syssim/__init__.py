@@ -13,7 +13,7 @@ from . import _syssim
 _syssim.set_install_prefix(os.path.normpath(os.path.join(os.path.dirname(__file__), _location.PREFIX_FROM_PACKAGE)))
 
 __all__ = [
-    "simulate", "estimate_memory", "sweep", "load_model_yaml", "load_hardware_yaml", "ModelConfig",
+    "simulate", "estimate_memory", "sweep", "trace", "Trace", "load_model_yaml", "load_hardware_yaml", "ModelConfig",
     "ParallelismConfig", "TrainingConfig", "HardwareConfig", "HFModel", "CustomModel", "SimulationReport",
     "Sweep", "SweepRow", "data_dir",
 ]
@@ -218,17 +218,27 @@ def _job(model, hardware, parallelism, training):
 
 class SimulationReport:
     """The report of one simulated step: the fields of `syssim run --format json`
-    (docs/syssim-report.md) as attributes; str() is the text report."""
+    (docs/syssim-report.md) as attributes; str() is the text report. A memory estimate's
+    (`syssim memory --format json`) reads its runtime fields as zero, as the spec has it."""
 
-    def __init__(self, json_text, text):
+    # The runtime fields a memory estimate has not simulated, with their zero.
+    _RUNTIME_ZERO = {"step_time_ms": 0.0, "forward_ms": 0.0, "backward_ms": 0.0, "optimizer_ms": 0.0,
+                     "collective_total_ms": 0.0, "collective_exposed_ms": 0.0, "by_op_type_ms": {},
+                     "model_flops_per_step": 0.0, "achieved_tflops": 0.0, "mfu": 0.0, "hfu": 0.0,
+                     "per_pp_rank_step_time_ms": []}
+
+    def __init__(self, json_text, text, memory_only=False):
         self._json = json_text
         self._text = text
         self._fields = json.loads(json_text)
+        self._memory_only = memory_only
 
     def __getattr__(self, name):
         fields = self.__dict__.get("_fields", {})
         if name in fields:
             return fields[name]
+        if self.__dict__.get("_memory_only") and name in self._RUNTIME_ZERO:
+            return self._RUNTIME_ZERO[name]
         raise AttributeError(f"SimulationReport has no field '{name}'")
 
     def to_dict(self):
@@ -256,7 +266,7 @@ def simulate(*, model, hardware, parallelism=None, training=None, workdir=None):
 
 def estimate_memory(*, model, hardware, parallelism=None, training=None, workdir=None):
     """Per-GPU memory only: no discrete-event simulation."""
-    return SimulationReport(*_syssim.simulate(*_job(model, hardware, parallelism, training), True))
+    return SimulationReport(*_syssim.simulate(*_job(model, hardware, parallelism, training), True), memory_only=True)
 
 
 def _axis_value(value):
@@ -346,3 +356,24 @@ def sweep(*, model, hardware, parallelism=None, training=None, over, workdir=Non
 
 
 from . import stages  # noqa: E402  (the stages one by one: syssim.stages)
+
+
+class Trace:
+    """A job's traced step under its layout and training settings (`graph`, a stages.Graph with
+    the trace and shard sections); simulate_on(hardware) prices and simulates it there."""
+
+    def __init__(self, graph):
+        self.graph = graph
+
+    def simulate_on(self, hardware):
+        """The SimulationReport of the step on `hardware` (the graph itself is left as it is)."""
+        graph = stages.memory(stages.simulate(stages.cost(self.graph, hardware)))
+        return SimulationReport(stages.report(graph, "json"), stages.report(graph, "text"))
+
+    def __repr__(self):
+        return f"Trace({self.graph!r})"
+
+
+def trace(*, model, parallelism=None, training=None, workdir=None):
+    """The traced step of a job, to simulate on one hardware or several (Trace.simulate_on)."""
+    return Trace(stages.shard(stages.trace(model), parallelism, training))

@@ -8,7 +8,7 @@ be swapped for a user's own.
 
 import json
 
-from . import _syssim, _hardware_of, _model_of, _written, ParallelismConfig, TrainingConfig
+from . import _syssim, _config_of, _hardware_of, _model_of, _written, ParallelismConfig, TrainingConfig
 
 __all__ = ["Graph", "trace", "shard", "cost", "simulate", "memory", "report"]
 
@@ -59,7 +59,8 @@ def trace(model):
 
 def shard(graph, parallelism=None, training=None):
     """syssim-shard: the traced graph under a layout and training settings."""
-    parallelism, training = parallelism or ParallelismConfig(), training or TrainingConfig()
+    parallelism = _config_of(parallelism, ParallelismConfig, "parallelism")
+    training = _config_of(training, TrainingConfig, "training")
     return Graph(_syssim.shard_stage(_text_of(graph), json.dumps(parallelism.to_dict()),
                                      json.dumps(training.to_dict())))
 
