@@ -155,8 +155,15 @@ void apply_config_settings(ShardOptions& options, const std::vector<ConfigSettin
   for (const ConfigSetting& setting : settings) {
     auto [section, key] = split_config_path(setting.path);
     const nlohmann::json previous = (section == "parallelism" ? to_json(options.parallelism) : to_json(options.training))[key];
-    if (!try_settings(options, {setting}))
-      throw DataError(setting.path + "=" + setting.text + ": not a value of this key (the job has " + previous.dump() + ")");
+    if (!try_settings(options, {setting})) {
+      // What the key takes, from the kind of the job's own value.
+      const char* kind = previous.is_boolean()          ? "true or false"
+                         : previous.is_number_integer() ? "a whole number"
+                         : previous.is_number()         ? "a number"
+                         : previous.is_string()         ? "a name"
+                                                        : "a value of this key";
+      throw DataError(setting.path + "=" + setting.text + ": expected " + kind + ", as the job's " + previous.dump());
+    }
   }
 }
 

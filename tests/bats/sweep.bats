@@ -166,6 +166,12 @@ sweep_tiny() {
   assert_line --regexp "^layouts: enumerated 78, invalid 0, pruned_by_memory 0, pruned_by_bound [0-9]+, simulated [0-9]+, front [0-9]+$"
 }
 
+@test "a swept value a key cannot take is an invalid point naming what the key takes" {
+  run sweep_tiny --gpus 4 --global-batch 4 --over parallelism.tp=x,2 --format csv
+  assert_success
+  assert_line --partial "parallelism.tp=x: expected a whole number, as the job's 1"
+}
+
 @test "a search where no layout fits says so" {
   # Llama-3-70B's model states with Adam (about 16 bytes a parameter: 1.1 TB) outgrow four 80 GB
   # GPUs however they are sharded.
