@@ -91,6 +91,12 @@ std::pair<double, double> parse_time_window(const std::string& text, const std::
 
 std::vector<TimelineEntry> timeline_in_window(const Graph& g, const TimelineWindow& window) {
   const std::vector<TimelineEntry>& timeline = need_timeline(g);
+  // A window past the last micro-batch would keep the step's own ops alone, looking drawn.
+  if (window.microbatches && g.shard && window.microbatches->first >= g.shard->num_microbatches)
+    throw UsageError("--timeline-microbatches " + std::to_string(window.microbatches->first) + ":" +
+                     std::to_string(window.microbatches->second) + ": the step has " +
+                     std::to_string(g.shard->num_microbatches) + " micro-batches, 0 to " +
+                     std::to_string(g.shard->num_microbatches - 1));
   std::vector<TimelineEntry> kept;
   for (const TimelineEntry& e : timeline) {
     if (window.microbatches && e.microbatch >= 0 &&

@@ -200,6 +200,10 @@ assert_schedule_svg() {
   run syssim run llama3-8b "${ONE_RANK[@]}" --timeline-window 0:5
   assert_failure 2
   assert_output "syssim: error: --timeline-microbatches and --timeline-window choose what a timeline draws: they need --format chrome-trace or svg, or syssim run's --timeline FILE"
+  n=$(jq '.shard.num_microbatches' "$graph")
+  run syssim-report -i "$graph" --format svg --timeline-microbatches "$n:$((n + 1))"
+  assert_failure 2
+  assert_output "syssim-report: error: --timeline-microbatches $n:$((n + 1)): the step has $n micro-batches, 0 to $((n - 1))"
   run syssim-report -i "$graph" --format svg --timeline-microbatches 3:1
   assert_failure 2
   assert_output "syssim-report: error: --timeline-microbatches: expected FIRST:LAST, micro-batch indices from 0 with FIRST <= LAST, got '3:1'"
