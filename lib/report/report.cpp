@@ -470,13 +470,17 @@ std::string critical_path_text(const Graph& g) {
 
 }  // namespace
 
+void check_timeline_window(const TimelineWindow& window, const std::string& format) {
+  if (!window.whole() && format != "chrome-trace" && format != "svg")
+    throw UsageError("--timeline-microbatches and --timeline-window choose what a timeline draws: they need --format "
+                     "chrome-trace or svg, or syssim run's --timeline FILE");
+}
+
 std::string render_report(const Graph& g, const std::string& format, const ReportOptions& options) {
   check_format(format, kReportFormats);
   if (options.train_tokens && !(*options.train_tokens > 0 && std::isfinite(*options.train_tokens)))
     throw UsageError("train_tokens: expected a positive number of tokens, got " + std::to_string(*options.train_tokens));
-  if (!options.timeline_window.whole() && format != "chrome-trace" && format != "svg")
-    throw UsageError("--timeline-microbatches and --timeline-window choose what a timeline draws: they need --format "
-                     "chrome-trace or svg, or syssim run's --timeline FILE");
+  check_timeline_window(options.timeline_window, format);
   if (format == "chrome-trace") return render_chrome_trace(g, options.timeline_window);
   if (format == "svg") return render_schedule_svg(g, options.timeline_window);
   if (format == "critical-path") return critical_path_text(g);

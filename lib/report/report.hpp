@@ -42,6 +42,8 @@ Throughput throughput(const Graph& g, MfuConvention convention = MfuConvention::
 // (report/pictures.hpp), or the step's critical path as text, "critical-path"
 // (report/critical_path.hpp).
 std::string render_report(const Graph& g, const std::string& format, const ReportOptions& options = {});
+// A window (timeline_window) draws only timelines: UsageError for another format.
+void check_timeline_window(const TimelineWindow& window, const std::string& format);
 
 // The memory fields only; needs g.shard and g.mem (g.cost adds the hardware when present).
 std::string render_memory_report(const Graph& g, const std::string& format);
