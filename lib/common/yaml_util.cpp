@@ -60,7 +60,10 @@ YAML::Node load_yaml_text(const std::string& text, const std::string& name) {
 
 YAML::Node load_yaml_file(const std::string& path) { return load_yaml_text(read_input(path), path); }
 
-void check_keys(const YAML::Node& node, const std::vector<std::string>& allowed, const std::string& where) {
+namespace {
+
+// check_keys, with `allowed` null for any name.
+void check_mapping_keys(const YAML::Node& node, const std::vector<std::string>* allowed, const std::string& where) {
   if (!node.IsMap()) throw DataError(where + ": expected a mapping, got " + scalar_text(node));
   std::vector<std::string> seen;
   for (const auto& entry : node) {
@@ -70,10 +73,18 @@ void check_keys(const YAML::Node& node, const std::vector<std::string>& allowed,
     if (std::find(seen.begin(), seen.end(), key) != seen.end())
       throw DataError(where + ": key '" + key + "' appears twice");
     seen.push_back(key);
-    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
-      throw DataError(where + ": unknown key '" + key + "' (did you mean '" + nearest_key(key, allowed) + "'?)");
+    if (allowed && std::find(allowed->begin(), allowed->end(), key) == allowed->end())
+      throw DataError(where + ": unknown key '" + key + "' (did you mean '" + nearest_key(key, *allowed) + "'?)");
   }
 }
+
+}  // namespace
+
+void check_keys(const YAML::Node& node, const std::vector<std::string>& allowed, const std::string& where) {
+  check_mapping_keys(node, &allowed, where);
+}
+
+void check_names_once(const YAML::Node& node, const std::string& where) { check_mapping_keys(node, nullptr, where); }
 
 template <typename T>
 T yaml_require(const YAML::Node& node, const std::string& key, const std::string& where) {

@@ -14,6 +14,8 @@ YAML::Node load_yaml_text(const std::string& text, const std::string& name);
 
 // Throws DataError if `node` has a key not in `allowed`, suggesting the nearest one.
 void check_keys(const YAML::Node& node, const std::vector<std::string>& allowed, const std::string& where);
+// check_keys without a list: a mapping whose keys are names, each given once.
+void check_names_once(const YAML::Node& node, const std::string& where);
 
 // The key's value as T, or `fallback` when absent; DataError naming where.key and the value otherwise.
 template <typename T>

@@ -598,14 +598,8 @@ constexpr int kMaxExtends = 8;
 YAML::Node hardware_node(const std::string& path, int depth) {
   YAML::Node node = load_yaml_file(path);
   if (!node.IsMap() || !node["extends"]) return node;
-  // Merged into the base, a key given twice would just keep one value: refused as check_keys does.
-  std::vector<std::string> seen;
-  for (const auto& entry : node)
-    if (entry.first.IsScalar()) {
-      if (std::find(seen.begin(), seen.end(), entry.first.Scalar()) != seen.end())
-        throw DataError(path + ": key '" + entry.first.Scalar() + "' appears twice");
-      seen.push_back(entry.first.Scalar());
-    }
+  // Merged into the base, a key given twice would just keep one value.
+  check_names_once(node, path);
   const YAML::Node extends = node["extends"];
   if (!extends.IsScalar() || extends.Scalar().empty())
     throw DataError(path + ": key 'extends' must name a hardware preset or YAML file");

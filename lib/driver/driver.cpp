@@ -123,9 +123,7 @@ ShardOptions shard_options_from_json(const nlohmann::json& parallelism, const nl
     options.account_for_embedding_in_pipeline_split =
         taken<bool>(sizes, "account_for_embedding_in_pipeline_split").value_or(false);
     options.account_for_loss_in_pipeline_split = taken<bool>(sizes, "account_for_loss_in_pipeline_split").value_or(false);
-    options.cp_comm_type = taken<std::string>(sizes, "cp_comm_type").value_or("p2p");
-    if (options.cp_comm_type != "p2p" && options.cp_comm_type != "all_gather")
-      throw DataError("parallelism: cp_comm_type '" + options.cp_comm_type + "': expected p2p or all_gather");
+    options.cp_comm_type = taken<std::string>(sizes, "cp_comm_type").value_or(options.cp_comm_type);  // checked by the shard stage
   }
   options.parallelism = parallelism_from_json(merged(to_json(options.parallelism), sizes, "parallelism"), "parallelism");
   options.training =
