@@ -191,6 +191,10 @@ class EventLoop {
     uint32_t kind = 0;        // of the slot
     int32_t microbatch = -1;  // of the slot
     uint64_t finished = 0;  // its first `finished` instances in issue order have finished
+    // The head's first `deps_done` deps are done (they stay done), as found for the head at
+    // `deps_slot` and `deps_head`: a head waiting for many deps checks each done one once.
+    uint32_t deps_done = 0, deps_slot = kNone;
+    const Entry* deps_head = nullptr;
     bool busy = false;
     bool replaying = false;  // busy with a replay
     bool flowing = false;  // the running instance has phases
@@ -310,8 +314,11 @@ class EventLoop {
     if (plan_.combined && !combined_allows(queue)) return;
     if (!host_allows(queue)) return;
     const Entry& entry = *state.head;
-    for (uint32_t d = entry.deps_begin; d < entry.deps_end; ++d)
-      if (const double done_us = done_at(plan_.deps[d], state.slot, state.microbatch); done_us > now_us) {
+    if (state.deps_head != state.head || state.deps_slot != state.slot)
+      state.deps_head = state.head, state.deps_slot = state.slot, state.deps_done = 0;
+    for (; entry.deps_begin + state.deps_done < entry.deps_end; ++state.deps_done)
+      if (const double done_us = done_at(plan_.deps[entry.deps_begin + state.deps_done], state.slot, state.microbatch);
+          done_us > now_us) {
         if (done_us < kNever) wake(queue, done_us);
         return;
       }
