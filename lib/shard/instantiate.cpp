@@ -194,6 +194,9 @@ class Instantiator {
 }  // namespace
 
 void instantiate_trace(const ShardContext& context, ShardSection& shard) {
+  // Instantiation adds some ops (tensor-parallel collectives): one allocation for most.
+  shard.ops.reserve(context.trace.ops.size() + context.trace.ops.size() / 4);
+  shard.buffers.reserve(context.trace.tensors.size());
   for (const auto& t : context.trace.tensors) shard.buffers.push_back(ShardBuffer{t.id, -1, t.role, t.param, std::nullopt});
   Instantiator(context, shard).run();
   for (auto& b : shard.buffers)
