@@ -1,5 +1,6 @@
 // Text shared by messages and reports.
 #pragma once
+#include <algorithm>
 #include <map>
 #include <string>
 #include <string_view>
@@ -20,6 +21,29 @@ inline std::string join(const std::vector<std::string>& items, const std::string
 inline std::string either_of(const std::vector<std::string>& items) {
   std::string text;
   for (size_t i = 0; i < items.size(); ++i) text += (i == 0 ? "" : i + 1 == items.size() ? " or " : ", ") + items[i];
+  return text;
+}
+
+// `lines` (the header first) as columns `gap` spaces apart, each as wide as its widest cell,
+// right-aligned where `right_aligned` says (by column; left where it has no entry); no line
+// ends in spaces.
+inline std::string aligned_columns(const std::vector<std::vector<std::string>>& lines,
+                                   const std::vector<bool>& right_aligned = {}, size_t gap = 2) {
+  std::vector<size_t> width;
+  for (const auto& line : lines) {
+    if (width.size() < line.size()) width.resize(line.size(), 0);
+    for (size_t c = 0; c < line.size(); ++c) width[c] = std::max(width[c], line[c].size());
+  }
+  std::string text;
+  for (const auto& line : lines) {
+    std::string row;
+    for (size_t c = 0; c < line.size(); ++c) {
+      const std::string padding(width[c] - line[c].size(), ' ');
+      const bool right = c < right_aligned.size() && right_aligned[c];
+      row += (c == 0 ? "" : std::string(gap, ' ')) + (right ? padding + line[c] : line[c] + padding);
+    }
+    text += row.substr(0, row.find_last_not_of(' ') + 1) + "\n";
+  }
   return text;
 }
 

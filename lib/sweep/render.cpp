@@ -6,6 +6,7 @@
 #include "common/error.hpp"
 #include "common/io.hpp"
 #include "common/json_util.hpp"
+#include "common/text.hpp"
 #include "sweep/detail.hpp"
 #include "sweep/sweep.hpp"
 
@@ -60,23 +61,8 @@ std::string render_table(const std::vector<SweepRow>& rows, const std::vector<st
     if (statuses) line.push_back(row.reason);
     cells.push_back(line);
   }
-  std::vector<size_t> width(header.size());
-  for (size_t c = 0; c < header.size(); ++c) {
-    width[c] = header[c].size();
-    for (const auto& line : cells) width[c] = std::max(width[c], line[c].size());
-  }
-  std::ostringstream out;
-  auto print = [&](const std::vector<std::string>& line) {
-    std::string text;
-    for (size_t c = 0; c < line.size(); ++c) {
-      bool last = c + 1 == line.size();
-      text += last ? line[c] : line[c] + std::string(width[c] - line[c].size() + 2, ' ');
-    }
-    out << text.substr(0, text.find_last_not_of(' ') + 1) << "\n";
-  };
-  print(header);
-  for (const auto& line : cells) print(line);
-  return out.str();
+  cells.insert(cells.begin(), header);
+  return aligned_columns(cells);
 }
 
 std::string render_csv(const std::vector<SweepRow>& rows, const std::vector<std::string>& columns) {

@@ -66,20 +66,19 @@ std::string measured_text(const RowResult& r) {
 
 std::string render_table(const ValidationResult& result) {
   std::ostringstream out;
-  out << "source_id        model                                        gpu          dtype     gpus layout       "
-         "                        measured_s predicted_s  error_%  mfu_%  mem_pred/meas_GB  oom\n";
+  std::vector<std::vector<std::string>> lines = {{"source_id", "model", "gpu", "dtype", "gpus", "layout", "measured_s",
+                                                  "predicted_s", "error_%", "mfu_%", "mem_pred/meas_GB", "oom"}};
   for (const RowResult& r : result.rows) {
     if (!r.expressed()) continue;
     std::string mem = fixed(r.predicted_peak_mem_gb, 1) + "/" +
                       (r.measured_peak_mem_gb ? fixed(*r.measured_peak_mem_gb, 1) : std::string("-"));
-    out << std::left << std::setw(16) << r.source_id << " " << std::setw(44) << r.model << " " << std::setw(12)
-        << r.gpu << " " << std::setw(9) << r.dtype.substr(0, r.dtype.find(' ')) << std::right << std::setw(5) << r.gpus
-        << " " << std::left << std::setw(36) << r.layout << " " << std::right << std::setw(10) << measured_text(r)
-        << " " << std::setw(11) << fixed(r.predicted_step_s, 3) << " " << std::setw(8)
-        << (r.timed() ? signed_pct(r.step_error_pct) : "-")
-        << " " << std::setw(6) << fixed(r.predicted_mfu * kPercent, 1) << "  " << std::setw(16) << mem << "  "
-        << oom_text(r) << "\n";
+    lines.push_back({r.source_id, r.model, r.gpu, r.dtype.substr(0, r.dtype.find(' ')), std::to_string(r.gpus),
+                     r.layout, measured_text(r), fixed(r.predicted_step_s, 3),
+                     r.timed() ? signed_pct(r.step_error_pct) : "-", fixed(r.predicted_mfu * kPercent, 1), mem,
+                     oom_text(r)});
   }
+  // Numbers right-aligned; names, the layout and the verdict left.
+  out << aligned_columns(lines, {false, false, false, false, true, false, true, true, true, true, true, false});
   int64_t expressed = std::count_if(result.rows.begin(), result.rows.end(), [](const RowResult& r) { return r.expressed(); });
   int64_t mismatches = std::count_if(result.rows.begin(), result.rows.end(),
                                      [](const RowResult& r) { return r.expressed() && r.predicted_oom != r.measured_oom; });

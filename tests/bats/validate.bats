@@ -30,8 +30,8 @@ CSV
   assert_output --partial "rows: 4, expressed: 2, skipped: 2"
   assert_output --partial "1  tp=3 does not divide num_attention_heads=4"
   assert_output --partial "1  dtype 'int8' not recognised"
-  assert_line --regexp "^A +Llama-tiny +H100-80GB +bf16 +2 tp2\+sp pp1 dp1 mbs1 gbs8 "
-  assert_line --regexp "^B +GPT-tiny +A100-80GB +bf16 +4 tp2\+sp pp1 dp2 mbs1 gbs8 "
+  assert_line --regexp "^A +Llama-tiny +H100-80GB +bf16 +2 +tp2\+sp pp1 dp1 mbs1 gbs8 "
+  assert_line --regexp "^B +GPT-tiny +A100-80GB +bf16 +4 +tp2\+sp pp1 dp2 mbs1 gbs8 "
   assert_line --regexp "^    all +2 "
 }
 
@@ -70,6 +70,17 @@ CSV
   run syssim validate "$csv" --hardware-map TPU-v5p
   assert_failure 2
   assert_output "syssim: error: --hardware-map=TPU-v5p: expected GPU=PRESET_OR_YAML"
+}
+
+@test "validate's table keeps its columns aligned past long gpu and model names" {
+  local csv="$BATS_TEST_TMPDIR/long.csv"
+  small_csv | xargs head -3 | sed 's/A100-80GB/NVIDIA A100-SXM4-80GB (a long spelling)/; s/GPT-tiny/GPT-tiny with a name longer than forty-four characters/' >"$csv"
+  run --separate-stderr syssim validate "$csv" --hardware-map "NVIDIA A100-SXM4-80GB (a long spelling)=a100-sxm-80gb"
+  assert_success
+  # Every row's layout starts where the header's does.
+  local column=$(echo "$output" | head -1 | awk '{ print index($0, "layout") }')
+  [ "$(echo "$output" | sed -n 2p | awk '{ print index($0, "tp2+sp") }')" -eq "$column" ]
+  [ "$(echo "$output" | sed -n 3p | awk '{ print index($0, "tp2+sp") }')" -eq "$column" ]
 }
 
 @test "validate derives the step time of rows that give TFLOP/s and marks it" {
