@@ -332,6 +332,10 @@ void CostEstimator::cost_graph(Graph& g) const {
   }
   price_host(shard, hardware_.host, cost.ops);
   g.cost = std::move(cost);
+  // The sections computed from a cost section (the simulation from its times, memory from its
+  // hardware) describe another job now (docs/graph-format.md).
+  g.sim.reset();
+  g.mem.reset();
 }
 
 // Attention ops run the model's attention kernel: its time over the flash attention priced

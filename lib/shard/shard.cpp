@@ -327,6 +327,10 @@ void set_global_batch(const ModelConfig& model, int64_t global_batch, ShardSecti
 void shard_graph(Graph& graph, const ShardOptions& options) {
   graph.shard = shard_trace(need_section(graph.model, "model", "syssim-trace"),
                             need_section(graph.trace, "trace", "syssim-trace"), options);
+  // The sections computed from a shard section describe another job now (docs/graph-format.md).
+  graph.cost.reset();
+  graph.sim.reset();
+  graph.mem.reset();
 }
 
 }  // namespace syssim

@@ -182,6 +182,15 @@ roofline_graph() {
   assert_output "[\"--hardware\",\"$H100\",\"-i\",\"$BATS_TEST_TMPDIR/in.graph\"]"
 }
 
+@test "syssim-cost run again drops the sim and mem sections made from the old costs; the report asks for them" {
+  syssim-cost --hardware b200 -i "$(stage_of llama3-8b mem "${TP2DP4[@]}")" > "$BATS_TEST_TMPDIR/out.graph"
+  run jq -c '[has("cost"), has("sim"), has("mem"), .cost.hardware.name]' "$BATS_TEST_TMPDIR/out.graph"
+  assert_output '[true,false,false,"b200"]'
+  run syssim-report -i "$BATS_TEST_TMPDIR/out.graph"
+  assert_failure 1
+  assert_output "syssim-report: error: graph has no 'sim' section: run syssim-sim first"
+}
+
 @test "the same input gives the same bytes" {
   a=$(syssim-cost --hardware "$H100" < "$(stage_of llama3-8b shard "${TP2DP4[@]}")" | sha256sum)
   b=$(syssim-cost --hardware "$H100" < "$(stage_of llama3-8b shard "${TP2DP4[@]}")" | sha256sum)

@@ -92,6 +92,18 @@ load common
   assert_output "4096"
 }
 
+@test "syssim-shard run again drops the cost, sim and mem sections of the old layout" {
+  syssim-shard --tp 2 --dp 2 --pp 2 --global-batch 8 --seq-length 1024 \
+    -i "$(stage_of llama3-8b mem --tp 2 --dp 4 --seq-length 1024 --global-batch 4)" > "$BATS_TEST_TMPDIR/out.graph"
+  run jq -c '[has("shard"), has("cost"), has("sim"), has("mem"), .shard.parallelism.pp]' "$BATS_TEST_TMPDIR/out.graph"
+  assert_output '[true,false,false,false,2]'
+}
+
+@test "docs/graph-format.md's title names the version the tools write" {
+  grep -q "^# The syssim graph format, version $(syssim-shard --version | sed 's/.*graph format \([0-9.]*\))/\1/') (normative)$" \
+    "$ROOT/docs/graph-format.md"
+}
+
 @test "empty and truncated input are errors, not crashes" {
   run syssim-shard < /dev/null
   assert_failure 1
