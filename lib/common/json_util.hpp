@@ -2,8 +2,10 @@
 // "graph: /shard/ops/12/flops: expected a number, got \"x\"".
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <cstdint>
 #include <limits>
@@ -81,6 +83,35 @@ T require_as(const json& j, const std::string& key, const std::string& path, con
   } catch (const json::exception&) {
     throw DataError(document + ": " + path + "/" + key + ": unexpected value " + v.dump());
   }
+}
+
+// A bound as a person writes it: 0, 1, 0.5.
+inline std::string text_of(double bound) {
+  std::ostringstream text;
+  text << bound;
+  return text.str();
+}
+
+// The number at j[key], finite and at least `least` (a size, a count of bytes or FLOPs, a
+// time); throws DataError naming path/key, the bound and the value otherwise.
+inline double require_at_least(const json& j, const std::string& key, const std::string& path, double least,
+                               const std::string& document = "graph") {
+  const double value = require_as<double>(j, key, path, document);
+  if (!std::isfinite(value) || value < least)
+    throw DataError(document + ": " + path + "/" + key + ": expected a number of at least " + text_of(least) +
+                    ", got " + j.at(key).dump());
+  return value;
+}
+
+// The list of numbers at j[key], each finite and at least `least`.
+inline std::vector<double> require_all_at_least(const json& j, const std::string& key, const std::string& path,
+                                                double least, const std::string& document = "graph") {
+  const std::vector<double> values = require_as<std::vector<double>>(j, key, path, document);
+  for (size_t i = 0; i < values.size(); ++i)
+    if (!std::isfinite(values[i]) || values[i] < least)
+      throw DataError(document + ": " + path + "/" + key + "/" + std::to_string(i) + ": expected a number of at least " +
+                      text_of(least) + ", got " + j.at(key)[i].dump());
+  return values;
 }
 
 // The value at j[key] as one of `accepted` (default: every value of Enum), named as the graph

@@ -66,21 +66,18 @@ CostSection cost_from_json(const json& j, const std::string& path) {
   const json& ops = require(j, "ops", path);
   for (size_t i = 0; i < ops.size(); ++i) {
     std::string p = path + "/ops/" + std::to_string(i);
-    OpCost op{require_as<int64_t>(ops[i], "id", p), require_as<double>(ops[i], "time_us", p),
+    OpCost op{require_as<int64_t>(ops[i], "id", p), require_at_least(ops[i], "time_us", p, 0),
               require_as<std::string>(ops[i], "bound", p), {}};
     if (op.id != static_cast<int64_t>(i)) throw DataError("graph: " + p + "/id: expected " + std::to_string(i));
-    if (op.time_us < 0) throw DataError("graph: " + p + "/time_us: negative time " + std::to_string(op.time_us));
     if (ops[i].contains("host_us")) {  // new in graph format 1.8
-      op.host_us = require_as<double>(ops[i], "host_us", p);
-      if (!(op.host_us >= 0 && std::isfinite(op.host_us)))
-        throw DataError("graph: " + p + "/host_us: expected a finite time of 0 or more, got " + std::to_string(op.host_us));
+      op.host_us = require_at_least(ops[i], "host_us", p, 0);
     }
     if (ops[i].contains("phases")) {
       const json& phases = require(ops[i], "phases", p);
       for (size_t k = 0; k < phases.size(); ++k) {
         const std::string pk = p + "/phases/" + std::to_string(k);
-        Phase phase{require_as<std::vector<int64_t>>(phases[k], "links", pk), {}, require_as<double>(phases[k], "bytes", pk),
-                    require_as<double>(phases[k], "bandwidth_GBps", pk), require_as<double>(phases[k], "latency_us", pk)};
+        Phase phase{require_as<std::vector<int64_t>>(phases[k], "links", pk), {}, require_at_least(phases[k], "bytes", pk, 0),
+                    require_as<double>(phases[k], "bandwidth_GBps", pk), require_at_least(phases[k], "latency_us", pk, 0)};
         phase.loads = phases[k].contains("loads") ? require_as<std::vector<double>>(phases[k], "loads", pk)
                                                   : std::vector<double>(phase.links.size(), 1.0);
         op.phases.push_back(std::move(phase));

@@ -93,6 +93,17 @@ PipelineSchedule schedule_from_json(const json& j, const std::string& path, int6
   return schedule;
 }
 
+// What the shard stage's options checks refuse, refused in a section another program wrote:
+// batches below 1, an unknown dtype or recompute setting.
+void check_training(const TrainingConfig& t, const std::string& path) {
+  for (const auto& [key, value] : {std::pair{"micro_batch", t.micro_batch}, {"global_batch", t.global_batch}})
+    if (value < 1) throw DataError("graph: " + path + "/" + key + ": expected 1 or more, got " + std::to_string(value));
+  if (t.dtype != "bf16" && t.dtype != "fp16" && t.dtype != "fp8" && t.dtype != "fp4")
+    throw DataError("graph: " + path + "/dtype: expected bf16, fp16, fp8 or fp4, got \"" + t.dtype + "\"");
+  if (t.recompute != "none" && t.recompute != "selective" && t.recompute != "full")
+    throw DataError("graph: " + path + "/recompute: expected none, selective or full, got \"" + t.recompute + "\"");
+}
+
 // The slot pass that runs an op: recomputed forward ops run at the start of the backward.
 OpPass slot_pass_of(const ShardOp& op) { return op.recompute ? OpPass::backward : op.pass; }
 
@@ -278,23 +289,24 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
   ShardSection s;
   s.parallelism = parallelism_from_json(require(j, "parallelism", path), path + "/parallelism");
   s.training = training_from_json(require(j, "training", path), path + "/training");
+  check_training(s.training, path + "/training");
   s.seq_length = require_as<int64_t>(j, "seq_length", path);
   s.num_microbatches = require_as<int64_t>(j, "num_microbatches", path);
   check_sizes(s.parallelism, s.num_microbatches, path);
   const int64_t chunks = s.parallelism.vpp.value_or(1);
   s.axes = require_as<AxisValues>(j, "axes", path);
-  s.params_total = require_as<double>(j, "params_total", path);
+  s.params_total = require_at_least(j, "params_total", path, 0);
   // New in 1.5: without it, every parameter is active.
-  s.params_active = j.contains("params_active") ? require_as<double>(j, "params_active", path) : s.params_total;
-  s.params_local = require_as<double>(j, "params_local", path);
-  s.model_flops_per_step = require_as<double>(j, "model_flops_per_step", path);
+  s.params_active = j.contains("params_active") ? require_at_least(j, "params_active", path, 0) : s.params_total;
+  s.params_local = require_at_least(j, "params_local", path, 0);
+  s.model_flops_per_step = require_at_least(j, "model_flops_per_step", path, 0);
   // Format 1.7 added its attention part.
   if (j.contains("model_attention_flops_per_step"))
-    s.model_attention_flops_per_step = require_as<double>(j, "model_attention_flops_per_step", path);
+    s.model_attention_flops_per_step = require_at_least(j, "model_attention_flops_per_step", path, 0);
   const json& buffers = require(j, "buffers", path);
   for (size_t i = 0; i < buffers.size(); ++i) {
     std::string p = path + "/buffers/" + std::to_string(i);
-    ShardBuffer b{require_as<int64_t>(buffers[i], "id", p), require_as<double>(buffers[i], "bytes", p),
+    ShardBuffer b{require_as<int64_t>(buffers[i], "id", p), require_at_least(buffers[i], "bytes", p, 0),
                   require_enum<TensorRole>(buffers[i], "role", p), require_as<std::string>(buffers[i], "param", p),
                   read_nullable<int64_t>(buffers[i], "producer", p)};
     if (b.id != static_cast<int64_t>(i)) throw DataError("graph: " + p + "/id: expected " + std::to_string(i));
@@ -340,8 +352,8 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
       op.host_waits_for = waited;
     }
     if (o.contains("cuda_graph")) op.cuda_graph = require_enum<CudaGraphScope>(o, "cuda_graph", p);  // new in 1.8
-    op.flops = require_as<double>(o, "flops", p);
-    op.bytes = require_as<double>(o, "bytes", p);
+    op.flops = require_at_least(o, "flops", p, 0);
+    op.bytes = require_at_least(o, "bytes", p, 0);
     if (o.contains("shape")) op.shape = require_as<KernelShape>(o, "shape", p);
     op.reads = require_as<std::vector<int64_t>>(o, "reads", p);
     op.writes = require_as<std::vector<int64_t>>(o, "writes", p);
@@ -351,15 +363,15 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
       op.collective = require_enum<Collective>(o, "collective", p);
       op.group = require_enum<CommGroup>(o, "group", p);
       op.group_size = require_as<int64_t>(o, "group_size", p);
-      op.message_bytes = require_as<double>(o, "message_bytes", p);
+      op.message_bytes = require_at_least(o, "message_bytes", p, 0);
     }
     s.ops.push_back(std::move(op));
   }
   s.pipeline_schedule = require_enum<ScheduleKind>(j, "pipeline_schedule", path);
   s.pp_layout = require_as<std::vector<int64_t>>(j, "pp_layout", path);
-  s.stage_params_local = require_as<std::vector<double>>(j, "stage_params_local", path);
+  s.stage_params_local = require_all_at_least(j, "stage_params_local", path, 0);
   if (j.contains("stage_expert_params_local"))
-    s.stage_expert_params_local = require_as<std::vector<double>>(j, "stage_expert_params_local", path);
+    s.stage_expert_params_local = require_all_at_least(j, "stage_expert_params_local", path, 0);
   s.schedule = schedule_from_json(require(j, "schedule", path), path + "/schedule", chunks, s.num_microbatches);
   check_stated_twice(s, require(j, "parallelism", path), path);
   return s;

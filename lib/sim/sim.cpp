@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -145,7 +146,10 @@ SimStats simulate_graph(Graph& g, const SimOptions& options) {
   }
   EventLoop<StepRecorder> loop(plan, recorder, options.replay_slots, lookout);
   loop.run();
-  g.sim = sim_section(shard, cost, recorder.totals(loop.networks()));
+  SimSection sim = sim_section(shard, cost, recorder.totals(loop.networks()));
+  if (!std::isfinite(sim.step_time_ms))  // no section JSON can hold (it writes null)
+    throw DataError("/cost/ops: the step takes longer than a double can count; an op's time_us is far too large");
+  g.sim = std::move(sim);
   if (options.record_timeline) g.sim->timeline = recorder.timeline();
   return SimStats{recorder.instances(), loop.replayed(), loop.skipped() > 0};
 }

@@ -1,5 +1,6 @@
 #include "trace/section.hpp"
 
+#include <cmath>
 #include <cstring>
 #include <type_traits>
 #include <unordered_map>
@@ -267,6 +268,10 @@ TraceSection trace_from_json(const json& j, const std::string& path) {
   TraceSection t;
   PolyReader polys;
   t.axes = require_as<AxisValues>(j, "axes", path);
+  for (const auto& [axis, value] : t.axes)  // the model's sizes
+    if (!(value >= 1 && value == std::floor(value) && std::isfinite(value)))
+      throw DataError("graph: " + path + "/axes/" + axis + ": expected a whole number of 1 or more, got " +
+                      json(value).dump());
   const json& tensors = require(j, "tensors", path);
   t.tensors.reserve(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -279,6 +284,7 @@ TraceSection trace_from_json(const json& j, const std::string& path) {
     if (t.tensors.back().id != static_cast<int64_t>(i)) throw DataError("graph: " + p + "/id: expected " + std::to_string(i));
   }
   const json& ops = require(j, "ops", path);
+  if (!ops.is_array() || ops.empty()) throw DataError("graph: " + path + "/ops: expected the traced ops, got " + ops.dump());
   t.ops.reserve(ops.size());
   for (size_t i = 0; i < ops.size(); ++i) {
     std::string p = path + "/ops/" + std::to_string(i);
