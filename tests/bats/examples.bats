@@ -24,6 +24,13 @@ sweep() {
   done
 }
 
+@test "examples/README.md shows what tp-sweep.sh prints" {
+  sweep
+  for line in "${lines[@]}"; do
+    grep -qxF "    $line" "$ROOT/examples/README.md" || { echo "examples/README.md lacks: $line"; false; }
+  done
+}
+
 @test "a tp-sweep.sh row is what syssim run reports for that point" {
   sweep
   IFS=, read -r tp dp step mfu peak <<< "${lines[2]}"
