@@ -261,13 +261,13 @@ BENCHMARK(BM_SearchDeepSeekV3On2048)->Arg(0)->Arg(1)->ArgName("zero")->Unit(benc
 // filled by the first run) or traced afresh (cold, cache off). Llama-3-70B on 1,024 H100, and
 // DeepSeek-V3 on 1,024 H100 as DGX Cloud runs it (tp 2, pp 16 in Megatron-Bridge's layout,
 // ep 64, global batch 8192).
-const std::string kRun70B = "/configs/models/llama3-70b.yaml --tp 8 --sp --pp 8 --dp 16 --micro-batch 1 "
+const std::string kRun70B = kSource + "/configs/models/llama3-70b.yaml --tp 8 --sp --pp 8 --dp 16 --micro-batch 1 "
                             "--global-batch 1024 --distributed-optimizer";
 const std::string kRunDeepSeekV3 =
-    "/configs/models/deepseek-v3.yaml --tp 2 --sp --pp 16 --dp 32 --ep 64 --etp 1 --global-batch 8192 "
+    kSource + "/configs/models/deepseek-v3.yaml --tp 2 --sp --pp 16 --dp 32 --ep 64 --etp 1 --global-batch 8192 "
     "--pp-layout 4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,1 --distributed-optimizer --overlap-grad-reduce --overlap-param-gather";
 void run_command(benchmark::State& state, const std::string& cache, const std::string& job) {
-  const std::string command = "SYSSIM_CACHE_DIR=" + cache + " " SYSSIM_BIN_DIR "/syssim run " + kSource + job +
+  const std::string command = "SYSSIM_CACHE_DIR=" + cache + " " SYSSIM_BIN_DIR "/syssim run " + job +
                               " --hardware " + kSource + "/configs/hardware/h100-sxm-80gb.yaml > /dev/null";
   if (std::system(command.c_str()) != 0) state.SkipWithError("syssim run failed");
   for (auto _ : state)
@@ -280,6 +280,20 @@ void BM_RunCommandCached(benchmark::State& state) { run_command(state, bench_cac
 void BM_RunCommandCold(benchmark::State& state) { run_command(state, "off", kRun70B); }
 void BM_RunDeepSeekV3Cached(benchmark::State& state) { run_command(state, bench_cache(), kRunDeepSeekV3); }
 void BM_RunDeepSeekV3Cold(benchmark::State& state) { run_command(state, "off", kRunDeepSeekV3); }
+// `syssim run` of Llama-3-70B cut or grown to range(0) layers (tp 8 with SP, dp 8 on 64 H100,
+// 8 micro-batches, every layer on the one pipeline rank), the trace cached: how the cost of a
+// run grows with the model's depth (issue 24 asks 640 layers within 2x of 80).
+void BM_RunCommandLayers(benchmark::State& state) {
+  const std::string model = bench_cache() + "-llama3-70b-" + std::to_string(state.range(0)) + "-layers.yaml";
+  const std::string make = "mkdir -p " + bench_cache() + " && sed 's/^num_layers: 80$/num_layers: " +
+                           std::to_string(state.range(0)) + "/' " + kSource + "/configs/models/llama3-70b.yaml > " + model;
+  if (std::system(make.c_str()) != 0) {
+    state.SkipWithError(("cannot write " + model).c_str());
+    return;
+  }
+  run_command(state, bench_cache(), model + " --tp 8 --sp --dp 8 --micro-batch 1 --global-batch 64 --distributed-optimizer");
+}
+BENCHMARK(BM_RunCommandLayers)->Arg(80)->Arg(640)->ArgName("layers")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_RunCommandCached)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_RunCommandCold)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 BENCHMARK(BM_RunDeepSeekV3Cached)->Unit(benchmark::kMillisecond)->UseRealTime();
