@@ -63,7 +63,8 @@ YAML::Node load_yaml_file(const std::string& path) { return load_yaml_text(read_
 namespace {
 
 // check_keys, with `allowed` null for any name.
-void check_mapping_keys(const YAML::Node& node, const std::vector<std::string>* allowed, const std::string& where) {
+void check_mapping_keys(const YAML::Node& node, const std::vector<std::string>* allowed, const std::string& where,
+                        const std::map<std::string, std::string>& known_as) {
   if (!node.IsMap()) throw DataError(where + ": expected a mapping, got " + scalar_text(node));
   std::vector<std::string> seen;
   for (const auto& entry : node) {
@@ -73,18 +74,24 @@ void check_mapping_keys(const YAML::Node& node, const std::vector<std::string>* 
     if (std::find(seen.begin(), seen.end(), key) != seen.end())
       throw DataError(where + ": key '" + key + "' appears twice");
     seen.push_back(key);
-    if (allowed && std::find(allowed->begin(), allowed->end(), key) == allowed->end())
-      throw DataError(where + ": unknown key '" + key + "' (did you mean '" + nearest_key(key, *allowed) + "'?)");
+    if (allowed && std::find(allowed->begin(), allowed->end(), key) == allowed->end()) {
+      const auto named = known_as.find(key);
+      throw DataError(where + ": unknown key '" + key + "' (" +
+                      (named != known_as.end() ? "syssim calls it '" + named->second + "'"
+                                               : "did you mean '" + nearest_key(key, *allowed) + "'?") +
+                      ")");
+    }
   }
 }
 
 }  // namespace
 
-void check_keys(const YAML::Node& node, const std::vector<std::string>& allowed, const std::string& where) {
-  check_mapping_keys(node, &allowed, where);
+void check_keys(const YAML::Node& node, const std::vector<std::string>& allowed, const std::string& where,
+                const std::map<std::string, std::string>& known_as) {
+  check_mapping_keys(node, &allowed, where, known_as);
 }
 
-void check_names_once(const YAML::Node& node, const std::string& where) { check_mapping_keys(node, nullptr, where); }
+void check_names_once(const YAML::Node& node, const std::string& where) { check_mapping_keys(node, nullptr, where, {}); }
 
 template <typename T>
 T yaml_require(const YAML::Node& node, const std::string& key, const std::string& where) {

@@ -3,6 +3,7 @@
 #pragma once
 #include <yaml-cpp/yaml.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,10 @@ YAML::Node load_yaml_file(const std::string& path);
 YAML::Node load_yaml_text(const std::string& text, const std::string& name);
 
 // Throws DataError if `node` has a key not in `allowed`, suggesting the nearest one.
-void check_keys(const YAML::Node& node, const std::vector<std::string>& allowed, const std::string& where);
+// `known_as`: the names other tools give some allowed keys (Megatron-Core's `layernorm_epsilon`
+// for `rms_norm_eps`), which an unknown key is pointed to instead of the nearest spelling.
+void check_keys(const YAML::Node& node, const std::vector<std::string>& allowed, const std::string& where,
+                const std::map<std::string, std::string>& known_as = {});
 // check_keys without a list: a mapping whose keys are names, each given once.
 void check_names_once(const YAML::Node& node, const std::string& where);
 

@@ -35,6 +35,17 @@ const std::vector<std::string> kModelKeys = {
     "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim", "mtp_num_layers", "window_size",
     "window_attn_skip_freq", "softmax_type", "activation_func_clamp_value", "moe_router_dtype"};
 
+// Model keys as Megatron-Core's TransformerConfig and Hugging Face's config.json name them,
+// where syssim's name differs: an unknown key is pointed to syssim's.
+const std::map<std::string, std::string> kModelKeysKnownAs = {
+    {"layernorm_epsilon", "rms_norm_eps"},       {"rotary_base", "rope_theta"},
+    {"gated_linear_unit", "swiglu"},             {"num_experts", "num_moe_experts"},
+    {"num_hidden_layers", "num_layers"},         {"intermediate_size", "ffn_hidden_size"},
+    {"num_key_value_heads", "num_query_groups"}, {"head_dim", "kv_channels"},
+    {"num_local_experts", "num_moe_experts"},    {"num_experts_per_tok", "moe_router_topk"},
+    {"moe_intermediate_size", "moe_ffn_hidden_size"}, {"sliding_window", "window_size"},
+};
+
 const std::vector<std::string> kHardwareKeys = {
     "name", "peak_tflops_mm", "peak_tflops_math", "peak_memory_bandwidth_GBps", "gpus_per_node",
     "peak_tflops_mm_fp8", "peak_tflops_mm_fp4", "sfu_peak", "gpu_memory_GB",
@@ -220,6 +231,8 @@ void parse_moe_and_attention(const YAML::Node& node, const std::string& name, Mo
     } else {
       m.window_size = yaml_require<int64_t>(node, "window_size", name);
     }
+    if (m.window_size == 0)  // Megatron's (0, 0): each token sees itself alone, no model's window
+      throw DataError(name + ": key 'window_size' must be 1 or more (the keys before each query it attends to), got 0");
     // Megatron-Core: an int N is one full-attention layer after N-1 sliding-window ones (layer
     // numbers from 1); a list has 1 for sliding-window layers; none: every layer slides.
     m.sliding_window_pattern = node["window_attn_skip_freq"]
@@ -243,7 +256,7 @@ std::string stem_of(const std::string& path) {
 
 ModelConfig parse_model_yaml(const std::string& text, const std::string& name) {
   YAML::Node node = load_yaml_text(text, name);
-  check_keys(node, kModelKeys, name);
+  check_keys(node, kModelKeys, name, kModelKeysKnownAs);
   if (node["huggingface"])  // the fields of the model's config.json, with the overrides applied
     node = huggingface_model_node(node, kModelKeys, name);
   else if (node["overrides"])
@@ -325,7 +338,8 @@ ModelConfig load_model(const std::string& argument, std::optional<int64_t> seq_l
     throw UsageError(argument + ": a Hugging Face model needs --seq-length (its config.json holds no training sequence length)");
   // The model YAML `huggingface: ...` would say, named after the model's folder; a local file by
   // its absolute path (the YAML's own folder does not exist).
-  const fs::path local = fs::absolute(given).lexically_normal();
+  fs::path local = fs::absolute(given).lexically_normal();
+  if (local.filename().empty()) local = local.parent_path();  // a folder given as "Qwen3-8B/" or "."
   const std::string name = (config_file ? local.parent_path() : local).filename().string();
   YAML::Node model;
   model["name"] = name;
@@ -421,6 +435,9 @@ void validate(const ModelConfig& m, const std::string& where) {
   }
   // Megatron-Core's group-limited routing: the experts split into groups, top-k within the
   // best group_topk groups.
+  for (const auto& [key, value] : {std::pair{"moe_router_num_groups", m.moe_router_num_groups},
+                                    {"moe_router_group_topk", m.moe_router_group_topk}})
+    if (value < 0) throw DataError(where + ": key '" + key + "' must not be negative, got " + std::to_string(value));
   if ((m.moe_router_num_groups > 0) != (m.moe_router_group_topk > 0))
     throw DataError(where + ": moe_router_num_groups and moe_router_group_topk go together");
   if (m.moe_router_num_groups > 0 &&

@@ -421,6 +421,9 @@ void map_deepseek_v3(const ConfigReader& r, YAML::Node& m) {
   if (method != "noaux_tc" && method != "greedy" && method != "group_limited_greedy")
     r.fail("topk_method", "is '" + method + "': expected noaux_tc, greedy or group_limited_greedy");
   m["moe_router_enable_expert_bias"] = method == "noaux_tc";
+  // The architecture's MoEGate computes the router logits in fp32 (modeling_deepseek.py:
+  // F.linear(hidden_states.type(torch.float32), self.weight.type(torch.float32))).
+  m["moe_router_dtype"] = "fp32";
   bool balanced = r.number("aux_loss_alpha") > 0;
   m["moe_router_load_balancing_type"] = !balanced ? "none" : r.boolean("seq_aux", true) ? "seq_aux_loss" : "aux_loss";
 }

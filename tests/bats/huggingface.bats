@@ -54,6 +54,14 @@ expected_summary() { syssim run "$MODELS/llama3-8b.yaml" "${JOB[@]}" | summary; 
   assert_equal "$(summary <<< "$output")" "$(expected_summary)"
 }
 
+@test "a folder given with a trailing slash names the model after the folder" {
+  mkdir -p "$BATS_TEST_TMPDIR/Llama-3.1-8B"
+  cp "$LLAMA31_8B" "$BATS_TEST_TMPDIR/Llama-3.1-8B/config.json"
+  run syssim memory "$BATS_TEST_TMPDIR/Llama-3.1-8B/" --seq-length 4096 --format json
+  assert_success
+  assert_equal "$(jq -r .model.name <<< "$output")" "Llama-3.1-8B"
+}
+
 @test "a mixture-of-experts architecture syssim does not map is refused as bad data" {
   mkdir -p "$BATS_TEST_TMPDIR/olmoe"
   echo '{"architectures": ["OlmoeForCausalLM"], "num_experts": 64}' > "$BATS_TEST_TMPDIR/olmoe/config.json"

@@ -484,6 +484,8 @@ TEST_F(HfEnvironment, DeepSeekV3HasLatentAttentionAndThreeDenseLayers) {
   EXPECT_EQ(m.moe_router_group_topk, 4);
   EXPECT_TRUE(m.moe_router_enable_expert_bias);
   EXPECT_EQ(m.moe_router_load_balancing_type, "seq_aux_loss");
+  // The architecture's MoEGate computes its logits in fp32 (modeling_deepseek.py).
+  EXPECT_EQ(m.moe_router_dtype, "fp32");
   EXPECT_FALSE(m.tie_word_embeddings);
   EXPECT_DOUBLE_EQ(m.rms_norm_eps, 1e-6);
   // config.json's num_nextn_predict_layers is not read: multi-token prediction is a training choice.
