@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
         syssim::Graph graph;
         graph.model = syssim::load_model(model_path, seq_length);
         if (seq_length) graph.model->seq_length = *seq_length;  // a model YAML's own
-        graph.trace = syssim::trace_model(*graph.model);
+        graph.trace = syssim::trace_model(syssim::traced_at(*graph.model, graph.model->seq_length));
         graph.provenance.push_back({tool.name, syssim::kSyssimVersion, tool.args});
         return syssim::write_graph(graph);
       });

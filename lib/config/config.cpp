@@ -254,9 +254,15 @@ std::string stem_of(const std::string& path) {
   return dot == std::string::npos ? base : base.substr(0, dot);
 }
 
-ModelConfig parse_model_yaml(const std::string& text, const std::string& name) {
+ModelConfig parse_model_yaml(const std::string& text, const std::string& name, std::optional<int64_t> job_seq_length) {
   YAML::Node node = load_yaml_text(text, name);
   check_keys(node, kModelKeys, name, kModelKeysKnownAs);
+  // A config.json is read at the sequence the job runs: whether its sliding window covers the
+  // whole sequence, and so is full attention, depends on it.
+  if (node["huggingface"] && job_seq_length) {
+    if (!node["overrides"]) node["overrides"] = YAML::Node(YAML::NodeType::Map);
+    if (node["overrides"].IsMap()) node["overrides"]["seq_length"] = *job_seq_length;
+  }
   if (node["huggingface"])  // the fields of the model's config.json, with the overrides applied
     node = huggingface_model_node(node, kModelKeys, name);
   else if (node["overrides"])
@@ -318,9 +324,9 @@ ModelConfig parse_model_yaml(const std::string& text, const std::string& name) {
   return m;
 }
 
-ModelConfig load_model_yaml(const std::string& name_or_path) {
+ModelConfig load_model_yaml(const std::string& name_or_path, std::optional<int64_t> job_seq_length) {
   const std::string path = preset_file(PresetKind::kModel, name_or_path);
-  return parse_model_yaml(read_input(path), path);  // reports unreadable files and bad YAML with the path
+  return parse_model_yaml(read_input(path), path, job_seq_length);  // reports unreadable files and bad YAML with the path
 }
 
 ModelConfig load_model(const std::string& argument, std::optional<int64_t> seq_length) {
@@ -333,7 +339,7 @@ ModelConfig load_model(const std::string& argument, std::optional<int64_t> seq_l
   const std::string extension = given.extension().string();
   const bool id = !fs::exists(given, error) && extension != ".yaml" && extension != ".yml" && extension != ".json" &&
                   std::count(argument.begin(), argument.end(), '/') == 1 && argument.front() != '/';
-  if (!config_file && !config_folder && !id) return load_model_yaml(argument);
+  if (!config_file && !config_folder && !id) return load_model_yaml(argument, seq_length);
   if (!seq_length)  // a flag the command line lacks
     throw UsageError(argument + ": a Hugging Face model needs --seq-length (its config.json holds no training sequence length)");
   // The model YAML `huggingface: ...` would say, named after the model's folder; a local file by
@@ -355,6 +361,20 @@ bool runs_fused_softmax_kernel(const ModelConfig& model, int64_t seq_length) {
   // are left out: scores are 16-bit, and the trace knows neither the batch nor the TP size.
   return model.attention_backend == "unfused" && model.masked_softmax_fusion && seq_length > 16 &&
          seq_length <= 4096 && seq_length % 4 == 0;
+}
+
+bool window_slides_at(const ModelConfig& model, int64_t seq_length) {
+  return model.window_size > 0 && seq_length > model.window_size + 1;
+}
+
+ModelConfig traced_at(const ModelConfig& model, int64_t seq_length) {
+  ModelConfig traced = model;
+  traced.seq_length = seq_length;
+  if (model.window_size > 0 && !window_slides_at(model, seq_length)) {
+    traced.window_size = 0;
+    traced.sliding_window_pattern.clear();
+  }
+  return traced;
 }
 
 void validate(const ModelConfig& m, const std::string& where) {

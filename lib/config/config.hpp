@@ -104,6 +104,13 @@ struct ModelConfig {
 // rather than PyTorch's fp32 softmax; false with flash attention (docs/syssim-trace.md).
 bool runs_fused_softmax_kernel(const ModelConfig& model, int64_t seq_length);
 
+// Whether the model's sliding window is shorter than a sequence of `seq_length` tokens: a window
+// of window_size + 1 keys that holds the whole sequence is full causal attention.
+bool window_slides_at(const ModelConfig& model, int64_t seq_length);
+// The model as traced for a sequence of `seq_length` tokens: that seq_length, and no sliding
+// window where the window holds the whole sequence (its layers are full causal attention).
+ModelConfig traced_at(const ModelConfig& model, int64_t seq_length);
+
 // One tier of the cluster network, innermost first (docs/network.md): level 0 is the NVLink domain
 // of a node, the levels above it the scale-out network (rail/leaf switches, spines, ...).
 struct TopologyLevel {
@@ -354,13 +361,17 @@ std::vector<std::pair<std::string, int64_t>> expert_rank_order(const Parallelism
 // dp16 mbs1 gbs512", then the recomputation and a per-layer sharding strategy when there are.
 std::string layout_text(const ParallelismConfig& p, const TrainingConfig& t);
 
-// A model or hardware YAML file, or a preset by name (config/presets.hpp).
-ModelConfig load_model_yaml(const std::string& name_or_path);
+// A model or hardware YAML file, or a preset by name (config/presets.hpp). A model YAML naming
+// a Hugging Face model reads its config.json at `job_seq_length` when given (the sequence the
+// job runs), else at its overrides' seq_length.
+ModelConfig load_model_yaml(const std::string& name_or_path, std::optional<int64_t> job_seq_length = std::nullopt);
 // A model argument of the tools: a Hugging Face model (a config.json file, a folder holding one,
 // or an id org/name that is no path here; found as docs/configs.md says) at `seq_length`, which
-// its config does not hold; else load_model_yaml. DataError without seq_length for one.
+// its config does not hold; else load_model_yaml at `seq_length`. DataError without seq_length
+// for a Hugging Face model.
 ModelConfig load_model(const std::string& argument, std::optional<int64_t> seq_length);
-ModelConfig parse_model_yaml(const std::string& text, const std::string& name);
+ModelConfig parse_model_yaml(const std::string& text, const std::string& name,
+                             std::optional<int64_t> job_seq_length = std::nullopt);
 HardwareConfig load_hardware_yaml(const std::string& name_or_path);
 // A hardware's calibrated_model as a folder: itself when absolute, else taken from base_dir
 // (the hardware YAML's folder); "" for none.

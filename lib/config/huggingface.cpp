@@ -449,15 +449,18 @@ void map_experts(const Architecture& arch, const ConfigReader& r, YAML::Node& m)
 }
 
 // Sliding-window layers attend to the last `window` tokens only. Mixtral's and GPT-OSS's are
-// mapped (Megatron's window_size, and window_attn_skip_freq where only some layers slide); for
-// the other architectures syssim prices every layer's attention over the whole causal sequence,
-// which overstates those layers, so a longer sequence is refused. At or below the window, sliding
-// and full attention are the same.
+// mapped (Megatron's window_size, and window_attn_skip_freq where only some layers slide), at
+// any sequence: a window holding the whole sequence is traced as full attention (traced_at).
+// For the other architectures syssim prices every layer's attention over the whole causal
+// sequence, which overstates those layers, so a sequence longer than the window is refused; at
+// or below it, sliding and full attention are the same.
 void map_attention_window(const Architecture& arch, const ConfigReader& r, int64_t seq_length,
                           const std::string& where, YAML::Node& m) {
   std::optional<int64_t> window = sliding_window(r);
-  if (!window || seq_length <= *window) return;
-  if (arch.family != Family::mixtral && arch.family != Family::gpt_oss)
+  if (!window) return;
+  const bool mapped = arch.family == Family::mixtral || arch.family == Family::gpt_oss;
+  if (!mapped && seq_length <= *window) return;
+  if (!mapped)
     throw DataError(where + ": architecture " + arch.name + " has sliding-window attention (window " +
                     std::to_string(*window) + ") and seq_length " + std::to_string(seq_length) +
                     " is longer; syssim models the sliding windows of MixtralForCausalLM and GptOssForCausalLM only");

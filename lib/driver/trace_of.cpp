@@ -60,8 +60,7 @@ TraceSection trace_afresh(const ModelConfig& model) {
 }
 
 const TraceSection& trace_of(const ModelConfig& given, std::optional<int64_t> seq_length) {
-  ModelConfig model = given;
-  model.seq_length = seq_length.value_or(given.seq_length);
+  const ModelConfig model = traced_at(given, seq_length.value_or(given.seq_length));
   // The trace leaves the batch and sequence axes free: one trace serves every seq_length with
   // the same softmax kernels.
   nlohmann::json architecture = to_json(model);

@@ -51,12 +51,7 @@ void check_layout(const ModelConfig& model, const ShardOptions& options, int64_t
     require_divides(p.tp * p.cp, p.cp > 1 ? "tp*cp" : "tp", seq, "seq_length (sequence parallelism)");
   if (!model.rope && seq > model.max_position_embeddings)
     throw DataError("seq_length=" + str(seq) + " exceeds max_position_embeddings=" + str(model.max_position_embeddings));
-  // A window as long as the rank's sequence is full causal attention, which the window's FLOP
-  // count (window keys per query) would overstate.
-  if (model.window_size > 0 && seq / p.cp <= model.window_size + 1)
-    throw DataError("seq_length=" + str(seq) + " is not longer than the window of " + str(model.window_size + 1) +
-                    " keys: the sliding window covers the whole sequence; give the model without window_size");
-  if (p.cp > 1 && (model.window_size > 0 || model.softmax_type != "vanilla"))
+  if (p.cp > 1 && (window_slides_at(model, seq) || model.softmax_type != "vanilla"))
     throw UsageError("cp=" + str(p.cp) + " with sliding-window attention or attention sinks is not simulated");
   if (p.cp > 1 && model.multi_latent_attention)
     throw UsageError("cp=" + str(p.cp) + " with multi-head latent attention is not simulated");
@@ -75,6 +70,21 @@ void check_softmax_kernels(const ModelConfig& model, const TraceSection& trace, 
                   ": trace the model at this length (syssim-trace --seq-length " + str(seq) + ")");
 }
 
+// A sliding window that holds the whole sequence is full causal attention (traced_at), which the
+// window's FLOP count (window keys per query) would overstate; a job at a length on the other
+// side of the window needs its own trace.
+void check_window(const ModelConfig& model, const TraceSection& trace, int64_t seq) {
+  if (model.window_size == 0) return;  // a window op in such a trace lacks its axis: refused where priced
+  const bool traced_window = std::any_of(trace.ops.begin(), trace.ops.end(), [](const TraceOp& op) {
+    return op.name.named_op() == NamedOp::flash_attn_window;
+  });
+  if (traced_window == window_slides_at(model, seq)) return;
+  throw DataError("seq_length=" + str(seq) + (traced_window ? " is not longer than" : " is longer than") +
+                  " the sliding window of " + str(model.window_size + 1) + " keys, but the trace " +
+                  (traced_window ? "slides" : "has full attention") + ": trace the model at this length (syssim-trace " +
+                  "--seq-length " + str(seq) + ")");
+}
+
 AxisValues rank_axes(const ModelConfig& model, const TraceSection& trace, const ShardOptions& options, int64_t seq) {
   int64_t tp = options.parallelism.tp;
   AxisValues axes = trace.axes;
@@ -84,6 +94,10 @@ AxisValues rank_axes(const ModelConfig& model, const TraceSection& trace, const 
   axes["f"] = static_cast<double>(model.ffn_hidden_size / tp);
   if (axes.count("u")) axes["u"] = static_cast<double>(model.moe_shared_expert_intermediate_size / tp);
   axes["v"] = static_cast<double>(padded_vocab_size(model, tp) / tp);
+  // A window of x keys (the query's own among them): query i sees min(i + 1, x), so over s
+  // queries a query sees x - x(x - 1)/(2s) on average, what the window's ops are priced with.
+  if (auto window = axes.find("x"); window != axes.end())
+    window->second -= window->second * (window->second - 1) / (2 * axes.at("s"));
   return axes;
 }
 
@@ -269,6 +283,7 @@ ShardSection shard_trace(const ModelConfig& model, const TraceSection& trace, co
   int64_t seq = options.training.seq_length.value_or(model.seq_length);
   check_layout(model, options, seq);
   check_softmax_kernels(model, trace, seq);
+  check_window(model, trace, seq);
 
   ShardContext context{model, trace, options, seq, rank_axes(model, trace, options, seq), {}, {}, {}, 1, {}};
   context.sequence_axes = context.full_axes;

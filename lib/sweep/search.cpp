@@ -105,7 +105,7 @@ std::vector<ShardOptions> enumerate_layouts(const ModelConfig& model, const Hard
       for (int64_t cp : divisors(gpus / tp / pp)) {
         // Context parallelism: flash attention only, 2*cp sequence chunks; SP splits each by tp.
         if (cp > 1 && (model.attention_backend != "flash" || seq % (2 * cp) || model.multi_latent_attention ||
-                       model.window_size > 0 || model.softmax_type != "vanilla"))
+                       window_slides_at(model, seq) || model.softmax_type != "vanilla"))
           continue;
         if (seq % (tp * cp)) continue;
         const int64_t dp = gpus / tp / pp / cp;

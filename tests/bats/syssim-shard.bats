@@ -129,6 +129,25 @@ load common
   assert_output "syssim-shard: error: /trace/ops/$id/inputs/1/dims: syssim::flash_attn needs at least 4 dims, got 1"
 }
 
+@test "a window op counts the keys each query sees: over 256 queries a window of 128 keys sees 24640 of a causal 32768" {
+  # sum over i < 256 of min(i + 1, 128) = 128*129/2 + 128*128 = 24640 scores; full causal attention
+  # is counted as 256*256/2 = 32768. Forward window and full ops of GPT-OSS's alternating layers.
+  run bash -c "syssim-trace gpt-oss-120b --seq-length 256 | syssim-shard --seq-length 256 --ep 8 --dp 8 --global-batch 8 |
+    jq '[.shard.ops[] | select(.name == \"syssim::flash_attn_window\" or .name == \"syssim::flash_attn\") | .flops] | .[0] / .[1]'"
+  assert_success
+  assert_output "0.751953125"
+}
+
+@test "a window that holds the whole sequence is full attention; a trace from the other side of it is refused" {
+  sed '/^window_size:/d; /^window_attn_skip_freq:/d' "$MODELS/gpt-oss-120b.yaml" > "$BATS_TEST_TMPDIR/full.yaml"
+  job=(--seq-length 128 --ep 8 --dp 8 --global-batch 8 --format json)
+  windowed=$(syssim run gpt-oss-120b "${job[@]}" | jq .step_time_ms)
+  assert_equal "$windowed" "$(syssim run "$BATS_TEST_TMPDIR/full.yaml" "${job[@]}" | jq .step_time_ms)"
+  run bash -c "syssim-trace gpt-oss-120b | syssim-shard --seq-length 128 --ep 8 --dp 8 --global-batch 8"
+  assert_failure 1
+  assert_output "syssim-shard: error: seq_length=128 is not longer than the sliding window of 128 keys, but the trace slides: trace the model at this length (syssim-trace --seq-length 128)"
+}
+
 @test "a sliding-window attention op in a model without a window names the missing axis" {
   trace="$ROOT/tests/golden/tiny.trace.graph"
   id=$(jq '[.trace.ops[] | select(.name == "syssim::flash_attn")][0].id' "$trace")

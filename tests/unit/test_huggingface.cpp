@@ -575,18 +575,22 @@ TEST_F(HfEnvironment, GptOss120bAlternatesSlidingAndFullAttention) {
   EXPECT_FALSE(m.apply_rope_fusion);  // YaRN's scaled cos and sin: Megatron-Core's unfused RoPE
   EXPECT_FALSE(m.tie_word_embeddings);
   EXPECT_DOUBLE_EQ(m.rope_theta, 150000);
-  // Within the window, sliding and full attention are the same.
-  EXPECT_EQ(load_hf(dir, "openai/gpt-oss-120b", "{seq_length: 128}").window_size, 0);
+  // The window is the model's at any sequence; one that holds the whole sequence (128 keys, the
+  // query's own among them) is full causal attention, and the model is traced without it.
+  const ModelConfig short_sequence = load_hf(dir, "openai/gpt-oss-120b", "{seq_length: 128}");
+  EXPECT_EQ(short_sequence.window_size, 127);
+  EXPECT_EQ(traced_at(short_sequence, 128).window_size, 0);
+  EXPECT_EQ(traced_at(short_sequence, 129).window_size, 127);
 }
 
-// Mixtral's first config.json had sliding_window 4096 on every layer: mapped when the sequence is
-// longer. Qwen3-MoE's window (use_sliding_window) is refused over a longer sequence, as for the
+// Mixtral's first config.json had sliding_window 4096 on every layer: mapped at any sequence.
+// Qwen3-MoE's window (use_sliding_window) is refused over a longer sequence, as for the
 // dense architectures.
 TEST_F(HfEnvironment, MixtralWindowsAreMappedAndQwen3MoeWindowsRefused) {
   fs::path dir = fresh_dir("moe-windows");
   write(dir / "m/config.json",
         R"({"architectures": ["MixtralForCausalLM"], "num_hidden_layers": 4, "sliding_window": 4096})");
-  EXPECT_EQ(load_hf(dir, "m", "{seq_length: 4096}").window_size, 0);
+  EXPECT_EQ(load_hf(dir, "m", "{seq_length: 4096}").window_size, 4095);
   ModelConfig m = load_hf(dir, "m", "{seq_length: 8192}");
   EXPECT_EQ(m.window_size, 4095);  // 4096 keys with the query's own
   EXPECT_EQ(layers_where(m, &ModelConfig::is_sliding_window_layer), range(0, 3));
