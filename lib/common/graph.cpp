@@ -1,5 +1,7 @@
 #include "common/graph.hpp"
 
+#include <regex>
+
 #include "common/io.hpp"
 #include "common/json_util.hpp"
 #include "common/version.hpp"
@@ -9,15 +11,14 @@ namespace {
 
 const char* kFormat = "syssim-graph";
 
+// MAJOR of "MAJOR.MINOR", each a decimal number without a leading zero ("1.20", not "01.20",
+// " 1.20" or "1.20.1").
 int major_of(const std::string& version, const std::string& where) {
-  size_t dot = version.find('.');
-  try {
-    if (dot == std::string::npos || dot == 0) throw std::invalid_argument(version);
-    std::stoi(version.substr(dot + 1));
-    return std::stoi(version.substr(0, dot));
-  } catch (const std::exception&) {
+  static const std::regex kVersion("(0|[1-9][0-9]{0,5})\\.(0|[1-9][0-9]{0,5})");
+  std::smatch parts;
+  if (!std::regex_match(version, parts, kVersion))
     throw DataError(where + ": /version: expected MAJOR.MINOR, got \"" + version + "\"");
-  }
+  return std::stoi(parts[1].str());
 }
 
 }  // namespace

@@ -144,6 +144,20 @@ class Temporaries {
 
 void write_output(const std::string& path, const std::string& text) { write_outputs({{path, text}}); }
 
+void check_outputs_differ(const std::vector<std::pair<std::string, std::string>>& flag_paths) {
+  namespace fs = std::filesystem;
+  for (size_t a = 0; a < flag_paths.size(); ++a)
+    for (size_t b = a + 1; b < flag_paths.size(); ++b) {
+      const std::string& path = flag_paths[a].second;
+      if (path.empty() || is_stdout(path) || flag_paths[b].second.empty() || is_stdout(flag_paths[b].second)) continue;
+      std::error_code error;
+      if (fs::weakly_canonical(fs::absolute(path), error) ==
+          fs::weakly_canonical(fs::absolute(flag_paths[b].second), error))
+        throw UsageError(flag_paths[a].first + " and " + flag_paths[b].first + " both name " + path +
+                         ": give each output its own file");
+    }
+}
+
 void write_outputs(const std::vector<std::pair<std::string, std::string>>& outputs) {
   // Where each output goes, decided once: before anything is renamed, so that a file renamed
   // into place is not then taken for one written in place.

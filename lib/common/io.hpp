@@ -34,6 +34,10 @@ std::string read_rest(std::ifstream& in, const std::string& path);
 // (a temporary file beside the target, then rename) so a failure leaves nothing half-written.
 void write_output(const std::string& path, const std::string& text);
 
+// UsageError when two of the outputs a command was given, as (flag, path), name the same file
+// (standard output, "-", aside): each would overwrite the other.
+void check_outputs_differ(const std::vector<std::pair<std::string, std::string>>& flag_paths);
+
 // Writes several outputs (path, text), all or none: every file goes to its temporary first,
 // and only when all are written are they renamed into place; standard output comes last.
 void write_outputs(const std::vector<std::pair<std::string, std::string>>& outputs);

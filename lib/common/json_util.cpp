@@ -2,6 +2,27 @@
 
 namespace syssim {
 
+void check_json_depth(const std::string& text, const std::string& source) {
+  constexpr int kMostLevels = 10000;
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;  // the escaped character
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMostLevels)
+        throw DataError(source + ": JSON nested deeper than " + std::to_string(kMostLevels) + " levels at byte " +
+                        std::to_string(i));
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+}
+
 void throw_json_error(const json::exception& error, const std::string& text, const std::string& source) {
   if (const auto* parse = dynamic_cast<const json::parse_error*>(&error)) {
     if (parse->byte > text.size())

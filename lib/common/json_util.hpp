@@ -25,9 +25,14 @@ using json = nlohmann::json;
 // overflow parsing '1e400'", never the library's own text.
 [[noreturn]] void throw_json_error(const json::exception& error, const std::string& text, const std::string& source);
 
+// DataError "SOURCE: JSON nested deeper than N levels at byte B": the parser and the document's
+// destruction recurse, and no syssim document nests beyond a few levels.
+void check_json_depth(const std::string& text, const std::string& source);
+
 // Parses JSON text (json or ordered_json), failures as throw_json_error says.
 template <typename Json = json>
 Json parse_json(const std::string& text, const std::string& source) {
+  check_json_depth(text, source);
   try {
     return Json::parse(text);
   } catch (const json::exception& error) {

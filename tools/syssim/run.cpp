@@ -46,6 +46,8 @@ std::vector<Subcommand> add_run_and_memory(CLI::App& app) {
       request.memory_only = memory_only;
       request.timeline = !memory_only && !settings->timeline.empty();
       request.critical_path = !memory_only && !settings->critical_path.empty();
+      check_outputs_differ({{"-o", settings->output}, {"--timeline", settings->timeline},
+                            {"--critical-path", settings->critical_path}});
       RunOutput result = syssim::run(request);
       std::vector<std::pair<std::string, std::string>> outputs = {{settings->output, result.report}};
       if (request.timeline) outputs.emplace_back(settings->timeline, result.chrome_trace);
