@@ -138,11 +138,11 @@ void price_host(const ShardSection& shard, const HardwareConfig::Host& host, std
 }
 
 // Which roofline term is the larger one, or the launch floor when neither reaches it.
-std::string bound_of(const Kernel& kernel, double time_us, double floor_us, const HardwareConfig& hw) {
-  if (time_us <= floor_us) return "launch";
+OpBound bound_of(const Kernel& kernel, double time_us, double floor_us, const HardwareConfig& hw) {
+  if (time_us <= floor_us) return OpBound::launch;
   Kernel memory_only = kernel;
   memory_only.flops = 0;
-  return roofline_us(memory_only, hw) >= roofline_us(kernel, hw) ? "memory" : "compute";
+  return roofline_us(memory_only, hw) >= roofline_us(kernel, hw) ? OpBound::memory : OpBound::compute;
 }
 
 // What shard_collective_time reads of an op (besides its id, for messages); symbols by
@@ -266,8 +266,12 @@ void CostEstimator::cost_graph(Graph& g) const {
   cost.ops.resize(shard.ops.size());
   std::vector<Kernel> calibrated_kernels;
   std::vector<std::pair<size_t, double>> calibrated_parts;  // (op, times the kernel runs)
-  // An op's time no shorter than the launch floor of its kernels, and what bounds it.
+  // An op's time no shorter than the launch floor of its kernels, and what bounds it; once
+  // for an op of several calibrated parts.
+  std::vector<char> finished(shard.ops.size(), 0);
   auto finish = [&](size_t i) {
+    if (finished[i]) return;
+    finished[i] = 1;
     OpCost& c = cost.ops[i];
     const double floor_us = hardware_.kernel_launch_us * kernel_launches(shard.ops[i]);
     c.bound = bound_of(kernel_of(shard.ops[i]), c.time_us, floor_us, hardware_);
@@ -286,11 +290,11 @@ void CostEstimator::cost_graph(Graph& g) const {
       auto known = collective_times.find(key);
       if (known == collective_times.end())
         known = collective_times.emplace(key, shard_collective_time(op, shard.parallelism, hardware_)).first;
-      cost.ops[i] = {op.id, known->second.time_us, "network", known->second.phases};
+      cost.ops[i] = {op.id, known->second.time_us, OpBound::network, known->second.phases};
       continue;
     }
     if (op.kind == OpKind::host_copy) {
-      cost.ops[i] = {op.id, host_copy_us(op, hardware_), "host_link", {}};
+      cost.ops[i] = {op.id, host_copy_us(op, hardware_), OpBound::host_link, {}};
       continue;
     }
     auto [first, added] = first_op_of.emplace(KernelKey(op), i);
@@ -314,7 +318,7 @@ void CostEstimator::cost_graph(Graph& g) const {
       auto share = hardware_.efficiency.find(kernel.family);
       time += count * uncalibrated_roofline(kernel, roofline) / (share == hardware_.efficiency.end() ? 1.0 : share->second);
     }
-    cost.ops[i] = {op.id, time, "", {}};
+    cost.ops[i] = {op.id, time, OpBound::compute, {}};  // its bound set by finish
     if (!calibrated_part) finish(i);
   }
   if (!calibrated_kernels.empty()) {
@@ -322,7 +326,7 @@ void CostEstimator::cost_graph(Graph& g) const {
     for (size_t j = 0; j < times.size(); ++j) cost.ops[calibrated_parts[j].first].time_us += calibrated_parts[j].second * times[j];
     for (size_t j = 0; j < times.size(); ++j) {
       const size_t i = calibrated_parts[j].first;
-      if (cost.ops[i].bound.empty()) finish(i);
+      finish(i);
     }
   }
   scale_attention(g, cost.ops);

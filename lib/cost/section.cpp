@@ -12,7 +12,7 @@ json to_json(const CostSection& c) {
     links.push_back({{"name", link.name}, {"level", link.level}, {"bandwidth_GBps", link.bandwidth_GBps}});
   json ops = json::array();
   for (const auto& op : c.ops) {
-    ops.push_back({{"id", op.id}, {"time_us", op.time_us}, {"bound", op.bound}});
+    ops.push_back({{"id", op.id}, {"time_us", op.time_us}, {"bound", to_string(op.bound)}});
     if (op.host_us > 0) ops.back()["host_us"] = op.host_us;
     if (op.phases.empty()) continue;
     json phases = json::array();
@@ -67,7 +67,7 @@ CostSection cost_from_json(const json& j, const std::string& path) {
   for (size_t i = 0; i < ops.size(); ++i) {
     std::string p = path + "/ops/" + std::to_string(i);
     OpCost op{require_as<int64_t>(ops[i], "id", p), require_at_least(ops[i], "time_us", p, 0),
-              require_as<std::string>(ops[i], "bound", p), {}};
+              require_enum<OpBound>(ops[i], "bound", p), {}};
     if (op.id != static_cast<int64_t>(i)) throw DataError("graph: " + p + "/id: expected " + std::to_string(i));
     if (ops[i].contains("host_us")) {  // new in graph format 1.8
       op.host_us = require_at_least(ops[i], "host_us", p, 0);

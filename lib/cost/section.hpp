@@ -1,19 +1,30 @@
 // The "cost" section (docs/graph-format.md), owned by syssim-cost: the hardware and the
 // time of every op of the shard section on one rank.
 #pragma once
+#include <array>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "common/op_kinds.hpp"
 #include "config/config.hpp"
 #include "network/network.hpp"
 
 namespace syssim {
 
+// What sets an op's time: the tensor cores or vector units, memory bandwidth, the kernel launch
+// floor, the network (collectives) or the host link (host copies).
+enum class OpBound : uint8_t { compute, memory, launch, network, host_link };
+template <>
+struct EnumNames<OpBound> {
+  static constexpr std::array<const char*, 5> kNames = {"compute", "memory", "launch", "network", "host_link"};
+};
+
 struct OpCost {
   int64_t id = 0;        // the shard op
   double time_us = 0;    // alone: for a collective, the sum of its phases' times
-  std::string bound;     // compute | memory | launch | network
+  OpBound bound = OpBound::compute;
   std::vector<Phase> phases;  // collectives only, in order (docs/network.md)
   double host_us = 0;  // the host's time to issue it (docs/syssim-sim.md, "The host"); 0: not simulated
 };

@@ -62,7 +62,7 @@ inline Graph graph_of(const std::vector<TestOp>& ops, int64_t num_microbatches =
     if (op.kind == OpKind::collective) op.group = parse_enum<CommGroup>(ops[i].group).value();
     op.host_waits_for = ops[i].host_waits_for;
     g.shard->ops.push_back(op);
-    g.cost->ops.push_back(OpCost{op.id, ops[i].time_us, "compute", {}});
+    g.cost->ops.push_back(OpCost{op.id, ops[i].time_us, OpBound::compute, {}});
     g.cost->ops.back().host_us = ops[i].host_us;
   }
   return g;

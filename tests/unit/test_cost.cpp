@@ -70,7 +70,7 @@ TEST(Roofline, GemmIsComputeBoundOnTensorCores) {
   // take 100663296 / 2e12 B/s = 50.33 us.
   OpCost cost = cost_of_one(compute_op("gemm", 2.0 * 4096 * 4096 * 4096, 3.0 * 4096 * 4096 * 2));
   EXPECT_NEAR(cost.time_us, 137.4389534, 1e-6);
-  EXPECT_EQ(cost.bound, "compute");
+  EXPECT_EQ(cost.bound, OpBound::compute);
 }
 
 TEST(Roofline, Fp8GemmUsesTheFp8PeakAndNeedsIt) {
@@ -90,11 +90,11 @@ TEST(Roofline, MathOpUsesTheVectorPeakAndCanBeMemoryBound) {
   // 1e9 FLOPs / 50e12 = 20 us; 1e8 bytes / 2e12 = 50 us.
   OpCost cost = cost_of_one(compute_op("math", 1e9, 1e8));
   EXPECT_DOUBLE_EQ(cost.time_us, 50.0);
-  EXPECT_EQ(cost.bound, "memory");
+  EXPECT_EQ(cost.bound, OpBound::memory);
   // 1e9 FLOPs of attention on tensor cores: 1 us, below the 4 us launch floor.
   OpCost attention = cost_of_one(compute_op("attention", 1e9, 0));
   EXPECT_DOUBLE_EQ(attention.time_us, 4.0);
-  EXPECT_EQ(attention.bound, "launch");
+  EXPECT_EQ(attention.bound, OpBound::launch);
 }
 
 TEST(Efficiency, EachFamilyTakesItsShareOfTheRoofline) {
@@ -173,7 +173,7 @@ TEST(Collectives, AllReduceInsideANodeUsesTheRingFormula) {
   p.tp = 8;
   OpCost cost = cost_of_one(collective_op("all_reduce", "tp", 8, 1073741824.0), p);
   EXPECT_NEAR(cost.time_us, 4175.6626489 + 28, 1e-6);
-  EXPECT_EQ(cost.bound, "network");
+  EXPECT_EQ(cost.bound, OpBound::network);
 }
 
 TEST(Collectives, DataParallelGroupAcrossNodesUsesTheInterNodeLink) {
@@ -210,7 +210,7 @@ TEST(Collectives, SendRecvIsOneRingStepOnTheLinkOfTheContextParallelGroup) {
   p.cp = 4;
   OpCost cost = cost_of_one(collective_op("send_recv", "cp", 4, 8388608.0), p);
   EXPECT_NEAR(cost.time_us, 18.6413511 + 2, 1e-6);
-  EXPECT_EQ(cost.bound, "network");
+  EXPECT_EQ(cost.bound, OpBound::network);
   // tp=8, cp=8 spans 64 ranks: every ring neighbour is on another node.
   // 8388608 / 50e9 s = 167.77216 us, plus one hop of 5 us.
   p.tp = 8;

@@ -157,7 +157,7 @@ Graph pipeline_graph(const Pipeline& p, const std::string& schedule) {
     op.writes = std::move(writes);
     s.ops.push_back(op);
     if (!p.rank_scale.empty()) us *= p.rank_scale[op.stage];
-    g.cost->ops.push_back(OpCost{op.id, us, "compute", {}});
+    g.cost->ops.push_back(OpCost{op.id, us, OpBound::compute, {}});
     return op.id;
   };
   std::vector<int64_t> forward(stages), backward(stages);
