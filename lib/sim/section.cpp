@@ -1,5 +1,7 @@
 #include "sim/section.hpp"
 
+#include <cmath>
+
 #include "common/json_util.hpp"
 
 namespace syssim {
@@ -41,6 +43,10 @@ std::vector<TimelineEntry> timeline_from(const json& rows, const std::string& pa
       if (!stream) throw bad_row();
       timeline.push_back(TimelineEntry{row[0].get<int64_t>(), *stream, row[2].get<int64_t>(), row[3].get<int64_t>(),
                                        row[4].get<double>(), row[5].get<double>()});
+      const TimelineEntry& entry = timeline.back();
+      if (!(entry.start_ms >= 0 && entry.end_ms >= entry.start_ms && std::isfinite(entry.end_ms)))
+        throw DataError("graph: " + path + "/" + std::to_string(i) + ": an instance ends before it starts or at no time, " +
+                        row.dump());
     } catch (const json::exception&) {
       throw bad_row();
     }

@@ -304,6 +304,8 @@ TraceSection trace_from_json(const json& j, const std::string& path) {
     for (int64_t d : op.deps)
       if (d < 0 || d >= op.id) throw DataError("graph: " + p + "/deps: " + std::to_string(d) + " is not an earlier op");
     op.fwd_op = read_nullable<int64_t>(o, "fwd_op", p);
+    if (op.fwd_op && (*op.fwd_op < 0 || *op.fwd_op >= op.id))
+      throw DataError("graph: " + p + "/fwd_op: " + std::to_string(*op.fwd_op) + " is not an earlier op");
     op.flops = polys.read(require_as<std::string>(o, "flops", p), [&] { return p + "/flops"; });
     op.bytes = polys.read(require_as<std::string>(o, "bytes", p), [&] { return p + "/bytes"; });
     for (const auto* refs : {&op.inputs, &op.outputs})
