@@ -70,6 +70,15 @@ std::string parse_error_text(const CLI::ParseError& error) {
   return text;
 }
 
+// A switch given twice, which CLI11 counts without complaint, refused as a value flag given
+// twice is.
+void refuse_repeated_switches(const CLI::App& app) {
+  for (const CLI::Option* option : app.get_options())
+    if (option->get_expected_min() == 0 && option->count() > 1)  // a switch: no value
+      throw UsageError(option->get_name() + " is given " + std::to_string(option->count()) + " times; give it once");
+  for (const CLI::App* sub : app.get_subcommands()) refuse_repeated_switches(*sub);
+}
+
 }  // namespace
 
 int guarded_main(const std::string& name, CLI::App& app, int argc, char** argv, const std::function<void()>& body) {
@@ -78,6 +87,7 @@ int guarded_main(const std::string& name, CLI::App& app, int argc, char** argv, 
   read_numbers_as_written(app);
   try {
     app.parse(argc, argv);
+    refuse_repeated_switches(app);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
