@@ -294,6 +294,8 @@ void check_recompute(const ModelConfig& model, const ShardOptions& options) {
     throw UsageError("recompute_method=" + *t.recompute_method + ": expected uniform or block");
   for (const std::string& name : t.recompute_modules) {
     if (t.recompute != "selective") throw UsageError("recompute_modules=" + name + " needs recompute=selective");
+    if (std::count(t.recompute_modules.begin(), t.recompute_modules.end(), name) > 1)
+      throw UsageError("recompute_modules lists " + name + " twice; give each module once");
     if (name == kOpLevel) {
       if (t.recompute_modules.size() > 1)
         throw UsageError("recompute_modules=op is a policy over all of a layer's ops; it takes no other module");

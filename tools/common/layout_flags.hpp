@@ -28,7 +28,19 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
   app.add_option("--vpp", p.vpp, "Virtual pipeline stages per rank")->check(kPositive);
   app.add_option("--order", p.order,
                  "Rank order, fastest dimension first, as Megatron's (default tp-cp-ep-dp-pp; tp-pp-dp is "
-                 "--use-tp-pp-dp-mapping)");
+                 "--use-tp-pp-dp-mapping)")
+      ->check(CLI::Validator(
+          [](std::string& order) -> std::string {
+            ParallelismConfig names_only;  // every size 1: only an unknown or repeated name is refused
+            names_only.order = order;
+            try {
+              rank_order(names_only);
+            } catch (const DataError& error) {
+              return error.what();
+            }
+            return "";
+          },
+          "DIMS"));
   app.add_option_function<std::string>(
          "--pipeline-schedule",
          [&options](const std::string& name) { options.pipeline_schedule = parse_enum<ScheduleKind>(name); },
