@@ -225,23 +225,23 @@ std::optional<int64_t> sliding_window(const ConfigReader& r) {
   } else if (!r.boolean("use_sliding_window", true)) {
     return std::nullopt;
   }
-  return r.integer("sliding_window");
+  return r.count("sliding_window");
 }
 
 // GPT-2: LayerNorm with bias, learned positions, biases on every linear, a plain GELU MLP, tied
 // embeddings: the Megatron GPT of configs/models/gpt3-*.yaml.
 void map_gpt2(const ConfigReader& r, YAML::Node& m) {
-  int64_t hidden = r.integer("n_embd");
+  int64_t hidden = r.count("n_embd");
   std::string activation = r.text("activation_function");
   const std::vector<std::string> gelus = {"gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast"};
   if (std::find(gelus.begin(), gelus.end(), activation) == gelus.end())
     r.fail("activation_function", "is '" + activation + "': syssim's plain MLP has gelu or squared_relu");
   m["num_layers"] = r.layers("n_layer");
   m["hidden_size"] = hidden;
-  m["num_attention_heads"] = r.integer("n_head");
-  m["ffn_hidden_size"] = r.is_null("n_inner") ? 4 * hidden : r.integer("n_inner");
-  m["max_position_embeddings"] = r.integer("n_positions");
-  m["vocab_size"] = r.integer("vocab_size");
+  m["num_attention_heads"] = r.count("n_head");
+  m["ffn_hidden_size"] = r.is_null("n_inner") ? 4 * hidden : r.count("n_inner");
+  m["max_position_embeddings"] = r.count("n_positions");
+  m["vocab_size"] = r.count("vocab_size");
   m["activation"] = "gelu";
   m["rope"] = false;
   m["tie_word_embeddings"] = r.boolean("tie_word_embeddings", true);
@@ -265,11 +265,11 @@ void map_decoder(const Architecture& arch, const ConfigReader& r, YAML::Node& m)
   if (std::find(gates.begin(), gates.end(), activation) == gates.end())
     r.fail(act_key, "is '" + activation + "': syssim's gated MLP is SwiGLU (silu), or GeGLU priced as SwiGLU");
   m["num_layers"] = r.layers("num_hidden_layers");
-  m["hidden_size"] = r.integer("hidden_size");
-  m["num_attention_heads"] = r.integer("num_attention_heads");
-  m["ffn_hidden_size"] = r.integer("intermediate_size");
-  m["max_position_embeddings"] = r.integer("max_position_embeddings");
-  m["vocab_size"] = r.integer("vocab_size");
+  m["hidden_size"] = r.count("hidden_size");
+  m["num_attention_heads"] = r.count("num_attention_heads");
+  m["ffn_hidden_size"] = r.count("intermediate_size");
+  m["max_position_embeddings"] = r.count("max_position_embeddings");
+  m["vocab_size"] = r.count("vocab_size");
   m["swiglu"] = true;
   m["rope"] = true;
   m["rope_theta"] = yaml_number(rope_theta(r));
@@ -281,9 +281,9 @@ void map_decoder(const Architecture& arch, const ConfigReader& r, YAML::Node& m)
 
 // Grouped-query attention: KV heads, head width, biases, QK-norm.
 void map_grouped_query_attention(const Architecture& arch, const ConfigReader& r, YAML::Node& m) {
-  m["num_query_groups"] = r.is_null("num_key_value_heads") ? r.integer("num_attention_heads")
-                                                           : r.integer("num_key_value_heads");
-  if (!r.is_null("head_dim")) m["kv_channels"] = r.integer("head_dim");
+  m["num_query_groups"] = r.is_null("num_key_value_heads") ? r.count("num_attention_heads")
+                                                           : r.count("num_key_value_heads");
+  if (!r.is_null("head_dim")) m["kv_channels"] = r.count("head_dim");
   if (arch.family == Family::gpt_oss) {  // biases on q, k, v, o and on the experts; attention sinks
     bool bias = r.boolean("attention_bias", true);
     m["add_bias_linear"] = bias;
@@ -396,15 +396,15 @@ void map_deepseek_v3(const ConfigReader& r, YAML::Node& m) {
   // MLA takes with qk_layernorm.
   m["qk_layernorm"] = true;
   m["q_lora_rank"] = r.is_null("q_lora_rank") ? 0 : r.count("q_lora_rank", 0);  // 0 or null: no query compression
-  m["kv_lora_rank"] = r.integer("kv_lora_rank");
-  m["qk_head_dim"] = r.integer("qk_nope_head_dim");
+  m["kv_lora_rank"] = r.count("kv_lora_rank");
+  m["qk_head_dim"] = r.count("qk_nope_head_dim");
   m["qk_pos_emb_head_dim"] = r.integer("qk_rope_head_dim");
-  m["v_head_dim"] = r.integer("v_head_dim");
+  m["v_head_dim"] = r.count("v_head_dim");
 
   map_routed_experts(r, m, key_or_alias(r, "n_routed_experts", "num_local_experts"), "moe_intermediate_size");
   int64_t shared = r.is_null("n_shared_experts") ? 0 : r.count("n_shared_experts", 0);
   int64_t shared_width = 0;  // the shared experts as one MLP of their summed width
-  if (__builtin_mul_overflow(shared, r.integer("moe_intermediate_size"), &shared_width))
+  if (__builtin_mul_overflow(shared, r.count("moe_intermediate_size"), &shared_width))
     r.fail("n_shared_experts", "is " + std::to_string(shared) + ": times moe_intermediate_size it overflows a 64-bit integer");
   m["moe_shared_expert_intermediate_size"] = shared_width;
   m["moe_layer_freq"] = layer_list(deepseek_moe_layers(r));
