@@ -1,6 +1,7 @@
 #include "shard/section.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <iterator>
 #include <map>
@@ -354,7 +355,13 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
     if (o.contains("cuda_graph")) op.cuda_graph = require_enum<CudaGraphScope>(o, "cuda_graph", p);  // new in 1.8
     op.flops = require_at_least(o, "flops", p, 0);
     op.bytes = require_at_least(o, "bytes", p, 0);
-    if (o.contains("shape")) op.shape = require_as<KernelShape>(o, "shape", p);
+    if (o.contains("shape")) {
+      op.shape = require_as<KernelShape>(o, "shape", p);
+      for (const auto& [key, value] : op.shape)  // sizes, counts and 0/1 switches
+        if (!(value >= 0 && std::isfinite(value)))
+          throw DataError("graph: " + p + "/shape/" + key + ": expected a number of at least 0, got " +
+                          o["shape"][key].dump());
+    }
     op.reads = require_as<std::vector<int64_t>>(o, "reads", p);
     op.writes = require_as<std::vector<int64_t>>(o, "writes", p);
     check_buffers(op.reads, p + "/reads");
