@@ -97,25 +97,27 @@ inline std::string text_of(double bound) {
   return text.str();
 }
 
-// The number at j[key], finite and at least `least` (a size, a count of bytes or FLOPs, a
-// time); throws DataError naming path/key, the bound and the value otherwise.
+// Throws DataError "WHERE: expected a number of at least LEAST, got GIVEN" unless `value` (read
+// from `given`) is finite and at least `least`: a size, a count of bytes or FLOPs, a time.
+inline void check_at_least(double value, double least, const std::string& where, const json& given) {
+  if (!std::isfinite(value) || value < least)
+    throw DataError(where + ": expected a number of at least " + text_of(least) + ", got " + given.dump());
+}
+
+// The number at j[key], as check_at_least asks.
 inline double require_at_least(const json& j, const std::string& key, const std::string& path, double least,
                                const std::string& document = "graph") {
   const double value = require_as<double>(j, key, path, document);
-  if (!std::isfinite(value) || value < least)
-    throw DataError(document + ": " + path + "/" + key + ": expected a number of at least " + text_of(least) +
-                    ", got " + j.at(key).dump());
+  check_at_least(value, least, document + ": " + path + "/" + key, j.at(key));
   return value;
 }
 
-// The list of numbers at j[key], each finite and at least `least`.
+// The list of numbers at j[key], each as check_at_least asks.
 inline std::vector<double> require_all_at_least(const json& j, const std::string& key, const std::string& path,
                                                 double least, const std::string& document = "graph") {
   const std::vector<double> values = require_as<std::vector<double>>(j, key, path, document);
   for (size_t i = 0; i < values.size(); ++i)
-    if (!std::isfinite(values[i]) || values[i] < least)
-      throw DataError(document + ": " + path + "/" + key + "/" + std::to_string(i) + ": expected a number of at least " +
-                      text_of(least) + ", got " + j.at(key)[i].dump());
+    check_at_least(values[i], least, document + ": " + path + "/" + key + "/" + std::to_string(i), j.at(key)[i]);
   return values;
 }
 

@@ -370,7 +370,7 @@ bool window_slides_at(const ModelConfig& model, int64_t seq_length) {
 ModelConfig traced_at(const ModelConfig& model, int64_t seq_length) {
   ModelConfig traced = model;
   traced.seq_length = seq_length;
-  if (model.window_size > 0 && !window_slides_at(model, seq_length)) {
+  if (!window_slides_at(model, seq_length)) {
     traced.window_size = 0;
     traced.sliding_window_pattern.clear();
   }
@@ -1050,6 +1050,12 @@ std::vector<std::pair<std::string, int64_t>> ordered_dimensions(
 std::vector<std::pair<std::string, int64_t>> rank_order(const ParallelismConfig& p) {
   // Megatron-LM's decoder RankGenerator: the dense layers have no expert dimension.
   return ordered_dimensions(p, {{{"cp", p.cp}, {"dp", p.dp}, {"ep", 1}, {"pp", p.pp}, {"tp", p.tp}}});
+}
+
+void check_order_names(const std::string& order) {
+  ParallelismConfig p;  // every size 1: no dimension is needed in the order
+  p.order = order;
+  rank_order(p);
 }
 
 std::vector<std::pair<std::string, int64_t>> expert_rank_order(const ParallelismConfig& p) {

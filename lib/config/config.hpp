@@ -298,6 +298,10 @@ struct TrainingConfig {
   // optim (normalize_sharding keeps the two fields consistent).
   DataParallelSharding data_parallel_sharding = DataParallelSharding::no_shard;
   bool shards_gradients() const { return data_parallel_sharding >= DataParallelSharding::optim_grads; }
+  // Whether `dtype` and `recompute` are settings syssim simulates (the flags' and a graph's
+  // checks refuse the others).
+  bool known_dtype() const { return dtype == "bf16" || dtype == "fp16" || dtype == "fp8" || dtype == "fp4"; }
+  bool known_recompute() const { return recompute == "none" || recompute == "selective" || recompute == "full"; }
   bool shards_weights() const { return data_parallel_sharding == DataParallelSharding::optim_grads_params; }
   FsdpImplementation fsdp_implementation = FsdpImplementation::megatron;
   // Megatron-LM's --grad-reduce-in-bf16 (Megatron-Core grad_reduce_in_fp32 false): the main
@@ -353,6 +357,9 @@ struct TrainingConfig {
 // names each of tp, cp, ep, dp, pp at most once, and every one larger than 1 (Megatron's
 // RankGenerator); the ones it leaves out have size 1. Throws DataError naming the order.
 std::vector<std::pair<std::string, int64_t>> rank_order(const ParallelismConfig& p);
+// The names of an order alone, before any size is known: DataError for a name that is none of
+// tp, cp, ep, dp, pp, or one given twice.
+void check_order_names(const std::string& order);
 // The same for the expert layers (parallel folding): tp is the expert-TP size, ep the
 // expert-parallel size, dp the expert-data-parallel size, cp 1.
 std::vector<std::pair<std::string, int64_t>> expert_rank_order(const ParallelismConfig& p);

@@ -458,12 +458,12 @@ void map_attention_window(const Architecture& arch, const ConfigReader& r, int64
                           const std::string& where, YAML::Node& m) {
   std::optional<int64_t> window = sliding_window(r);
   if (!window) return;
-  const bool mapped = arch.family == Family::mixtral || arch.family == Family::gpt_oss;
-  if (!mapped && seq_length <= *window) return;
-  if (!mapped)
+  if (arch.family != Family::mixtral && arch.family != Family::gpt_oss) {
+    if (seq_length <= *window) return;
     throw DataError(where + ": architecture " + arch.name + " has sliding-window attention (window " +
                     std::to_string(*window) + ") and seq_length " + std::to_string(seq_length) +
                     " is longer; syssim models the sliding windows of MixtralForCausalLM and GptOssForCausalLM only");
+  }
   // transformers' window counts the query among its keys; Megatron's left window does not.
   m["window_size"] = *window - 1;
   if (arch.family == Family::gpt_oss) m["window_attn_skip_freq"] = layer_list(gpt_oss_sliding_layers(r));

@@ -526,7 +526,7 @@ std::string high_precision_dtype(const TrainingConfig& training) {
 
 void check_low_precision(const ShardOptions& options) {
   const TrainingConfig& t = options.training;
-  if (t.dtype != "bf16" && t.dtype != "fp16" && t.dtype != "fp8" && t.dtype != "fp4")
+  if (!t.known_dtype())
     throw UsageError("dtype=" + t.dtype + ": expected bf16, fp16, fp8 or fp4");
   if (t.fp8_recipe) {
     const std::string& r = *t.fp8_recipe;

@@ -284,7 +284,7 @@ class Recomputer {
 
 void check_recompute(const ModelConfig& model, const ShardOptions& options) {
   const TrainingConfig& t = options.training;
-  if (t.recompute != "none" && t.recompute != "selective" && t.recompute != "full")
+  if (!t.known_recompute())
     throw UsageError("recompute=" + t.recompute + ": expected none, selective or full");
   if (t.recompute_method && t.recompute != "full")
     throw UsageError("recompute_method=" + *t.recompute_method + " needs recompute=full");

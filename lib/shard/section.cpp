@@ -1,7 +1,6 @@
 #include "shard/section.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <iterator>
 #include <map>
@@ -99,9 +98,9 @@ PipelineSchedule schedule_from_json(const json& j, const std::string& path, int6
 void check_training(const TrainingConfig& t, const std::string& path) {
   for (const auto& [key, value] : {std::pair{"micro_batch", t.micro_batch}, {"global_batch", t.global_batch}})
     if (value < 1) throw DataError("graph: " + path + "/" + key + ": expected 1 or more, got " + std::to_string(value));
-  if (t.dtype != "bf16" && t.dtype != "fp16" && t.dtype != "fp8" && t.dtype != "fp4")
+  if (!t.known_dtype())
     throw DataError("graph: " + path + "/dtype: expected bf16, fp16, fp8 or fp4, got \"" + t.dtype + "\"");
-  if (t.recompute != "none" && t.recompute != "selective" && t.recompute != "full")
+  if (!t.known_recompute())
     throw DataError("graph: " + path + "/recompute: expected none, selective or full, got \"" + t.recompute + "\"");
 }
 
@@ -358,9 +357,7 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
     if (o.contains("shape")) {
       op.shape = require_as<KernelShape>(o, "shape", p);
       for (const auto& [key, value] : op.shape)  // sizes, counts and 0/1 switches
-        if (!(value >= 0 && std::isfinite(value)))
-          throw DataError("graph: " + p + "/shape/" + key + ": expected a number of at least 0, got " +
-                          o["shape"][key].dump());
+        check_at_least(value, 0, "graph: " + p + "/shape/" + key, o["shape"][key]);
     }
     op.reads = require_as<std::vector<int64_t>>(o, "reads", p);
     op.writes = require_as<std::vector<int64_t>>(o, "writes", p);

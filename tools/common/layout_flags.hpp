@@ -31,10 +31,8 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
                  "--use-tp-pp-dp-mapping)")
       ->check(CLI::Validator(
           [](std::string& order) -> std::string {
-            ParallelismConfig names_only;  // every size 1: only an unknown or repeated name is refused
-            names_only.order = order;
             try {
-              rank_order(names_only);
+              check_order_names(order);
             } catch (const DataError& error) {
               return error.what();
             }

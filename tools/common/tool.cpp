@@ -1,13 +1,12 @@
 #include "tool.hpp"
 
-#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <new>
-#include <regex>
 #include <string>
 
 #include "common/error.hpp"
+#include "common/flag_text.hpp"
 #include "common/heap.hpp"
 #include "common/io.hpp"
 #include "common/version.hpp"
@@ -31,18 +30,7 @@ std::vector<std::string> args_of(int argc, char** argv) { return std::vector<std
 // ("064" is 64, where CLI11 reads octal 52) and within 64 bits (where CLI11 clamps). Applied to every
 // integer and floating-point flag of the app and its subcommands before parsing.
 void read_numbers_as_written(CLI::App& app) {
-  const CLI::Validator integer(
-      [](std::string& text) -> std::string {
-        const size_t sign = !text.empty() && (text[0] == '-' || text[0] == '+') ? 1 : 0;
-        std::string digits = text.substr(sign);
-        if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos)
-          return "expected a whole number, got '" + text + "'";
-        digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size() - 1));
-        if (digits.size() > 18) return "expected a whole number under 10^18, got '" + text + "'";
-        text = (text[0] == '-' ? "-" : "") + digits;
-        return "";
-      },
-      "");
+  const CLI::Validator integer(normalize_whole_number, "");
   const CLI::Validator number(
       [](std::string& text) -> std::string {
         double value = 0;
@@ -57,17 +45,6 @@ void read_numbers_as_written(CLI::App& app) {
     if (type == "FLOAT") option->transform(number);
   }
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) read_numbers_as_written(*sub);
-}
-
-// CLI11's message, but for a value flag given twice, which it words as a count mismatch
-// ("--ep: At Most 1 required but received 2").
-std::string parse_error_text(const CLI::ParseError& error) {
-  static const std::regex repeated(R"(^(\S+): At Most 1 required but received (\d+)$)");
-  std::smatch match;
-  const std::string text = error.what();
-  if (std::regex_match(text, match, repeated))
-    return match[1].str() + " is given " + match[2].str() + " times; give it once";
-  return text;
 }
 
 // A switch given twice, which CLI11 counts without complaint, refused as a value flag given
@@ -106,7 +83,7 @@ int guarded_main(const std::string& name, CLI::App& app, int argc, char** argv, 
     if (!extras.empty())
       std::cerr << name << ": error: unknown argument '" << extras.front() << "' (see --help)\n";
     else
-      std::cerr << name << ": error: " << parse_error_text(e) << "\n";
+      std::cerr << name << ": error: " << parse_error_text(e.what()) << "\n";
     return 2;
   }
   try {
