@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "common/dtype.hpp"
 #include "common/error.hpp"
 
 namespace syssim {
@@ -206,11 +207,7 @@ double megatron_attention_score_flops(const ModelConfig& m, int64_t global_batch
 }
 
 double dtype_size(const std::string& dtype) {
-  if (dtype == "bf16" || dtype == "fp16") return 2;
-  if (dtype == "fp32") return 4;
-  if (dtype == "i64") return 8;
-  if (dtype == "bool" || dtype == "fp8") return 1;
-  if (dtype == "fp4") return 0.5;
+  if (const std::optional<double> bytes = element_bytes(dtype)) return *bytes;
   throw DataError("graph: unknown dtype '" + dtype + "'");
 }
 

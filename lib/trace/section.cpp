@@ -5,6 +5,7 @@
 #include <type_traits>
 #include <unordered_map>
 
+#include "common/dtype.hpp"
 #include "common/json_util.hpp"
 
 namespace syssim {
@@ -39,14 +40,21 @@ class PolyReader {
   std::unordered_map<std::string, Poly> parsed_;
 };
 
+// A tensor's or an operand's dtype: one whose elements the stages can size.
+std::string require_dtype(const json& j, const std::string& path) {
+  std::string dtype = require_as<std::string>(j, "dtype", path);
+  if (!element_bytes(dtype))
+    throw DataError("graph: " + path + "/dtype: expected bf16, fp16, fp32, i64, bool, fp8 or fp4, got '" + dtype + "'");
+  return dtype;
+}
+
 std::vector<TensorRef> refs_from_json(const json& j, const std::string& key, const std::string& path, PolyReader& polys) {
   std::vector<TensorRef> refs;
   const json& list = require(j, key, path);
   refs.reserve(list.size());
   for (size_t i = 0; i < list.size(); ++i) {
     const std::string p = path + "/" + key + "/" + std::to_string(i);
-    refs.push_back(TensorRef{require_as<int64_t>(list[i], "tensor", p), polys.dims(list[i], p),
-                             require_as<std::string>(list[i], "dtype", p)});
+    refs.push_back(TensorRef{require_as<int64_t>(list[i], "tensor", p), polys.dims(list[i], p), require_dtype(list[i], p)});
   }
   return refs;
 }
@@ -279,7 +287,7 @@ TraceSection trace_from_json(const json& j, const std::string& path) {
     const json& x = tensors[i];
     t.tensors.push_back(TraceTensor{require_as<int64_t>(x, "id", p),
                                     polys.dims(x, p),
-                                    require_as<std::string>(x, "dtype", p), require_enum<TensorRole>(x, "role", p, {TensorRole::param, TensorRole::grad, TensorRole::input, TensorRole::activation}),
+                                    require_dtype(x, p), require_enum<TensorRole>(x, "role", p, {TensorRole::param, TensorRole::grad, TensorRole::input, TensorRole::activation}),
                                     require_as<std::string>(x, "param", p)});
     if (t.tensors.back().id != static_cast<int64_t>(i)) throw DataError("graph: " + p + "/id: expected " + std::to_string(i));
   }

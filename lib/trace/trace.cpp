@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include "common/dtype.hpp"
 #include "common/error.hpp"
 #include "trace/model.hpp"
 #include "trace/op_rules.hpp"
@@ -45,11 +46,6 @@ Dims factor_shape(const std::vector<int64_t>& shape, const AxisSizeMap& primes, 
   return dims;
 }
 
-double dtype_bytes(const std::string& dtype) {
-  static const std::map<std::string, double> kBytes = {{"bf16", 2}, {"fp16", 2}, {"fp32", 4}, {"i64", 8}, {"bool", 1}};
-  return kBytes.at(dtype);
-}
-
 std::vector<TensorRef> factor_operands(const std::vector<ConcreteOperand>& operands, const AxisSizeMap& primes,
                                        const std::string& where) {
   std::vector<TensorRef> refs;
@@ -60,7 +56,7 @@ std::vector<TensorRef> factor_operands(const std::vector<ConcreteOperand>& opera
 
 Poly bytes_of(const std::vector<TensorRef>& refs) {
   Poly bytes;
-  for (const TensorRef& ref : refs) bytes = bytes + numel(ref.dims) * dtype_bytes(ref.dtype);
+  for (const TensorRef& ref : refs) bytes = bytes + numel(ref.dims) * element_bytes(ref.dtype).value();
   return bytes;
 }
 
