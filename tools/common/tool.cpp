@@ -26,10 +26,12 @@ void add_common_flags(CLI::App& app, Tool& tool, bool with_input) {
 
 std::vector<std::string> args_of(int argc, char** argv) { return std::vector<std::string>(argv + 1, argv + argc); }
 
-// A number flag's text as the user means it: a finite number, never empty, integers in decimal
-// ("064" is 64, where CLI11 reads octal 52) and within 64 bits (where CLI11 clamps). Applied to every
-// integer and floating-point flag of the app and its subcommands before parsing.
-void read_numbers_as_written(CLI::App& app) {
+// A flag's text as the user means it: never empty (an empty model, hardware or file name ran
+// the default one or standard output), numbers finite, integers in decimal ("064" is 64, where
+// CLI11 reads octal 52) and within 64 bits (where CLI11 clamps). Applied to every flag of the app
+// and its subcommands before parsing.
+void read_values_as_written(CLI::App& app) {
+  const CLI::Validator text([](std::string& value) { return value.empty() ? "expected a value, got ''" : ""; }, "");
   const CLI::Validator integer(normalize_whole_number, "");
   const CLI::Validator number(
       [](std::string& text) -> std::string {
@@ -43,8 +45,9 @@ void read_numbers_as_written(CLI::App& app) {
     const std::string type = full.substr(0, full.find(':'));
     if (type == "INT" || type == "UINT") option->transform(integer);
     if (type == "FLOAT") option->transform(number);
+    if (type == "TEXT") option->check(text);
   }
-  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) read_numbers_as_written(*sub);
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) read_values_as_written(*sub);
 }
 
 // A switch given twice, which CLI11 counts without complaint, refused as a value flag given
@@ -61,7 +64,7 @@ void refuse_repeated_switches(const CLI::App& app) {
 int guarded_main(const std::string& name, CLI::App& app, int argc, char** argv, const std::function<void()>& body) {
   prepare_heap();
   remove_partial_outputs_on_signals();
-  read_numbers_as_written(app);
+  read_values_as_written(app);
   try {
     app.parse(argc, argv);
     refuse_repeated_switches(app);
