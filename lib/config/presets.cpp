@@ -47,7 +47,9 @@ std::string preset_file(PresetKind kind, const std::string& name_or_path) {
   // file extension is a path, whose loader says that it cannot be opened.
   const fs::path given(name_or_path);
   std::error_code error;
-  if (name_or_path.empty() || given.has_parent_path() || fs::exists(given, error)) return name_or_path;
+  if (name_or_path.empty())  // read as standard input further down, which no caller means
+    throw DataError(std::string("expected a ") + kind_name(kind) + " preset or file, got ''");
+  if (given.has_parent_path() || fs::exists(given, error)) return name_or_path;
   const fs::path preset = fs::path(preset_dir(kind)) / (name_or_path + kPresetSuffix);
   if (fs::is_regular_file(preset, error)) return preset.string();
   if (given.has_extension()) return name_or_path;

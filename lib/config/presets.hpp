@@ -10,7 +10,8 @@ enum class PresetKind { kHardware, kModel };
 
 // The file that `name_or_path` names: itself when it exists or reads as a path (a folder in it
 // or a file extension), else the preset of that name (data folder/hardware/NAME.yaml, data
-// folder/models/NAME.yaml). DataError naming both places when neither exists.
+// folder/models/NAME.yaml). DataError naming both places when neither exists, and for an empty
+// name (which would read standard input).
 std::string preset_file(PresetKind kind, const std::string& name_or_path);
 
 // The folder of a kind's presets in the data folder.

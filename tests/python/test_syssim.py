@@ -162,6 +162,11 @@ def test_configs_read_their_defaults_and_take_assignments():
         syssim.simulate(parallelism=[4], **job)
     with pytest.raises(ValueError, match=r"^over\['parallelism.tp'\]: expected a list of values"):
         syssim.sweep(over={"parallelism.tp": "12"}, **job)
+    # An empty name read standard input, then said "expected a mapping at the top level".
+    with pytest.raises(ValueError, match=r"^expected a model preset or file, got ''$"):
+        syssim.simulate(**{**job, "model": ""})
+    with pytest.raises(ValueError, match=r"^expected a hardware preset or file, got ''$"):
+        syssim.simulate(**{**job, "hardware": ""})
 
 
 def test_configs_from_the_presets_hold_the_published_figures():
