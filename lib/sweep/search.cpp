@@ -122,11 +122,14 @@ std::vector<ShardOptions> enumerate_layouts(const ModelConfig& model, const Hard
               for (const char* recompute : {"none", "selective", "full"})
                 for (DataParallelSharding sharding : shardings)
                   for (int64_t replicas : replica_counts(model, base, dp, cp, sharding)) {
-                    // Shards over one rank: the same job as no_shard.
-                    if (sharding != DataParallelSharding::no_shard && dp == 1) continue;
                     ShardOptions layout = base;
                     ParallelismConfig& p = layout.parallelism;
                     p.tp = tp, p.pp = pp, p.cp = cp, p.dp = dp, p.vpp = vpp, p.sp = tp > 1, p.ep = ep, p.etp = etp;
+                    // Shards over one rank (dp x cp ranks; an MoE's experts over expert-dp ranks):
+                    // the same job as no_shard.
+                    if (sharding != DataParallelSharding::no_shard && dp * cp == 1 &&
+                        (!model.is_moe() || p.expert_dp() == 1))
+                      continue;
                     p.dp_replicate = replicas;
                     if (!even) layout.pp_layout = uneven_pipeline_layout(model.num_layers, pp);
                     layout.training.micro_batch = micro_batch;

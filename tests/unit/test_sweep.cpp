@@ -609,19 +609,19 @@ TEST(SweepSearch, EnumeratesEveryLayoutTheShardStageAccepts) {
   // Tiny (2 layers, 4 heads in 2 groups, sequence 128) on 4 GPUs, global batch 4: tp in {1, 2}
   // (2 groups), pp in {1, 2}, cp with 2*cp dividing 128; dp = 4/(tp*pp*cp); micro-batches
   // dividing 4/dp; no vpp (a rank's 1 layer cannot be split); 3 recompute settings, times 2
-  // optimizers when dp > 1:
-  //   tp1 pp1: cp1 dp4 mb{1} 6, cp2 dp2 mb{1,2} 12, cp4 dp1 mb{1,2,4} 9
-  //   tp1 pp2: cp1 dp2 mb{1,2} 12, cp2 dp1 mb{1,2,4} 9
-  //   tp2 pp1: cp1 dp2 mb{1,2} 12, cp2 dp1 mb{1,2,4} 9
-  //   tp2 pp2: cp1 dp1 mb{1,2,4} 9                                  -> 78 layouts
+  // optimizers when dp x cp > 1 (the distributed optimizer shards over the cp ranks too):
+  //   tp1 pp1: cp1 dp4 mb{1} 6, cp2 dp2 mb{1,2} 12, cp4 dp1 mb{1,2,4} 18
+  //   tp1 pp2: cp1 dp2 mb{1,2} 12, cp2 dp1 mb{1,2,4} 18
+  //   tp2 pp1: cp1 dp2 mb{1,2} 12, cp2 dp1 mb{1,2,4} 18
+  //   tp2 pp2: cp1 dp1 mb{1,2,4} 9                                  -> 105 layouts
   ShardOptions base;
   base.gpus = 4;
   base.training.global_batch = 4;
   SearchResult result = search_layouts(tiny(), a100(), base, false);
-  EXPECT_EQ(result.enumerated, 78);
+  EXPECT_EQ(result.enumerated, 105);
   EXPECT_EQ(result.invalid, 0);
   EXPECT_EQ(result.pruned_by_memory, 0);  // a tiny model on 80 GB
-  EXPECT_EQ(result.simulated, 78);
+  EXPECT_EQ(result.simulated, 105);
   base.gpus.reset();
   EXPECT_THROW(search_layouts(tiny(), a100(), base), UsageError);
 }
