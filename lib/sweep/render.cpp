@@ -211,6 +211,8 @@ std::vector<SweepRow> merge_sweep_files(const std::vector<std::string>& paths) {
   std::vector<SweepRow> rows;
   for (const std::string& path : paths) {
     const ordered_json document = parse_json<ordered_json>(read_input(path), path);
+    if (document.is_object() && document.contains("front"))  // a front's rows are not points of one product
+      throw DataError(path + ": a --search result (its \"front\") does not merge; merge sweeps' JSON outputs");
     if (!document.is_object() || !document.contains("points") || !document.at("points").is_array())
       throw DataError(path + ": expected the JSON output of syssim sweep (an object with \"points\")");
     const ordered_json& points = document.at("points");

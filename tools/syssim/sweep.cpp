@@ -2,6 +2,7 @@
 // and their merge (docs/syssim-sweep.md).
 #include <memory>
 
+#include "common/error.hpp"
 #include "common/io.hpp"
 #include "subcommands.hpp"
 #include "sweep_flags.hpp"
@@ -17,10 +18,16 @@ Subcommand add_sweep(CLI::App& app, int argc, char** argv) {
   auto settings = std::make_shared<Settings>();
   CLI::App* sweep = app.add_subcommand("sweep", "Simulate many layouts of one model (docs/syssim-sweep.md)");
   add_sweep_flags(*sweep, settings->request, settings->flags);
-  return {sweep, [settings, argc, argv] {
+  return {sweep, [settings, sweep, argc, argv] {
             SweepRequest& request = settings->request;
+            // The search sets these for every layout: a base job's value would be dropped unsaid.
+            for (const char* axis : {"--tp", "--sp", "--cp", "--pp", "--vpp", "--ep", "--etp", "--micro-batch",
+                                     "--recompute", "--distributed-optimizer"})
+              if (request.search && sweep->count(axis) > 0)
+                throw UsageError(std::string(axis) + ": --search chooses it for every layout; leave it out");
             request.use_cache = !settings->flags.no_cache;
             request.plot = !settings->flags.plot.empty();
+            check_outputs_differ({{"-o", settings->flags.output}, {"--plot", settings->flags.plot}});
             request.command_line.assign(argv, argv + argc);
             SweepOutput result = sweep_command(request, terminal_progress());
             std::vector<std::pair<std::string, std::string>> outputs = {{settings->flags.output, result.text}};
