@@ -295,7 +295,7 @@ void check_expert_parallel(const ModelConfig& model, const ShardOptions& options
   // Parallel folding: the expert layers' etp x ep x expert-dp ranks are a stage's tp x cp x dp.
   if (attention_ranks % (p.ep * etp) != 0)
     throw DataError("ep*etp=" + str(p.ep * etp) + " does not divide the tp*cp*dp=" + str(attention_ranks) +
-                    " ranks of a pipeline stage (Megatron-Core's parallel folding; etp defaults to tp)");
+                    " ranks of a pipeline stage (Megatron-Core's parallel folding" + (p.etp ? ")" : "; etp defaults to tp)"));
   expert_rank_order(p);  // refuses an order that leaves out ep, as the decoder's order check does
   // Megatron-Core's MoELayer refuses to train with TP but without sequence parallelism.
   if (p.tp > 1 && !p.sp)

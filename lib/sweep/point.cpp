@@ -122,10 +122,10 @@ bool reads_back(const nlohmann::json& written, const std::string& key, const nlo
 }
 
 // Sets every setting through the config's own readers, one JSON round trip per section (the
-// readers check each key on its own, so this is setting them one by one). False, with
-// `options` unchanged, when a value does not read back unchanged: the JSON reader would
-// truncate a float read as an integer, or refuses the type.
-bool try_settings(ShardOptions& options, const std::vector<ConfigSetting>& settings) {
+// readers check each key on its own, so this is setting them one by one). An error, with
+// `options` unchanged, when a value does not read back unchanged (the JSON reader would
+// truncate a float read as an integer: "") or the reader refuses it (its message).
+std::optional<std::string> try_settings(ShardOptions& options, const std::vector<ConfigSetting>& settings) {
   nlohmann::json parallelism = to_json(options.parallelism), training = to_json(options.training);
   std::vector<std::pair<nlohmann::json*, std::string>> keys;  // section, key
   for (const ConfigSetting& setting : settings) {
@@ -138,30 +138,36 @@ bool try_settings(ShardOptions& options, const std::vector<ConfigSetting>& setti
     TrainingConfig training_read = training_from_json(training, "training");
     nlohmann::json parallelism_back = to_json(parallelism_read), training_back = to_json(training_read);
     for (const auto& [section, key] : keys)
-      if (!reads_back(section == &parallelism ? parallelism_back : training_back, key, (*section)[key])) return false;
+      if (!reads_back(section == &parallelism ? parallelism_back : training_back, key, (*section)[key])) return "";
     options.parallelism = parallelism_read;
     options.training = training_read;
-    return true;
-  } catch (const DataError&) {
-    return false;
+    return std::nullopt;
+  } catch (const DataError& e) {
+    return e.what();
   }
 }
 
 }  // namespace
 
 void apply_config_settings(ShardOptions& options, const std::vector<ConfigSetting>& settings) {
-  if (try_settings(options, settings)) return;
+  if (!try_settings(options, settings)) return;
   // One by one, to name the first value that does not fit.
   for (const ConfigSetting& setting : settings) {
     auto [section, key] = split_config_path(setting.path);
     const nlohmann::json previous = (section == "parallelism" ? to_json(options.parallelism) : to_json(options.training))[key];
-    if (!try_settings(options, {setting})) {
-      // What the key takes, from the kind of the job's own value.
-      const char* kind = previous.is_boolean()          ? "true or false"
-                         : previous.is_number_integer() ? "a whole number"
-                         : previous.is_number()         ? "a number"
-                         : previous.is_string()         ? "a name"
-                                                        : "a value of this key";
+    if (const std::optional<std::string> error = try_settings(options, {setting})) {
+      // What the key takes: the reader's word for a value of the right kind (out of range, an
+      // unknown name), else the kind of the job's own value.
+      auto kind_of = [](const nlohmann::json& value) {
+        return value.is_boolean()          ? "true or false"
+               : value.is_number_integer() ? "a whole number"
+               : value.is_number()         ? "a number"
+               : value.is_string()         ? "a name"
+                                           : "a value of this key";
+      };
+      const std::string kind = kind_of(previous);
+      if (!error->empty() && kind == kind_of(setting.value))
+        throw DataError(setting.path + "=" + setting.text + ": " + *error);
       throw DataError(setting.path + "=" + setting.text + ": expected " + kind + ", as the job's " + previous.dump());
     }
   }

@@ -167,9 +167,11 @@ sweep_tiny() {
 }
 
 @test "a swept value a key cannot take is an invalid point naming what the key takes" {
-  run sweep_tiny --gpus 4 --global-batch 4 --over parallelism.tp=x,2 --format csv
+  run sweep_tiny --gpus 4 --global-batch 4 --over parallelism.tp=x,2,-1 --format csv
   assert_success
   assert_line --partial "parallelism.tp=x: expected a whole number, as the job's 1"
+  # A whole number out of range gets the reader's word (it was told "expected a whole number").
+  assert_line --partial "parallelism.tp=-1: parallelism/tp: expected a size from 1 to 1048576, got -1"
 }
 
 @test "a search where no layout fits says so" {

@@ -567,6 +567,9 @@ TEST(Experts, LayoutsMegatronRefusesAreErrors) {
   };
   EXPECT_EQ(error_of(layout(1, 3, 3)), "ep=3 does not divide num_moe_experts=8");
   EXPECT_EQ(error_of(layout(1, 2, 4)),
+            "ep*etp=4 does not divide the tp*cp*dp=2 ranks of a pipeline stage (Megatron-Core's parallel folding)");
+  // Without an etp, the message says where its value came from.
+  EXPECT_EQ(error_of(layout(1, 2, 4, std::nullopt)),
             "ep*etp=4 does not divide the tp*cp*dp=2 ranks of a pipeline stage (Megatron-Core's parallel folding; "
             "etp defaults to tp)");
   ShardOptions no_sp = layout(2, 2, 2);
