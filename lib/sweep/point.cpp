@@ -82,19 +82,23 @@ SweepAxis parse_sweep_axis(const std::string& flag) {
   size_t eq = flag.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == flag.size())
     throw UsageError("--over " + flag + ": expected PATH=V1,V2,...");
-  SweepAxis axis{flag.substr(0, eq), {}};
-  split_config_path(axis.path);
-  std::string values = flag.substr(eq + 1);
+  std::vector<std::string> values;
+  const std::string text = flag.substr(eq + 1);
   for (size_t start = 0;;) {
-    size_t comma = values.find(',', start);
-    std::string value = values.substr(start, comma - start);
-    if (value.empty()) throw UsageError("--over " + flag + ": empty value");
-    yaml_scalar(value, axis.path);  // refuses a list or a mapping before any point runs
-    axis.values.push_back(value);
+    size_t comma = text.find(',', start);
+    values.push_back(text.substr(start, comma - start));
+    if (values.back().empty()) throw UsageError("--over " + flag + ": empty value");
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
-  return axis;
+  return make_sweep_axis(flag.substr(0, eq), values);
+}
+
+SweepAxis make_sweep_axis(const std::string& path, const std::vector<std::string>& values) {
+  split_config_path(path);
+  if (values.empty()) throw UsageError(path + ": expected at least one value");
+  for (const std::string& value : values) yaml_scalar(value, path);  // refuses a list or a mapping before any point runs
+  return SweepAxis{path, values};
 }
 
 std::vector<std::vector<std::string>> cartesian_product(const std::vector<SweepAxis>& axes) {

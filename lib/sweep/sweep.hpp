@@ -23,6 +23,9 @@ struct SweepAxis {
 
 // Parses "PATH=V1,V2,..."; UsageError naming the flag when it has no '=' or an empty value.
 SweepAxis parse_sweep_axis(const std::string& flag);
+// The axis of `path` over `values` (YAML scalars, as the flag's): UsageError for a path that is
+// not a config key's, no value, or a value that is a list or a mapping.
+SweepAxis make_sweep_axis(const std::string& path, const std::vector<std::string>& values);
 
 // Every combination of one value per axis, the first axis varying slowest.
 std::vector<std::vector<std::string>> cartesian_product(const std::vector<SweepAxis>& axes);

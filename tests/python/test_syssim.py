@@ -258,3 +258,71 @@ def test_simulate_releases_the_interpreter():
 def test_the_example_runs_top_to_bottom(example, capsys):
     runpy.run_path(os.path.join(SOURCE_DIR, "examples", example), run_name="__main__")
     assert "step_time_ms" in capsys.readouterr().out
+
+
+def test_an_assigned_model_or_hardware_key_is_read_as_the_yaml_would_read_it():
+    # A default that follows another key follows an assignment: kv_channels = hidden_size /
+    # num_attention_heads (Megatron-Core's TransformerConfig), 2048 / 16 = 128.
+    fields = dict(num_layers=2, hidden_size=1024, num_attention_heads=16, ffn_hidden_size=4096, seq_length=1024,
+                  vocab_size=32000)
+    model = syssim.ModelConfig(**fields)
+    model.hidden_size = 2048
+    assert (model.kv_channels, model.num_query_groups) == (128, 16)
+    with pytest.raises(ValueError, match=r"^ModelConfig: unknown key 'num_layer' \(did you mean 'num_layers'\?\)"):
+        model.num_layer = 8
+    assert model.num_layers == 2  # the refused assignment left the model as it was
+    hardware = syssim.load_hardware_yaml("h100-sxm-80gb")
+    with pytest.raises(ValueError, match=r"unknown key 'gpu_memory_gb' \(did you mean 'gpu_memory_GB'\?\)"):
+        hardware.gpu_memory_gb = 20
+    # extends: the preset's keys, these replacing them; Llama-3-8B at tp 8 needs 32 GB of 10.
+    small = syssim.HardwareConfig(extends="h100-sxm-80gb", gpu_memory_GB=10)
+    report = syssim.simulate(model="llama3-8b", hardware=small, parallelism=dict(tp=8), training=dict(global_batch=8))
+    assert report.bottlenecks["oom"]["capacity_gb"] == 10
+    with pytest.raises(ValueError, match=r"^ModelConfig: missing required key 'num_layers'"):
+        syssim.ModelConfig()
+
+
+def test_a_sweep_row_reports_the_job_as_swept():
+    model, hardware = syssim.load_model_yaml("llama3-8b"), syssim.load_hardware_yaml("h100-sxm-80gb")
+    rows = syssim.sweep(model=model, hardware=hardware, parallelism=dict(dp=8), training=dict(global_batch=64),
+                        over={"parallelism.tp": [2]}, use_cache=False)
+    model.num_layers, hardware.gpu_memory_GB = 16, 200
+    row = next(iter(rows))
+    assert row.report.step_time_ms == row.metrics["step_time_ms"]
+    # A string is one value, whatever it holds; "null" stays a string.
+    rows = syssim.sweep(model="llama3-8b", hardware="h100-sxm-80gb", parallelism=dict(dp=8),
+                        training=dict(global_batch=64), over={"training.recompute": ["full,selective", "null"]})
+    assert [row.inputs["training.recompute"] for row in rows] == ["full,selective", "null"]
+    assert [row.status for row in rows] == ["invalid", "invalid"]
+
+
+def test_config_objects_take_back_what_reports_and_traces_give():
+    report = syssim.simulate(model="llama3-8b", hardware="h100-sxm-80gb", parallelism=dict(tp=2))
+    assert syssim.ParallelismConfig(**report.parallelism).world_size == 2  # world_size is given back too
+    with pytest.raises(ValueError, match=r"world_size=4 is not tp\*dp\*cp\*pp=2"):
+        syssim.ParallelismConfig(tp=2, world_size=4)
+    with pytest.raises(AttributeError):
+        syssim.ParallelismConfig(tp=2).world_size = 16
+    training = syssim.TrainingConfig()
+    assert (training.micro_batch, training.global_batch, training.dtype, training.recompute) == (1, 1, "bf16", "none")
+    training.use_distributed_optimizer = True
+    assert training.to_dict() == {"distributed_optimizer": True}
+    traced = syssim.trace(model="llama3-8b", parallelism=dict(tp=2, sp=True), training=dict(global_batch=4))
+    assert (traced.model.name, traced.parallelism.tp, traced.training.global_batch) == ("llama3-8b", 2, 4)
+
+
+def test_a_config_json_path_is_taken_from_the_working_folder(tmp_path, monkeypatch):
+    folder = tmp_path / "mine" / "qwen"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(open(os.path.join(SOURCE_DIR, "configs/hf/Qwen/Qwen3-8B/config.json")).read())
+    monkeypatch.chdir(tmp_path)
+    # Qwen3-8B's config.json: 36 layers.
+    assert syssim.HFModel("mine/qwen/config.json", {"seq_length": 4096}).resolve().num_layers == 36
+
+
+def test_stage_arguments_of_the_wrong_type_are_one_line():
+    graph = syssim.stages.trace("llama3-8b")
+    with pytest.raises(ValueError, match=r"^timeline: expected bool, got 'yes'$"):
+        syssim.stages.simulate(graph, timeline="yes")
+    with pytest.raises(ValueError, match=r"^train_tokens: expected int or float or None, got '1e12'$"):
+        syssim.stages.report(graph, "text", train_tokens="1e12")

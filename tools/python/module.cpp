@@ -28,11 +28,7 @@ std::string sweep(const std::string& model, const std::string& hardware, const s
                   bool use_cache) {
   Job job = job_of(model, hardware, hardware_dir, parallelism, training);
   std::vector<syssim::SweepAxis> axes;
-  for (const auto& [path, values] : over) {
-    std::string flag = path + "=";
-    for (size_t i = 0; i < values.size(); ++i) flag += (i ? "," : "") + values[i];
-    axes.push_back(syssim::parse_sweep_axis(flag));
-  }
+  for (const auto& [path, values] : over) axes.push_back(syssim::make_sweep_axis(path, values));
   syssim::SweepSettings settings;
   settings.threads = threads;
   settings.use_cache = use_cache;
@@ -70,6 +66,9 @@ PYBIND11_MODULE(_syssim, m) {
   m.def("parse_model", [](const std::string& yaml, const std::string& name) {
     return syssim::to_json(syssim::parse_model_yaml(yaml, name)).dump();
   });
+  // The defaults of the sections' keys, as the library reads a key not given.
+  m.def("parallelism_defaults", [] { return syssim::to_json(syssim::ParallelismConfig{}).dump(); });
+  m.def("training_defaults", [] { return syssim::to_json(syssim::TrainingConfig{}).dump(); });
   m.def("parse_hardware", [](const std::string& yaml, const std::string& name) {
     return syssim::to_json(syssim::parse_hardware_yaml(yaml, name)).dump();
   });

@@ -35,12 +35,16 @@ def data_dir():
 class _Fields:
     """Keyword fields kept as the graph format's JSON object, readable as attributes (a field not
     given reads as its default, where the class has one) and writable: an assigned field is
-    what the next simulation takes, checked by the library then."""
+    what the next simulation takes, checked by the library then (a model's or a hardware's at
+    once). A property (world_size) is not a field: assigning one without a setter raises."""
 
     _defaults = {}
 
     def __init__(self, fields):
         object.__setattr__(self, "_fields", dict(fields))
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self._defaults) | set(self.__dict__.get("_fields", {})))
 
     def __getattr__(self, name):
         fields = self.__dict__.get("_fields", {})  # not self._fields: that would call this again
@@ -51,10 +55,13 @@ class _Fields:
         raise AttributeError(f"{type(self).__name__} has no field '{name}'")
 
     def __setattr__(self, name, value):
-        if name.startswith("_"):
+        if name.startswith("_") or isinstance(getattr(type(self), name, None), property):
             object.__setattr__(self, name, value)
         else:
-            self._fields[name] = value
+            self._assign(name, value)
+
+    def _assign(self, name, value):
+        self._fields[name] = value
 
     def to_dict(self):
         return dict(self._fields)
@@ -67,38 +74,68 @@ class _Fields:
         return f"{type(self).__name__}({fields})"
 
 
-class ModelConfig(_Fields):
+class _Checked(_Fields):
+    """Fields the library reads as a YAML file's keys, at once: `_given` holds the keys as given
+    (a loaded file's: all of them, resolved), and an assignment reads them again with the new
+    key, so that an unknown key is refused by name and a default that follows another key (a
+    model's kv_channels, hidden_size / num_attention_heads) follows it."""
+
+    def __init__(self, **fields):
+        super().__init__({})
+        self._read(dict(fields))
+
+    def _read(self, given):
+        text = self._parse(json.dumps(given), str(given.get("name") or type(self).__name__))
+        object.__setattr__(self, "_fields", json.loads(text))
+        object.__setattr__(self, "_given", given)
+
+    def _assign(self, name, value):
+        self._read({**self._given, name: value})
+
+    @classmethod
+    def _loaded(cls, text):
+        config = cls.__new__(cls)
+        fields = json.loads(text)
+        object.__setattr__(config, "_fields", fields)
+        object.__setattr__(config, "_given", dict(fields))
+        return config
+
+
+class ModelConfig(_Checked):
     """A model: the keys of a model YAML (docs/configs.md), read as the library reads the YAML
     (its defaults, an unknown key refused by name; `huggingface` and `overrides` too)."""
 
-    def __init__(self, **fields):
-        text = _syssim.parse_model(json.dumps(fields), str(fields.get("name") or "ModelConfig")) if fields else "{}"
-        super().__init__(json.loads(text))
+    _parse = staticmethod(_syssim.parse_model)
 
     @classmethod
     def _checked(cls, text):
-        model = cls()
-        object.__setattr__(model, "_fields", json.loads(text))
-        return model
+        return cls._loaded(text)
 
     @classmethod
     def from_dict(cls, fields):
         return cls(**fields)
 
 
-class HardwareConfig(_Fields):
-    """A GPU and its cluster: the keys of a hardware YAML (docs/configs.md). A relative
-    calibrated_model is taken from the YAML's folder (for one made here, the working folder)."""
+class HardwareConfig(_Checked):
+    """A GPU and its cluster: the keys of a hardware YAML (docs/configs.md), `extends` too (a
+    preset or YAML file whose keys these replace). A relative calibrated_model is taken from the
+    YAML's folder (for one made here, the working folder; the base's for the base's own)."""
+
+    _parse = staticmethod(_syssim.parse_hardware)
 
     def __init__(self, **fields):
-        text = _syssim.parse_hardware(json.dumps(fields), str(fields.get("name") or "HardwareConfig")) if fields else "{}"
-        super().__init__(json.loads(text))
-        object.__setattr__(self, "_folder", os.getcwd())
+        folder = os.getcwd()
+        if "extends" in fields:
+            base = load_hardware_yaml(fields.pop("extends"))
+            if "calibrated_model" not in fields:
+                folder = base._folder
+            fields = {**{k: v for k, v in base._fields.items() if k != "name"}, **fields}
+        super().__init__(**fields)
+        object.__setattr__(self, "_folder", folder)
 
     @classmethod
     def _checked(cls, text, folder):
-        hardware = cls()
-        object.__setattr__(hardware, "_fields", json.loads(text))
+        hardware = cls._loaded(text)
         object.__setattr__(hardware, "_folder", folder)
         return hardware
 
@@ -111,8 +148,12 @@ class HFModel:
         self.overrides = dict(overrides or {})
 
     def resolve(self):
-        text = json.dumps({"huggingface": self.huggingface, "overrides": self.overrides})  # JSON is YAML
-        return ModelConfig._checked(_syssim.parse_model(text, self.huggingface))
+        # A path is taken from the working folder, as the tools take it (the library takes a
+        # relative one from the folder of the file that names it).
+        given = os.fspath(self.huggingface)
+        name = os.path.abspath(given) if os.path.exists(given) else given
+        text = json.dumps({"huggingface": name, "overrides": self.overrides})  # JSON is YAML
+        return ModelConfig._checked(_syssim.parse_model(text, name))
 
     def __repr__(self):
         return f"HFModel({self.huggingface!r}, overrides={self.overrides!r})"
@@ -144,21 +185,28 @@ class ParallelismConfig(_Fields):
     account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split) and
     cp_comm_type."""
 
-    _defaults = {"tp": 1, "dp": 1, "sp": False, "cp": 1, "pp": 1, "vpp": None, "ep": 1, "etp": None}
+    _defaults = {k: v for k, v in json.loads(_syssim.parallelism_defaults()).items() if k != "world_size"}
 
     def __init__(self, *, tp=None, dp=None, sp=None, cp=None, pp=None, vpp=None, **more):
         given = {"tp": tp, "dp": dp, "sp": sp, "cp": cp, "pp": pp, "vpp": vpp}
+        # A report's or a graph's parallelism, passed back, carries world_size: it must agree.
+        world_size = more.pop("world_size", None)
         super().__init__({**{k: v for k, v in given.items() if v is not None}, **more})
+        if world_size is not None and world_size != self.world_size:
+            raise ValueError(f"ParallelismConfig: world_size={world_size!r} is not tp*dp*cp*pp={self.world_size}")
 
     @property
     def world_size(self):
-        f = self._fields
-        return f.get("tp", 1) * f.get("dp", 1) * f.get("cp", 1) * f.get("pp", 1)
+        """tp x dp x cp x pp (read-only)."""
+        return self.tp * self.dp * self.cp * self.pp
 
 
 class TrainingConfig(_Fields):
     """Training settings, with the graph format's `training` keys (micro_batch, global_batch,
-    dtype, recompute, distributed_optimizer, overlap_grad_reduce, ...)."""
+    dtype, recompute, distributed_optimizer, overlap_grad_reduce, ...); a key not given reads as
+    the library's default."""
+
+    _defaults = json.loads(_syssim.training_defaults())
 
     def __init__(self, *, micro_batch=None, global_batch=None, dtype=None, recompute=None,
                  use_distributed_optimizer=False, fp16=False, bf16=False, fp8=False, **more):
@@ -175,7 +223,11 @@ class TrainingConfig(_Fields):
     @property
     def use_distributed_optimizer(self):
         """The spec's name of distributed_optimizer."""
-        return bool(self._fields.get("distributed_optimizer", False))
+        return bool(self.distributed_optimizer)
+
+    @use_distributed_optimizer.setter
+    def use_distributed_optimizer(self, on):
+        self._assign("distributed_optimizer", on)
 
 
 def _model_of(model):
@@ -225,7 +277,10 @@ class SimulationReport:
     _RUNTIME_ZERO = {"step_time_ms": 0.0, "forward_ms": 0.0, "backward_ms": 0.0, "optimizer_ms": 0.0,
                      "collective_total_ms": 0.0, "collective_exposed_ms": 0.0, "by_op_type_ms": {},
                      "model_flops_per_step": 0.0, "achieved_tflops": 0.0, "mfu": 0.0, "hfu": 0.0,
-                     "per_pp_rank_step_time_ms": []}
+                     "per_pp_rank_step_time_ms": [], "tokens_per_s_per_gpu": 0.0, "bubble_fraction": 0.0,
+                     "collective_by_group_ms": {}, "collective_slowdown": 0.0, "host_busy_ms": 0.0,
+                     "mfu_model_flops_per_step": 0.0, "step_time_band_ms": None, "step_time_band": None,
+                     "mfu_convention": None}
 
     def __init__(self, json_text, text, memory_only=False):
         self._json = json_text
@@ -270,10 +325,14 @@ def estimate_memory(*, model, hardware, parallelism=None, training=None, workdir
 
 
 def _axis_value(value):
+    """A swept value as the YAML scalar the library reads: a string stays a string ("true",
+    "1,2" and "null" too)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if value is None:
         return "null"
+    if isinstance(value, str):
+        return json.dumps(value)  # a double-quoted YAML scalar
     return str(value)
 
 
@@ -342,8 +401,10 @@ def sweep(*, model, hardware, parallelism=None, training=None, over, workdir=Non
     hardware = _hardware_of(hardware)
     parallelism = _config_of(parallelism, ParallelismConfig, "parallelism")
     training = _config_of(training, TrainingConfig, "training")
-    if not isinstance(threads, int) or threads < 0:
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 0:
         raise ValueError(f"threads: expected 0 (one per core) or more, got {threads!r}")
+    if not isinstance(over, dict):
+        raise ValueError(f"over: expected a dict of config paths and lists of values, got {over!r}")
     for path, values in over.items():
         if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
             raise ValueError(f"over['{path}']: expected a list of values, got {values!r}")
@@ -351,7 +412,10 @@ def sweep(*, model, hardware, parallelism=None, training=None, over, workdir=Non
     axes = [(path, [_axis_value("none" if v is None and path == "training.recompute" else v) for v in values])
             for path, values in over.items()]
     text = _syssim.sweep(*_job(model, hardware, parallelism, training), axes, threads, use_cache)
-    job = (model, hardware, parallelism.to_dict(), training.to_dict())
+    # The job as swept: a row's report must not follow later changes to the objects given.
+    job = (ModelConfig._checked(json.dumps(model.to_dict())),
+           HardwareConfig._checked(json.dumps(hardware.to_dict()), hardware._folder), parallelism.to_dict(),
+           training.to_dict())
     return Sweep([SweepRow(row, job) for row in json.loads(text)])
 
 
@@ -360,10 +424,23 @@ from . import stages  # noqa: E402  (the stages one by one: syssim.stages)
 
 class Trace:
     """A job's traced step under its layout and training settings (`graph`, a stages.Graph with
-    the trace and shard sections); simulate_on(hardware) prices and simulates it there."""
+    the trace and shard sections, and its provenance: model, parallelism, training);
+    simulate_on(hardware) prices and simulates it there."""
 
     def __init__(self, graph):
         self.graph = graph
+
+    @property
+    def model(self):
+        return ModelConfig._checked(json.dumps(self.graph.to_dict()["model"]))
+
+    @property
+    def parallelism(self):
+        return ParallelismConfig(**self.graph.to_dict()["shard"]["parallelism"])
+
+    @property
+    def training(self):
+        return TrainingConfig(**self.graph.to_dict()["shard"]["training"])
 
     def simulate_on(self, hardware):
         """The SimulationReport of the step on `hardware` (the graph itself is left as it is)."""
