@@ -1,6 +1,7 @@
 #include "cost/cost.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -59,6 +60,16 @@ Kernel kernel_of(const ShardOp& op) {
   return Kernel{family_of(op), op.dtype, op.phase == OpPhase::bwd, op.shape, op.flops, op.bytes};
 }
 
+// The token rows an expert's GEMM is priced at: its share of the routed tokens (a mean, which
+// a skew or a capacity makes fractional) as whole rows, up to a multiple of 16. An expert's
+// tokens are a slice of the permuted rows, never an operand's leading dimension, so a ragged
+// count costs a tile's tail, not the misaligned-operand kernels that the calibrated model
+// learned from GEMMs whose reduction dim is contiguous (docs/syssim-cost.md "Grouped GEMMs").
+double priced_expert_tokens(double tokens) {
+  constexpr double kTokenGranule = 16;
+  return std::ceil(tokens / kTokenGranule - 1e-9) * kTokenGranule;
+}
+
 // The kernels an op's time is the sum of, each with how many times it runs: the op itself, or
 // for the experts' grouped GEMM one GEMM per local expert at its shape, the busiest expert's
 // at its own (docs/syssim-cost.md "Grouped GEMMs").
@@ -67,7 +78,8 @@ std::vector<std::pair<Kernel, double>> parts_of(const ShardOp& op) {
   if (!op.shape.count("groups")) return {{std::move(kernel), 1.0}};
   const double groups = op.shape.at("groups");
   const char* tokens = op.pass == OpPass::weight ? "k" : "m";
-  auto expert_gemm = [&](double expert_tokens) {
+  auto expert_gemm = [&](double mean_tokens) {
+    const double expert_tokens = priced_expert_tokens(mean_tokens);
     const double m = tokens[0] == 'm' ? expert_tokens : op.shape.at("m");
     const double k = tokens[0] == 'k' ? expert_tokens : op.shape.at("k");
     Kernel gemm = gemm_kernel(m, op.shape.at("n"), k, op.dtype);

@@ -75,9 +75,10 @@ KernelShape grouped_gemm_shape(const TraceOp& op, const AxisValues& axes, double
   } else {  // grad [T, N]^T x x [T, K] -> [E, N, K]: per expert an N x K output over its tokens
     groups = value(Operands(op, "outputs", 1, where)(0, 3).dims[0], axes, where);
     n = last(in(1, 1), axes, where);
+    const double m = last(in(0, 1), axes, where);  // read, not divided out: a weight's dim is exact
     tokens = elements(in(1, 1), axes, where) / n / groups;
-    if (groups <= 0 || n <= 0 || tokens <= 0) return {};
-    return {{"groups", groups}, {"m", flops / (2 * n * tokens * groups)}, {"n", n}, {"k", tokens}};
+    if (groups <= 0 || n <= 0 || m <= 0 || tokens <= 0) return {};
+    return {{"groups", groups}, {"m", m}, {"n", n}, {"k", tokens}};
   }
   if (groups <= 0 || n <= 0 || k <= 0) return {};
   return {{"groups", groups}, {"m", flops / (2 * n * k * groups)}, {"n", n}, {"k", k}};
