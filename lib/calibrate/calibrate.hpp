@@ -54,6 +54,8 @@ class CalibratedModel {
 
   // Whether the bundle has a fitted model for the kernel's family and dtype.
   bool covers(const Kernel& kernel) const;
+  // The families it has a fitted model for, in name order.
+  std::vector<std::string> families() const;
   // Predicted times in microseconds of covered kernels: roofline x exp(residual), never below
   // the roofline. Batched because one XGBoost call per kernel is slow.
   std::vector<double> predict_us(const std::vector<Kernel>& kernels) const;

@@ -146,6 +146,12 @@ bool CalibratedModel::covers(const Kernel& kernel) const {
          it->second.directions.count(kernel.backward ? "backward" : "forward") > 0;
 }
 
+std::vector<std::string> CalibratedModel::families() const {
+  std::vector<std::string> names;
+  for (const auto& entry : impl_->families) names.push_back(entry.first);
+  return names;
+}
+
 std::vector<double> CalibratedModel::predict_us(const std::vector<Kernel>& kernels) const {
   std::map<std::string, std::vector<size_t>> by_family;
   for (size_t i = 0; i < kernels.size(); ++i) {

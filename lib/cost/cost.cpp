@@ -9,6 +9,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "common/text.hpp"
 #include "common/units.hpp"
 #include "network/network.hpp"
 
@@ -250,8 +251,16 @@ CostEstimator::CostEstimator(HardwareConfig hardware, const CostOptions& options
     throw DataError("hardware " + hardware_.name + ": key 'calibrated_model' is '" + hardware_.calibrated_model +
                     "', but there is no folder " + bundle +
                     " (a copy of a preset keeps the preset's bundle with `extends: PRESET` instead)");
-  if (options_.estimator != "roofline" && !bundle.empty())
+  if (options_.estimator != "roofline" && !bundle.empty()) {
     calibrated_ = std::make_shared<CalibratedModel>(CalibratedModel::load(bundle, hardware_));
+    // A family the bundle has no model of would be priced by the roofline and reported as calibrated.
+    const std::vector<std::string> fitted = calibrated_->families();
+    for (const std::string& family : hardware_.calibrated_families)
+      if (std::find(fitted.begin(), fitted.end(), family) == fitted.end())
+        throw DataError("hardware " + hardware_.name + ": key 'calibrated_families' lists '" + family +
+                        "', which its bundle " + std::filesystem::path(bundle).filename().string() +
+                        " has no model of (it fits " + join(fitted) + ")");
+  }
   if (options_.estimator == "roofline") hardware_.efficiency.clear();
 }
 
