@@ -81,6 +81,8 @@ void require_utf8(const std::string& text, const std::string& source) {
     throw DataError(source + ": line " + std::to_string(bad->line) + ": not UTF-8 text (byte " + byte_text(bad->byte) + ")");
 }
 
+bool is_stdout(const std::string& path) { return path.empty() || path == "-"; }
+
 namespace {
 
 // The temporaries being written, for the signal handler: fixed buffers, as a handler may only
@@ -96,8 +98,6 @@ void on_fatal_signal(int signal) {
   std::signal(signal, SIG_DFL);
   std::raise(signal);
 }
-
-bool is_stdout(const std::string& path) { return path.empty() || path == "-"; }
 
 // Devices and pipes (-o /dev/null, a FIFO) are written in place: renaming over them would
 // replace the device with a file.
@@ -144,18 +144,23 @@ class Temporaries {
 
 void write_output(const std::string& path, const std::string& text) { write_outputs({{path, text}}); }
 
-void check_outputs_differ(const std::vector<std::pair<std::string, std::string>>& flag_paths) {
+void check_outputs_differ(const std::vector<std::pair<std::string, std::string>>& flag_paths,
+                          const std::vector<std::pair<std::string, std::string>>& inputs) {
   namespace fs = std::filesystem;
-  for (size_t a = 0; a < flag_paths.size(); ++a)
-    for (size_t b = a + 1; b < flag_paths.size(); ++b) {
-      const std::string& path = flag_paths[a].second;
-      if (is_stdout(path) || is_stdout(flag_paths[b].second)) continue;  // "" too: an output not asked for
-      std::error_code error;
-      if (fs::weakly_canonical(fs::absolute(path), error) ==
-          fs::weakly_canonical(fs::absolute(flag_paths[b].second), error))
-        throw UsageError(flag_paths[a].first + " and " + flag_paths[b].first + " both name " + path +
-                         ": give each output its own file");
-    }
+  auto same_file = [](const std::string& a, const std::string& b) {
+    if (is_stdout(a) || is_stdout(b)) return false;  // "" too: an output not asked for
+    std::error_code error;
+    return fs::weakly_canonical(fs::absolute(a), error) == fs::weakly_canonical(fs::absolute(b), error);
+  };
+  for (size_t a = 0; a < flag_paths.size(); ++a) {
+    const auto& [flag, path] = flag_paths[a];
+    for (size_t b = a + 1; b < flag_paths.size(); ++b)
+      if (same_file(path, flag_paths[b].second))
+        throw UsageError(flag + " and " + flag_paths[b].first + " both name " + path + ": give each output its own file");
+    for (const auto& [input_flag, input] : inputs)
+      if (same_file(path, input))
+        throw UsageError(flag + " names " + path + ", the " + input_flag + " it reads: write the output elsewhere");
+  }
 }
 
 void write_outputs(const std::vector<std::pair<std::string, std::string>>& outputs) {

@@ -30,13 +30,18 @@ std::string byte_text(unsigned char byte);
 // stream. `path` names it in errors.
 std::string read_rest(std::ifstream& in, const std::string& path);
 
+// Whether an output path means standard output: "-" or empty.
+bool is_stdout(const std::string& path);
+
 // Writes to standard output when path is "-" or empty; otherwise atomically
 // (a temporary file beside the target, then rename) so a failure leaves nothing half-written.
 void write_output(const std::string& path, const std::string& text);
 
 // UsageError when two of the outputs a command was given, as (flag, path), name the same file
-// (standard output, "-", aside): each would overwrite the other.
-void check_outputs_differ(const std::vector<std::pair<std::string, std::string>>& flag_paths);
+// (standard output, "-", aside): each would overwrite the other; or when an output names one of
+// the `inputs` (flag, path), which it would replace.
+void check_outputs_differ(const std::vector<std::pair<std::string, std::string>>& flag_paths,
+                          const std::vector<std::pair<std::string, std::string>>& inputs = {});
 
 // Writes several outputs (path, text), all or none: every file goes to its temporary first,
 // and only when all are written are they renamed into place; standard output comes last.

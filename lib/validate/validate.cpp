@@ -299,8 +299,15 @@ ValidateRun validate_command(ValidateRequest request) {
   run.warnings = result.warnings;
   run.outputs = {{request.output, render_validation(result, request.format)}};
   if (!request.bands_out.empty()) run.outputs.emplace_back(request.bands_out, write_step_time_bands(result.bands));
-  if (std::none_of(result.rows.begin(), result.rows.end(), [](const RowResult& row) { return row.expressed(); }))
-    run.failure = request.measured + ": no row could be simulated (the skip reasons are in the output)";
+  if (std::none_of(result.rows.begin(), result.rows.end(), [](const RowResult& row) { return row.expressed(); })) {
+    // A failed run replaces no file: the table of skip reasons goes to standard output only.
+    run.outputs.resize(is_stdout(request.output) ? 1 : 0);
+    run.failure = request.measured + ": no row could be simulated (" +
+                  (!run.outputs.empty()   ? std::string("the skip reasons are in the output")
+                   : result.rows.empty() ? std::string("it has no rows; no file written")
+                                         : "the first row: " + result.rows.front().skip_reason + "; no file written") +
+                  ")";
+  }
   return run;
 }
 

@@ -105,7 +105,7 @@ struct ValidateRequest {
 struct ValidateRun {
   std::vector<std::pair<std::string, std::string>> outputs;  // (path, text) to write, all or none
   std::vector<std::string> warnings;
-  std::optional<std::string> failure;  // bad data to report after the outputs: no row simulated
+  std::optional<std::string> failure;  // bad data to report after the outputs: no row simulated (then no file is written)
 };
 ValidateRun validate_command(ValidateRequest request);
 

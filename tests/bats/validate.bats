@@ -236,3 +236,14 @@ all 6.3"
   assert_equal "$documented" "$summary"
 }
 
+
+@test "a validate that simulates no row replaces no file" {
+  echo old >"$BATS_TEST_TMPDIR/out.txt"
+  run syssim validate "$ROOT/tests/data/invalid/validate-zero-step.csv" -o "$BATS_TEST_TMPDIR/out.txt" \
+    --bands-out "$BATS_TEST_TMPDIR/bands.json"
+  assert_failure 1
+  assert_output --partial "no row could be simulated (the first row: "
+  assert_output --partial "; no file written)"
+  assert_equal "$(cat "$BATS_TEST_TMPDIR/out.txt")" old
+  [ ! -e "$BATS_TEST_TMPDIR/bands.json" ]
+}
