@@ -1,6 +1,7 @@
 // Text shared by messages and reports.
 #pragma once
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -49,16 +50,22 @@ inline std::string aligned_columns(const std::vector<std::vector<std::string>>& 
 
 inline bool starts_with(std::string_view text, std::string_view prefix) { return text.substr(0, prefix.size()) == prefix; }
 
-// The KEY=VALUE assignments of a repeatable flag as a map, a later KEY winning; UsageError
-// naming the flag and the expected `form` for one without a key or a value.
-inline std::map<std::string, std::string> parse_assignments(const std::vector<std::string>& assignments,
-                                                            const std::string& flag, const std::string& form) {
+// The KEY=VALUE assignments of a repeatable flag as a map; UsageError naming the flag and the
+// expected `form` for one without a key or a value, and for a key given twice (`same` says
+// when two keys are one: equal texts unless told).
+inline std::map<std::string, std::string> parse_assignments(
+    const std::vector<std::string>& assignments, const std::string& flag, const std::string& form,
+    const std::function<bool(const std::string&, const std::string&)>& same = std::equal_to<std::string>()) {
   std::map<std::string, std::string> map;
   for (const std::string& assignment : assignments) {
     size_t equals = assignment.find('=');
     if (equals == std::string::npos || equals == 0 || equals + 1 == assignment.size())
       throw UsageError(flag + "=" + assignment + ": expected " + form);
-    map[assignment.substr(0, equals)] = assignment.substr(equals + 1);
+    const std::string key = assignment.substr(0, equals);
+    for (const auto& [given, value] : map)
+      if (same(given, key))
+        throw UsageError(flag + "=" + assignment + ": " + given + " is given twice; give it once");
+    map[key] = assignment.substr(equals + 1);
   }
   return map;
 }

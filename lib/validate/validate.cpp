@@ -17,6 +17,7 @@
 #include "driver/driver.hpp"
 #include "report/report.hpp"
 #include "validate/plan.hpp"
+#include "validate/spellings.hpp"
 
 namespace syssim {
 namespace {
@@ -191,7 +192,7 @@ void fit_bands(ValidationResult& result, const std::string& source) {
 }  // namespace
 
 std::map<std::string, std::string> parse_hardware_map(const std::vector<std::string>& assignments) {
-  return parse_assignments(assignments, "--hardware-map", "GPU=PRESET_OR_YAML");
+  return parse_assignments(assignments, "--hardware-map", "GPU=PRESET_OR_YAML", same_gpu_spelling);
 }
 
 std::vector<ErrorStats> step_error_stats(const std::vector<RowResult>& rows) {
@@ -286,7 +287,7 @@ ValidationResult validate_measured(const std::string& csv_text, const std::strin
   std::set<std::string> gpus;
   for (const RowResult& row : result.rows) gpus.insert(row.gpu);
   for (const auto& [gpu, chosen] : options.hardware_map)
-    if (!gpus.count(gpu))
+    if (std::none_of(gpus.begin(), gpus.end(), [&](const std::string& cell) { return same_gpu_spelling(gpu, cell); }))
       result.warnings.push_back("--hardware-map=" + gpu + "=" + chosen + ": no row of " + source + " has gpu '" + gpu + "'");
   fit_bands(result, source);
   return result;
