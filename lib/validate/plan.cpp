@@ -158,8 +158,10 @@ ModelConfig named_model(const std::string& name, int64_t seq_length) {
   const bool path = name.find(".yaml") != std::string::npos || name.find(".yml") != std::string::npos;
   if (path) return load_model_yaml(name);
   if (std::optional<std::string> preset = preset_of_model(name)) return load_model_yaml(*preset);
-  if (name.find('/') == std::string::npos)
-    throw Unsupported{"model_config '" + name + "' is neither a model YAML, a preset nor a Hugging Face id (org/name)"};
+  std::error_code error;
+  const bool config_json = name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0;
+  if (name.find('/') == std::string::npos && !config_json && !std::filesystem::exists(name, error))
+    throw Unsupported{"model_config '" + name + "' is neither a model YAML, a preset, a config.json nor a Hugging Face id (org/name)"};
   return load_model(name, seq_length);
 }
 

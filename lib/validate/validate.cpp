@@ -238,9 +238,20 @@ ValidationResult validate_measured(const std::string& csv_text, const std::strin
     if (const std::string path = preset_path(chosen, hardware_dir); !std::filesystem::is_regular_file(path))
       throw UsageError("--hardware-map=" + gpu + "=" + chosen + ": no such file " + path);
   std::map<std::string, CostEstimator> estimators;  // by hardware path: each bundle loaded once
+  // A relative path in a row is taken from the table's folder, as a YAML's relative paths are.
+  const std::filesystem::path table_folder = is_stdout(source) || source == "<stdin>"
+                                                 ? std::filesystem::path()
+                                                 : std::filesystem::path(source).parent_path();
   for (size_t r = 0; r < table.records.size(); ++r) {
     MeasuredRow row;
     for (size_t c = 0; c < table.header.size(); ++c) row[table.header[c]] = table.records[r][c];
+    for (const char* column : {"model_config", "hardware"}) {
+      auto named = row.find(column);
+      std::error_code error;
+      if (named != row.end() && !named->second.empty() && std::filesystem::path(named->second).is_relative() &&
+          std::filesystem::exists(table_folder / named->second, error))
+        named->second = (table_folder / named->second).lexically_normal().string();
+    }
     RowResult out;
     out.line = table.record_lines[r];
     out.source_id = cell(row, "source_id");

@@ -247,3 +247,19 @@ all 6.3"
   assert_equal "$(cat "$BATS_TEST_TMPDIR/out.txt")" old
   [ ! -e "$BATS_TEST_TMPDIR/bands.json" ]
 }
+
+@test "a row's relative config.json path is taken from the table's folder" {
+  mkdir -p "$BATS_TEST_TMPDIR/table"
+  cp "$ROOT/configs/hf/Qwen/Qwen3-8B/config.json" "$BATS_TEST_TMPDIR/table/qwen.json"
+  cat >"$BATS_TEST_TMPDIR/table/mine.csv" <<'CSV'
+source_id,model,layers,hidden,heads,seq_length,gpu,num_gpus,tp,pp,micro_batch,global_batch,dtype,measured_step_s,model_config
+MINE,Qwen3-8B,36,4096,32,4096,H100,8,1,1,1,8,bf16,1.0,qwen.json
+MINE,Qwen3-8B,36,4096,32,4096,H100,8,1,1,1,8,bf16,1.0,Qwen/Qwen3-8B
+CSV
+  cd "$BATS_TEST_TMPDIR"
+  run syssim validate table/mine.csv --format csv
+  assert_success
+  # Both simulated, and the file and the shipped config.json of the id are one model: one prediction.
+  [ "$(cut -d, -f9 <<< "$output" | tail -n 2 | grep -c '^[0-9]')" -eq 2 ]
+  [ "$(cut -d, -f9 <<< "$output" | tail -n 2 | sort -u | wc -l)" -eq 1 ]
+}
