@@ -12,8 +12,15 @@
 namespace syssim::calibrate_detail {
 namespace {
 
+// XGBoost's message on one line: its first, without the stack trace under it; nor the
+// "[time] file:line: " XGBoost puts first.
 void check(int rc, const std::string& what) {
-  if (rc != 0) throw DataError("XGBoost: " + what + ": " + XGBGetLastError());
+  if (rc == 0) return;
+  std::string message = XGBGetLastError();
+  message = message.substr(0, message.find('\n'));
+  if (const size_t check = message.find("Check failed: "); check != std::string::npos) message = message.substr(check);
+  while (!message.empty() && (message.back() == ' ' || message.back() == ':')) message.pop_back();
+  throw DataError("XGBoost: " + what + ": " + message);
 }
 
 }  // namespace
