@@ -31,9 +31,11 @@ struct Unsupported {
   std::string reason;
 };
 
-// The text parsed whole by `parse` (std::stoll, std::stod), or nothing when it is not.
+// The text parsed whole by `parse` (std::stoll, std::stod), or nothing when it is not, or when
+// it is not written in decimal digits (std::stod also reads "0x10", "inf" and leading spaces).
 template <typename T, typename Parse>
 std::optional<T> parsed_whole(const std::string& text, Parse parse) {
+  if (text.find_first_not_of("0123456789.eE+-") != std::string::npos) return std::nullopt;
   size_t used = 0;
   T value = 0;
   try {
