@@ -136,6 +136,7 @@ class ExpertExchange {
 
   int64_t collective(Collective kind, CommGroup group, int64_t group_size, int64_t from,
                      double written_bytes, double message_bytes, const ShardOp& reader, KernelShape shape = {}) {
+    if (group_size == 1) return from;  // Megatron-Core's _AllToAll and gathers return their input over one rank
     const int64_t to = rewriter_.emitter().add_buffer(written_bytes, TensorRole::comm);
     ShardOp c = make_collective(context_, kind, group, message_bytes, reader.phase, reader.scope);
     c.shape = std::move(shape);

@@ -418,6 +418,18 @@ TEST(Experts, ExpertGradientsAreReducedOverTheExpertDataParallelGroup) {
   EXPECT_DOUBLE_EQ(reduced("dp"), (shard.params_local - shard.stage_expert_params_local[0]) * 4);
 }
 
+TEST(Experts, OneExpertRankExchangesNothing) {
+  // ep 1 and etp 1: Megatron-Core's _AllToAll returns its input over a group of one rank, and so
+  // do the allgather dispatcher's gathers over etp x ep = 1: no collective, no buffer.
+  for (const char* dispatcher : {"alltoall", "allgather"}) {
+    ShardOptions options = layout(1, 4, 1);
+    options.training.moe_token_dispatcher_type = dispatcher;
+    const ShardSection shard = sharded(options);
+    EXPECT_TRUE(collectives(shard, "ep").empty()) << dispatcher;
+    EXPECT_TRUE(collectives(shard, "etp").empty()) << dispatcher;
+  }
+}
+
 TEST(Experts, ActiveParametersCountTheTopKExperts) {
   // Two layers of 8 experts of 3 x h x m parameters; a token uses 2 of them.
   ShardSection shard = sharded(layout(1, 1, 1));
