@@ -27,8 +27,8 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
       ->check(kPositive);
   app.add_option("--vpp", p.vpp, "Virtual pipeline stages per rank")->check(kPositive);
   app.add_option("--order", p.order,
-                 "Rank order, fastest dimension first, as Megatron's (default tp-cp-ep-dp-pp; tp-pp-dp is "
-                 "--use-tp-pp-dp-mapping)")
+                 "Rank order, fastest dimension first, as Megatron's (default tp-cp-ep-dp-pp; "
+                 "--use-tp-pp-dp-mapping is tp-cp-ep-pp-dp)")
       ->check(CLI::Validator(
           [](std::string& order) -> std::string {
             try {
