@@ -298,6 +298,7 @@ TrainingConfig training(const MeasuredRow& row, int64_t dp, std::vector<std::str
   t.seq_length = sequence_length(row);
   if (cell(row, "seq_length").empty()) assumptions.push_back("seq_length=" + std::to_string(*t.seq_length));
   const std::string dtype = cell(row, "dtype");
+  if (dtype.empty()) throw Unsupported{"column 'dtype' is empty"};
   const std::optional<Precision> precision = precision_of(dtype);
   if (!precision)
     throw Unsupported{"dtype '" + dtype +

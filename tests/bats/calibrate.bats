@@ -105,7 +105,7 @@ small_data() {
   assert_failure 2
   run syssim calibrate --data "$(small_data)" --hardware "$H100" -o "$BATS_TEST_TMPDIR/out" --holdout 0
   assert_failure 2
-  assert_output "syssim: error: holdout share 0.0: expected a value in (0, 1)"
+  assert_output "syssim: error: --holdout: expected a share between 0 and 1, both excluded, got '0'"
   run syssim calibrate --data "$(small_data)" --hardware "$H100" -o "$ROOT/docs"
   assert_failure 1
   assert_output "syssim: error: $ROOT/docs: exists and is not a calibration bundle; not replacing it"

@@ -463,8 +463,10 @@ TEST(ValidateRow, SpelledGpusAndPrecisionsAreListedAmongTheAssumptions) {
 }
 
 TEST(ValidateRow, HardwareMapAssignmentsNeedAGpuAndAPreset) {
-  EXPECT_EQ(parse_hardware_map({"GB200=b200", "H100-80GB=h100.yaml", "GB200=gb200-nvl72"}),
+  EXPECT_EQ(parse_hardware_map({"GB200=gb200-nvl72", "H100-80GB=h100.yaml"}),
             (std::map<std::string, std::string>{{"GB200", "gb200-nvl72"}, {"H100-80GB", "h100.yaml"}}));
+  // One gpu mapped twice, in any of the spellings a cell is read in: which one would be meant?
+  EXPECT_THROW(parse_hardware_map({"GB200=b200", "gb200=gb200-nvl72"}), UsageError);
   for (const char* bad : {"GB200", "=b200", "GB200="}) {
     try {
       parse_hardware_map({bad});
@@ -754,10 +756,14 @@ TEST(ValidateRow, SkipReasonsSayWhatIsMissing) {
   EXPECT_EQ(reason("pp", "0"), "column 'pp': expected 1 to 1048576, got '0'");
   EXPECT_EQ(reason("num_gpus", "2097152"), "column 'num_gpus': expected 1 to 1048576, got '2097152'");
   EXPECT_EQ(reason("hidden", "4294967296"), "column 'hidden': expected an integer below 2^30, got '4294967296'");
-  // A measurement is a positive, finite number: nothing else gives an error to report.
-  for (const char* bad : {"0", "-14.72", "nan", "inf"})
-    for (const std::string column : {"measured_step_s", "measured_peak_mem_gb"})
+  // A measurement is a positive, finite number written in decimal: nothing else gives an error
+  // to report.
+  for (const std::string column : {"measured_step_s", "measured_peak_mem_gb"}) {
+    for (const char* bad : {"0", "-14.72"})
       EXPECT_EQ(reason(column, bad), "column '" + column + "': expected a positive number, got '" + bad + "'");
+    for (const char* bad : {"nan", "inf", "0x10", " 2.0"})
+      EXPECT_EQ(reason(column, bad), "column '" + column + "': expected a number, got '" + bad + "'");
+  }
   MeasuredRow from_mfu = llama_row();
   from_mfu["measured_step_s"] = "";
   from_mfu["measured_mfu"] = "-0.4";

@@ -35,7 +35,14 @@ Subcommand add_calibrate(CLI::App& app) {
   calibrate->add_option("--dtype", options.dtype, "The dtype the data was measured in (default bf16)")
       ->check(CLI::IsMember({"bf16", "fp16", "fp8", "fp4"}));
   calibrate->add_option("--holdout", options.holdout_share, "Share of rows held out to measure the error")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            double share = 0;
+            return CLI::detail::lexical_cast(text, share) && share > 0 && share < 1
+                       ? ""
+                       : "expected a share between 0 and 1, both excluded, got '" + text + "'";
+          },
+          "(0, 1)"));
   calibrate->add_option("--seed", options.seed, "Seed of the held-out split and of XGBoost");
   calibrate->add_option("--overhead-us", options.measurement_overhead_us,
                         "Launch and synchronisation time in every measured row (default: estimated; 0 for kernel "
