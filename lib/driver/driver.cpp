@@ -17,17 +17,6 @@
 namespace syssim {
 namespace {
 
-// The graph holds no trace section: the stages after the shard stage do not read it, and a
-// copy of the trace cost a tenth of a run.
-Graph cost_and_shard(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
-                     const ShardOptions& options, ShardReuse* reuse) {
-  Graph graph;
-  graph.model = model;
-  graph.shard = shard_trace(model, trace, options, reuse);
-  estimator.cost_graph(graph);
-  return graph;
-}
-
 ModelConfig model_of(const RunRequest& request) {
   return load_model(request.model_path.value_or(kDefaultModel), request.options.training.seq_length);
 }
@@ -38,10 +27,21 @@ HardwareConfig hardware_of(const RunRequest& request) {
 
 }  // namespace
 
+// The graph holds no trace section: the stages after the shard stage do not read it, and a
+// copy of the trace cost a tenth of a run.
+Graph shard_and_cost(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
+                     const ShardOptions& options, ShardReuse* reuse) {
+  Graph graph;
+  graph.model = model;
+  graph.shard = shard_trace(model, trace, options, reuse);
+  estimator.cost_graph(graph);
+  return graph;
+}
+
 Graph simulate(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
                const ShardOptions& options, const SimOptions& sim_options, ShardReuse* reuse,
                const MemOptions& mem_options) {
-  Graph graph = cost_and_shard(model, trace, estimator, options, reuse);
+  Graph graph = shard_and_cost(model, trace, estimator, options, reuse);
   simulate_graph(graph, sim_options);
   account_memory(graph, mem_options);
   return graph;
@@ -65,7 +65,7 @@ void resimulate_with_global_batch(Graph& graph, int64_t global_batch, const SimO
 
 Graph estimate_memory(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
                       const ShardOptions& options, ShardReuse* reuse, const MemOptions& mem_options) {
-  Graph graph = cost_and_shard(model, trace, estimator, options, reuse);
+  Graph graph = shard_and_cost(model, trace, estimator, options, reuse);
   account_memory(graph, mem_options);
   return graph;
 }

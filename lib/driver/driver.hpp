@@ -55,6 +55,9 @@ void resimulate_with_global_batch(Graph& graph, int64_t global_batch, const SimO
 // Same, without the discrete-event simulation (memory fields only).
 Graph estimate_memory(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
                       const ShardOptions& options, ShardReuse* reuse = nullptr, const MemOptions& mem_options = {});
+// The shard and cost sections alone (no trace section: the later stages do not read it).
+Graph shard_and_cost(const ModelConfig& model, const TraceSection& trace, const CostEstimator& estimator,
+                     const ShardOptions& options, ShardReuse* reuse = nullptr);
 Graph estimate_memory(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options,
                       const MemOptions& mem_options = {});
 

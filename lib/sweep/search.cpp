@@ -253,7 +253,7 @@ nlohmann::json layer_compute(PointEvaluator& evaluate, const ModelConfig& short_
     }
   nlohmann::json compute;
   try {
-    Graph graph = estimate_memory(short_model, short_trace, evaluate.estimator(), one_rank);
+    Graph graph = shard_and_cost(short_model, short_trace, evaluate.estimator(), one_rank);  // no memory read
     // Per part: the decoder layers, then the embedding and the output layer; per pass.
     const size_t layers = static_cast<size_t>(short_model.num_layers);
     std::vector<size_t> part_of(graph.shard->ops.size());
