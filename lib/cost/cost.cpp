@@ -336,6 +336,18 @@ void CostEstimator::cost_graph(Graph& g) const {
         calibrated_part = true;
         continue;
       }
+      // An FP4 GEMM the bundle has not measured: its FP8 twin's calibrated time over the two
+      // rooflines, so that it is never faster than FP8 by more than the peaks allow (the FP4
+      // roofline over the gemm efficiency gave it a better share of peak than measured FP8).
+      if (kernel.family == "gemm" && kernel.dtype == "fp4" && calibrated_ && priced_by_bundle(kernel.family)) {
+        Kernel twin = kernel_in_dtype(kernel, "fp8");
+        if (calibrated_->covers(twin)) {
+          calibrated_parts.push_back({i, count * roofline / roofline_of(twin, op, hardware_)});
+          calibrated_kernels.push_back(std::move(twin));
+          calibrated_part = true;
+          continue;
+        }
+      }
       auto share = hardware_.efficiency.find(kernel.family);
       time += count * uncalibrated_roofline(kernel, roofline) / (share == hardware_.efficiency.end() ? 1.0 : share->second);
     }

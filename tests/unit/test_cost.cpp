@@ -376,6 +376,20 @@ TEST(AttentionExponentials, HopperRatiosOfHeadDimension64To128MatchCudnnOnAnH200
   }
 }
 
+TEST(Fp4Gemms, TakeTheirFp8TwinsCalibratedTimeOverThePeaks) {
+  // B200: dense FP8 4.5 PFLOPS, FP4 9 (its datasheet); its bundle measured FP8, not FP4. A
+  // compute-bound FP4 GEMM takes its FP8 twin's time over 2, never the FP4 roofline over the
+  // 0.72 gemm efficiency, which made it 2.35x faster than FP8.
+  const HardwareConfig b200 = load_hardware_yaml(std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware/b200.yaml");
+  auto gemm_us = [&](const std::string& dtype) {
+    const double m = 8192, n = 28672, k = 4096, width = dtype == "fp8" ? 1 : 0.5;
+    ShardOp op = compute_op("gemm", 2 * m * n * k, (m * k + n * k + m * n) * width, dtype);
+    op.shape = {{"m", m}, {"n", n}, {"k", k}};
+    return cost_of_one(op, {}, b200).time_us;
+  };
+  EXPECT_NEAR(gemm_us("fp4"), gemm_us("fp8") / 2, 1e-9 * gemm_us("fp8"));
+}
+
 TEST(CostSection, OneCostPerShardOpInOrder) {
   CostSection cost = cost_of({compute_op("gemm", 1e12, 0), compute_op("memory", 0, 2e6)});
   EXPECT_EQ(cost.estimator, "roofline");
