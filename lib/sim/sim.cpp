@@ -118,7 +118,8 @@ SimSection sim_section(const ShardSection& shard, const CostSection& cost, const
     auto exposed = totals.exposed_us.find(group);
     times.exposed_ms = exposed == totals.exposed_us.end() ? 0 : exposed->second * kMsPerUs;
   }
-  if (totals.pipeline_end_us > 0) sim.bubble_fraction = totals.idle_us / totals.pipeline_end_us;
+  // Without a pipeline no rank waits for another: what idles is the host's start of the step.
+  if (shard.parallelism.pp > 1 && totals.pipeline_end_us > 0) sim.bubble_fraction = totals.idle_us / totals.pipeline_end_us;
   return sim;
 }
 

@@ -196,3 +196,9 @@ f0 f1 f2 f3 b0 f4 b1 f5 b2 f6 b3 f7 b4 b5 b6 b7"
   assert_failure 1
   assert_output "syssim: error: pp*vpp=64 does not divide num_layers=96 (give --pp-layout for an uneven split)"
 }
+
+@test "without a pipeline the bubble is 0: the host's start of the step waits for no rank" {
+  run syssim run llama3-8b --hardware "$H100" --global-batch 8 --format json
+  assert_success
+  [ "$(jq .bubble_fraction <<< "$output")" = 0 ]
+}
