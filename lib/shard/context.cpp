@@ -228,7 +228,8 @@ void apply_context_parallel(const ShardContext& context, ShardSection& shard) {
   if (cp == 1) return;
   if (context.model.attention_backend != "flash")
     throw UsageError("cp=" + std::to_string(cp) + " needs attention_backend=flash: Megatron-LM runs context "
-                     "parallelism only in Transformer Engine's fused attention, not in the unfused one");
+                     "parallelism only in Transformer Engine's fused attention, not in " +
+                     context.model.attention_backend + " attention");
   ContextParallelRewriter(context, shard).run();
 }
 

@@ -531,7 +531,8 @@ void check_low_precision(const ShardOptions& options) {
   if (t.fp8_recipe) {
     const std::string& r = *t.fp8_recipe;
     recipe_named(r);
-    if (t.dtype != "fp8" && t.dtype != "fp4") throw UsageError("fp8_recipe=" + r + " needs --dtype fp8 or fp4");
+    if (t.dtype != "fp8" && t.dtype != "fp4")
+      throw UsageError("fp8_recipe=" + r + " needs --dtype " + (r == "nvfp4" ? "fp4" : "fp8"));
     if (t.dtype == "fp8" && r == "nvfp4") throw UsageError("fp8_recipe=nvfp4 is a 4-bit recipe: it needs --dtype fp4");
     if (t.dtype == "fp4" && r != "nvfp4")
       throw UsageError("dtype=fp4 needs fp8_recipe=nvfp4 (Transformer Engine's 4-bit recipe), got " + r);

@@ -32,7 +32,7 @@ mem_field() {
   assert_output "syssim-shard: error: dtype=fp4 needs fp8_recipe=nvfp4 (Transformer Engine's 4-bit recipe), got mxfp8"
   run syssim-shard -i "$trace" --fp8-recipe current
   assert_failure 2
-  assert_output "syssim-shard: error: fp8_recipe=current needs --dtype fp8 or fp4"
+  assert_output "syssim-shard: error: fp8_recipe=current needs --dtype fp8"
   run syssim-shard -i "$trace" --dtype fp8 --fp8-param-gather
   assert_failure 2
   assert_output "syssim-shard: error: fp8_param_gather needs --distributed-optimizer (as in Megatron-LM)"

@@ -338,7 +338,7 @@ TEST(Errors, SettingsMegatronRefuses) {
   };
   refused(layout("fp8", "nvfp4"), "fp8_recipe=nvfp4 is a 4-bit recipe: it needs --dtype fp4");
   refused(layout("fp4", "mxfp8"), "dtype=fp4 needs fp8_recipe=nvfp4 (Transformer Engine's 4-bit recipe), got mxfp8");
-  refused(layout("bf16", "delayed"), "fp8_recipe=delayed needs --dtype fp8 or fp4");
+  refused(layout("bf16", "delayed"), "fp8_recipe=delayed needs --dtype fp8");
   refused(layout("fp8", "tensorwise"), "fp8_recipe=tensorwise: expected delayed, current, mxfp8, nvfp4 or rowwise");
   refused(layout("int8", std::nullopt), "dtype=int8: expected bf16, fp16, fp8 or fp4");
   ShardOptions param_gather = layout("fp8", "delayed");
