@@ -7,7 +7,9 @@
 #include <limits>
 #include <tuple>
 #include <unordered_map>
+#include <nlohmann/json.hpp>
 
+#include "report/format.hpp"
 #include "report/pictures.hpp"
 
 namespace syssim {
@@ -91,12 +93,18 @@ std::pair<double, double> parse_time_window(const std::string& text, const std::
 
 std::vector<TimelineEntry> timeline_in_window(const Graph& g, const TimelineWindow& window) {
   const std::vector<TimelineEntry>& timeline = need_timeline(g);
-  // A window past the last micro-batch would keep the step's own ops alone, looking drawn.
-  if (window.microbatches && g.shard && window.microbatches->first >= g.shard->num_microbatches)
+  // A window past the last micro-batch would keep the step's own ops alone, looking drawn, and
+  // one reaching past it would be recorded as drawing micro-batches the step has not.
+  if (window.microbatches && g.shard && window.microbatches->second >= g.shard->num_microbatches)
     throw UsageError("--timeline-microbatches " + std::to_string(window.microbatches->first) + ":" +
                      std::to_string(window.microbatches->second) + ": the step has " +
                      std::to_string(g.shard->num_microbatches) + " micro-batches, 0 to " +
                      std::to_string(g.shard->num_microbatches - 1));
+  // Likewise a time window that starts after the step has ended.
+  if (window.time_ms && g.sim && window.time_ms->first > g.sim->step_time_ms)
+    throw UsageError("--timeline-window " + nlohmann::json(window.time_ms->first).dump() + ":" +
+                     nlohmann::json(window.time_ms->second).dump() + ": the step ends at " +
+                     fixed(g.sim->step_time_ms, 3) + " ms");
   std::vector<TimelineEntry> kept;
   for (const TimelineEntry& e : timeline) {
     if (window.microbatches && e.microbatch >= 0 &&
