@@ -39,7 +39,8 @@ std::vector<int64_t> layers_of_ranks(const ModelConfig& model, const ShardOption
     throw DataError("decoder_first/last_pipeline_num_layers ask for " + str(model.num_layers - rest) +
                     " layers; num_layers=" + str(model.num_layers));
   if (others > 0 && rest % others != 0)
-    throw DataError("the " + str(others) + " pipeline ranks besides the first/last do not split the remaining " +
+    throw DataError("the " + str(others) + " pipeline ranks besides the " +
+                    (first && last ? "first and last" : first ? "first" : "last") + " do not split the remaining " +
                     str(rest) + " layers evenly");
   for (int64_t r = 0; r < pp; ++r) {
     if ((r == 0 && first) || (r == pp - 1 && last)) continue;
@@ -65,7 +66,8 @@ std::vector<int64_t> split_counting_embedding_and_loss(const ModelConfig& model,
   const int64_t counted = model.num_layers + embedding + loss;
   if (counted % stages != 0)
     throw DataError("pp*vpp=" + str(stages) + " does not divide num_layers=" + str(model.num_layers) + " plus " +
-                    str(embedding + loss) + " for the embedding and loss (" + str(counted) + ")");
+                    str(embedding + loss) + " for the " +
+                    (embedding && loss ? "embedding and loss" : embedding ? "embedding" : "loss") + " (" + str(counted) + ")");
   std::vector<int64_t> layout(stages, counted / stages);
   layout.front() -= embedding;
   layout.back() -= loss;

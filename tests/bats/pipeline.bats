@@ -157,7 +157,7 @@ f0 f1 f2 f3 b0 f4 b1 f5 b2 f6 b3 f7 b4 b5 b6 b7"
   assert_output "syssim-shard: error: pp_layout sums to 33 layers; num_layers=32"
   run syssim-shard -i "$(trace_of llama3-8b)" --pp 4 --decoder-first-pipeline-num-layers 6
   assert_failure 1
-  assert_output "syssim-shard: error: the 3 pipeline ranks besides the first/last do not split the remaining 26 layers evenly"
+  assert_output "syssim-shard: error: the 3 pipeline ranks besides the first do not split the remaining 26 layers evenly"
 }
 
 @test "impossible pipeline settings are bad usage (exit 2)" {
