@@ -1,10 +1,11 @@
 // Kernels of the calibration data and their roofline: FLOPs and bytes counted as syssim-trace
 // counts the same ops (lib/trace/op_rules.cpp, docs/syssim-trace.md "FLOPs" and "Recording rules").
 #include <algorithm>
-#include <map>
+#include <optional>
 
 #include "calibrate/calibrate.hpp"
 #include "calibrate/detail.hpp"
+#include "common/dtype.hpp"
 #include "common/error.hpp"
 #include "common/json_util.hpp"
 #include "common/units.hpp"
@@ -75,11 +76,9 @@ double roofline_us(const Kernel& kernel, const HardwareConfig& hw) {
 namespace calibrate_detail {
 
 double dtype_bytes(const std::string& dtype) {
-  static const std::map<std::string, double> kBytes = {
-      {"fp32", 4}, {"bf16", 2}, {"fp16", 2}, {"fp8", 1}, {"fp4", 0.5}};
-  auto it = kBytes.find(dtype);
-  if (it == kBytes.end()) throw unknown_dtype(dtype);
-  return it->second;
+  const std::optional<double> bytes = element_bytes(dtype);
+  if (!bytes || dtype == "i64" || dtype == "bool") throw unknown_dtype(dtype);  // not a kernel's dtype
+  return *bytes;
 }
 
 nlohmann::json peaks_json(const HardwareConfig& hw) {

@@ -136,11 +136,16 @@ TEST(Topology, LinksAreTheLevelsAfterEfficiencyAndOversubscription) {
   EXPECT_EQ(links[1].name, "leaf");
   EXPECT_NEAR(links[1].bandwidth_GBps, 12.5 / 8 * 0.94, 1e-9);  // one 100 GbE NIC for 8 GPUs
   EXPECT_NEAR(links[2].bandwidth_GBps, 12.5 / 8 * 0.94 / 4, 1e-9);  // 4:1 uplinks
-  // api.md's shorthand keys are one scale-out level.
-  links = network_links(preset("b200"));
+  // api.md's shorthand keys are one scale-out level, at the line rate.
+  HardwareConfig shorthand = preset("b200");
+  shorthand.topology.resize(1);
+  shorthand.inter_node_bandwidth_GBps = 50;
+  links = network_links(shorthand);
   ASSERT_EQ(links.size(), 2u);
   EXPECT_EQ(links[1].name, "network");
   EXPECT_DOUBLE_EQ(links[1].bandwidth_GBps, 50);
+  // The B200 preset's ConnectX-7 at NCCL's 47 of 50 GB/s, as the H100's.
+  EXPECT_NEAR(network_links(preset("b200"))[1].bandwidth_GBps, 50 * 0.94, 1e-9);
 }
 
 TEST(Topology, PlacementCountsNodesAndLeaves) {

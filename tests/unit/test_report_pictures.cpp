@@ -286,8 +286,8 @@ TEST(TimelineWindow, TheScheduleShowsTheWindowOnly) {
   EXPECT_EQ(count(svg, ", micro-batch 0: "), 0u);
   EXPECT_NE(svg.find("step 0.09 ms · "), std::string::npos);
   EXPECT_NE(svg.find(" · shown 0.01-0.09 ms"), std::string::npos);
-  window.time_ms = {1, 2};  // after the step: nothing to draw
-  EXPECT_THROW(render_schedule_svg(two_rank_gpipe(), window), DataError);
+  window.time_ms = {1, 2};  // after the step: nothing to draw, a window the user mistook
+  EXPECT_THROW(render_schedule_svg(two_rank_gpipe(), window), UsageError);
 }
 
 // One rank, 40 micro-batches of a 10 us forward and a 20 us backward, back to back: a 1.2 ms
