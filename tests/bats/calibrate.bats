@@ -160,3 +160,12 @@ small_data() {
   assert_failure 1
   assert_output "syssim: error: $B200_DATA/gemm_fp8.csv: FP8 measurements, but hardware a100-sxm-80gb has no peak_tflops_mm_fp8 to take them against"
 }
+
+@test "a damaged bundle file is one line naming it (XGBoost's message and stack trace were 13 lines)" {
+  # tests/data/truncated-bundle: the H200 bundle's model files cut to their first 1000 bytes.
+  # XGBoost's own words differ between runs (a failed check, or a failed allocation).
+  run --separate-stderr syssim run --hardware "$ROOT/tests/data/truncated-bundle/hardware.yaml"
+  assert_failure 1
+  [ "$(wc -l <<< "$stderr")" -eq 1 ]
+  [[ "$stderr" == "syssim: error: XGBoost: loading $ROOT/tests/data/truncated-bundle/bundle/"*".ubj: "* ]]
+}
