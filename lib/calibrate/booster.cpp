@@ -18,7 +18,7 @@ void check(int rc, const std::string& what) {
   if (rc == 0) return;
   std::string message = XGBGetLastError();
   message = message.substr(0, message.find('\n'));
-  if (const size_t check = message.find("Check failed: "); check != std::string::npos) message = message.substr(check);
+  if (const size_t failed = message.find("Check failed: "); failed != std::string::npos) message = message.substr(failed);
   while (!message.empty() && (message.back() == ' ' || message.back() == ':')) message.pop_back();
   throw DataError("XGBoost: " + what + ": " + message);
 }

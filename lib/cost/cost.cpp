@@ -278,6 +278,20 @@ bool CostEstimator::priced_by_bundle(const std::string& family) const {
   return chosen.empty() || std::find(chosen.begin(), chosen.end(), family) != chosen.end();
 }
 
+std::optional<std::pair<Kernel, double>> CostEstimator::bundle_kernel(const Kernel& kernel, double roofline,
+                                                                       const ShardOp& op) const {
+  if (!calibrated_ || kernel.dims.empty() || !priced_by_bundle(kernel.family)) return std::nullopt;
+  if (calibrated_->covers(kernel)) return std::pair{kernel, 1.0};
+  // An FP4 GEMM the bundle has not measured: its FP8 twin's calibrated time over the two
+  // rooflines, so that it is never faster than FP8 by more than the peaks allow (the FP4
+  // roofline over the gemm efficiency gave it a better share of peak than measured FP8).
+  if (kernel.family != "gemm" || kernel.dtype != "fp4") return std::nullopt;
+  Kernel twin = kernel_in_dtype(kernel, "fp8");
+  if (!calibrated_->covers(twin)) return std::nullopt;
+  const double factor = roofline / roofline_of(twin, op, hardware_);
+  return std::pair{std::move(twin), factor};
+}
+
 // Compute ops: a covered kernel takes the calibrated time, any other the roofline over its
 // family's efficiency; none is faster than the launch floor.
 void CostEstimator::cost_graph(Graph& g) const {
@@ -330,23 +344,11 @@ void CostEstimator::cost_graph(Graph& g) const {
     for (auto& [kernel, count] : parts_of(op)) {
       if (count <= 0) continue;
       double roofline = roofline_of(kernel, op, hardware_);
-      if (calibrated_ && !kernel.dims.empty() && priced_by_bundle(kernel.family) && calibrated_->covers(kernel)) {
-        calibrated_kernels.push_back(std::move(kernel));
-        calibrated_parts.push_back({i, count});
+      if (auto priced = bundle_kernel(kernel, roofline, op)) {
+        calibrated_kernels.push_back(std::move(priced->first));
+        calibrated_parts.push_back({i, count * priced->second});
         calibrated_part = true;
         continue;
-      }
-      // An FP4 GEMM the bundle has not measured: its FP8 twin's calibrated time over the two
-      // rooflines, so that it is never faster than FP8 by more than the peaks allow (the FP4
-      // roofline over the gemm efficiency gave it a better share of peak than measured FP8).
-      if (kernel.family == "gemm" && kernel.dtype == "fp4" && calibrated_ && priced_by_bundle(kernel.family)) {
-        Kernel twin = kernel_in_dtype(kernel, "fp8");
-        if (calibrated_->covers(twin)) {
-          calibrated_parts.push_back({i, count * roofline / roofline_of(twin, op, hardware_)});
-          calibrated_kernels.push_back(std::move(twin));
-          calibrated_part = true;
-          continue;
-        }
       }
       auto share = hardware_.efficiency.find(kernel.family);
       time += count * uncalibrated_roofline(kernel, roofline) / (share == hardware_.efficiency.end() ? 1.0 : share->second);

@@ -2,6 +2,7 @@
 // with per-family efficiencies or from a calibrated model bundle.
 #pragma once
 #include <memory>
+#include <optional>
 
 #include "calibrate/calibrate.hpp"
 #include "common/graph.hpp"
@@ -27,6 +28,8 @@ class CostEstimator {
 
  private:
   bool priced_by_bundle(const std::string& family) const;
+  // The kernel the bundle prices for `kernel`, and the factor on its time; none: the roofline.
+  std::optional<std::pair<Kernel, double>> bundle_kernel(const Kernel& kernel, double roofline, const ShardOp& op) const;
   void scale_attention(const Graph& g, std::vector<OpCost>& ops) const;
   double uncalibrated_roofline(const Kernel& kernel, double roofline) const;
 

@@ -4,6 +4,7 @@ The objects here are plain data; every number comes from syssim's C++ library (t
 module ``syssim._syssim``), the code the command-line tools run.
 """
 
+import copy
 import json
 import os
 
@@ -93,7 +94,8 @@ class _Checked(_Fields):
         self._read({**self._given, name: value})
 
     @classmethod
-    def _loaded(cls, text):
+    def _checked(cls, text):
+        """The fields the library read (a loaded file's: all given)."""
         config = cls.__new__(cls)
         fields = json.loads(text)
         object.__setattr__(config, "_fields", fields)
@@ -106,10 +108,6 @@ class ModelConfig(_Checked):
     (its defaults, an unknown key refused by name; `huggingface` and `overrides` too)."""
 
     _parse = staticmethod(_syssim.parse_model)
-
-    @classmethod
-    def _checked(cls, text):
-        return cls._loaded(text)
 
     @classmethod
     def from_dict(cls, fields):
@@ -135,7 +133,7 @@ class HardwareConfig(_Checked):
 
     @classmethod
     def _checked(cls, text, folder):
-        hardware = cls._loaded(text)
+        hardware = super()._checked(text)
         object.__setattr__(hardware, "_folder", folder)
         return hardware
 
@@ -413,9 +411,7 @@ def sweep(*, model, hardware, parallelism=None, training=None, over, workdir=Non
             for path, values in over.items()]
     text = _syssim.sweep(*_job(model, hardware, parallelism, training), axes, threads, use_cache)
     # The job as swept: a row's report must not follow later changes to the objects given.
-    job = (ModelConfig._checked(json.dumps(model.to_dict())),
-           HardwareConfig._checked(json.dumps(hardware.to_dict()), hardware._folder), parallelism.to_dict(),
-           training.to_dict())
+    job = (copy.deepcopy(model), copy.deepcopy(hardware), parallelism.to_dict(), training.to_dict())
     return Sweep([SweepRow(row, job) for row in json.loads(text)])
 
 

@@ -18,7 +18,7 @@ class Graph:
     pass on stdout, checked by the library whenever a stage reads it."""
 
     def __init__(self, text):
-        self._text = _checked(text, (str,), "Graph")
+        self._text = _of_type(text, (str,), "Graph")
 
     @classmethod
     def read(cls, path):
@@ -46,7 +46,7 @@ class Graph:
         return f"Graph(sections={self.sections()!r})"
 
 
-def _checked(value, kinds, name):
+def _of_type(value, kinds, name):
     """`value` when it is one of `kinds`; a one-line ValueError naming the argument otherwise
     (pybind11's TypeError would print every argument: the whole graph)."""
     if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
@@ -78,13 +78,13 @@ def cost(graph, hardware, estimator="auto"):
     """syssim-cost: a time for every op on the hardware (auto, roofline or calibrated)."""
     hardware = _hardware_of(hardware)
     return Graph(_syssim.cost_stage(_text_of(graph), json.dumps(hardware.to_dict()), hardware._folder,
-                                    _checked(estimator, (str,), "estimator")))
+                                    _of_type(estimator, (str,), "estimator")))
 
 
 def simulate(graph, timeline=False, every_microbatch=False):
     """syssim-sim: the discrete-event simulation of the costed step."""
-    return Graph(_syssim.simulate_stage(_text_of(graph), _checked(timeline, (bool,), "timeline"),
-                                        _checked(every_microbatch, (bool,), "every_microbatch")))
+    return Graph(_syssim.simulate_stage(_text_of(graph), _of_type(timeline, (bool,), "timeline"),
+                                        _of_type(every_microbatch, (bool,), "every_microbatch")))
 
 
 def memory(graph):
@@ -94,6 +94,6 @@ def memory(graph):
 
 def report(graph, format="json", mfu_convention="megatron", train_tokens=None):
     """syssim-report: the report's text (format json, text, chrome-trace, svg or critical-path)."""
-    return _syssim.report_stage(_text_of(graph), _checked(format, (str,), "format"),
-                                _checked(mfu_convention, (str,), "mfu_convention"),
-                                _checked(train_tokens, (int, float, type(None)), "train_tokens"))
+    return _syssim.report_stage(_text_of(graph), _of_type(format, (str,), "format"),
+                                _of_type(mfu_convention, (str,), "mfu_convention"),
+                                _of_type(train_tokens, (int, float, type(None)), "train_tokens"))
