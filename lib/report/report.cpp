@@ -258,7 +258,7 @@ Training training_of(double tokens, const ShardSection& shard, const SimSection&
 
 // What the MFU's FLOPs are, in words.
 std::string convention_text(MfuConvention convention) {
-  return convention == MfuConvention::kCausal ? "causal: attention scores and context over half the s x s matrix"
+  return convention == MfuConvention::kCausal ? "causal: attention scores and context over the keys each query attends (half the s x s matrix, less with a sliding window)"
                                               : "Megatron-LM's count: attention scores and context over the whole s x s matrix";
 }
 
@@ -401,6 +401,23 @@ double recomputed_flops_per_step(const ShardSection& shard) {
   return per_microbatch * static_cast<double>(shard.num_microbatches) * static_cast<double>(p.world_size() / p.pp);
 }
 
+// The attention FLOPs of A (model_attention_flops_per_step: every query against all s keys)
+// that causal attention does not compute: half of a full layer's (each query's own key and
+// those before it, s/2 on average in the convention's count), and more of a sliding-window
+// layer's, which attends K = window_size + 1 keys at most: K - K²/(2s) on average (query i's
+// min(i, K) keys). Without the model section the windows are unknown: every layer is full.
+double causal_attention_flops_skipped(const Graph& g, double attention_flops, int64_t seq_length) {
+  const double skipped_by_mask = attention_flops / 2;
+  if (!g.model || !window_slides_at(*g.model, seq_length)) return skipped_by_mask;
+  const ModelConfig& model = *g.model;
+  int64_t windowed_layers = 0;
+  for (int64_t layer = 0; layer < model.num_layers; ++layer) windowed_layers += model.is_sliding_window_layer(layer);
+  const double s = static_cast<double>(seq_length), keys = static_cast<double>(model.window_size + 1);
+  const double windowed_share = keys / s - keys * keys / (2 * s * s);  // of the s x s matrix; 1/2 when K = s
+  const double per_layer = attention_flops / static_cast<double>(model.num_layers + model.mtp_num_layers);
+  return skipped_by_mask + static_cast<double>(windowed_layers) * per_layer * (0.5 - windowed_share);
+}
+
 }  // namespace
 
 std::string fixed(double value, int decimals) {
@@ -431,7 +448,7 @@ Throughput throughput(const Graph& g, MfuConvention convention) {
     if (!shard.model_attention_flops_per_step)
       throw DataError("/shard/model_attention_flops_per_step: missing (a shard section older than format 1.7); "
                       "rerun syssim-shard to count FLOPs by the causal convention");
-    rate.model_flops_per_step -= *shard.model_attention_flops_per_step / 2;
+    rate.model_flops_per_step -= causal_attention_flops_skipped(g, *shard.model_attention_flops_per_step, shard.seq_length);
   }
   rate.achieved_tflops = rate.model_flops_per_step / (step_time_s * num_gpus) / kFlopsPerTflop;
   const double peak = tensor_core_peak_tflops(cost.hardware, shard.training.dtype);

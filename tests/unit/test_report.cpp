@@ -306,6 +306,23 @@ TEST(Report, CausalConventionCountsHalfTheAttentionScores) {
   }
 }
 
+// Two layers at s = 4,096, one with a window of 1,023 keys before each query (K = 1,024 keys):
+// A = 2e14 is 1e14 per layer. The full layer computes half of its 1e14; the windowed one, per
+// query, min(i, 1,024) keys: 1,024 - 1,024^2 / 8,192 = 896 keys of 4,096, 0.21875 of 1e14.
+// Causal count: 8e14 - 2e14 + 0.5e14 + 0.21875e14 = 6.71875e14.
+TEST(Report, CausalConventionCountsASlidingWindowsKeys) {
+  Graph g = simulated_graph();
+  g.shard->model_attention_flops_per_step = 2e14;
+  g.model = ModelConfig{};
+  g.model->num_layers = 2;
+  g.model->window_size = 1023;
+  g.model->sliding_window_pattern = {1, 0};
+  EXPECT_DOUBLE_EQ(throughput(g, MfuConvention::kCausal).model_flops_per_step, 6.71875e14);
+  EXPECT_DOUBLE_EQ(throughput(g).model_flops_per_step, 8e14);  // Megatron-LM counts every layer in full
+  g.model->window_size = 4095;  // a window that holds the sequence is full causal attention
+  EXPECT_DOUBLE_EQ(throughput(g, MfuConvention::kCausal).model_flops_per_step, 7e14);
+}
+
 // 1e12 tokens at 128 x 4,096 tokens per 0.5 s step: 1,907,348.6 steps, 953,674.3 s = 11.0379
 // days, x 8 GPUs = 2,119.3 GPU-hours.
 TEST(Report, TrainTokensGiveDaysAndGpuHours) {
