@@ -40,7 +40,7 @@ ModulePath parse_module_path(std::string_view path) {
     parsed.shared_expert_layer_length = static_cast<uint32_t>(at);
     parsed.shared_expert_fc2 = path.find(".shared_experts.linear_fc2") != std::string_view::npos;
   }
-  if (path.size() >= kDispatcher.size() && path.substr(path.size() - kDispatcher.size()) == kDispatcher)
+  if (ends_with(path, kDispatcher))
     parsed.token_dispatcher_layer_length = static_cast<uint32_t>(path.size() - kDispatcher.size());
   parsed.embedding = path == "embedding" || starts_with(path, "embedding.");
   return parsed;

@@ -11,6 +11,11 @@
 
 namespace syssim {
 
+// Whether `text` ends in `suffix` (a file's extension).
+inline bool ends_with(std::string_view text, std::string_view suffix) {
+  return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
+}
+
 // "a, b, c": the items with `separator` between them.
 inline std::string join(const std::vector<std::string>& items, const std::string& separator = ", ") {
   std::string text;

@@ -245,28 +245,8 @@ void parse_moe_and_attention(const YAML::Node& node, const std::string& name, Mo
   m.softmax_type = yaml_get<std::string>(node, "softmax_type", name, m.softmax_type);
 }
 
-}  // namespace
-
-std::string stem_of(const std::string& path) {
-  size_t slash = path.find_last_of('/');
-  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-  size_t dot = base.find_last_of('.');
-  return dot == std::string::npos ? base : base.substr(0, dot);
-}
-
-ModelConfig parse_model_yaml(const std::string& text, const std::string& name, std::optional<int64_t> job_seq_length) {
-  YAML::Node node = load_yaml_text(text, name);
-  check_keys(node, kModelKeys, name, kModelKeysKnownAs);
-  // A config.json is read at the sequence the job runs: whether its sliding window covers the
-  // whole sequence, and so is full attention, depends on it.
-  if (node["huggingface"] && job_seq_length) {
-    if (!node["overrides"]) node["overrides"] = YAML::Node(YAML::NodeType::Map);
-    if (node["overrides"].IsMap()) node["overrides"]["seq_length"] = *job_seq_length;
-  }
-  if (node["huggingface"])  // the fields of the model's config.json, with the overrides applied
-    node = huggingface_model_node(node, kModelKeys, name);
-  else if (node["overrides"])
-    throw DataError(name + ": key 'overrides' is only valid with 'huggingface'");
+// A model read from its fields (a model YAML's, or those mapped from a config.json), checked.
+ModelConfig model_from_fields(const YAML::Node& node, const std::string& name) {
   ModelConfig m;
   m.name = yaml_get<std::string>(node, "name", name, stem_of(name));
   m.num_layers = yaml_require<int64_t>(node, "num_layers", name);
@@ -322,6 +302,36 @@ ModelConfig parse_model_yaml(const std::string& text, const std::string& name, s
   parse_moe_and_attention(node, name, m);
   validate(m, name);
   return m;
+}
+
+}  // namespace
+
+std::string stem_of(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  size_t dot = base.find_last_of('.');
+  return dot == std::string::npos ? base : base.substr(0, dot);
+}
+
+ModelConfig parse_model_yaml(const std::string& text, const std::string& name, std::optional<int64_t> job_seq_length) {
+  YAML::Node node = load_yaml_text(text, name);
+  check_keys(node, kModelKeys, name, kModelKeysKnownAs);
+  // A config.json is read at the sequence the job runs: whether its sliding window covers the
+  // whole sequence, and so is full attention, depends on it.
+  if (node["huggingface"] && job_seq_length) {
+    if (!node["overrides"]) node["overrides"] = YAML::Node(YAML::NodeType::Map);
+    if (node["overrides"].IsMap()) node["overrides"]["seq_length"] = *job_seq_length;
+  }
+  ConfigKeyNames config_keys;
+  if (node["huggingface"])  // the fields of the model's config.json, with the overrides applied
+    node = huggingface_model_node(node, kModelKeys, kModelKeysKnownAs, name, &config_keys);
+  else if (node["overrides"])
+    throw DataError(name + ": key 'overrides' is only valid with 'huggingface'");
+  try {
+    return model_from_fields(node, name);
+  } catch (const DataError& e) {  // a config.json's relations, in the names its user knows
+    throw DataError(with_config_key_names(e.what(), config_keys));
+  }
 }
 
 ModelConfig load_model_yaml(const std::string& name_or_path, std::optional<int64_t> job_seq_length) {

@@ -456,6 +456,8 @@ void map_experts(const Architecture& arch, const ConfigReader& r, YAML::Node& m)
 // or below it, sliding and full attention are the same.
 void map_attention_window(const Architecture& arch, const ConfigReader& r, int64_t seq_length,
                           const std::string& where, YAML::Node& m) {
+  // GPT-OSS's layer types are checked even where none slides.
+  const std::vector<int> gpt_oss_sliding = arch.family == Family::gpt_oss ? gpt_oss_sliding_layers(r) : std::vector<int>();
   std::optional<int64_t> window = sliding_window(r);
   if (!window) return;
   if (arch.family != Family::mixtral && arch.family != Family::gpt_oss) {
@@ -466,7 +468,7 @@ void map_attention_window(const Architecture& arch, const ConfigReader& r, int64
   }
   // transformers' window counts the query among its keys; Megatron's left window does not.
   m["window_size"] = *window - 1;
-  if (arch.family == Family::gpt_oss) m["window_attn_skip_freq"] = layer_list(gpt_oss_sliding_layers(r));
+  if (arch.family == Family::gpt_oss) m["window_attn_skip_freq"] = layer_list(gpt_oss_sliding);
 }
 
 std::string hub_cache_dir() {
@@ -570,8 +572,62 @@ YAML::Node map_huggingface_config(const json& config, int64_t seq_length, const 
   return m;
 }
 
+namespace {
+
+// The config.json keys that give a model key: the first the file has, else the first (the key
+// to add). Keys named as the model key are not listed in errors.
+const std::vector<std::pair<std::string, std::vector<std::string>>> kConfigKeysOf = {
+    {"num_layers", {"num_hidden_layers", "n_layer"}},
+    {"hidden_size", {"hidden_size", "n_embd"}},
+    {"num_attention_heads", {"num_attention_heads", "n_head"}},
+    {"num_query_groups", {"num_key_value_heads"}},
+    {"kv_channels", {"head_dim"}},
+    {"ffn_hidden_size", {"intermediate_size", "n_inner"}},
+    {"max_position_embeddings", {"max_position_embeddings", "n_positions"}},
+    {"num_moe_experts", {"n_routed_experts", "num_local_experts", "num_experts"}},
+    {"moe_router_topk", {"num_experts_per_tok"}},
+    {"moe_ffn_hidden_size", {"moe_intermediate_size", "intermediate_size"}},
+    {"moe_router_num_groups", {"n_group"}},
+    {"moe_router_group_topk", {"topk_group"}},
+    {"qk_head_dim", {"qk_nope_head_dim"}},
+    {"qk_pos_emb_head_dim", {"qk_rope_head_dim"}},
+    {"window_size", {"sliding_window"}},
+    {"rms_norm_eps", {"rms_norm_eps", "layer_norm_epsilon"}},
+};
+
+ConfigKeyNames config_key_names(const json& config, const YAML::Node& overrides) {
+  const json& text = config.contains("text_config") && config["text_config"].is_object() ? config["text_config"] : config;
+  ConfigKeyNames names;
+  for (const auto& [model_key, config_keys] : kConfigKeysOf) {
+    if (overrides[model_key]) continue;
+    auto given = std::find_if(config_keys.begin(), config_keys.end(), [&](const std::string& k) { return text.contains(k); });
+    const std::string& config_key = given != config_keys.end() ? *given : config_keys.front();
+    if (config_key != model_key) names[model_key] = config_key;
+  }
+  return names;
+}
+
+bool names_key(const std::string& message, const std::string& key) {
+  auto part_of_name = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (size_t at = message.find(key); at != std::string::npos; at = message.find(key, at + 1))
+    if ((at == 0 || !part_of_name(message[at - 1])) &&
+        (at + key.size() == message.size() || !part_of_name(message[at + key.size()])))
+      return true;
+  return false;
+}
+
+}  // namespace
+
+std::string with_config_key_names(const std::string& message, const ConfigKeyNames& names) {
+  std::string named;
+  for (const auto& [model_key, config_key] : names)
+    if (names_key(message, model_key)) named += (named.empty() ? "" : ", ") + config_key + " for " + model_key;
+  return named.empty() ? message : message + " (config.json's keys: " + named + ")";
+}
+
 YAML::Node huggingface_model_node(const YAML::Node& model, const std::vector<std::string>& model_keys,
-                                  const std::string& where) {
+                                  const std::map<std::string, std::string>& model_keys_known_as,
+                                  const std::string& where, ConfigKeyNames* names_out) {
   for (const auto& entry : model) {
     std::string key = entry.first.as<std::string>();
     if (key != "name" && key != "huggingface" && key != "overrides")
@@ -583,7 +639,7 @@ YAML::Node huggingface_model_node(const YAML::Node& model, const std::vector<std
   std::vector<std::string> overridable;
   std::copy_if(model_keys.begin(), model_keys.end(), std::back_inserter(overridable),
                [](const std::string& key) { return key != "huggingface" && key != "overrides"; });
-  check_keys(overrides, overridable, where + ": overrides");
+  check_keys(overrides, overridable, where + ": overrides", model_keys_known_as);
   // config.json describes the architecture, not the training run: the sequence length is required
   // as for a model YAML with the Megatron fields (a job's seq_length still overrides it).
   if (!overrides["seq_length"])
@@ -596,6 +652,7 @@ YAML::Node huggingface_model_node(const YAML::Node& model, const std::vector<std
   const std::string config_where = path == where ? path : path == id ? context : context + ": " + path;
   const json config = parse_json(read_input(path), config_where);
   YAML::Node fields = map_huggingface_config(config, seq_length, config_where);
+  if (names_out) *names_out = config_key_names(config, overrides);
   if (model["name"]) fields["name"] = model["name"];
   if (overrides["swiglu"] || overrides["activation"]) {  // the overrides say which MLP, alone
     fields.remove("swiglu");

@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <nlohmann/json.hpp>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,9 +24,18 @@ YAML::Node map_huggingface_config(const nlohmann::json& config, int64_t seq_leng
 
 // The model YAML `model` (keys name, huggingface, overrides) turned into the model keys of the
 // resolved config.json with the overrides applied. `model_keys` are the keys a model YAML
-// accepts; overrides may set any of them but huggingface and overrides. Relative paths are
-// taken from the folder of `where` (the YAML's path).
+// accepts; overrides may set any of them but huggingface and overrides (model_keys_known_as:
+// the hint for a key given by another name). Relative paths are taken from the folder of
+// `where` (the YAML's path).
+// names_out, when given, receives the config.json keys behind the model keys that the file
+// names otherwise (num_key_value_heads for num_query_groups), the overrides' keys left out.
+using ConfigKeyNames = std::map<std::string, std::string>;  // model key -> config.json key
 YAML::Node huggingface_model_node(const YAML::Node& model, const std::vector<std::string>& model_keys,
-                                  const std::string& where);
+                                  const std::map<std::string, std::string>& model_keys_known_as,
+                                  const std::string& where, ConfigKeyNames* names_out = nullptr);
+
+// An error found in the mapped model keys, with the config.json's names of the keys it names
+// (" (config.json's keys: num_key_value_heads for num_query_groups)"); unchanged when it names none.
+std::string with_config_key_names(const std::string& message, const ConfigKeyNames& names);
 
 }  // namespace syssim

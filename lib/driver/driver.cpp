@@ -133,7 +133,7 @@ ShardOptions shard_options_from_json(const nlohmann::json& parallelism, const nl
 
 RunOutput run(const RunRequest& request) {
   // Before the simulation: the window is --timeline's, else the report's.
-  check_timeline_window(request.report_options.timeline_window, request.timeline ? "chrome-trace" : request.format);
+  check_timeline_window(request.report_options.timeline_window, request.timeline ? request.timeline_format : request.format);
   const ModelConfig model = model_of(request);
   const HardwareConfig hardware = hardware_of(request);
   RunOutput output;
@@ -147,7 +147,7 @@ RunOutput run(const RunRequest& request) {
     ReportOptions report_options = request.report_options;
     if (request.timeline) report_options.timeline_window = {};  // --timeline's, not the report's
     output.report = render_report(graph, request.format, report_options);
-    if (request.timeline) output.chrome_trace = render_chrome_trace(graph, request.report_options.timeline_window);
+    if (request.timeline) output.timeline = render_report(graph, request.timeline_format, request.report_options);
     if (request.critical_path) output.critical_path = render_report(graph, "critical-path");
   }
   if (const std::optional<OomInfo>& oom = graph.mem->oom) {

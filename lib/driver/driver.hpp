@@ -23,7 +23,8 @@ struct RunRequest {
   ShardOptions options;
   std::string format = "text";  // text | json
   bool memory_only = false;     // `syssim memory`: no discrete-event simulation
-  bool timeline = false;        // also the simulated step as a Chrome trace
+  bool timeline = false;        // also the simulated step's timeline, in timeline_format
+  std::string timeline_format = "chrome-trace";  // chrome-trace | svg (syssim-report's formats)
   bool critical_path = false;   // also the step's critical path (report/critical_path.hpp)
   MemOptions mem_options;       // the caching allocator's replay
   ReportOptions report_options;  // MFU convention, training time
@@ -61,11 +62,11 @@ Graph shard_and_cost(const ModelConfig& model, const TraceSection& trace, const 
 Graph estimate_memory(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options,
                       const MemOptions& mem_options = {});
 
-// `syssim run` and `syssim memory`: the report, the Chrome trace when asked for, and when the
+// `syssim run` and `syssim memory`: the report, the timeline when asked for, and when the
 // job does not fit, one line saying by how much and on which pipeline stage.
 struct RunOutput {
   std::string report;
-  std::string chrome_trace;
+  std::string timeline;
   std::string critical_path;
   std::optional<std::string> out_of_memory;
 };

@@ -2,6 +2,7 @@
 // Perfetto's JSON importer reads the same): one process per pipeline rank, one thread per stream.
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "common/units.hpp"
@@ -84,13 +85,22 @@ std::string render_chrome_trace(const Graph& g, const TimelineWindow& window) {
     std::vector<bool> used(tids.size(), false);
     for (const TimelineEntry& e : timeline)
       if (e.rank == rank) used[tids.at(to_string(e.stream))] = true;
-    for (const auto& [stream, tid] : tids)
+    std::vector<std::string> by_tid(tids.size());
+    for (const auto& [stream, tid] : tids) by_tid[tid] = stream;
+    for (size_t tid = 0; tid < by_tid.size(); ++tid)
       if (used[tid]) {
-        events.push_back(metadata("thread_name", rank, {{"name", stream}}, tid));
-        events.push_back(metadata("thread_sort_index", rank, {{"sort_index", tid}}, tid));
+        events.push_back(metadata("thread_name", rank, {{"name", by_tid[tid]}}, static_cast<int64_t>(tid)));
+        events.push_back(metadata("thread_sort_index", rank, {{"sort_index", tid}}, static_cast<int64_t>(tid)));
       }
   }
-  for (const TimelineEntry& e : timeline) events.push_back(op_event(e, shard.ops[e.op], tids.at(to_string(e.stream))));
+  // In time order, as tools that read a trace as a stream expect; a tie by rank and track.
+  std::vector<size_t> order(timeline.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto key = [&](size_t i) {
+    return std::tuple(timeline[i].start_ms, timeline[i].rank, tids.at(to_string(timeline[i].stream)));
+  };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
+  for (size_t i : order) events.push_back(op_event(timeline[i], shard.ops[timeline[i].op], tids.at(to_string(timeline[i].stream))));
   // The memory samples over the time the events span; with a window, from the last change
   // before it, which holds at its start.
   double from_ms = 0, to_ms = g.sim->step_time_ms;

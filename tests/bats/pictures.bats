@@ -68,7 +68,9 @@ jsonschema.Draft7Validator(schema).validate(json.load(open(sys.argv[2])))' "$1" 
   jq -e --argjson n $((LLAMA3_8B_FORWARD_GEMMS * 3)) \
     '[.traceEvents[] | select(.ph == "X" and .cat == "gemm" and .args.pass == "forward")] | length == $n' "$trace"
   jq -e '[.traceEvents[] | select(.ph == "M" and .name == "process_name") | .args.name] == ["pp rank 0"]' "$trace"
-  jq -e '[.traceEvents[] | select(.ph == "M" and .name == "thread_name") | [.tid, .args.name]] | sort == [[0, "host"], [1, "compute"], [2, "tp"]]' "$trace"
+  jq -e '[.traceEvents[] | select(.ph == "M" and .name == "thread_name") | [.tid, .args.name]] == [[0, "host"], [1, "compute"], [2, "tp"]]' "$trace"
+  # The events in time order, as a stream reader takes them.
+  jq -e '[.traceEvents[] | select(.ph == "X") | .ts] | . as $ts | [range(1; length) | select($ts[.] < $ts[. - 1])] | length == 0' "$trace"
   # Collectives are colored by group; compute ops are left to the viewer.
   jq -e '[.traceEvents[] | select(.ph == "X" and .cat == "collective") | .cname] | unique == ["thread_state_iowait"]' "$trace"
   # A stream runs one op at a time: on each track, every event starts after the one before ends.
@@ -111,7 +113,7 @@ jsonschema.Draft7Validator(schema).validate(json.load(open(sys.argv[2])))' "$1" 
   assert_failure 2
 }
 
-@test "syssim run --timeline FILE writes the Chrome trace and prints the same report" {
+@test "syssim run --timeline FILE writes the Chrome trace (the SVG for FILE.svg) and prints the same report" {
   run syssim run "$MODELS/llama3-8b.yaml" --hardware "$H100" "${PP4[@]}"
   assert_success
   report="$output"
@@ -125,6 +127,11 @@ jsonschema.Draft7Validator(schema).validate(json.load(open(sys.argv[2])))' "$1" 
     "$BATS_TEST_TMPDIR/step.json"
   # The same trace as the pipe's.
   diff <(jq -S . "$BATS_TEST_TMPDIR/step.json") <(jq -S . "$(trace_of_job "$(timeline_of llama3-8b "${PP4[@]}")")")
+  # A FILE ending in .svg gets the pipe's SVG (syssim-report --format svg).
+  run syssim run "$MODELS/llama3-8b.yaml" --hardware "$H100" "${PP4[@]}" --timeline "$BATS_TEST_TMPDIR/step.svg"
+  assert_success
+  assert_output "$report"
+  diff "$BATS_TEST_TMPDIR/step.svg" <(syssim-report -i "$(timeline_of llama3-8b "${PP4[@]}")" --format svg)
 }
 
 @test "critical path: under 1F1B on 4 ranks it explains the whole step and crosses every rank; syssim run --critical-path writes the pipe's" {

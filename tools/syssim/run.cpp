@@ -3,6 +3,7 @@
 
 #include "common/error.hpp"
 #include "common/io.hpp"
+#include "common/text.hpp"
 #include "default_job.hpp"
 #include "driver/driver.hpp"
 #include "layout_flags.hpp"
@@ -34,7 +35,8 @@ std::vector<Subcommand> add_run_and_memory(CLI::App& app) {
   }
   add_report_flags(*run, settings->request.report_options);
   run->add_option("--timeline", settings->timeline,
-                  "Also write the simulated timeline as a Chrome trace (Perfetto, chrome://tracing) to FILE");
+                  "Also write the simulated timeline to FILE: a Chrome trace (Perfetto, chrome://tracing), or the "
+                  "pipeline's SVG where FILE ends in .svg");
   run->add_option("--critical-path", settings->critical_path,
                   "Also write the step's critical path (what the step's end waited for, by kind and module) to FILE");
   auto action = [settings](CLI::App* command, bool memory_only) {
@@ -45,12 +47,13 @@ std::vector<Subcommand> add_run_and_memory(CLI::App& app) {
       if (settings->model.empty() && settings->hardware.empty()) apply_default_job(*command, request.options);
       request.memory_only = memory_only;
       request.timeline = !memory_only && !settings->timeline.empty();
+      if (ends_with(settings->timeline, ".svg")) request.timeline_format = "svg";
       request.critical_path = !memory_only && !settings->critical_path.empty();
       check_outputs_differ({{"-o", settings->output}, {"--timeline", settings->timeline},
                             {"--critical-path", settings->critical_path}});
       RunOutput result = syssim::run(request);
       std::vector<std::pair<std::string, std::string>> outputs = {{settings->output, result.report}};
-      if (request.timeline) outputs.emplace_back(settings->timeline, result.chrome_trace);
+      if (request.timeline) outputs.emplace_back(settings->timeline, result.timeline);
       if (request.critical_path) outputs.emplace_back(settings->critical_path, result.critical_path);
       write_outputs(outputs);
       if (settings->fail_on_oom && result.out_of_memory) throw OutOfMemory(*result.out_of_memory);
