@@ -18,5 +18,9 @@ int main(int argc, char** argv) {
             ->check(CLI::IsMember({"text", "json", "chrome-trace", "svg", "critical-path"}));
         syssim::tool::add_report_flags(app, options);
       },
-      [&](const syssim::tool::Tool&) { return syssim::render_report(syssim::read_graph_file(input), format, options); });
+      [&](const syssim::tool::Tool&) {
+        std::string report;
+        syssim::tool::with_graph(input, [&](syssim::Graph& graph) { report = syssim::render_report(graph, format, options); });
+        return report;
+      });
 }

@@ -55,7 +55,9 @@ Graph read_graph(const std::string& text, const std::string& source) {
                     std::to_string(ours) + ".x)");
   Graph g;
   try {
-    for (const auto& p : require(j, "provenance", ""))
+    // Optional: a graph made by hand or by another program may not say where it came from.
+    const json& provenance = j.contains("provenance") ? require_array(j, "provenance", "") : json::array();
+    for (const auto& p : provenance)
       g.provenance.push_back(Provenance{require_as<std::string>(p, "tool", "/provenance"),
                                         require_as<std::string>(p, "version", "/provenance"),
                                         require_as<std::vector<std::string>>(p, "args", "/provenance")});
@@ -75,8 +77,19 @@ Graph read_graph(const std::string& text, const std::string& source) {
   return g;
 }
 
-Graph read_graph_file(const std::string& path) {
-  return read_graph(read_input(path), path == "-" || path.empty() ? "<stdin>" : path);
+std::string graph_source(const std::string& path) { return path == "-" || path.empty() ? "<stdin>" : path; }
+
+Graph read_graph_file(const std::string& path) { return read_graph(read_input(path), graph_source(path)); }
+
+std::string in_graph_source(const std::string& message, const std::string& path) {
+  if (message.rfind("graph ", 0) == 0 || message.rfind("graph: ", 0) == 0) return graph_source(path) + ": " + message;
+  for (const char* section : {"/model", "/trace", "/shard", "/cost", "/sim", "/mem"}) {
+    const size_t length = std::char_traits<char>::length(section);
+    if (message.compare(0, length, section) == 0 && message.size() > length &&
+        (message[length] == '/' || message[length] == ':'))
+      return graph_source(path) + ": graph: " + message;
+  }
+  return message;  // about another file, which it names
 }
 
 }  // namespace syssim

@@ -39,8 +39,15 @@ std::string write_graph(const Graph& graph);
 // Parses and checks format and major version; `source` names the input in errors.
 Graph read_graph(const std::string& text, const std::string& source);
 
+// The name errors give a graph read from `path`: the path, or <stdin> for "-" or none.
+std::string graph_source(const std::string& path);
+
 // Reads a graph from a file, or from standard input when path is "-".
 Graph read_graph_file(const std::string& path);
+
+// A stage's error about a graph's data (a JSON path, or "graph ...") named after the graph's
+// source, as the reader's errors are; any other error (about another file) unchanged.
+std::string in_graph_source(const std::string& message, const std::string& path);
 
 // Returns the section or throws DataError telling which stage to run first.
 template <typename T>

@@ -49,13 +49,18 @@ const json& require(const json& j, const std::string& key, const std::string& pa
 const json& require_array(const json& j, const std::string& key, const std::string& path,
                           const std::string& document = "graph");
 
-// Whether `v` is a whole number in T's range (nlohmann's get truncates a fraction, wraps an
-// unsigned number past the signed range, and converts a float out of range undefinedly).
+// Whether `v` is a whole number in T's range, written with or without a fraction of zeros
+// (nlohmann's get truncates a fraction, wraps an unsigned number past the signed range, and
+// converts a float out of range undefinedly).
 template <typename T>
 bool whole_number_fits(const json& v) {
   using Limits = std::numeric_limits<T>;
   if (v.is_number_unsigned()) return v.get<uint64_t>() <= static_cast<uint64_t>(Limits::max());  // 0 and up
   if (v.is_number_integer()) return Limits::is_signed && v.get<int64_t>() >= static_cast<int64_t>(Limits::min());
+  if (v.is_number_float()) {  // JSON has one kind of number: 32.0 (Python's 64 / 2) is the whole number 32
+    const double d = v.get<double>();
+    return d == std::floor(d) && d >= static_cast<double>(Limits::min()) && d < std::ldexp(1.0, Limits::digits);
+  }
   return false;
 }
 

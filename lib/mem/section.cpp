@@ -31,28 +31,30 @@ json to_json(const MemSection& m) {
 
 MemSection mem_from_json(const json& j, const std::string& path) {
   MemSection m;
-  m.param_bytes = require_as<double>(j, "param_bytes", path);
-  m.grad_bytes = require_as<double>(j, "grad_bytes", path);
-  m.optimizer_state_bytes = require_as<double>(j, "optimizer_state_bytes", path);
-  m.activation_bytes = require_as<double>(j, "activation_bytes", path);
-  m.temporary_bytes = require_as<double>(j, "temporary_bytes", path);
-  m.peak_memory_gb = require_as<double>(j, "peak_memory_gb", path);
+  m.param_bytes = require_at_least(j, "param_bytes", path, 0);
+  m.grad_bytes = require_at_least(j, "grad_bytes", path, 0);
+  m.optimizer_state_bytes = require_at_least(j, "optimizer_state_bytes", path, 0);
+  m.activation_bytes = require_at_least(j, "activation_bytes", path, 0);
+  m.temporary_bytes = require_at_least(j, "temporary_bytes", path, 0);
+  m.peak_memory_gb = require_at_least(j, "peak_memory_gb", path, 0);
   // New in 1.15; absent: nothing outside the allocator.
-  if (j.contains("cuda_context_bytes")) m.cuda_context_bytes = require_as<double>(j, "cuda_context_bytes", path);
-  if (j.contains("nccl_buffer_bytes")) m.nccl_buffer_bytes = require_as<double>(j, "nccl_buffer_bytes", path);
-  if (j.contains("fragmentation_bytes")) m.fragmentation_bytes = require_as<double>(j, "fragmentation_bytes", path);
-  m.device_memory_gb = j.contains("device_memory_gb") ? require_as<double>(j, "device_memory_gb", path) : m.peak_memory_gb;
+  if (j.contains("cuda_context_bytes")) m.cuda_context_bytes = require_at_least(j, "cuda_context_bytes", path, 0);
+  if (j.contains("nccl_buffer_bytes")) m.nccl_buffer_bytes = require_at_least(j, "nccl_buffer_bytes", path, 0);
+  if (j.contains("fragmentation_bytes")) m.fragmentation_bytes = require_at_least(j, "fragmentation_bytes", path, 0);
+  m.device_memory_gb = j.contains("device_memory_gb") ? require_at_least(j, "device_memory_gb", path, 0) : m.peak_memory_gb;
   // New in 1.17; absent: not replayed.
   if (j.contains("reserved_memory_gb")) m.reserved_memory_gb = read_nullable<double>(j, "reserved_memory_gb", path);
-  m.pp_stage_memory_gb = require_as<std::vector<double>>(j, "pp_stage_memory_gb", path);
+  if (m.reserved_memory_gb) check_at_least(*m.reserved_memory_gb, 0, "graph: " + path + "/reserved_memory_gb", j["reserved_memory_gb"]);
+  m.pp_stage_memory_gb = require_all_at_least(j, "pp_stage_memory_gb", path, 0);
   m.pp_stage_microbatches_in_flight = require_as<std::vector<int64_t>>(j, "pp_stage_microbatches_in_flight", path);
   m.peak_pp_stage = require_as<int64_t>(j, "peak_pp_stage", path);
   m.peak_module = require_as<std::string>(j, "peak_module", path);
   m.gpu_memory_gb = read_nullable<double>(j, "gpu_memory_gb", path);
+  if (m.gpu_memory_gb) check_at_least(*m.gpu_memory_gb, 0, "graph: " + path + "/gpu_memory_gb", j["gpu_memory_gb"]);
   const json& oom = require(j, "oom", path);
   if (!oom.is_null())
-    m.oom = OomInfo{require_as<double>(oom, "capacity_gb", path + "/oom"), require_as<double>(oom, "required_gb", path + "/oom"),
-                    require_as<double>(oom, "excess_gb", path + "/oom")};
+    m.oom = OomInfo{require_at_least(oom, "capacity_gb", path + "/oom", 0), require_at_least(oom, "required_gb", path + "/oom", 0),
+                    require_at_least(oom, "excess_gb", path + "/oom", 0)};
   return m;
 }
 

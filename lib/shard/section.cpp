@@ -32,10 +32,16 @@ json schedule_to_json(const PipelineSchedule& schedule) {
 }
 
 // The sizes parallelism_from_json, which takes each parallel size from 1 to 2^20, leaves: their
-// product, the world size, and num_microbatches.
+// product, the world size, the rank order over them, and num_microbatches.
 void check_sizes(const ParallelismConfig& p, int64_t microbatches, const std::string& path) {
   if (std::string excess = p.world_size_excess(); !excess.empty())
     throw DataError("graph: " + path + "/parallelism: " + excess);
+  try {  // every stage places ranks by the order: each refuses one it cannot follow
+    rank_order(p);
+    if (p.ep > 1) expert_rank_order(p);
+  } catch (const DataError& e) {
+    throw DataError("graph: " + path + "/parallelism/order: " + e.what());
+  }
   const int64_t most = kMaxChunkPasses / p.vpp.value_or(1);
   if (microbatches < 1 || microbatches > most)
     throw DataError("graph: " + path + "/num_microbatches: expected 1 to " + std::to_string(most) + ", got " +
@@ -313,6 +319,7 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
     s.buffers.push_back(b);
   }
   const json& ops = require(j, "ops", path);
+  if (!ops.is_array() || ops.empty()) throw DataError("graph: " + path + "/ops: expected the ops of a step, got " + ops.dump());
   auto check_buffers = [&](const IdList& ids, const std::string& p) {
     for (int64_t id : ids)
       if (id < 0 || id >= static_cast<int64_t>(s.buffers.size()))

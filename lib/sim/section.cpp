@@ -104,35 +104,37 @@ json to_json(const SimSection& s) {
 
 SimSection sim_from_json(const json& j, const std::string& path) {
   SimSection s;
-  s.step_time_ms = require_as<double>(j, "step_time_ms", path);
-  s.forward_ms = require_as<double>(j, "forward_ms", path);
-  s.backward_ms = require_as<double>(j, "backward_ms", path);
-  s.optimizer_ms = require_as<double>(j, "optimizer_ms", path);
-  s.collective_total_ms = require_as<double>(j, "collective_total_ms", path);
-  s.collective_exposed_ms = require_as<double>(j, "collective_exposed_ms", path);
+  s.step_time_ms = require_at_least(j, "step_time_ms", path, 0);
+  s.forward_ms = require_at_least(j, "forward_ms", path, 0);
+  s.backward_ms = require_at_least(j, "backward_ms", path, 0);
+  s.optimizer_ms = require_at_least(j, "optimizer_ms", path, 0);
+  s.collective_total_ms = require_at_least(j, "collective_total_ms", path, 0);
+  s.collective_exposed_ms = require_at_least(j, "collective_exposed_ms", path, 0);
   s.by_op_type_ms = require_as<std::map<std::string, double>>(j, "by_op_type_ms", path);
+  for (const auto& [type, ms] : s.by_op_type_ms)
+    check_at_least(ms, 0, "graph: " + path + "/by_op_type_ms/" + type, j["by_op_type_ms"][type]);
   const json& groups = require(j, "collective_by_group_ms", path);
   if (!groups.is_object()) throw DataError("graph: " + path + "/collective_by_group_ms: expected an object");
   for (const auto& [group, time] : groups.items()) {
     std::string p = path + "/collective_by_group_ms/" + group;
-    s.collective_by_group_ms[group] = GroupTime{require_as<double>(time, "total_ms", p), require_as<double>(time, "exposed_ms", p)};
+    s.collective_by_group_ms[group] = GroupTime{require_at_least(time, "total_ms", p, 0), require_at_least(time, "exposed_ms", p, 0)};
   }
-  s.bubble_fraction = require_as<double>(j, "bubble_fraction", path);
-  s.per_pp_rank_step_time_ms = require_as<std::vector<double>>(j, "per_pp_rank_step_time_ms", path);
+  s.bubble_fraction = require_at_least(j, "bubble_fraction", path, 0);
+  s.per_pp_rank_step_time_ms = require_all_at_least(j, "per_pp_rank_step_time_ms", path, 0);
   s.top_ops = timed_list(j, "top_ops", path);
   // Format 1.7 added the module totals.
   if (j.contains("top_modules")) s.top_modules = timed_list(j, "top_modules", path);
   s.dominant_op_type = require_as<std::string>(j, "dominant_op_type", path);
   s.longest_collective = timed_from(require(j, "longest_collective", path), path + "/longest_collective");
   s.binding_pp_stage = require_as<int64_t>(j, "binding_pp_stage", path);
-  s.hardware_flops_per_rank = require_as<double>(j, "hardware_flops_per_rank", path);
-  if (j.contains("host_busy_ms")) s.host_busy_ms = require_as<double>(j, "host_busy_ms", path);  // new in 1.8
+  s.hardware_flops_per_rank = require_at_least(j, "hardware_flops_per_rank", path, 0);
+  if (j.contains("host_busy_ms")) s.host_busy_ms = require_at_least(j, "host_busy_ms", path, 0);  // new in 1.8
   // Format 1.2 graphs simulated no flows: no links, collectives as long as alone.
   if (!j.contains("links")) return s;
   const json& links = require_array(j, "links", path);
   for (size_t i = 0; i < links.size(); ++i) s.links.push_back(link_load_from(links[i], path + "/links/" + std::to_string(i)));
   s.busiest_link = require_as<std::string>(j, "busiest_link", path);
-  s.collective_slowdown = require_as<double>(j, "collective_slowdown", path);
+  s.collective_slowdown = require_at_least(j, "collective_slowdown", path, 0);
   if (j.contains("timeline")) s.timeline = timeline_from(require(j, "timeline", path), path + "/timeline");
   return s;
 }

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <utility>
 
+#include "common/json_util.hpp"
 #include "common/units.hpp"
 #include "sim/event_loop.hpp"
 #include "sim/plan.hpp"
@@ -148,8 +149,19 @@ SimStats simulate_graph(Graph& g, const SimOptions& options) {
   EventLoop<StepRecorder> loop(plan, recorder, options.replay_slots, lookout);
   loop.run();
   SimSection sim = sim_section(shard, cost, recorder.totals(loop.networks()));
-  if (!std::isfinite(sim.step_time_ms))  // no section JSON can hold (it writes null)
-    throw DataError("/cost/ops: the step takes longer than a double can count; an op's time_us is far too large");
+  if (!std::isfinite(sim.step_time_ms)) {  // no section JSON can hold (it writes null)
+    const auto longest = std::max_element(cost.ops.begin(), cost.ops.end(),
+                                          [](const OpCost& a, const OpCost& b) { return a.time_us < b.time_us; });
+    throw DataError("/cost/ops/" + std::to_string(longest - cost.ops.begin()) + "/time_us: " + text_of(longest->time_us) +
+                    ": the step takes longer than a double can count");
+  }
+  if (!std::isfinite(sim.hardware_flops_per_rank)) {
+    const auto largest = std::max_element(shard.ops.begin(), shard.ops.end(),
+                                          [](const ShardOp& a, const ShardOp& b) { return a.flops < b.flops; });
+    throw DataError("/shard/ops/" + std::to_string(largest - shard.ops.begin()) + "/flops: " +
+                    text_of(largest->flops) + " FLOPs per instance overflow a double over the step's " +
+                    std::to_string(shard.num_microbatches) + " micro-batches");
+  }
   g.sim = std::move(sim);
   if (options.record_timeline) g.sim->timeline = recorder.timeline();
   return SimStats{recorder.instances(), loop.replayed(), loop.skipped() > 0};

@@ -49,7 +49,7 @@ roofline_graph() {
 @test "a graph without a shard section names the stage to run" {
   run syssim-cost --hardware "$H100" -i "$(trace_of llama3-8b)"
   assert_failure 1
-  assert_output "syssim-cost: error: graph has no 'shard' section: run syssim-shard first"
+  assert_output "syssim-cost: error: $(trace_of llama3-8b): graph has no 'shard' section: run syssim-shard first"
 }
 
 @test "a missing hardware file is bad data naming the file" {
@@ -188,7 +188,7 @@ roofline_graph() {
   assert_output '[true,false,false,"b200"]'
   run syssim-report -i "$BATS_TEST_TMPDIR/out.graph"
   assert_failure 1
-  assert_output "syssim-report: error: graph has no 'sim' section: run syssim-sim first"
+  assert_output "syssim-report: error: $BATS_TEST_TMPDIR/out.graph: graph has no 'sim' section: run syssim-sim first"
 }
 
 @test "the same input gives the same bytes" {

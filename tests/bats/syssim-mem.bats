@@ -35,7 +35,7 @@ ONE=(--seq-length 1024)
 @test "a graph without a shard section names the stage to run" {
   run syssim-mem -i "$(trace_of llama3-8b)"
   assert_failure 1
-  assert_output "syssim-mem: error: graph has no 'shard' section: run syssim-shard first"
+  assert_output "syssim-mem: error: $(trace_of llama3-8b): graph has no 'shard' section: run syssim-shard first"
 }
 
 @test "a chunk or pipeline rank the job does not have is refused naming the JSON path, not a crash" {

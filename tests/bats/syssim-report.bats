@@ -139,13 +139,13 @@ text_from_json() {
 @test "a graph without a sim or mem section names the stage to run" {
   run syssim-report -i "$(stage_of llama3-8b cost "${TP2[@]}")"
   assert_failure 1
-  assert_output "syssim-report: error: graph has no 'sim' section: run syssim-sim first"
+  assert_output "syssim-report: error: $(stage_of llama3-8b cost "${TP2[@]}"): graph has no 'sim' section: run syssim-sim first"
   run syssim-report -i "$(stage_of llama3-8b sim "${TP2[@]}")"
   assert_failure 1
-  assert_output "syssim-report: error: graph has no 'mem' section: run syssim-mem first"
+  assert_output "syssim-report: error: $(stage_of llama3-8b sim "${TP2[@]}"): graph has no 'mem' section: run syssim-mem first"
   run syssim-report -i "$(trace_of llama3-8b)"
   assert_failure 1
-  assert_output "syssim-report: error: graph has no 'shard' section: run syssim-shard first"
+  assert_output "syssim-report: error: $(trace_of llama3-8b): graph has no 'shard' section: run syssim-shard first"
 }
 
 @test "-o writes the report to the file; a failed run leaves no file behind" {

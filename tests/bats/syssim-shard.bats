@@ -119,14 +119,14 @@ load common
   id=$(jq '[.trace.ops[] | select(.name == "syssim::linear")][0].id' "$trace")
   run syssim-shard --tp 2 --sp < <(jq -c ".trace.ops[$id].inputs |= .[:1]" "$trace")
   assert_failure 1
-  assert_output "syssim-shard: error: /trace/ops/$id/inputs: syssim::linear needs 2 inputs, got 1"
+  assert_output "syssim-shard: error: <stdin>: graph: /trace/ops/$id/inputs: syssim::linear needs 2 inputs, got 1"
   run syssim-shard --tp 2 --sp < <(jq -c ".trace.ops[$id].inputs[1].dims = []" "$trace")
   assert_failure 1
-  assert_output "syssim-shard: error: /trace/ops/$id/inputs/1/dims: syssim::linear needs at least 2 dims, got 0"
+  assert_output "syssim-shard: error: <stdin>: graph: /trace/ops/$id/inputs/1/dims: syssim::linear needs at least 2 dims, got 0"
   id=$(jq '[.trace.ops[] | select(.name == "syssim::flash_attn")][0].id' "$trace")
   run syssim-shard --tp 2 --sp < <(jq -c ".trace.ops[$id].inputs[1].dims = [\"s\"]" "$trace")
   assert_failure 1
-  assert_output "syssim-shard: error: /trace/ops/$id/inputs/1/dims: syssim::flash_attn needs at least 4 dims, got 1"
+  assert_output "syssim-shard: error: <stdin>: graph: /trace/ops/$id/inputs/1/dims: syssim::flash_attn needs at least 4 dims, got 1"
 }
 
 @test "a window op counts the keys each query sees: over 256 queries a window of 128 keys sees 24640 of a causal 32768" {
@@ -153,7 +153,7 @@ load common
   id=$(jq '[.trace.ops[] | select(.name == "syssim::flash_attn")][0].id' "$trace")
   run syssim-shard < <(jq -c ".trace.ops[$id].name = \"syssim::flash_attn_window\"" "$trace")
   assert_failure 1
-  assert_output "syssim-shard: error: /trace/ops/$id: axis 'x' has no value"
+  assert_output "syssim-shard: error: <stdin>: graph: /trace/ops/$id: axis 'x' has no value"
 }
 
 @test "a graph of another major version is refused" {

@@ -44,17 +44,17 @@ simjq() { # simjq GRAPH FILTER: run FILTER with the helpers above and $n bound.
 @test "a graph without a cost section names the stage to run" {
   run syssim-sim -i "$(stage_of llama3-8b shard "${ONE[@]}")"
   assert_failure 1
-  assert_output "syssim-sim: error: graph has no 'cost' section: run syssim-cost first"
-  run syssim-sim -i "$(trace_of llama3-8b)"
+  assert_output "syssim-sim: error: $(stage_of llama3-8b shard "${ONE[@]}"): graph has no 'cost' section: run syssim-cost first"
+  run syssim-sim < "$(trace_of llama3-8b)"
   assert_failure 1
-  assert_output "syssim-sim: error: graph has no 'shard' section: run syssim-shard first"
+  assert_output "syssim-sim: error: <stdin>: graph has no 'shard' section: run syssim-shard first"
 }
 
 @test "a cost section of another shard section is refused" {
   run syssim-sim < <(jq -c '.cost.ops |= .[:-2]' "$(stage_of llama3-8b cost "${ONE[@]}")")
   assert_failure 1
   n=$(jq '.shard.ops | length' "$(stage_of llama3-8b cost "${ONE[@]}")")
-  assert_output "syssim-sim: error: /cost/ops: $((n - 2)) ops for $n shard ops; rerun syssim-cost on this shard section"
+  assert_output "syssim-sim: error: <stdin>: graph: /cost/ops: $((n - 2)) ops for $n shard ops; rerun syssim-cost on this shard section"
 }
 
 @test "a dependency on a later op is refused naming the JSON path" {
@@ -223,4 +223,18 @@ loads='def link_loads: [[.shard.ops, .cost.ops] | transpose[] | select(.[1].phas
   run simjq "$graph" '[.sim.links[0].name, .sim.links[0].max_flows, (.sim.collective_slowdown > 1),
     near(.sim.collective_total_ms; .sim.collective_slowdown * sum_ms(select(.[0].kind == "collective")))]'
   assert_output '["nvlink",2,true,true]'
+}
+
+@test "a graph from another program: counts written as 32.0 and no provenance read as the tools' own" {
+  # JSON has one kind of number: Python's 64 / 2 writes 32.0 for a count.
+  graph="$ROOT/tests/golden/tiny.cost.graph"
+  expected=$(syssim-sim -i "$graph" | jq -c '.sim')
+  run bash -c "jq -c 'del(.provenance)' '$graph' \
+    | sed -e 's/\"num_microbatches\":2,/\"num_microbatches\":2.0,/' -e 's/\"tp\":2,/\"tp\":2.0,/' | syssim-sim | jq -c '.sim'"
+  assert_success
+  assert_output "$expected"
+  # A fraction is still no count.
+  run bash -c "sed 's/\"num_microbatches\":2,/\"num_microbatches\":2.5,/' '$graph' | syssim-sim"
+  assert_failure 1
+  assert_output --partial "/shard/num_microbatches: expected a whole number that fits 64 bits, got 2.5"
 }

@@ -214,7 +214,9 @@ std::string error_of(const std::string& text) {
 // An integer field takes whole numbers in its type's range only: nlohmann's get would truncate
 // 1.5 to 1 and wrap 2^63 to -2^63.
 TEST(GraphDocument, IntegerFieldsAreWholeAndInRange) {
-  const json j = json::parse(R"({"big": 9223372036854775808, "half": 1.5, "low": -1, "top": 9223372036854775807})");
+  const json j = json::parse(R"({"big": 9223372036854775808, "half": 1.5, "low": -1, "top": 9223372036854775807,
+                                  "float": 32.0, "float_big": 9.223372036854775808e18, "float_low": -9.223372036854775808e18,
+                                  "float_unsigned": -1.0})");
   auto error_of_key = [&](const std::string& key) -> std::string {
     try {
       require_as<int64_t>(j, key, "/x");
@@ -227,6 +229,16 @@ TEST(GraphDocument, IntegerFieldsAreWholeAndInRange) {
   EXPECT_EQ(error_of_key("half"), "graph: /x/half: expected a whole number that fits 64 bits, got 1.5");
   EXPECT_EQ(require_as<int64_t>(j, "low", "/x"), -1);
   EXPECT_EQ(require_as<int64_t>(j, "top", "/x"), INT64_MAX);
+  // JSON has one kind of number: a whole value written with a fraction of zeros is that number,
+  // within the type's range (2^63 is not an int64; -2^63 is; -1 is no uint64).
+  EXPECT_EQ(require_as<int64_t>(j, "float", "/x"), 32);
+  EXPECT_EQ(error_of_key("float_big"), "graph: /x/float_big: expected a whole number that fits 64 bits, got 9.223372036854776e+18");
+  EXPECT_EQ(require_as<int64_t>(j, "float_low", "/x"), INT64_MIN);
+  try {
+    require_as<uint64_t>(j, "float_unsigned", "/x");
+    ADD_FAILURE() << "-1.0 read as a uint64";
+  } catch (const DataError&) {
+  }
 }
 
 TEST(GraphDocument, RefusesBadInputWithOneLine) {

@@ -112,6 +112,15 @@ int guarded_main(const std::string& name, CLI::App& app, int argc, char** argv, 
   }
 }
 
+void with_graph(const std::string& input, const std::function<void(Graph&)>& use) {
+  Graph graph = read_graph_file(input);
+  try {
+    use(graph);
+  } catch (const DataError& e) {
+    throw DataError(in_graph_source(e.what(), input));
+  }
+}
+
 int run_filter(Tool tool, int argc, char** argv, const std::function<void(CLI::App&)>& add_flags,
                const std::function<void(Graph&)>& stage) {
   CLI::App app(tool.description, tool.name);
@@ -119,10 +128,11 @@ int run_filter(Tool tool, int argc, char** argv, const std::function<void(CLI::A
   add_flags(app);
   tool.args = args_of(argc, argv);
   return guarded_main(tool.name, app, argc, argv, [&] {
-    Graph graph = read_graph_file(tool.input);
-    stage(graph);
-    graph.provenance.push_back(Provenance{tool.name, kSyssimVersion, tool.args});
-    write_output(tool.output, write_graph(graph));
+    with_graph(tool.input, [&](Graph& graph) {
+      stage(graph);
+      graph.provenance.push_back(Provenance{tool.name, kSyssimVersion, tool.args});
+      write_output(tool.output, write_graph(graph));
+    });
   });
 }
 

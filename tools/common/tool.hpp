@@ -24,6 +24,10 @@ struct Tool {
 int run_filter(Tool tool, int argc, char** argv, const std::function<void(CLI::App&)>& add_flags,
                const std::function<void(Graph&)>& stage);
 
+// Applies `use` to the graph read from `input` ("-": standard input); its errors about the
+// graph's data name the file, as the reader's do (in_graph_source).
+void with_graph(const std::string& input, const std::function<void(Graph&)>& use);
+
 // Runs a tool whose output is text produced by `produce` (the input handling is its own).
 int run_command(Tool tool, int argc, char** argv, const std::function<void(CLI::App&)>& add_flags,
                 const std::function<std::string(const Tool&)>& produce);
