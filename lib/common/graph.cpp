@@ -63,6 +63,7 @@ Graph read_graph(const std::string& text, const std::string& source) {
                                         require_as<std::vector<std::string>>(p, "args", "/provenance")});
     if (j.contains("model")) g.model = model_from_json(j["model"], "/model");
     if (j.contains("trace")) g.trace = trace_from_json(j["trace"], "/trace");
+    if (g.model && g.trace) check_axes_match_model(*g.trace, *g.model);
     if (j.contains("shard")) g.shard = shard_from_json(j["shard"], "/shard");
     if (j.contains("cost")) g.cost = cost_from_json(j["cost"], "/cost");
     if (j.contains("sim")) g.sim = sim_from_json(j["sim"], "/sim");

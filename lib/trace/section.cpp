@@ -247,6 +247,15 @@ AxisValues architecture_axes(const ModelConfig& model) {
   return axes;
 }
 
+void check_axes_match_model(const TraceSection& trace, const ModelConfig& model) {
+  for (const auto& [axis, value] : architecture_axes(model)) {
+    auto traced = trace.axes.find(axis);
+    if (traced != trace.axes.end() && traced->second != value)
+      throw DataError("graph: /trace/axes/" + axis + ": " + text_of(traced->second) + ", but the model section gives " +
+                      text_of(value) + " (docs/graph-format.md, \"Named axes\"); trace the edited model again");
+  }
+}
+
 double traced_parameters(const TraceSection& trace, const AxisValues& axes) {
   double params = 0;
   for (const TraceTensor& t : trace.tensors)

@@ -54,6 +54,11 @@ struct TraceSection {
 // The values of the architecture axes (h, g, r, d, f, v, p) of a model: trace.axes.
 AxisValues architecture_axes(const ModelConfig& model);
 
+// Throws DataError naming /trace/axes/AXIS unless every axis the trace and the model section
+// both give has the model's value: a model section edited after tracing would count one model's
+// FLOPs (MFU) beside another's ops.
+void check_axes_match_model(const TraceSection& trace, const ModelConfig& model);
+
 // The parameters of the traced model (its param tensors) at the axis values `axes`: the whole
 // model at trace.axes, one tensor-parallel rank's share at a rank's axes.
 double traced_parameters(const TraceSection& trace, const AxisValues& axes);
