@@ -313,8 +313,22 @@ std::string stem_of(const std::string& path) {
   return dot == std::string::npos ? base : base.substr(0, dot);
 }
 
+namespace {
+
+// A syssim graph given where a model goes (syssim-trace GRAPH): said so, not read as a model.
+void refuse_graph_as_model(bool is_graph, const std::string& where) {
+  if (is_graph)
+    throw DataError(where + ": a syssim graph, not a model (a model YAML, a preset or a Hugging Face config.json); "
+                    "give a graph to the stage after its last section");
+}
+
+}  // namespace
+
 ModelConfig parse_model_yaml(const std::string& text, const std::string& name, std::optional<int64_t> job_seq_length) {
   YAML::Node node = load_yaml_text(text, name);
+  refuse_graph_as_model(node.IsMap() && node["format"] && node["format"].IsScalar() &&
+                            node["format"].Scalar() == "syssim-graph",
+                        name);
   check_keys(node, kModelKeys, name, kModelKeysKnownAs);
   // A config.json is read at the sequence the job runs: whether its sliding window covers the
   // whole sequence, and so is full attention, depends on it.
@@ -350,6 +364,10 @@ ModelConfig load_model(const std::string& argument, std::optional<int64_t> seq_l
   const bool id = !fs::exists(given, error) && extension != ".yaml" && extension != ".yml" && extension != ".json" &&
                   std::count(argument.begin(), argument.end(), '/') == 1 && argument.front() != '/';
   if (!config_file && !config_folder && !id) return load_model_yaml(argument, seq_length);
+  if (config_file) {
+    const nlohmann::json file = parse_json(read_input(argument), argument);
+    refuse_graph_as_model(file.is_object() && file.value("format", nlohmann::json()) == "syssim-graph", argument);
+  }
   if (!seq_length)  // a flag the command line lacks
     throw UsageError(argument + ": a Hugging Face model needs --seq-length (its config.json holds no training sequence length)");
   // The model YAML `huggingface: ...` would say, named after the model's folder; a local file by

@@ -245,6 +245,8 @@ TEST(GraphDocument, RefusesBadInputWithOneLine) {
   EXPECT_EQ(error_of(""), "<stdin>: empty input, expected a syssim graph");
   EXPECT_EQ(error_of("{\"format\": \"syssim-gr"), "<stdin>: truncated JSON: input ends after 21 bytes");
   EXPECT_EQ(error_of("{\"format\" = 1}"), "<stdin>: not valid JSON at byte 11");
+  EXPECT_EQ(error_of("name: llama\nnum_layers: 2\n"),
+            "<stdin>: not a syssim graph (a JSON object that syssim-trace or a later stage writes); a model goes to syssim-trace");
   EXPECT_EQ(error_of("{\"format\": \"syssim-graph\", \"x\": 1e400}"), "<stdin>: not valid JSON: number overflow parsing '1e400'");
   EXPECT_EQ(error_of("{\"format\": \"other\"}"), "<stdin>: /format: expected \"syssim-graph\", got \"other\"");
   EXPECT_EQ(error_of("{\"format\": \"syssim-graph\", \"version\": \"2.0\", \"provenance\": []}"),
