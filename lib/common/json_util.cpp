@@ -31,7 +31,10 @@ void throw_json_error(const json::exception& error, const std::string& text, con
   }
   const std::string what = error.what();  // "[json.exception.out_of_range.406] number overflow parsing '1e400'"
   const size_t cut = what.find("] ");
-  throw DataError(source + ": not valid JSON: " + (cut == std::string::npos ? what : what.substr(cut + 2)));
+  std::string reason = cut == std::string::npos ? what : what.substr(cut + 2);
+  constexpr size_t kLongest = 80;  // a number of 400 digits is named by its start
+  if (reason.size() > kLongest) reason = reason.substr(0, kLongest) + "...'";
+  throw DataError(source + ": not valid JSON: " + reason);
 }
 namespace {
 

@@ -248,6 +248,8 @@ TEST(GraphDocument, RefusesBadInputWithOneLine) {
   EXPECT_EQ(error_of("name: llama\nnum_layers: 2\n"),
             "<stdin>: not a syssim graph (a JSON object that syssim-trace or a later stage writes); a model goes to syssim-trace");
   EXPECT_EQ(error_of("{\"format\": \"syssim-graph\", \"x\": 1e400}"), "<stdin>: not valid JSON: number overflow parsing '1e400'");
+  EXPECT_EQ(error_of("{\"x\": " + std::string(400, '9') + "e400}"),
+            "<stdin>: not valid JSON: number overflow parsing '" + std::string(55, '9') + "...'");
   EXPECT_EQ(error_of("{\"format\": \"other\"}"), "<stdin>: /format: expected \"syssim-graph\", got \"other\"");
   EXPECT_EQ(error_of("{\"format\": \"syssim-graph\", \"version\": \"2.0\", \"provenance\": []}"),
             "<stdin>: /version: graph format 2.0 is not supported (this syssim reads 1.x)");
