@@ -1,5 +1,6 @@
 // CUDA graphs (docs/syssim-sim.md, "The host"): the microbatch ops Megatron captures under
 // --cuda-graph-scope, which the host then replays a graph at a time instead of issuing.
+#include <algorithm>
 #include <map>
 #include <string>
 #include <tuple>
@@ -58,6 +59,17 @@ void check_cuda_graphs(const ModelConfig& model, const ShardOptions& options) {
            "--moe-pad-expert-input-to-capacity)");
   if (t.recompute == "full" && !t.captures(CudaGraphScope::full_iteration))
     refuse("full recompute is only supported with full_iteration graphs, as in Megatron-Core");
+  if (t.cpu_offloading_num_layers > 0 && !t.captures(CudaGraphScope::full_iteration))
+    refuse("per-layer graphs do not work with CPU offloading, as in Megatron-Core (full_iteration does)");
+  const bool every_layer_moe = model.is_moe() && std::count(model.moe_layer_pattern.begin(), model.moe_layer_pattern.end(), 0) == 0;
+  if (t.captures(CudaGraphScope::mlp) && every_layer_moe)
+    refuse("mlp graphs the dense layers' MLP, and every layer of " + model.name + " has experts (as Megatron-Core refuses)");
+  // Megatron-Core: the alltoall dispatcher copies the token counts to the host while it
+  // preprocesses when it drops tokens or pads the routing map, unless it pads to capacity.
+  if (t.captures(CudaGraphScope::moe_preprocess) && t.moe_token_dispatcher_type == "alltoall" &&
+      !t.moe_pad_expert_input_to_capacity && (t.moe_expert_capacity_factor || t.moe_router_padding_for_quantization))
+    refuse("moe_preprocess cannot be graphed where the alltoall dispatcher copies token counts to the host while it "
+           "preprocesses (a capacity factor without padding to it, or router padding for quantization)");
 }
 
 void mark_cuda_graphs(const ShardContext& context, ShardSection& shard) {

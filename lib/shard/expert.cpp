@@ -312,6 +312,9 @@ void check_expert_parallel(const ModelConfig& model, const ShardOptions& options
     throw UsageError("moe_pad_expert_input_to_capacity needs moe_expert_capacity_factor (as in Megatron-Core)");
   if (t.moe_router_padding_for_quantization && t.dtype != "fp8" && t.dtype != "fp4")
     throw UsageError("moe_router_padding_for_quantization needs --dtype fp8 or fp4, got " + t.dtype);
+  if (t.moe_router_padding_for_quantization && t.moe_token_dispatcher_type == "allgather")
+    throw UsageError("moe_router_padding_for_quantization needs the alltoall or flex dispatcher, as in Megatron-Core; "
+                     "the allgather dispatcher does not pad");
   // The busiest expert can take every token once: experts / topk times the mean.
   const double most = static_cast<double>(model.num_moe_experts) / static_cast<double>(model.moe_router_topk);
   if (!(t.moe_imbalance >= 1 && t.moe_imbalance <= most))

@@ -30,7 +30,7 @@ std::vector<int64_t> layers_of_ranks(const ModelConfig& model, const ShardOption
   for (auto [count, rank, name] : {std::tuple{first, int64_t{0}, "decoder_first_pipeline_num_layers"},
                                    std::tuple{last, pp - 1, "decoder_last_pipeline_num_layers"}}) {
     if (!count) continue;
-    if (*count < 0) throw UsageError(std::string(name) + "=" + str(*count) + " must not be negative");
+    if (*count < 1) throw UsageError(std::string(name) + "=" + str(*count) + " must be at least 1 (as in Megatron-Core)");
     per_rank[rank] = *count;
     rest -= *count;
     --others;

@@ -310,6 +310,10 @@ void check_recompute(const ModelConfig& model, const ShardOptions& options) {
       throw UsageError("recompute_modules=shared_experts needs shared experts; " + model.name + " has none");
     if (name == "mla_up_proj" && !model.multi_latent_attention)
       throw UsageError("recompute_modules=mla_up_proj needs multi-head latent attention; " + model.name + " has none");
+    // Transformer Engine's delayed scaling keeps amax histories the recomputed casts would update twice.
+    if ((name == "layernorm" || name == "moe_act") && t.dtype == "fp8" && t.fp8_recipe.value_or("delayed") == "delayed")
+      throw UsageError("recompute_modules=" + name + " with fp8 needs a recipe other than delayed scaling, as in "
+                       "Megatron-Core (--fp8-recipe current, mxfp8, ...)");
   }
   if (t.recompute_num_layers) {
     int64_t n = *t.recompute_num_layers;

@@ -40,6 +40,11 @@ void check_layout(const ModelConfig& model, const ShardOptions& options, int64_t
     throw DataError("tp*cp*pp*dp=" + str(p.world_size()) + " does not match gpus=" + str(*options.gpus));
   rank_order(p);  // refuses an order that names an unknown dimension or leaves one out
   require_divides(p.tp, "tp", model.num_attention_heads, "num_attention_heads");
+  if (model.num_query_groups % p.tp != 0 && p.tp % model.num_query_groups == 0)
+    throw DataError("tp=" + str(p.tp) + " is more than the " + str(model.num_query_groups) +
+                    " query groups (KV heads): Megatron-Core then gives each rank one KV head, held by tp/" +
+                    str(model.num_query_groups) + " ranks, which syssim does not model yet; use tp <= " +
+                    str(model.num_query_groups));
   require_divides(p.tp, "tp", model.num_query_groups, "num_query_groups");
   require_divides(p.tp, "tp", model.ffn_hidden_size, "ffn_hidden_size");
   if (model.moe_shared_expert_intermediate_size > 0)

@@ -133,3 +133,20 @@ pipe_report() {
   run syssim run --mfu-convention full
   assert_failure 2
 }
+
+@test "sizes not given are derived as Megatron-LM derives them: dp from --gpus, the global batch one micro-batch per dp rank" {
+  # 16 GPUs over tp 2 and pp 2: dp 4; global batch 2 x 4 = 8.
+  run syssim memory "$MODELS/llama3-8b.yaml" --hardware "$H100" --gpus 16 --tp 2 --pp 2 --micro-batch 2
+  assert_success
+  assert_line "  layout        = tp2 pp2 dp4 mbs2 gbs8"
+  run syssim-shard --gpus 8 --tp 2 < "$ROOT/tests/golden/tiny.trace.graph"
+  assert_success
+  jq -e '.shard.parallelism.dp == 4 and .shard.training.global_batch == 4' <<< "$output"
+  # Given sizes stay as given: a mismatch is still named.
+  run syssim memory "$MODELS/llama3-8b.yaml" --hardware "$H100" --gpus 16 --tp 2 --dp 4
+  assert_failure 1
+  assert_output "syssim: error: tp*cp*pp*dp=8 does not match gpus=16"
+  # The default job keeps its global batch of 128 on the GPUs given.
+  run syssim memory --gpus 16
+  assert_line "  layout        = tp2+sp pp1 dp8 mbs1 gbs128"
+}

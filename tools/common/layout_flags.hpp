@@ -7,6 +7,16 @@
 
 namespace syssim::tool {
 
+// What Megatron-LM derives from the flags given, for those not given: the data-parallel size
+// from the world size (--gpus over tp*cp*pp, where it divides; else the shard stage names the
+// mismatch), then the global batch, one micro-batch per data-parallel rank.
+inline void derive_unset_sizes(const CLI::App& app, ShardOptions& options) {
+  ParallelismConfig& p = options.parallelism;
+  const int64_t model_parallel = p.tp * p.cp * p.pp;
+  if (options.gpus && app.count("--dp") == 0 && *options.gpus % model_parallel == 0) p.dp = *options.gpus / model_parallel;
+  if (app.count("--global-batch") == 0) options.training.global_batch = options.training.micro_batch * p.dp;
+}
+
 inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
   auto& p = options.parallelism;
   auto& t = options.training;
@@ -54,9 +64,11 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
                "Count the embedding as a layer of the first virtual stage in the even split");
   app.add_flag("--account-for-loss-in-pipeline-split", options.account_for_loss_in_pipeline_split,
                "Count the output layer and loss as a layer of the last virtual stage in the even split");
-  app.add_option("--gpus", options.gpus, "GPU count; must equal tp*cp*pp*dp")->check(kPositive);
+  app.add_option("--gpus", options.gpus, "GPU count, tp*cp*pp*dp; without --dp, dp is gpus/(tp*cp*pp) as Megatron-LM derives it")
+      ->check(kPositive);
   app.add_option("--micro-batch", t.micro_batch, "Micro-batch size")->check(kPositive);
-  app.add_option("--global-batch", t.global_batch, "Global batch size")->check(kPositive);
+  app.add_option("--global-batch", t.global_batch, "Global batch size (default: micro-batch x dp, as Megatron-LM's)")
+      ->check(kPositive);
   app.add_option("--seq-length", t.seq_length, "Sequence length (default: the model's seq_length)")
       ->check(kPositive);
   app.add_option("--dtype", t.dtype, "Precision of the transformer layers' linear GEMMs (fp8/fp4: Transformer Engine's recipes, or torchao's rowwise)")

@@ -44,7 +44,10 @@ std::vector<Subcommand> add_run_and_memory(CLI::App& app) {
       RunRequest& request = settings->request;
       if (!settings->model.empty()) request.model_path = settings->model;
       if (!settings->hardware.empty()) request.hardware_path = settings->hardware;
-      if (settings->model.empty() && settings->hardware.empty()) apply_default_job(*command, request.options);
+      if (settings->model.empty() && settings->hardware.empty())
+        apply_default_job(*command, request.options);
+      else
+        derive_unset_sizes(*command, request.options);
       request.memory_only = memory_only;
       request.timeline = !memory_only && !settings->timeline.empty();
       if (ends_with(settings->timeline, ".svg")) request.timeline_format = "svg";
