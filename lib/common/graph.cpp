@@ -40,9 +40,9 @@ std::string write_graph(const Graph& g) {
 }
 
 Graph read_graph(const std::string& text, const std::string& source) {
-  if (text.find_first_not_of(" \t\r\n") == std::string::npos)
-    throw DataError(source + ": empty input, expected a syssim graph");
-  if (text[text.find_first_not_of(" \t\r\n")] != '{')  // a model YAML given to a stage, say
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) throw DataError(source + ": empty input, expected a syssim graph");
+  if (text[first] != '{')  // a model YAML given to a stage, say
     throw DataError(source + ": not a syssim graph (a JSON object that syssim-trace or a later stage writes); "
                     "a model goes to syssim-trace");
   const json j = parse_json(text, source);

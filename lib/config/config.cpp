@@ -245,6 +245,13 @@ void parse_moe_and_attention(const YAML::Node& node, const std::string& name, Mo
   m.softmax_type = yaml_get<std::string>(node, "softmax_type", name, m.softmax_type);
 }
 
+// A syssim graph given where a model goes (syssim-trace GRAPH): said so, not read as a model.
+void refuse_graph_as_model(bool is_graph, const std::string& where) {
+  if (is_graph)
+    throw DataError(where + ": a syssim graph, not a model (a model YAML, a preset or a Hugging Face config.json); "
+                    "give a graph to the stage after its last section");
+}
+
 // A model read from its fields (a model YAML's, or those mapped from a config.json), checked.
 ModelConfig model_from_fields(const YAML::Node& node, const std::string& name) {
   ModelConfig m;
@@ -312,17 +319,6 @@ std::string stem_of(const std::string& path) {
   size_t dot = base.find_last_of('.');
   return dot == std::string::npos ? base : base.substr(0, dot);
 }
-
-namespace {
-
-// A syssim graph given where a model goes (syssim-trace GRAPH): said so, not read as a model.
-void refuse_graph_as_model(bool is_graph, const std::string& where) {
-  if (is_graph)
-    throw DataError(where + ": a syssim graph, not a model (a model YAML, a preset or a Hugging Face config.json); "
-                    "give a graph to the stage after its last section");
-}
-
-}  // namespace
 
 ModelConfig parse_model_yaml(const std::string& text, const std::string& name, std::optional<int64_t> job_seq_length) {
   YAML::Node node = load_yaml_text(text, name);
