@@ -150,3 +150,17 @@ pipe_report() {
   run syssim memory --gpus 16
   assert_line "  layout        = tp2+sp pp1 dp8 mbs1 gbs128"
 }
+
+@test "Megatron-LM's flag names are taken beside syssim's: the same job, the same report" {
+  run syssim memory "$MODELS/llama3-8b.yaml" --hardware "$H100" --tp 2 --sp --pp 2 --dp 2 --micro-batch 1 \
+    --global-batch 64 --distributed-optimizer --order tp-cp-ep-pp-dp --dtype fp8 --fp8-recipe current --recompute full
+  assert_success
+  expected="$output"
+  run syssim memory "$MODELS/llama3-8b.yaml" --hardware "$H100" --tensor-model-parallel-size 2 --sequence-parallel \
+    --pipeline-model-parallel-size 2 --dp 2 --micro-batch-size 1 --global-batch-size 64 --use-distributed-optimizer \
+    --use-tp-pp-dp-mapping --dtype fp8 --fp8-recipe tensorwise --recompute-granularity full
+  assert_success
+  assert_output "$expected"
+  run syssim memory "$MODELS/llama3-8b.yaml" --use-tp-pp-dp-mapping --order tp-cp-ep-dp-pp
+  assert_failure 2
+}

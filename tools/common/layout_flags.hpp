@@ -20,22 +20,22 @@ inline void derive_unset_sizes(const CLI::App& app, ShardOptions& options) {
 inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
   auto& p = options.parallelism;
   auto& t = options.training;
-  app.add_option("--tp", p.tp, "Tensor-parallel size")->check(kPositive);
-  app.add_flag("--sp", p.sp, "Sequence parallelism (with --tp > 1)");
+  app.add_option("--tp,--tensor-model-parallel-size", p.tp, "Tensor-parallel size")->check(kPositive);
+  app.add_flag("--sp,--sequence-parallel", p.sp, "Sequence parallelism (with --tp > 1)");
   app.add_option("--dp", p.dp, "Data-parallel size")->check(kPositive);
-  app.add_option("--cp", p.cp, "Context-parallel size")->check(kPositive);
+  app.add_option("--cp,--context-parallel-size", p.cp, "Context-parallel size")->check(kPositive);
   app.add_option("--dp-replicate", p.dp_replicate,
                  "Hybrid sharding: replicas of the sharded state, each sharded over dp*cp/dp-replicate ranks "
                  "(default 1)")
       ->check(kPositive);
   app.add_option("--cp-comm-type", options.cp_comm_type, "K/V exchange of context parallelism")
       ->check(CLI::IsMember({"p2p", "all_gather"}));
-  app.add_option("--pp", p.pp, "Pipeline-parallel size")->check(kPositive);
-  app.add_option("--ep", p.ep, "Expert-parallel size: the experts of an MoE layer split over ep ranks")
+  app.add_option("--pp,--pipeline-model-parallel-size", p.pp, "Pipeline-parallel size")->check(kPositive);
+  app.add_option("--ep,--expert-model-parallel-size", p.ep, "Expert-parallel size: the experts of an MoE layer split over ep ranks")
       ->check(kPositive);
-  app.add_option("--etp", p.etp, "Expert-tensor-parallel size: each expert split over etp ranks (default: tp)")
+  app.add_option("--etp,--expert-tensor-parallel-size", p.etp, "Expert-tensor-parallel size: each expert split over etp ranks (default: tp)")
       ->check(kPositive);
-  app.add_option("--vpp", p.vpp, "Virtual pipeline stages per rank")->check(kPositive);
+  app.add_option("--vpp,--num-virtual-stages-per-pipeline-rank", p.vpp, "Virtual pipeline stages per rank")->check(kPositive);
   app.add_option("--order", p.order,
                  "Rank order, fastest dimension first, as Megatron's (default tp-cp-ep-dp-pp; "
                  "--use-tp-pp-dp-mapping is tp-cp-ep-pp-dp)")
@@ -49,6 +49,9 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
             return "";
           },
           "DIMS"));
+  app.add_flag_callback("--use-tp-pp-dp-mapping", [&p] { p.order = "tp-cp-ep-pp-dp"; },
+                        "Megatron-LM's flag: --order tp-cp-ep-pp-dp")
+      ->excludes("--order");
   app.add_option_function<std::string>(
          "--pipeline-schedule",
          [&options](const std::string& name) { options.pipeline_schedule = parse_enum<ScheduleKind>(name); },
@@ -66,19 +69,21 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
                "Count the output layer and loss as a layer of the last virtual stage in the even split");
   app.add_option("--gpus", options.gpus, "GPU count, tp*cp*pp*dp; without --dp, dp is gpus/(tp*cp*pp) as Megatron-LM derives it")
       ->check(kPositive);
-  app.add_option("--micro-batch", t.micro_batch, "Micro-batch size")->check(kPositive);
-  app.add_option("--global-batch", t.global_batch, "Global batch size (default: micro-batch x dp, as Megatron-LM's)")
+  app.add_option("--micro-batch,--micro-batch-size", t.micro_batch, "Micro-batch size")->check(kPositive);
+  app.add_option("--global-batch,--global-batch-size", t.global_batch, "Global batch size (default: micro-batch x dp, as Megatron-LM's)")
       ->check(kPositive);
   app.add_option("--seq-length", t.seq_length, "Sequence length (default: the model's seq_length)")
       ->check(kPositive);
   app.add_option("--dtype", t.dtype, "Precision of the transformer layers' linear GEMMs (fp8/fp4: Transformer Engine's recipes, or torchao's rowwise)")
       ->check(CLI::IsMember({"bf16", "fp16", "fp8", "fp4"}));
   app.add_option("--fp8-recipe", t.fp8_recipe,
-                 "Scaling recipe: Transformer Engine's, or torchao's rowwise (default: delayed for fp8, nvfp4 for fp4)")
+                 "Scaling recipe: Transformer Engine's (Megatron-LM's tensorwise is current), or torchao's rowwise "
+                 "(default: delayed for fp8, nvfp4 for fp4)")
+      ->transform(CLI::Transformer({{"tensorwise", "current"}}))
       ->check(CLI::IsMember({"delayed", "current", "mxfp8", "nvfp4", "rowwise"}));
   app.add_flag("--fp8-param-gather", t.fp8_param_gather,
                "Keep the fp8 linears' weights in fp8 and all-gather them in fp8 (needs --distributed-optimizer)");
-  app.add_option("--recompute", t.recompute, "Activation recomputation")
+  app.add_option("--recompute,--recompute-granularity", t.recompute, "Activation recomputation")
       ->check(CLI::IsMember({"none", "selective", "full"}));
   app.add_option("--recompute-modules", t.recompute_modules,
                  "Modules --recompute selective recomputes, comma-separated (default core_attn); op alone: "
@@ -92,7 +97,7 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
   app.add_option("--cpu-offloading-num-layers", t.cpu_offloading_num_layers,
                  "Offload the activations the first N decoder layers save for backward to host memory, as "
                  "Megatron-Core's --cpu-offloading (default 0: none)");
-  app.add_flag("--distributed-optimizer", t.distributed_optimizer, "Shard optimizer state over data parallel ranks");
+  app.add_flag("--distributed-optimizer,--use-distributed-optimizer", t.distributed_optimizer, "Shard optimizer state over data parallel ranks");
   app.add_option_function<std::string>(
          "--data-parallel-sharding-strategy",
          [&t](const std::string& name) { t.data_parallel_sharding = *parse_data_parallel_sharding(name); },
@@ -131,7 +136,8 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
   app.add_flag("--tp-comm-overlap", t.tp_comm_overlap, "Pipeline TP all-gathers/reduce-scatters with their GEMMs (needs --sp)");
   app.add_option("--clip-grad", t.clip_grad, "Gradient-norm clipping threshold; 0 disables (default 1.0)");
   app.add_option("--moe-token-dispatcher-type", t.moe_token_dispatcher_type,
-                 "How tokens reach their experts: alltoall (NCCL's, Megatron's default), allgather, or flex "
+                 "How tokens reach their experts: alltoall (NCCL's; the default, as Megatron's MoE recipes set it), "
+                 "allgather (Megatron-LM's argument default), or flex "
                  "(DeepEP's or HybridEP's kernels: each token sent once to each GPU and node of its experts)")
       ->check(CLI::IsMember({"alltoall", "allgather", "flex"}));
   app.add_option("--moe-expert-capacity-factor", t.moe_expert_capacity_factor,
