@@ -737,11 +737,18 @@ void validate(const HardwareConfig& hw, const std::string& where) {
     require_non_negative(level.latency_us, "latency_us", at);
     if (!(level.efficiency > 0 && level.efficiency <= 1))
       throw DataError(where + ": topology level '" + level.kind + "': efficiency: expected a share in (0, 1], got " +
-                      std::to_string(level.efficiency));
+                      text_of(level.efficiency));
     if (!(level.oversubscription >= 1 && std::isfinite(level.oversubscription)))
       throw DataError(where + ": topology level '" + level.kind + "': oversubscription: expected at least 1, got " +
-                      std::to_string(level.oversubscription));
+                      text_of(level.oversubscription));
     if (level.nvls_bus_bandwidth_GBps) require_positive(*level.nvls_bus_bandwidth_GBps, "nvls_bus_bandwidth_GBps", at);
+    // Keys that only one side of the node boundary reads: refused where nothing would read them.
+    if (i == 0 && level.oversubscription != 1)
+      throw DataError(at + ": oversubscription applies to the levels above 0 (the switches between nodes), got " +
+                      text_of(level.oversubscription) + " on the node's own link");
+    if (i > 0 && level.nvls_bus_bandwidth_GBps)
+      throw DataError(at + ": nvls_bus_bandwidth_GBps is the NVLink domain's (levels[0]) NVLink SHARP all-reduce; "
+                      "level " + std::to_string(i) + " does not take it");
     if (i == 0) continue;
     const int64_t inner = hw.topology[i - 1].size;
     if (level.size < 0 || (level.size > 0 && (inner == 0 || level.size % inner != 0)))
@@ -761,7 +768,7 @@ void validate(const HardwareConfig& hw, const std::string& where) {
   }
   for (const auto& [family, share] : hw.efficiency)
     if (!(share > 0 && share <= 1))
-      throw DataError(where + ": efficiency." + family + ": expected a share in (0, 1], got " + std::to_string(share));
+      throw DataError(where + ": efficiency." + family + ": expected a share in (0, 1], got " + text_of(share));
   if (hw.fp8_gemm_speedup) require_positive(*hw.fp8_gemm_speedup, "fp8_gemm_speedup", where);
   for (const auto& [kernel, time] : hw.attention_kernels) {
     require_positive(time.forward, "attention_kernels." + kernel + ".forward", where);

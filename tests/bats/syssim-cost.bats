@@ -217,7 +217,7 @@ roofline_graph() {
   printf 'efficiency:\n  gemm: 1.5\n' >> "$BATS_TEST_TMPDIR/hw.yaml"
   run syssim-cost --hardware "$BATS_TEST_TMPDIR/hw.yaml" -i "$(stage_of llama3-8b shard "${TP2DP4[@]}")"
   assert_failure 1
-  assert_output "syssim-cost: error: $BATS_TEST_TMPDIR/hw.yaml: efficiency.gemm: expected a share in (0, 1], got 1.500000"
+  assert_output "syssim-cost: error: $BATS_TEST_TMPDIR/hw.yaml: efficiency.gemm: expected a share in (0, 1], got 1.5"
   bare_h100 > "$BATS_TEST_TMPDIR/hw.yaml"
   printf 'efficiency:\n  gemms: 0.5\n' >> "$BATS_TEST_TMPDIR/hw.yaml"
   run syssim-cost --hardware "$BATS_TEST_TMPDIR/hw.yaml" -i "$(stage_of llama3-8b shard "${TP2DP4[@]}")"
@@ -258,7 +258,7 @@ roofline_graph() {
   h100_copy | sed 's/^      efficiency: 0.822 .*/      efficiency: 1.5/' > "$BATS_TEST_TMPDIR/hw.yaml"
   run syssim-cost --hardware "$BATS_TEST_TMPDIR/hw.yaml" -i "$(stage_of llama3-8b shard "${TP2DP4[@]}")"
   assert_failure 1
-  assert_output "syssim-cost: error: $BATS_TEST_TMPDIR/hw.yaml: topology level 'nvlink': efficiency: expected a share in (0, 1], got 1.500000"
+  assert_output "syssim-cost: error: $BATS_TEST_TMPDIR/hw.yaml: topology level 'nvlink': efficiency: expected a share in (0, 1], got 1.5"
 }
 
 @test "a model's triton attention takes the hardware's triton times, by direction; a hardware without them refuses it" {

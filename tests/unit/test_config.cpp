@@ -722,7 +722,16 @@ TEST(Loader, ScaleOutLevelsAreCheckedWithTheirIndex) {
             "(the whole cluster)");
   std::string under = std::string(kValidHardware) + leaf + "      oversubscription: 0.5\n";
   EXPECT_EQ(error_of([&] { syssim::parse_hardware_yaml(under, "under.yaml"); }),
-            "under.yaml: topology level 'leaf': oversubscription: expected at least 1, got 0.500000");
+            "under.yaml: topology level 'leaf': oversubscription: expected at least 1, got 0.5");
+  // A key no reader of its level takes is refused, not ignored.
+  std::string node_oversubscribed = std::string(kValidHardware) + "      oversubscription: 2\n";
+  EXPECT_EQ(error_of([&] { syssim::parse_hardware_yaml(node_oversubscribed, "n.yaml"); }),
+            "n.yaml: topology.levels[0]: oversubscription applies to the levels above 0 (the switches between nodes), "
+            "got 2 on the node's own link");
+  std::string leaf_nvls = std::string(kValidHardware) + leaf + "      nvls_bus_bandwidth_GBps: 400\n";
+  EXPECT_EQ(error_of([&] { syssim::parse_hardware_yaml(leaf_nvls, "l.yaml"); }),
+            "l.yaml: topology.levels[1]: nvls_bus_bandwidth_GBps is the NVLink domain's (levels[0]) NVLink SHARP "
+            "all-reduce; level 1 does not take it");
 }
 
 // Every number of a hardware YAML is range-checked where it is read, naming the file and key:
