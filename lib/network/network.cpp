@@ -76,6 +76,11 @@ struct Route {
     return index < group.outer_domains.size() ? group.outer_domains[index] : 1;
   }
   double step_latency_us() const { return levels[top].latency_us; }
+  // NCCL's latency model (src/graph/tuning.cc, ncclTopoTuneModel): of a pattern's `steps`, the
+  // `inter_node_steps` between nodes take the outermost level's latency, the others NVLink's.
+  double latency_us(double steps, double inter_node_steps) const {
+    return (steps - inter_node_steps) * levels[0].latency_us + inter_node_steps * step_latency_us();
+  }
 
   // A phase inside one node: `bytes` on the NVLink.
   Phase in_node(double bytes, double steps) const {
@@ -84,8 +89,8 @@ struct Route {
   // A phase between nodes: `bytes` on the rank's NIC share, `nvlink_load` times as much on its
   // NVLink (0: none), and on each level above, the share `outer_load(level)` of the NIC bytes.
   template <typename OuterLoad>
-  Phase across_nodes(double bytes, double steps, double nvlink_load, OuterLoad outer_load) const {
-    Phase phase{{}, {}, bytes, 0, steps * step_latency_us()};
+  Phase across_nodes(double bytes, double latency_us, double nvlink_load, OuterLoad outer_load) const {
+    Phase phase{{}, {}, bytes, 0, latency_us};
     if (nvlink_load > 0) phase.links.push_back(0), phase.loads.push_back(nvlink_load);
     for (size_t level = 1; level <= top; ++level) {
       double load = level == 1 ? 1.0 : outer_load(level);
@@ -102,8 +107,8 @@ struct Route {
   }
   // A ring (or tree, or pipelined broadcast) in rank order crosses the boundary of each domain it
   // spans once, so a level above the NICs carries (domains spanned / nodes) of their bytes.
-  Phase ring_across_nodes(double nic_bytes, double steps, double nvlink_load) const {
-    return across_nodes(nic_bytes, steps, nvlink_load,
+  Phase ring_across_nodes(double nic_bytes, double latency_us, double nvlink_load) const {
+    return across_nodes(nic_bytes, latency_us, nvlink_load,
                         [this](size_t level) { return static_cast<double>(domains_below(level)) / group.nodes(); });
   }
   Phase finish(Phase phase) const {
@@ -122,17 +127,20 @@ std::vector<Phase> ring(double passes, double bytes, const Route& route) {
   const double n = static_cast<double>(route.group.size), r = static_cast<double>(route.group.ranks_per_node);
   const double ring_bytes = passes * (n - 1) / n * bytes;
   if (route.group.nodes() == 1) return {route.in_node(ring_bytes, passes * (n - 1))};
-  return {route.ring_across_nodes(ring_bytes / r, passes * (n - 1), r - 1)};
+  const double nodes = static_cast<double>(route.group.nodes());
+  return {route.ring_across_nodes(ring_bytes / r, route.latency_us(passes * (n - 1), passes * (nodes - 1)), r - 1)};
 }
 
-// Double binary tree (NCCL): a reduce up and a broadcast down, each of depth log2(n); every
+// Double binary tree (NCCL): a reduce up and a broadcast down; every
 // rank receives and sends the whole message in each, so M crosses its link twice. Across nodes
 // a chain inside each node feeds the tree between nodes (one tree per channel through every NIC).
 std::vector<Phase> tree_all_reduce(double bytes, const Route& route) {
-  const double depth = std::ceil(std::log2(static_cast<double>(route.group.size)));
   const double r = static_cast<double>(route.group.ranks_per_node);
-  if (route.group.nodes() == 1) return {route.in_node(2 * bytes, 2 * depth)};
-  return {route.ring_across_nodes(2 * bytes / r, 2 * depth, r - 1)};
+  // Latency as NCCL's model: up and down the chain of a node's r ranks, and log2(nodes) levels
+  // of the tree between nodes (log2i: rounded down).
+  const double depth = std::floor(std::log2(static_cast<double>(route.group.nodes())));
+  if (route.group.nodes() == 1) return {route.in_node(2 * bytes, 2 * (r - 1))};
+  return {route.ring_across_nodes(2 * bytes / r, route.latency_us(2 * (r - 1 + depth), 2 * depth), r - 1)};
 }
 
 // NVLink SHARP: the switch reduces and multicasts, so a rank sends its data once and receives
@@ -155,7 +163,9 @@ bool nvls_applies(const GroupPlacement& group, const HardwareConfig& hw) {
 std::vector<Phase> hierarchical_all_reduce(double bytes, const Route& route) {
   const double r = static_cast<double>(route.group.ranks_per_node), nodes = static_cast<double>(route.group.nodes());
   Phase in_node = route.in_node((r - 1) / r * bytes, r - 1);
-  return {in_node, route.ring_across_nodes(2 * (nodes - 1) / nodes * bytes / r, 2 * (nodes - 1), 0), in_node};
+  const double ring_steps = 2 * (nodes - 1);  // all between nodes
+  return {in_node, route.ring_across_nodes(2 * (nodes - 1) / nodes * bytes / r, route.latency_us(ring_steps, ring_steps), 0),
+          in_node};
 }
 
 // All-to-all: n-1 pairwise exchanges of M/n, one peer per step; across nodes each rank sends
@@ -165,7 +175,7 @@ std::vector<Phase> pairwise_alltoall(double bytes, const Route& route) {
   const GroupPlacement& g = route.group;
   const double n = static_cast<double>(g.size), r = static_cast<double>(g.ranks_per_node);
   if (g.nodes() == 1) return {route.in_node((n - 1) / n * bytes, n - 1)};
-  return {route.across_nodes((n - r) / n * bytes, n - 1, (r - 1) / (n - r),
+  return {route.across_nodes((n - r) / n * bytes, (n - 1) * route.step_latency_us(), (r - 1) / (n - r),
                              [&](size_t level) { return route.remote_outside_domain(level); })};
 }
 
@@ -185,7 +195,7 @@ std::vector<Phase> flex_alltoall(double bytes, const Routing& routing, const Rou
   if (g.nodes() == 1) return {route.in_node(bytes * gpu_share * (n - 1), n - 1)};
   const double node_share = holding_share(routing, routing.experts / nodes);
   const double nvlink_load = gpu_share * (r - 1) * nodes / (node_share * (nodes - 1));
-  return {route.across_nodes(bytes * node_share * (nodes - 1), n - 1, nvlink_load,
+  return {route.across_nodes(bytes * node_share * (nodes - 1), (n - 1) * route.step_latency_us(), nvlink_load,
                              [&](size_t level) { return route.remote_outside_domain(level); })};
 }
 
@@ -193,13 +203,14 @@ std::vector<Phase> flex_alltoall(double bytes, const Routing& routing, const Rou
 std::vector<Phase> ring_broadcast(double bytes, const Route& route) {
   const double n = static_cast<double>(route.group.size), r = static_cast<double>(route.group.ranks_per_node);
   if (route.group.nodes() == 1) return {route.in_node(bytes, n - 1)};
-  return {route.ring_across_nodes(bytes / r, n - 1, r - 1)};
+  const double nodes = static_cast<double>(route.group.nodes());
+  return {route.ring_across_nodes(bytes / r, route.latency_us(n - 1, nodes - 1), r - 1)};
 }
 
 // Send/receive: each rank sends M to its peer and receives M, one direction of its link each.
 std::vector<Phase> sendrecv(double bytes, const Route& route) {
   if (route.group.nodes() == 1) return {route.in_node(bytes, 1)};
-  return {route.across_nodes(bytes, 1, 0, [](size_t) { return 1.0; })};
+  return {route.across_nodes(bytes, route.step_latency_us(), 0, [](size_t) { return 1.0; })};
 }
 
 std::string op_path(const ShardOp& op) { return "/shard/ops/" + std::to_string(op.id); }

@@ -55,13 +55,14 @@ TEST(H100, RingAllReduceAcrossTwoNodesReachesThePublishedBusBandwidth) {
   // NCCL maintainer, nccl-tests issue 290: a ring all-reduce between DGX H100 nodes reaches
   // "46-48GB/s per NIC", 8 NICs per node: bus bandwidth 368-384 GB/s. syssim: each rank's NIC
   // carries 1/8 of the ring (2 * 15/16 * M / 8) at 50 * 0.94 = 47 GB/s, its NVLink the other 7/8
-  // (7 * 47 = 329 < 369.9 GB/s: the NIC binds), plus 30 steps of 4 us.
+  // (7 * 47 = 329 < 369.9 GB/s: the NIC binds), plus 30 steps, as NCCL's tuning model counts
+  // them (src/graph/tuning.cc): the 2 between the nodes at 4 us, the other 28 at NVLink's 1.9 us.
   HardwareConfig hw = h100();
   hw.collective_algorithm[NcclCollective::all_reduce] = CollectiveAlgorithm::ring;
   const double bytes = 8 * kGiB;
   CollectiveTime t = collective_time(NcclCollective::all_reduce, bytes, GroupPlacement{16, 8, {}}, hw);
   EXPECT_EQ(t.algorithm, CollectiveAlgorithm::ring);
-  EXPECT_NEAR(t.time_us, 2 * 15.0 / 16 * bytes / 8 / 47e9 * 1e6 + 30 * 4.0, 1e-6);
+  EXPECT_NEAR(t.time_us, 2 * 15.0 / 16 * bytes / 8 / 47e9 * 1e6 + 2 * 4.0 + 28 * 1.9, 1e-6);
   double busbw = busbw_GBps(NcclCollective::all_reduce, bytes, 16, t);
   EXPECT_GE(busbw, 368);
   EXPECT_LE(busbw, 384);
@@ -84,18 +85,22 @@ TEST(H100, HierarchicalAllReduceByHand) {
   EXPECT_EQ(collective_time(NcclCollective::all_reduce, kGiB, GroupPlacement{16, 8, {}}, h100()).algorithm, CollectiveAlgorithm::ring);
 }
 
-TEST(Choice, TreeWinsSmallMessagesRingLargeOnes) {
-  // 4 GPUs in one node: tree 2M/B + 2*log2(4) λ, ring 1.5 M/B + 6 λ. They cross where
-  // 0.5 M/B = 2 λ: M = 4 λ B = 4 * 1.9e-6 s * 369.9e9 B/s = 2.81 MB.
+TEST(Choice, TreeWinsSmallMessagesBetweenNodesRingInOne) {
+  // In one node NCCL's tree is a chain: 2(n-1) steps, as many as the ring's, with 2M on the
+  // link where the ring has 1.5M (4 GPUs): the ring wins at every size. 8 bytes: 1.5 * 8 / B + 6 λ.
   HardwareConfig hw = h100();
   CollectiveTime small = collective_time(NcclCollective::all_reduce, 8, GroupPlacement{4, 4, {}}, hw);
-  EXPECT_EQ(small.algorithm, CollectiveAlgorithm::tree);
-  EXPECT_NEAR(small.time_us, 2 * 8 / (450e9 * 0.822) * 1e6 + 4 * 1.9, 1e-9);
-  EXPECT_EQ(collective_time(NcclCollective::all_reduce, 2.7e6, GroupPlacement{4, 4, {}}, hw).algorithm, CollectiveAlgorithm::tree);
-  EXPECT_EQ(collective_time(NcclCollective::all_reduce, 2.9e6, GroupPlacement{4, 4, {}}, hw).algorithm, CollectiveAlgorithm::ring);
-  // Across 2 nodes, 8 bytes: tree 2*log2(16) = 8 steps of 4 us = 32 us beats the hierarchical
-  // 2*7*1.9 + 2*4 = 34.6 us and the ring's 30 steps.
-  EXPECT_EQ(collective_time(NcclCollective::all_reduce, 8, GroupPlacement{16, 8, {}}, hw).algorithm, CollectiveAlgorithm::tree);
+  EXPECT_EQ(small.algorithm, CollectiveAlgorithm::ring);
+  EXPECT_NEAR(small.time_us, 1.5 * 8 / (450e9 * 0.822) * 1e6 + 6 * 1.9, 1e-9);
+  // Across 2 nodes, 8 bytes (NCCL's model, src/graph/tuning.cc): the tree's chain of 7 in each
+  // node and log2(2) = 1 step between them, up and down, 2 * (7 * 1.9 + 4) = 34.6 us, beats the
+  // ring's 28 * 1.9 + 2 * 4 = 61.2 us; 8 nodes: 2 * (7 * 1.9 + 3 * 4) = 50.6 us.
+  CollectiveTime across = collective_time(NcclCollective::all_reduce, 8, GroupPlacement{16, 8, {}}, hw);
+  EXPECT_EQ(across.algorithm, CollectiveAlgorithm::tree);
+  EXPECT_NEAR(across.time_us, 34.6, 1e-3);
+  EXPECT_NEAR(collective_time(NcclCollective::all_reduce, 8, GroupPlacement{64, 8, {}}, hw).time_us, 50.6, 1e-3);
+  // A gigabyte: the ring, 2 * 15/16 * M / 8 on each NIC where the tree has 2 * M / 8.
+  EXPECT_EQ(collective_time(NcclCollective::all_reduce, kGiB, GroupPlacement{16, 8, {}}, hw).algorithm, CollectiveAlgorithm::ring);
 }
 
 TEST(Choice, HardwareKeyForcesAnAlgorithm) {
