@@ -36,9 +36,12 @@ mem_field() {
   run syssim-shard -i "$trace" --dtype fp8 --fp8-param-gather
   assert_failure 2
   assert_output "syssim-shard: error: fp8_param_gather needs --distributed-optimizer (as in Megatron-LM)"
-  run syssim-shard -i "$trace" --dtype fp8 --fp8-recipe tensorwise
+  run syssim-shard -i "$trace" --dtype fp8 --fp8-recipe blockwise
   assert_failure 2
-  assert_output --partial "--fp8-recipe: tensorwise not in {delayed,current,mxfp8,nvfp4,rowwise}"
+  assert_output --partial "--fp8-recipe: blockwise not in {delayed,current,mxfp8,nvfp4,rowwise}"
+  # Megatron-LM's name for Transformer Engine's current scaling.
+  run jq -r '.shard.training.fp8_recipe' < <(syssim-shard -i "$trace" --dtype fp8 --fp8-recipe tensorwise)
+  assert_output "current"
 }
 
 @test "the shard section records the recipe simulated, Megatron's default resolved" {
