@@ -245,13 +245,6 @@ void parse_moe_and_attention(const YAML::Node& node, const std::string& name, Mo
   m.softmax_type = yaml_get<std::string>(node, "softmax_type", name, m.softmax_type);
 }
 
-// A syssim graph given where a model goes (syssim-trace GRAPH): said so, not read as a model.
-void refuse_graph_as_model(bool is_graph, const std::string& where) {
-  if (is_graph)
-    throw DataError(where + ": a syssim graph, not a model (a model YAML, a preset or a Hugging Face config.json); "
-                    "give a graph to the stage after its last section");
-}
-
 // A model read from its fields (a model YAML's, or those mapped from a config.json), checked.
 ModelConfig model_from_fields(const YAML::Node& node, const std::string& name) {
   ModelConfig m;
@@ -322,9 +315,8 @@ std::string stem_of(const std::string& path) {
 
 ModelConfig parse_model_yaml(const std::string& text, const std::string& name, std::optional<int64_t> job_seq_length) {
   YAML::Node node = load_yaml_text(text, name);
-  refuse_graph_as_model(node.IsMap() && node["format"] && node["format"].IsScalar() &&
-                            node["format"].Scalar() == "syssim-graph",
-                        name);
+  if (node.IsMap() && node["format"] && node["format"].IsScalar() && node["format"].Scalar() == "syssim-graph")
+    refuse_graph_as_model(name);
   check_keys(node, kModelKeys, name, kModelKeysKnownAs);
   // A config.json is read at the sequence the job runs: whether its sliding window covers the
   // whole sequence, and so is full attention, depends on it.
@@ -360,12 +352,10 @@ ModelConfig load_model(const std::string& argument, std::optional<int64_t> seq_l
   const bool id = !fs::exists(given, error) && extension != ".yaml" && extension != ".yml" && extension != ".json" &&
                   std::count(argument.begin(), argument.end(), '/') == 1 && argument.front() != '/';
   if (!config_file && !config_folder && !id) return load_model_yaml(argument, seq_length);
-  if (config_file) {
-    const nlohmann::json file = parse_json(read_input(argument), argument);
-    refuse_graph_as_model(file.is_object() && file.value("format", nlohmann::json()) == "syssim-graph", argument);
-  }
-  if (!seq_length)  // a flag the command line lacks
+  if (!seq_length) {  // a flag the command line lacks, unless the file is no config.json at all
+    if (config_file && is_syssim_graph(parse_json(read_input(argument), argument))) refuse_graph_as_model(argument);
     throw UsageError(argument + ": a Hugging Face model needs --seq-length (its config.json holds no training sequence length)");
+  }
   // The model YAML `huggingface: ...` would say, named after the model's folder; a local file by
   // its absolute path (the YAML's own folder does not exist).
   fs::path local = fs::absolute(given).lexically_normal();

@@ -531,8 +531,16 @@ std::string find_huggingface_config(const std::string& id, const std::string& ba
   throw DataError(where + ": no config.json found (looked in: " + join(looked) + ")");
 }
 
+bool is_syssim_graph(const json& file) { return file.is_object() && file.value("format", json()) == "syssim-graph"; }
+
+void refuse_graph_as_model(const std::string& where) {
+  throw DataError(where + ": a syssim graph, not a model (a model YAML, a preset or a Hugging Face config.json); "
+                  "give a graph to the stage after its last section");
+}
+
 YAML::Node map_huggingface_config(const json& config, int64_t seq_length, const std::string& where) {
   if (!config.is_object()) throw DataError(where + ": expected a JSON object");
+  if (is_syssim_graph(config)) refuse_graph_as_model(where);
   if (!config.contains("architectures") || !config["architectures"].is_array() || config["architectures"].empty() ||
       !config["architectures"][0].is_string())
     throw DataError(where + ": key 'architectures' must list the model class, e.g. [\"LlamaForCausalLM\"]");

@@ -16,6 +16,11 @@ namespace syssim {
 // `where` names the model YAML in errors.
 std::string find_huggingface_config(const std::string& id, const std::string& base_dir, const std::string& where);
 
+// A syssim graph given where a model goes (syssim-trace GRAPH): is_syssim_graph tells a parsed
+// JSON file, refuse_graph_as_model says so, naming `where`.
+bool is_syssim_graph(const nlohmann::json& file);
+[[noreturn]] void refuse_graph_as_model(const std::string& where);
+
 // The model keys (Megatron names, as in a model YAML) of a parsed config.json; `where` names the
 // model YAML, the id and the file in errors. seq_length is not among them (config.json does not
 // hold it); it decides whether sliding-window attention differs from full attention: mapped

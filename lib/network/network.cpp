@@ -51,7 +51,7 @@ double phase_us(const Phase& phase) {
 }
 
 // Where a group's traffic goes: the links it loads (level 0 for hops inside a node, levels 1..top
-// for the hops between nodes) and the latency of one step on the outermost of them.
+// for the hops between nodes) and the latency of its steps (latency_us).
 struct Route {
   const HardwareConfig& hw;
   const GroupPlacement& group;
@@ -75,11 +75,10 @@ struct Route {
     size_t index = level - 2;
     return index < group.outer_domains.size() ? group.outer_domains[index] : 1;
   }
-  double step_latency_us() const { return levels[top].latency_us; }
   // NCCL's latency model (src/graph/tuning.cc, ncclTopoTuneModel): of a pattern's `steps`, the
   // `inter_node_steps` between nodes take the outermost level's latency, the others NVLink's.
   double latency_us(double steps, double inter_node_steps) const {
-    return (steps - inter_node_steps) * levels[0].latency_us + inter_node_steps * step_latency_us();
+    return (steps - inter_node_steps) * levels[0].latency_us + inter_node_steps * levels[top].latency_us;
   }
 
   // A phase inside one node: `bytes` on the NVLink.
@@ -175,7 +174,7 @@ std::vector<Phase> pairwise_alltoall(double bytes, const Route& route) {
   const GroupPlacement& g = route.group;
   const double n = static_cast<double>(g.size), r = static_cast<double>(g.ranks_per_node);
   if (g.nodes() == 1) return {route.in_node((n - 1) / n * bytes, n - 1)};
-  return {route.across_nodes((n - r) / n * bytes, (n - 1) * route.step_latency_us(), (r - 1) / (n - r),
+  return {route.across_nodes((n - r) / n * bytes, route.latency_us(n - 1, n - 1), (r - 1) / (n - r),
                              [&](size_t level) { return route.remote_outside_domain(level); })};
 }
 
@@ -195,7 +194,7 @@ std::vector<Phase> flex_alltoall(double bytes, const Routing& routing, const Rou
   if (g.nodes() == 1) return {route.in_node(bytes * gpu_share * (n - 1), n - 1)};
   const double node_share = holding_share(routing, routing.experts / nodes);
   const double nvlink_load = gpu_share * (r - 1) * nodes / (node_share * (nodes - 1));
-  return {route.across_nodes(bytes * node_share * (nodes - 1), (n - 1) * route.step_latency_us(), nvlink_load,
+  return {route.across_nodes(bytes * node_share * (nodes - 1), route.latency_us(n - 1, n - 1), nvlink_load,
                              [&](size_t level) { return route.remote_outside_domain(level); })};
 }
 
@@ -210,7 +209,7 @@ std::vector<Phase> ring_broadcast(double bytes, const Route& route) {
 // Send/receive: each rank sends M to its peer and receives M, one direction of its link each.
 std::vector<Phase> sendrecv(double bytes, const Route& route) {
   if (route.group.nodes() == 1) return {route.in_node(bytes, 1)};
-  return {route.across_nodes(bytes, route.step_latency_us(), 0, [](size_t) { return 1.0; })};
+  return {route.across_nodes(bytes, route.latency_us(1, 1), 0, [](size_t) { return 1.0; })};
 }
 
 std::string op_path(const ShardOp& op) { return "/shard/ops/" + std::to_string(op.id); }

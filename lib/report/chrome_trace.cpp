@@ -77,30 +77,30 @@ std::string render_chrome_trace(const Graph& g, const TimelineWindow& window) {
   const std::vector<TimelineEntry> timeline = timeline_in_window(g, window);
   const ShardSection& shard = *g.shard;
   const std::map<std::string, int64_t> tids = stream_tids(timeline);
+  std::vector<std::string> stream_of_tid(tids.size());
+  for (const auto& [stream, tid] : tids) stream_of_tid[tid] = stream;
+  std::vector<int64_t> tid_of(timeline.size());  // by entry: its track
+  for (size_t i = 0; i < timeline.size(); ++i) tid_of[i] = tids.at(to_string(timeline[i].stream));
 
   json events = json::array();
   for (int64_t rank = 0; rank < shard.parallelism.pp; ++rank) {
     events.push_back(metadata("process_name", rank, {{"name", "pp rank " + std::to_string(rank)}}));
     events.push_back(metadata("process_sort_index", rank, {{"sort_index", rank}}));
     std::vector<bool> used(tids.size(), false);
-    for (const TimelineEntry& e : timeline)
-      if (e.rank == rank) used[tids.at(to_string(e.stream))] = true;
-    std::vector<std::string> by_tid(tids.size());
-    for (const auto& [stream, tid] : tids) by_tid[tid] = stream;
-    for (size_t tid = 0; tid < by_tid.size(); ++tid)
+    for (size_t i = 0; i < timeline.size(); ++i)
+      if (timeline[i].rank == rank) used[tid_of[i]] = true;
+    for (size_t tid = 0; tid < stream_of_tid.size(); ++tid)
       if (used[tid]) {
-        events.push_back(metadata("thread_name", rank, {{"name", by_tid[tid]}}, static_cast<int64_t>(tid)));
+        events.push_back(metadata("thread_name", rank, {{"name", stream_of_tid[tid]}}, static_cast<int64_t>(tid)));
         events.push_back(metadata("thread_sort_index", rank, {{"sort_index", tid}}, static_cast<int64_t>(tid)));
       }
   }
   // In time order, as tools that read a trace as a stream expect; a tie by rank and track.
   std::vector<size_t> order(timeline.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  auto key = [&](size_t i) {
-    return std::tuple(timeline[i].start_ms, timeline[i].rank, tids.at(to_string(timeline[i].stream)));
-  };
+  auto key = [&](size_t i) { return std::tuple(timeline[i].start_ms, timeline[i].rank, tid_of[i]); };
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
-  for (size_t i : order) events.push_back(op_event(timeline[i], shard.ops[timeline[i].op], tids.at(to_string(timeline[i].stream))));
+  for (size_t i : order) events.push_back(op_event(timeline[i], shard.ops[timeline[i].op], tid_of[i]));
   // The memory samples over the time the events span; with a window, from the last change
   // before it, which holds at its start.
   double from_ms = 0, to_ms = g.sim->step_time_ms;
