@@ -381,6 +381,10 @@ bool window_slides_at(const ModelConfig& model, int64_t seq_length) {
   return model.window_size > 0 && seq_length > model.window_size + 1;
 }
 
+bool tp_splits_query_groups(const ModelConfig& model, int64_t tp) {
+  return model.num_query_groups % tp == 0 || tp % model.num_query_groups == 0;
+}
+
 ModelConfig traced_at(const ModelConfig& model, int64_t seq_length) {
   ModelConfig traced = model;
   traced.seq_length = seq_length;

@@ -107,6 +107,9 @@ bool runs_fused_softmax_kernel(const ModelConfig& model, int64_t seq_length);
 // Whether the model's sliding window is shorter than a sequence of `seq_length` tokens: a window
 // of window_size + 1 keys that holds the whole sequence is full causal attention.
 bool window_slides_at(const ModelConfig& model, int64_t seq_length);
+// Whether tp ranks can split the model's query groups as Megatron-Core does: g/tp groups each
+// when tp divides them, else (tp a multiple of g) one group's KV head on each of tp/g ranks.
+bool tp_splits_query_groups(const ModelConfig& model, int64_t tp);
 // The model as traced for a sequence of `seq_length` tokens: that seq_length, and no sliding
 // window where the window holds the whole sequence (its layers are full causal attention).
 ModelConfig traced_at(const ModelConfig& model, int64_t seq_length);

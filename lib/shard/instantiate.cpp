@@ -111,6 +111,35 @@ class Instantiator {
     emitter_.emit(c);
   }
 
+  // More tp ranks than query groups: Megatron-Core all-gathers linear_qkv's output over tp along
+  // its last dim and each rank slices out its group's heads, one KV head held by tp/g ranks; the
+  // backward reduce-scatters the gradient (megatron/core/transformer/attention.py,
+  // get_query_key_value_tensors: all_gather_last_dim_from_tensor_parallel_region).
+  bool shares_kv_heads() const { return context_.tp() > context_.model.num_query_groups; }
+
+  // A column-parallel projection whose outputs hold the rank's query groups (q, k, v).
+  static bool splits_query_groups(const TraceOp& op) {
+    return op.tp_role == TpRole::column && std::any_of(op.outputs.begin(), op.outputs.end(), [](const TensorRef& r) {
+             return (letter_axes(r.dims) & letter_axis('g')) != 0;
+           });
+  }
+
+  // One collective over the `split` buffers (each the rank's 1/tp share of the whole) that
+  // later ops read in its place: an all-gather to the whole or a reduce-scatter from it.
+  void exchange_query_groups(Collective kind, const std::vector<int64_t>& split, const TraceOp& origin, OpPass pass) {
+    ShardOp c = collective(kind, 0, origin, pass);
+    for (int64_t buffer : split) {
+      const double share = shard_.buffers[buffer].bytes;
+      c.message_bytes += share * context_.tp();
+      c.reads.push_back(current_name(buffer));
+      const int64_t result = emitter_.add_buffer(kind == Collective::all_gather ? share * context_.tp() : share, TensorRole::comm);
+      c.writes.push_back(result);
+      renamed_[buffer] = result;
+    }
+    c.bytes = c.message_bytes;
+    emitter_.emit(c);
+  }
+
   int64_t current_name(int64_t buffer) const {
     auto it = renamed_.find(buffer);
     return it == renamed_.end() ? buffer : it->second;
@@ -155,6 +184,14 @@ class Instantiator {
     bool parallel_linear = context_.tp() > 1 && kParallelLinearRoles.count(op.tp_role) > 0 &&
                            (op.phase == OpPhase::fwd || op.fwd_op.has_value());
     std::vector<int64_t> extra_deps;
+    if (parallel_linear && shares_kv_heads() && op.phase == OpPhase::bwd && splits_query_groups(trace_.ops[*op.fwd_op]) &&
+        scattered_query_grads_.insert(*op.fwd_op).second) {
+      std::vector<int64_t> grads;
+      for (const auto& r : op.inputs)
+        if (trace_.tensors[r.tensor].role == TensorRole::activation && (letter_axes(r.dims) & letter_axis('g'))) grads.push_back(r.tensor);
+      exchange_query_groups(Collective::reduce_scatter, grads, op, s.pass);
+      for (size_t i = 0; i < op.inputs.size(); ++i) s.reads[i] = current_name(op.inputs[i].tensor);
+    }
     if (parallel_linear && context_.sequence_parallel()) {
       if (op.phase == OpPhase::fwd) {
         for (size_t i = 0; i < op.inputs.size(); ++i)
@@ -177,6 +214,11 @@ class Instantiator {
     }
     const OpPass pass = s.pass;
     emitter_.emit(s, extra_deps);
+    if (parallel_linear && shares_kv_heads() && op.phase == OpPhase::fwd && splits_query_groups(op)) {
+      std::vector<int64_t> outputs;
+      for (const auto& r : op.outputs) outputs.push_back(r.tensor);
+      exchange_query_groups(Collective::all_gather, outputs, op, pass);
+    }
     if (parallel_linear)
       for (const auto& r : op.outputs)
         if (replicated_activation(r)) reduce(r.tensor, op, pass);
@@ -189,6 +231,7 @@ class Instantiator {
   std::map<int64_t, int64_t> renamed_;  // partial-sum buffer -> its reduce-scattered piece
   std::map<int64_t, std::set<int64_t>> backward_gather_sources_;     // fwd op -> buffers
   std::map<int64_t, std::map<int64_t, int64_t>> backward_gathered_;  // fwd op -> buffer -> gathered
+  std::set<int64_t> scattered_query_grads_;  // fwd ops whose q/k/v gradients are reduce-scattered
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 // the syssim:: ops (lib/trace/ops.cpp) and of aten's matmuls.
 #include "shard/passes.hpp"
 
+#include <algorithm>
 #include <string_view>
 
 #include "common/error.hpp"
@@ -142,7 +143,8 @@ KernelShape gemm_shape(const TraceOp& op, const AxisValues& axes, double flops, 
 
 // Flash attention's q is [s, b, heads, d] and k [s, b, kv_heads, d] (backward: after the
 // output gradient; inputs q, k, v, or grad, q, k, v, out). The trace's attention is causal.
-// A sliding window is taken as each query attending to the window's keys unmasked.
+// A sliding window is taken as each query attending to the window's keys unmasked. A rank with
+// less than one query group (tp above the groups) runs its kernel on one whole KV head.
 KernelShape attention_shape(const TraceOp& op, const AxisValues& axes, const std::string& where) {
   const bool backward = op.outputs.size() > 1;
   const bool window = op.name.named_op() == NamedOp::flash_attn_window ||
@@ -155,7 +157,7 @@ KernelShape attention_shape(const TraceOp& op, const AxisValues& axes, const std
           {"s_q", value(q[0], axes, where)},
           {"s_kv", value(window ? Poly::axis("x") : k[0], axes, where)},
           {"heads", value(q[2], axes, where)},
-          {"kv_heads", value(k[2], axes, where)},
+          {"kv_heads", std::max(1.0, value(k[2], axes, where))},
           {"head_dim", value(q[3], axes, where)},
           {"causal", window ? 0.0 : 1.0}};
 }

@@ -40,12 +40,9 @@ void check_layout(const ModelConfig& model, const ShardOptions& options, int64_t
     throw DataError("tp*cp*pp*dp=" + str(p.world_size()) + " does not match gpus=" + str(*options.gpus));
   rank_order(p);  // refuses an order that names an unknown dimension or leaves one out
   require_divides(p.tp, "tp", model.num_attention_heads, "num_attention_heads");
-  if (model.num_query_groups % p.tp != 0 && p.tp % model.num_query_groups == 0)
-    throw DataError("tp=" + str(p.tp) + " is more than the " + str(model.num_query_groups) +
-                    " query groups (KV heads): Megatron-Core then gives each rank one KV head, held by tp/" +
-                    str(model.num_query_groups) + " ranks, which syssim does not model yet; use tp <= " +
-                    str(model.num_query_groups));
-  require_divides(p.tp, "tp", model.num_query_groups, "num_query_groups");
+  if (!tp_splits_query_groups(model, p.tp))
+    throw DataError("num_query_groups=" + str(model.num_query_groups) + " is neither a multiple nor a divisor of tp=" +
+                    str(p.tp) + " (Megatron-Core needs one or the other)");
   require_divides(p.tp, "tp", model.ffn_hidden_size, "ffn_hidden_size");
   if (model.moe_shared_expert_intermediate_size > 0)
     require_divides(p.tp, "tp", model.moe_shared_expert_intermediate_size, "moe_shared_expert_intermediate_size");
@@ -61,6 +58,9 @@ void check_layout(const ModelConfig& model, const ShardOptions& options, int64_t
     throw UsageError("cp=" + str(p.cp) + " with sliding-window attention or attention sinks is not simulated");
   if (p.cp > 1 && model.multi_latent_attention)
     throw UsageError("cp=" + str(p.cp) + " with multi-head latent attention is not simulated");
+  if (p.cp > 1 && p.tp > model.num_query_groups)
+    throw UsageError("cp=" + str(p.cp) + " with tp=" + str(p.tp) + " above the " + str(model.num_query_groups) +
+                     " query groups (a KV head shared by tp ranks) is not simulated");
 }
 
 // The unfused attention's softmax is traced as the kernels Megatron runs at the traced sequence
@@ -96,7 +96,9 @@ AxisValues rank_axes(const ModelConfig& model, const TraceSection& trace, const 
   AxisValues axes = trace.axes;
   axes["b"] = static_cast<double>(options.training.micro_batch);
   axes["s"] = static_cast<double>(seq / options.parallelism.cp);
-  axes["g"] = static_cast<double>(model.num_query_groups / tp);
+  // With more ranks than query groups a rank projects its 1/tp share of the query groups'
+  // K and V (Megatron-Core splits linear_qkv's weight evenly): a fraction of a group.
+  axes["g"] = static_cast<double>(model.num_query_groups) / static_cast<double>(tp);
   axes["f"] = static_cast<double>(model.ffn_hidden_size / tp);
   if (axes.count("u")) axes["u"] = static_cast<double>(model.moe_shared_expert_intermediate_size / tp);
   axes["v"] = static_cast<double>(padded_vocab_size(model, tp) / tp);

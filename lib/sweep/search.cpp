@@ -96,7 +96,7 @@ std::vector<ShardOptions> enumerate_layouts(const ModelConfig& model, const Hard
   std::vector<ShardOptions> layouts;
   for (int64_t tp : divisors(gpus)) {
     // Megatron-LM keeps tensor parallelism inside a node; tp splits heads, groups and the MLP.
-    if (tp > hardware.gpus_per_node || model.num_attention_heads % tp || model.num_query_groups % tp ||
+    if (tp > hardware.gpus_per_node || model.num_attention_heads % tp || !tp_splits_query_groups(model, tp) ||
         model.ffn_hidden_size % tp || (model.moe_shared_expert_intermediate_size % tp))
       continue;
     for (int64_t pp : divisors(gpus / tp)) {
@@ -105,6 +105,7 @@ std::vector<ShardOptions> enumerate_layouts(const ModelConfig& model, const Hard
       for (int64_t cp : divisors(gpus / tp / pp)) {
         // Context parallelism: flash attention only, 2*cp sequence chunks; SP splits each by tp.
         if (cp > 1 && (model.attention_backend != "flash" || seq % (2 * cp) || model.multi_latent_attention ||
+                       tp > model.num_query_groups ||
                        window_slides_at(model, seq) || model.softmax_type != "vanilla"))
           continue;
         if (seq % (tp * cp)) continue;

@@ -132,11 +132,11 @@ sweep_tiny() {
 
 @test "a rerun of --search reads the memory estimates and simulations from the cache" {
   first=$(sweep_tiny --search --gpus 4 --global-batch 4 --format json)
-  # 105 layouts, nothing out of memory: one estimate each, but for the recomputing layouts
+  # 114 layouts, nothing out of memory: one estimate each, but for the recomputing layouts
   # that the bound of their sibling without recompute prunes unestimated.
   estimates=$(ls "$SYSSIM_CACHE_DIR/estimate" | wc -l)
-  [ "$estimates" -lt 105 ]
-  [ "$estimates" -ge $((105 - $(jq .counts.pruned_by_bound <<< "$first"))) ]
+  [ "$estimates" -lt 114 ]
+  [ "$estimates" -ge $((114 - $(jq .counts.pruned_by_bound <<< "$first"))) ]
   [ "$(ls "$SYSSIM_CACHE_DIR/point" | wc -l)" -eq "$(jq .counts.simulated <<< "$first")" ]
   assert_equal "$(sweep_tiny --search --gpus 4 --global-batch 4 --format json)" "$first"
 }
@@ -152,18 +152,18 @@ sweep_tiny() {
 }
 
 @test "syssim sweep --search prints the Pareto front and the layout counts" {
-  # Tiny on 4 GPUs with global batch 4 has 105 layouts (counted in tests/unit/test_sweep.cpp).
+  # Tiny on 4 GPUs with global batch 4 has 114 layouts (counted in tests/unit/test_sweep.cpp).
   run sweep_tiny --search --gpus 4 --global-batch 4 --format json
   assert_success
-  jq -e '.counts.enumerated == 105 and .counts.invalid + .counts.pruned_by_memory + .counts.pruned_by_bound
-         + .counts.simulated == 105 and (.front | length) == .counts.front and .counts.front >= 1' <<< "$output"
+  jq -e '.counts.enumerated == 114 and .counts.invalid + .counts.pruned_by_memory + .counts.pruned_by_bound
+         + .counts.simulated == 114 and (.front | length) == .counts.front and .counts.front >= 1' <<< "$output"
   # Along the front, time rises as memory falls.
   jq -e '[.front[].step_time_ms] == ([.front[].step_time_ms] | sort)
          and [.front[].peak_memory_gb] == ([.front[].peak_memory_gb] | sort | reverse)' <<< "$output"
   run sweep_tiny --search --gpus 4 --global-batch 4
   assert_success
   assert_line --index 0 "Pareto front of step time against peak memory (fastest first)"
-  assert_line --regexp "^layouts: enumerated 105, invalid 0, pruned_by_memory 0, pruned_by_bound [0-9]+, simulated [0-9]+, front [0-9]+$"
+  assert_line --regexp "^layouts: enumerated 114, invalid 0, pruned_by_memory 0, pruned_by_bound [0-9]+, simulated [0-9]+, front [0-9]+$"
 }
 
 @test "a swept value a key cannot take is an invalid point naming what the key takes" {

@@ -137,14 +137,12 @@ TEST(Sweep, GpusGiveEachPointItsDataParallelSize) {
 TEST(Sweep, InvalidAndOutOfMemoryPointsAreListedButNeverBest) {
   ShardOptions base;
   base.training.global_batch = 4;
-  // tp 2 needs the 4 heads in 2 groups split by 2 (fine); tp 4 would replicate the 2 KV heads (not modelled).
-  std::vector<SweepAxis> axes = {{"parallelism.tp", {"4", "1", "2"}}, {"training.micro_batch", {"1", "4"}}};
+  // tp 2 splits the 4 heads in 2 groups (fine); tp 8 has more ranks than heads.
+  std::vector<SweepAxis> axes = {{"parallelism.tp", {"8", "1", "2"}}, {"training.micro_batch", {"1", "4"}}};
   std::vector<SweepRow> roomy = run_sweep(tiny(), a100(), base, axes, {false, {}});
   ASSERT_EQ(roomy.size(), 6u);
   EXPECT_EQ(roomy[0].status, "invalid");
-  EXPECT_EQ(roomy[0].reason,
-            "tp=4 is more than the 2 query groups (KV heads): Megatron-Core then gives each rank one KV head, held by "
-            "tp/2 ranks, which syssim does not model yet; use tp <= 2");
+  EXPECT_EQ(roomy[0].reason, "tp=8 does not divide num_attention_heads=4");
   // A GPU between the two tp=1 points' peaks: micro-batch 4 no longer fits (the rows' peaks are
   // the tensors': nothing outside the allocator on this GPU).
   HardwareConfig small = a100();
@@ -164,9 +162,9 @@ TEST(Sweep, EachSimulatedRowCarriesItsClassBand) {
   const HardwareConfig h100 =
       load_hardware_yaml(std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-80gb.yaml");  // runs fp8
   std::vector<SweepRow> rows =
-      run_sweep(tiny(), h100, base, {{"parallelism.tp", {"4", "1"}}, {"training.dtype", {"bf16", "fp8"}}}, {false, {}});
+      run_sweep(tiny(), h100, base, {{"parallelism.tp", {"8", "1"}}, {"training.dtype", {"bf16", "fp8"}}}, {false, {}});
   ASSERT_EQ(rows.size(), 4u);
-  EXPECT_FALSE(rows[0].step_time_band);  // tp 4 is invalid
+  EXPECT_FALSE(rows[0].step_time_band);  // tp 8 is invalid
   const StepTimeBands bands = load_step_time_bands();
   // The tiny Llama is dense: bf16 takes dense_16bit's ratios, fp8 dense_8bit_or_less's.
   const ClassBand& bf16 = bands.of(BandClass::dense_16bit);
@@ -608,22 +606,24 @@ TEST(SweepSearch, PrunedFrontIsTheExhaustiveFrontWithDenseAndMoeLayers) {
 }
 
 TEST(SweepSearch, EnumeratesEveryLayoutTheShardStageAccepts) {
-  // Tiny (2 layers, 4 heads in 2 groups, sequence 128) on 4 GPUs, global batch 4: tp in {1, 2}
-  // (2 groups), pp in {1, 2}, cp with 2*cp dividing 128; dp = 4/(tp*pp*cp); micro-batches
-  // dividing 4/dp; no vpp (a rank's 1 layer cannot be split); 3 recompute settings, times 2
-  // optimizers when dp x cp > 1 (the distributed optimizer shards over the cp ranks too):
+  // Tiny (2 layers, 4 heads in 2 groups, sequence 128) on 4 GPUs, global batch 4: tp in {1, 2,
+  // 4} (4 a multiple of the 2 groups, without cp), pp in {1, 2}, cp with 2*cp dividing 128;
+  // dp = 4/(tp*pp*cp); micro-batches dividing 4/dp; no vpp (a rank's 1 layer cannot be split);
+  // 3 recompute settings, times 2 optimizers when dp x cp > 1 (the distributed optimizer shards
+  // over the cp ranks too):
   //   tp1 pp1: cp1 dp4 mb{1} 6, cp2 dp2 mb{1,2} 12, cp4 dp1 mb{1,2,4} 18
   //   tp1 pp2: cp1 dp2 mb{1,2} 12, cp2 dp1 mb{1,2,4} 18
   //   tp2 pp1: cp1 dp2 mb{1,2} 12, cp2 dp1 mb{1,2,4} 18
-  //   tp2 pp2: cp1 dp1 mb{1,2,4} 9                                  -> 105 layouts
+  //   tp2 pp2: cp1 dp1 mb{1,2,4} 9
+  //   tp4 pp1: cp1 dp1 mb{1,2,4} 9                                  -> 114 layouts
   ShardOptions base;
   base.gpus = 4;
   base.training.global_batch = 4;
   SearchResult result = search_layouts(tiny(), a100(), base, false);
-  EXPECT_EQ(result.enumerated, 105);
+  EXPECT_EQ(result.enumerated, 114);
   EXPECT_EQ(result.invalid, 0);
   EXPECT_EQ(result.pruned_by_memory, 0);  // a tiny model on 80 GB
-  EXPECT_EQ(result.simulated, 105);
+  EXPECT_EQ(result.simulated, 114);
   base.gpus.reset();
   EXPECT_THROW(search_layouts(tiny(), a100(), base), UsageError);
 }
