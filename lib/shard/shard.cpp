@@ -284,6 +284,8 @@ ShardSection shard_trace(const ModelConfig& model, const TraceSection& trace, co
                          ShardReuse* reuse) {
   ShardOptions options = given;
   normalize_sharding(options.training);
+  // As Megatron-LM (arguments.py): sequence parallelism is turned off without tensor parallelism.
+  if (options.parallelism.tp == 1) options.parallelism.sp = false;
   int64_t seq = options.training.seq_length.value_or(model.seq_length);
   check_layout(model, options, seq);
   check_softmax_kernels(model, trace, seq);

@@ -89,6 +89,14 @@ TEST(Shard, WithoutSequenceParallelTheRowOutputAndColumnInputGradAreAllReduced) 
   EXPECT_EQ(g.shard->ops[c[0]->deps.at(0)].name, "syssim::linear");
 }
 
+TEST(Shard, SequenceParallelIsOffWithoutTensorParallelism) {
+  // Megatron-LM turns sequence parallelism off at tp 1 (arguments.py), and so is it recorded.
+  Graph g = small_graph();
+  shard_graph(g, layout(1, true));
+  EXPECT_FALSE(g.shard->parallelism.sp);
+  EXPECT_DOUBLE_EQ(g.shard->ops[0].flops, 4.0 * kTokens * 1024);  // the norm sees the whole sequence
+}
+
 TEST(Shard, SequenceParallelGathersBeforeColumnAndScattersAfterRow) {
   Graph g = small_graph();
   shard_graph(g, layout(2, true));
