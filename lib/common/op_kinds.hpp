@@ -65,7 +65,7 @@ enum class NamedOp : uint8_t {
   grouped_linear, grouped_linear_dgrad, grouped_linear_wgrad,
   flash_attn, flash_attn_backward, flash_attn_window, flash_attn_window_backward,
   scale_mask_softmax, moe_permute,
-  rms_norm, rms_norm_backward, layer_norm, layer_norm_backward, grad_norm,
+  rms_norm, rms_norm_backward, layer_norm, layer_norm_backward, grad_norm, copy_grads_to_fp32,
   sum, cross_entropy, amax, quantize, transpose, torchao_quantize,
 };
 
@@ -116,7 +116,7 @@ struct EnumNames<TpRole> {
 };
 template <>
 struct EnumNames<NamedOp> {
-  static constexpr std::array<const char*, 30> kNames = {
+  static constexpr std::array<const char*, 31> kNames = {
       "",  // other: any name not below
       "syssim::linear", "syssim::linear_dgrad", "syssim::linear_wgrad",
       "syssim::qkv_linear", "syssim::qkv_linear_dgrad", "syssim::qkv_linear_wgrad",
@@ -126,7 +126,7 @@ struct EnumNames<NamedOp> {
       "syssim::flash_attn_window_backward",
       "syssim::scale_mask_softmax", "syssim::moe_permute",
       "syssim::rms_norm", "syssim::rms_norm_backward", "syssim::layer_norm", "syssim::layer_norm_backward",
-      "optimizer::grad_norm",
+      "optimizer::grad_norm", "optimizer::copy_grads_to_fp32",
       "aten::sum", "syssim::cross_entropy", "te::amax", "te::quantize", "te::transpose",
       "torchao::quantize"};
 };

@@ -22,11 +22,28 @@ struct StageMemory {
   double optimizer_state_bytes = 0;
   double activation_bytes = 0;
   double temporary_bytes = 0;
+  double fp32_grad_copy_bytes = 0;  // TrainingStateBytes': live during the optimizer step only
   std::string module;
   int64_t microbatches_in_flight = 0;
   double total_bytes() const {
     return param_bytes + grad_bytes + optimizer_state_bytes + activation_bytes + temporary_bytes;
   }
+};
+
+// The optimizer's fp32 copy of bf16 gradients among a rank's step ops, taken in issue order: it
+// is made by its copy op and last read by Adam.
+class GradCopyWindow {
+ public:
+  // Whether the copy is live while `op` runs (allocated at the copy op, freed after Adam).
+  bool live_at(const ShardOp& op) {
+    open_ = open_ || op.name.named_op() == NamedOp::copy_grads_to_fp32;
+    const bool live = open_;
+    if (op.kind == OpKind::optimizer) open_ = false;
+    return live;
+  }
+
+ private:
+  bool open_ = false;
 };
 
 // Bytes of the weights the ops of pipeline rank `rank` use.
@@ -240,7 +257,8 @@ struct LifeEvents {
 
 // The caching allocator over every op instance of the rank in issue order: each op's outputs
 // allocated while its inputs live, then the buffers it used last freed.
-double replayed_reserved_bytes(const RankLives& lives, const RankProgram& program) {
+double replayed_reserved_bytes(const ShardSection& shard, const RankLives& lives, const RankProgram& program,
+                               double fp32_grad_copy_bytes) {
   const RankBuffers& buffers = lives.buffers;
   const std::vector<Lifetime>& step_lives = lives.step_lives;
   const std::vector<MicrobatchPattern>& patterns = lives.patterns;
@@ -270,7 +288,16 @@ double replayed_reserved_bytes(const RankLives& lives, const RankProgram& progra
       for (size_t l : events.free[i]) allocator.free(blocks[m][l]);
     }
   }
-  for (size_t i = step_start_count; i < step_count; ++i) run_step_op(i);
+  GradCopyWindow copy;
+  std::optional<CachingAllocator::BlockId> copy_block;
+  for (size_t i = step_start_count; i < step_count; ++i) {
+    const ShardOp& op = shard.ops[lives.step_ops[i]];
+    const bool copied = copy.live_at(op);
+    if (copied && !copy_block && fp32_grad_copy_bytes > 0)
+      copy_block = allocator.allocate(static_cast<int64_t>(fp32_grad_copy_bytes));
+    run_step_op(i);
+    if (copy_block && op.kind == OpKind::optimizer) allocator.free(*copy_block), copy_block.reset();
+  }
   return static_cast<double>(allocator.reserved_bytes());
 }
 
@@ -329,8 +356,12 @@ void transient_peak(const ShardSection& shard, const RankLives& lives, const Ran
     kept_by_all += pattern.kept[j + 1];
     passed[m] = j + 1;
   }
-  for (size_t i = step_start_count; i < step_ops.size(); ++i)
-    if (consider(step_live[i], step_ops[i])) peak_slot.reset();
+  GradCopyWindow copy;
+  for (size_t i = step_start_count; i < step_ops.size(); ++i) {
+    LiveBytes live = step_live[i];
+    if (copy.live_at(shard.ops[step_ops[i]])) live.temporary += stage.fp32_grad_copy_bytes;
+    if (consider(live, step_ops[i])) peak_slot.reset();
+  }
 
   // Micro-batches in flight at the peak: those with saved activations live there.
   if (!peak_slot) return;
@@ -388,6 +419,7 @@ TrainingStateBytes training_state_bytes(double params, const ParallelismConfig& 
   TrainingStateBytes states;
   states.grad_bytes = (training.shards_gradients() ? shard_params : params) * training.main_grad_bytes();
   states.optimizer_state_bytes = shard_params * training.optimizer_state_bytes();
+  if (training.grad_reduce_in_bf16) states.fp32_grad_copy_bytes = shard_params * kFp32Bytes;
   if (training.shards_weights() && params > 0) states.weight_share = shard_params / params;
   return states;
 }
@@ -424,6 +456,7 @@ void account_memory(Graph& g, const MemOptions& options) {
     stage.grad_bytes = states.grad_bytes;
     stage.optimizer_state_bytes = states.optimizer_state_bytes;
     RankLives lives(shard, transient, rank, programs[rank]);
+    stage.fp32_grad_copy_bytes = states.fp32_grad_copy_bytes;
     transient_peak(shard, lives, programs[rank], stage);
     mem.pp_stage_memory_gb.push_back(stage.total_bytes() / kBytesPerGB);
     mem.pp_stage_microbatches_in_flight.push_back(stage.microbatches_in_flight);
@@ -450,7 +483,8 @@ void account_memory(Graph& g, const MemOptions& options) {
   // before the step.
   if (heaviest_lives)
     mem.reserved_memory_gb = (heaviest.param_bytes + heaviest.grad_bytes + heaviest.optimizer_state_bytes +
-                              replayed_reserved_bytes(*heaviest_lives, programs[static_cast<size_t>(mem.peak_pp_stage)])) /
+                              replayed_reserved_bytes(shard, *heaviest_lives, programs[static_cast<size_t>(mem.peak_pp_stage)],
+                                                      heaviest.fp32_grad_copy_bytes)) /
                              kBytesPerGB;
   mem.device_memory_gb = device_bytes(heaviest, heaviest_reserve) / kBytesPerGB;
 

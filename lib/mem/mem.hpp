@@ -36,6 +36,10 @@ struct TrainingStateBytes {
   double grad_bytes = 0;
   double optimizer_state_bytes = 0;
   double weight_share = 1;
+  // bf16 main gradients: the fp32 copy of the rank's optimizer shard that the optimizer step
+  // reads (Megatron-LM's _copy_model_grads_to_main_grads, main_grad.float()), from the copy to
+  // Adam; 0 with fp32 main gradients, which the optimizer reads in place.
+  double fp32_grad_copy_bytes = 0;
 };
 TrainingStateBytes training_state_bytes(double params, const ParallelismConfig& parallelism,
                                         const TrainingConfig& training, double expert_params = 0);

@@ -325,8 +325,8 @@ class StepOps {
 
   // The optimizer works on fp32 gradients: bf16 main gradients are first copied to fp32 ones
   // of the rank's shard (Megatron-LM's _copy_model_grads_to_main_grads, main_grad.float()).
-  // The copy is priced; its memory, held during the optimizer step alone, is not counted
-  // (docs/memory.md).
+  // The copy is priced here; syssim-mem counts its memory, held from the copy to Adam
+  // (docs/memory.md, "Model states").
   void copy_grads_to_fp32() {
     if (!t_.grad_reduce_in_bf16) return;
     ShardOp copy = step_op("optimizer::copy_grads_to_fp32", OpKind::memory, "optimizer");

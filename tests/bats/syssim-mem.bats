@@ -105,6 +105,15 @@ ONE=(--seq-length 1024)
     "$(jq '.shard.params_local * 9 / 1e9' "$plain")"
 }
 
+@test "bf16 main gradients: the optimizer's fp32 copy of them (4 bytes per parameter) sets the peak when it is the larger" {
+  # Full recompute keeps the activations small; the step holds 2 + 2 + 12 bytes of states and
+  # the 4-byte copy, 20 x 4,015,263,744 parameters (Megatron-LM's main_grad.float()), and the
+  # gradient norm's fp32 scalar: 80,305,274,884 bytes.
+  run jq -c '[.shard.params_local, .mem.peak_memory_gb, .mem.temporary_bytes == .shard.params_local * 4 + 4, .mem.peak_module]' \
+    "$(stage_of llama3-8b mem --tp 2 --sp --dp 4 --global-batch 128 --grad-reduce-in-bf16 --recompute full)"
+  assert_output '[4015263744,80.305274884,true,"optimizer.clip_grad"]'
+}
+
 @test "within the 80 GiB (85.9 GB) of the H100 there is no OOM; all of llama3-8b on one GPU is" {
   run jq -c '.mem | [.gpu_memory_gb, .oom]' "$(stage_of llama3-8b mem "${DISTOPT[@]}")"
   assert_output '[85.9,null]'
