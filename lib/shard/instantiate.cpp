@@ -247,8 +247,15 @@ void instantiate_trace(const ShardContext& context, ShardSection& shard) {
 }
 
 void ShardReuse::instantiate(const ShardContext& context, ShardSection& shard) {
-  Key key{context.full_axes, context.sequence_axes, context.expert_axes, context.tp(), context.sequence_parallel(),
-          context.options.training.dtype, context.options.training.moe_token_dispatcher_type};
+  Key key{context.full_axes,
+          context.sequence_axes,
+          context.expert_axes,
+          context.tp(),
+          context.sequence_parallel(),
+          context.options.training.dtype,
+          context.options.training.moe_token_dispatcher_type,
+          context.expert_load.busiest_expert,
+          context.expert_load.other_experts};
   std::shared_ptr<const Instantiated> kept;
   {
     std::lock_guard<std::mutex> lock(mutex_);

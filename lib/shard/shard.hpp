@@ -37,7 +37,7 @@ struct ShardContext;
 
 // What the jobs of one trace share in the shard stage: its ops instantiated at one rank's
 // shapes, which depend on tp, sequence parallelism, the axis values (micro-batch, sequence,
-// cp, the experts'), the dtype and the token dispatcher, not on the pipeline, data
+// cp, the experts'), the dtype, the token dispatcher and the routing balance, not on the pipeline, data
 // parallelism, optimizer or recompute. Made once
 // per such key and copied for each job (a sixth of a sweep point's time); at most
 // kMaxInstantiations are kept, later keys are made each time. Thread-safe.
@@ -50,7 +50,9 @@ class ShardReuse {
 
  private:
   static constexpr size_t kMaxInstantiations = 32;
-  using Key = std::tuple<AxisValues, AxisValues, AxisValues, int64_t, bool, std::string, std::string>;
+  // The axes (full, sequence, experts'), tp, SP, dtype, dispatcher, and the experts' shares of
+  // the busiest and the other experts' tokens, which the grouped GEMMs' shapes take.
+  using Key = std::tuple<AxisValues, AxisValues, AxisValues, int64_t, bool, std::string, std::string, double, double>;
   using Instantiated = std::pair<std::vector<ShardOp>, std::vector<ShardBuffer>>;
   const TraceSection& trace_;
   std::mutex mutex_;

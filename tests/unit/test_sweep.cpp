@@ -229,6 +229,26 @@ TEST(Sweep, PointsOfOneJobWithOtherBatchesEqualTheirSinglePointSweeps) {
   EXPECT_EQ(whole[1].status, "invalid");  // 6 samples over dp 4
 }
 
+// Points that share an instantiation of the trace but not the routing balance: without expert
+// parallelism the skew changes only the grouped GEMMs' shapes (the busiest expert's tokens).
+TEST(Sweep, RoutingSkewsWithoutExpertParallelismEqualTheirSinglePointSweeps) {
+  ModelConfig model = tiny(2);
+  model.num_moe_experts = 4, model.moe_router_topk = 2, model.moe_ffn_hidden_size = 16384;
+  model.moe_layer_pattern = {1, 1};
+  ShardOptions base;
+  base.gpus = 2;
+  base.training.global_batch = 2;
+  base.training.micro_batch = 1;
+  base.training.seq_length = 4096;  // experts' GEMMs long enough for the skew to show
+  std::vector<SweepAxis> axes = {{"training.moe_imbalance", {"1", "2"}}};
+  std::vector<SweepRow> whole = run_sweep(model, a100(), base, axes, {false, {}});
+  ASSERT_EQ(whole.size(), 2u);
+  EXPECT_GT(whole[1].step_time_ms, whole[0].step_time_ms);  // the busiest expert sets the pace
+  for (size_t i = 0; i < whole.size(); ++i)
+    EXPECT_EQ(to_json(whole[i]).dump(),
+              to_json(run_sweep(model, a100(), base, {{axes[0].path, {axes[0].values[i]}}}, {false, {}}).at(0)).dump());
+}
+
 TEST(Sweep, MergedSinglePointResultsEqualTheSweepInOneProcess) {
   ShardOptions base;
   base.gpus = 4;
