@@ -1,5 +1,6 @@
 #include "common/cache.hpp"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -102,6 +103,20 @@ bool read_size(std::string_view& text, char end, uint64_t& size) {
 }
 
 }  // namespace
+
+const std::string& build_identity() {
+  static const std::string identity = [] {
+    // The shared object holding this function; the main executable's entry has no name.
+    Dl_info info{};
+    const bool named = dladdr(reinterpret_cast<void*>(&build_identity), &info) != 0 && info.dli_fname &&
+                       info.dli_fname[0] != '\0';
+    struct stat file {};
+    if (stat(named ? info.dli_fname : "/proc/self/exe", &file) != 0) return std::string("unknown build");
+    return std::to_string(file.st_size) + " bytes, modified " + std::to_string(file.st_mtim.tv_sec) + "." +
+           std::to_string(file.st_mtim.tv_nsec);
+  }();
+  return identity;
+}
 
 std::string cache_dir() {
   auto env = [](const char* name) -> std::string {

@@ -18,8 +18,13 @@ std::string content_hash(const std::string& text);
 // that name a large text by its content.
 std::string content_checksum(std::string_view text);
 
+// The build of syssim that runs: the size and modification time of the file holding its code
+// (the executable, or the Python module), as ccache identifies a compiler. A key that holds it
+// is never read by another build, whose results may differ although its version does not.
+const std::string& build_identity();
+
 // The value stored under `kind` (a subfolder: "trace", "point") and `key`, if any. Keys and
-// values are versioned by the caller (put kSyssimVersion in the key). An entry that is not a
+// values are versioned by the caller (put kSyssimVersion and build_identity() in the key). An entry that is not a
 // regular file, or whose sizes or checksum disagree with its bytes, is a miss.
 std::optional<std::string> cache_get(const std::string& kind, const std::string& key);
 

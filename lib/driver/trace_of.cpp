@@ -66,8 +66,8 @@ const TraceSection& trace_of(const ModelConfig& given, std::optional<int64_t> se
   nlohmann::json architecture = to_json(model);
   architecture.erase("seq_length");
   architecture["fused_softmax_kernel"] = runs_fused_softmax_kernel(model, model.seq_length);
-  const std::string key = std::string("syssim ") + kSyssimVersion + " graph format " + kGraphFormatVersion +
-                          " trace of " + architecture.dump();
+  const std::string key = std::string("syssim ") + kSyssimVersion + " (" + build_identity() + ") graph format " +
+                          kGraphFormatVersion + " trace of " + architecture.dump();
   static std::mutex mutex;
   // Never freed: the traces live until the process ends, and freeing them at exit took a
   // twentieth of a run.

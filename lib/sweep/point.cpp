@@ -364,7 +364,7 @@ std::string job_cache_key(const ModelConfig& model, const HardwareConfig& hardwa
                         {"account_for_embedding_in_pipeline_split", options.account_for_embedding_in_pipeline_split},
                         {"account_for_loss_in_pipeline_split", options.account_for_loss_in_pipeline_split},
                         {"cp_comm_type", options.cp_comm_type}};
-  return std::string(kSyssimVersion) + "\n" + job.dump();
+  return std::string(kSyssimVersion) + " (" + build_identity() + ")\n" + job.dump();
 }
 
 std::string oom_reason(const MemSection& mem) {

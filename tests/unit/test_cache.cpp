@@ -45,6 +45,15 @@ TEST(ContentHash, MatchesTheFnv1aTestVectors) {
 // h = ((h ^ w) * 0xC4CEB9FE1A85EC53) ^ (that >> 29) from h = 0x9E3779B97F4A7C15, an empty key
 // and then the text, each ending in its zero-padded tail word with the tail's length in the top
 // bits: worked out apart from cache.cpp (a few lines of Python over the same definition).
+// This test program holds syssim's code itself: the identity is its executable's size and
+// modification time, which a rebuild changes.
+TEST(BuildIdentity, IsTheSizeAndModificationTimeOfTheFileHoldingTheCode) {
+  struct stat exe {};
+  ASSERT_EQ(stat("/proc/self/exe", &exe), 0);
+  EXPECT_EQ(build_identity(), std::to_string(exe.st_size) + " bytes, modified " + std::to_string(exe.st_mtim.tv_sec) +
+                                  "." + std::to_string(exe.st_mtim.tv_nsec));
+}
+
 TEST(ContentChecksum, MixesEightByteWords) {
   EXPECT_EQ(content_checksum(""), "7054907c319dc974");
   EXPECT_EQ(content_checksum("a"), "dd5d164203985ab1");
