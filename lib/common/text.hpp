@@ -16,6 +16,12 @@ inline bool ends_with(std::string_view text, std::string_view suffix) {
   return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
 }
 
+// `text` without the spaces and tabs at either end.
+inline std::string trimmed(std::string_view text) {
+  const size_t begin = text.find_first_not_of(" \t"), end = text.find_last_not_of(" \t");
+  return begin == std::string_view::npos ? std::string() : std::string(text.substr(begin, end - begin + 1));
+}
+
 // "a, b, c": the items with `separator` between them.
 inline std::string join(const std::vector<std::string>& items, const std::string& separator = ", ") {
   std::string text;

@@ -276,14 +276,23 @@ int64_t sharding_replicas(const MeasuredRow& row, const ParallelismConfig& p) {
   return data_parallel / group;
 }
 
+// PyTorch FSDP's strategies by name (FULL_SHARD also its default, and FSDP2's fully_shard),
+// Megatron-FSDP's, and DeepSpeed's ZeRO stages; any other text is the distributed optimizer's
+// switch (flag_cell).
 DataParallelSharding sharding_of(const MeasuredRow& row) {
   const std::string text = lowercase_cell(row, "distributed_optimizer");
-  if (text.find("fsdp") == std::string::npos) return DataParallelSharding::no_shard;
-  if (text.find("shard_grad_op") != std::string::npos) return DataParallelSharding::optim_grads;
+  static const std::regex kZeroStage("\\bzero[-_ ]?(stage[-_ ]?)?([123])\\b");
+  std::smatch zero;
+  const bool has_zero = std::regex_search(text, zero, kZeroStage);
+  if (text.find("shard_grad_op") != std::string::npos || (has_zero && zero[2] == "2"))
+    return DataParallelSharding::optim_grads;
   if (text.find("megatron-fsdp") != std::string::npos || text.find("full_shard") != std::string::npos ||
-      text.find("fully sharded") != std::string::npos)
+      text.find("fully sharded") != std::string::npos || text == "fsdp" || text == "fsdp2" || (has_zero && zero[2] == "3"))
     return DataParallelSharding::optim_grads_params;
-  throw Unsupported{"sharding '" + cell(row, "distributed_optimizer") + "' not recognised"};
+  if (text.find("fsdp") == std::string::npos) return DataParallelSharding::no_shard;
+  throw Unsupported{"sharding '" + cell(row, "distributed_optimizer") +
+                    "' not recognised (FSDP / FULL_SHARD, SHARD_GRAD_OP, FSDP2, megatron-fsdp (sharding group N), "
+                    "ZeRO-1, ZeRO-2, ZeRO-3, or the distributed optimizer's 1 / 0)"};
 }
 
 // dp: the data-parallel size.
@@ -306,21 +315,22 @@ TrainingConfig training(const MeasuredRow& row, int64_t dp, std::vector<std::str
                       "fp8-mx / mxfp8, nvfp4, fp8 tensorwise, fp8 rowwise)"};
   t.dtype = precision->dtype;
   if (precision->mixed_16bit || dtype != t.dtype) assumptions.push_back("dtype=" + t.dtype);
-  std::string recompute = cell(row, "recompute");
+  std::string recompute = lowercase_cell(row, "recompute");
   std::string method = recompute.substr(0, recompute.find(' '));
   if (method.empty()) {
     method = "none";
     assumptions.push_back("recompute=none");
   }
   if (method != "none" && method != "full" && method != "selective")
-    throw Unsupported{"recompute '" + recompute + "' not recognised"};
+    throw Unsupported{"recompute '" + cell(row, "recompute") +
+                      "' not recognised (none, full, selective, selective (MODULE, ...), selective (op-level SAC))"};
   t.recompute = method;
   // torchtitan's per-op selective checkpointing, as its tables name it; Megatron's modules
   // listed in parentheses, "selective (layernorm, moe_act)".
   static const std::regex kModules("^selective \\(([a-z_]+(, ?[a-z_]+)*)\\)$");
   std::smatch modules;
   if (method == "selective" &&
-      (recompute.find("op-level SAC") != std::string::npos || recompute.find("per-op SAC") != std::string::npos)) {
+      (recompute.find("op-level sac") != std::string::npos || recompute.find("per-op sac") != std::string::npos)) {
     t.recompute_modules = {"op"};
     assumptions.push_back("recompute_modules=op");
   } else if (std::regex_match(recompute, modules, kModules)) {
@@ -571,6 +581,7 @@ void expert_settings(const MeasuredRow& row, ModelConfig& model, ShardOptions& o
   static const std::regex kExpertTp("\\bETP([0-9]{1,4})\\b");
   if (!etp && std::regex_search(notes, match, kExpertTp)) etp = std::stoll(match[1]);
   options.parallelism.etp = etp.value_or(1);
+  if (cell(row, "ep").empty()) assumptions.push_back("ep=1");
   assumptions.push_back("etp=" + std::to_string(*options.parallelism.etp));
   // "token-dropless" is the opposite: the default, dropless routing.
   static const std::regex kTokenDrop("token-?drop(?!less)");
@@ -709,7 +720,7 @@ std::optional<double> number_cell(const MeasuredRow& row, const std::string& col
 }
 
 std::optional<bool> flag_cell(const MeasuredRow& row, const std::string& column) {
-  std::string text = cell(row, column);
+  const std::string text = lowercase_cell(row, column);
   if (text.empty()) return std::nullopt;
   for (const char* off : {"0", "no", "false", "off", "none"})
     if (text == off) return false;

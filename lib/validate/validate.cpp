@@ -219,9 +219,24 @@ std::vector<ErrorStats> step_error_stats(const std::vector<RowResult>& rows) {
   return stats;
 }
 
+// Column names as users write them: " model" (a space after the comma) or "GPU" is model or
+// gpu; two that read the same are refused.
+void normalize_header(CsvTable& table, const std::string& source) {
+  for (std::string& name : table.header) {
+    name = trimmed(name);
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+  }
+  for (size_t c = 0; c < table.header.size(); ++c)
+    for (size_t d = 0; d < c; ++d)
+      if (table.header[c] == table.header[d])
+        throw DataError(source + ":1: fields " + std::to_string(d + 1) + " and " + std::to_string(c + 1) +
+                        " both name column '" + table.header[c] + "'");
+}
+
 ValidationResult validate_measured(const std::string& csv_text, const std::string& source,
                                    const ValidateOptions& options) {
   CsvTable table = parse_csv(csv_text, source);
+  normalize_header(table, source);
   ValidationResult result;
   std::vector<std::string> unknown;
   for (const std::string& column : table.header)
@@ -244,7 +259,7 @@ ValidationResult validate_measured(const std::string& csv_text, const std::strin
                                                  : std::filesystem::path(source).parent_path();
   for (size_t r = 0; r < table.records.size(); ++r) {
     MeasuredRow row;
-    for (size_t c = 0; c < table.header.size(); ++c) row[table.header[c]] = table.records[r][c];
+    for (size_t c = 0; c < table.header.size(); ++c) row[table.header[c]] = trimmed(table.records[r][c]);
     for (const char* column : {"model_config", "hardware"}) {
       auto named = row.find(column);
       std::error_code error;

@@ -244,6 +244,44 @@ TEST(ValidateRow, ATypoInAOneOrZeroColumnSkipsTheRow) {
   EXPECT_TRUE(plan_row(row, kPresets).options.parallelism.sp);
 }
 
+// Spellings users write, each mapped as its words say, never silently to another setting.
+TEST(ValidateRow, OptimizerShardingAndRecomputeCellsInAnyCase) {
+  MeasuredRow row = llama_row();
+  for (const char* off : {"False", "No", "OFF", "0"}) {
+    row["distributed_optimizer"] = off;
+    EXPECT_FALSE(plan_row(row, kPresets).options.training.distributed_optimizer) << off;
+  }
+  const std::vector<std::pair<std::string, DataParallelSharding>> shardings = {
+      {"FULL_SHARD", DataParallelSharding::optim_grads_params}, {"FSDP", DataParallelSharding::optim_grads_params},
+      {"ZeRO-3", DataParallelSharding::optim_grads_params},      {"DeepSpeed ZeRO stage 2", DataParallelSharding::optim_grads},
+      {"SHARD_GRAD_OP", DataParallelSharding::optim_grads},      {"ZeRO-1", DataParallelSharding::no_shard}};
+  for (const auto& [text, sharding] : shardings) {
+    row["distributed_optimizer"] = text;
+    RowPlan plan = plan_row(row, kPresets);
+    ASSERT_EQ(plan.skip_reason, "") << text;
+    EXPECT_EQ(plan.options.training.data_parallel_sharding, sharding) << text;
+    EXPECT_TRUE(plan.options.training.distributed_optimizer) << text;
+  }
+  row["distributed_optimizer"] = "FSDP HYBRID_SHARD";
+  EXPECT_EQ(plan_row(row, kPresets).skip_reason,
+            "sharding 'FSDP HYBRID_SHARD' not recognised (FSDP / FULL_SHARD, SHARD_GRAD_OP, FSDP2, megatron-fsdp "
+            "(sharding group N), ZeRO-1, ZeRO-2, ZeRO-3, or the distributed optimizer's 1 / 0)");
+  row = llama_row();
+  row["recompute"] = "FULL";
+  EXPECT_EQ(plan_row(row, kPresets).options.training.recompute, "full");
+  row["recompute"] = "Selective (core_attn)";
+  EXPECT_EQ(plan_row(row, kPresets).options.training.recompute_modules, (std::vector<std::string>{"core_attn"}));
+  row["recompute"] = "partial";
+  EXPECT_EQ(plan_row(row, kPresets).skip_reason,
+            "recompute 'partial' not recognised (none, full, selective, selective (MODULE, ...), selective (op-level SAC))");
+  // An MoE row without ep runs ep 1, and says so.
+  row = deepseek_row();
+  row["ep"] = "";
+  RowPlan plan = plan_row(row, kPresets);
+  EXPECT_EQ(plan.options.parallelism.ep, 1);
+  EXPECT_NE(std::find(plan.assumptions.begin(), plan.assumptions.end(), "ep=1"), plan.assumptions.end());
+}
+
 TEST(ValidateRow, GpusThatTheModelParallelRanksDoNotDivideAreNamed) {
   MeasuredRow row = llama_row();  // tp 4, pp 4, cp 2: 32 ranks, dp empty
   row["num_gpus"] = "48";
@@ -824,6 +862,23 @@ TEST(ValidateStats, PerSourceThenAllOfTheAbsoluteErrors) {
   EXPECT_EQ(stats[2].rows, 4);
   EXPECT_DOUBLE_EQ(stats[2].median, 15);
   EXPECT_DOUBLE_EQ(stats[2].p90, 27);  // position 2.7: 20 + 0.7 * 10
+}
+
+TEST(ValidateRun, ColumnNamesInAnyCaseWithSpacesAroundNamesAndCells) {
+  std::string csv =
+      "Source_ID, model, layers, hidden, ffn_hidden, heads, kv_heads, vocab, seq_length, GPU, num_gpus, tp, pp,"
+      " micro_batch, global_batch, dtype, measured_step_s\n"
+      "T, Llama-tiny, 2, 256, 512, 4, 4, 1024, 128, H100-80GB, 2, 2, 1, 1, 8, bf16, 0.5 \n";
+  ValidationResult result = validate_measured(csv, "t.csv", {std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware", {}});
+  ASSERT_EQ(result.rows.size(), 1u);
+  EXPECT_TRUE(result.rows[0].expressed()) << result.rows[0].skip_reason;
+  EXPECT_EQ(result.rows[0].measured_step_s, 0.5);
+  try {
+    validate_measured("gpu,GPU\nH100,H100\n", "t.csv", {std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware", {}});
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_STREQ(e.what(), "t.csv:1: fields 1 and 2 both name column 'gpu'");
+  }
 }
 
 TEST(ValidateRun, SimulatesExpressedRowsAndExplainsTheRest) {
