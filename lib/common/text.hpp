@@ -22,6 +22,14 @@ inline std::string trimmed(std::string_view text) {
   return begin == std::string_view::npos ? std::string() : std::string(text.substr(begin, end - begin + 1));
 }
 
+// `value` with six decimals at most and no trailing zeros: 1.5, 2, 0.75.
+inline std::string decimal(double value) {
+  std::string text = std::to_string(value);
+  text.erase(text.find_last_not_of('0') + 1);
+  if (text.back() == '.') text.pop_back();
+  return text;
+}
+
 // "a, b, c": the items with `separator` between them.
 inline std::string join(const std::vector<std::string>& items, const std::string& separator = ", ") {
   std::string text;

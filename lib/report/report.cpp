@@ -168,6 +168,20 @@ std::string estimator_text(const CostSection& cost) {
          hw.calibrated_model + ", the rest " + roofline;
 }
 
+// How a mixture of experts routes and exchanges its tokens (docs/parallelism.md, "Expert parallelism").
+std::string experts_text(const TrainingConfig& t) {
+  std::string text = t.moe_token_dispatcher_type + " dispatcher, ";
+  if (t.moe_expert_capacity_factor)
+    text += "capacity " + decimal(*t.moe_expert_capacity_factor) + "x the mean" +
+            (t.moe_pad_expert_input_to_capacity ? ", padded" : "");
+  else
+    text += "dropless";
+  text += t.moe_imbalance == 1 ? ", balanced routing" : ", busiest expert " + decimal(t.moe_imbalance) + "x the mean";
+  if (t.moe_shared_expert_overlap) text += ", shared experts overlapped";
+  if (t.overlap_moe_expert_parallel_comm) text += ", all-to-all overlapped (combined 1F1B)";
+  return text;
+}
+
 // The job in words: what the numbers below belong to (docs/syssim-report.md, "The job").
 std::string job_block(const Graph& g, const ShardSection& shard) {
   const TrainingConfig& t = shard.training;
@@ -195,6 +209,7 @@ std::string job_block(const Graph& g, const ShardSection& shard) {
     fields.push_back({"cpu_offloading", "the activations of the first " + std::to_string(t.cpu_offloading_num_layers) +
                                             " decoder layers, to host memory and back"});
   if (!t.cuda_graph_scope.empty()) fields.push_back({"cuda_graphs", join(names_of(t.cuda_graph_scope))});
+  if (g.model && g.model->is_moe()) fields.push_back({"experts", experts_text(t)});
   std::string data_parallel = std::string("sharding ") + to_string(t.data_parallel_sharding);
   if (t.shards_gradients()) data_parallel += std::string(" (") + to_string(t.fsdp_implementation) + ")";
   if (t.overlap_grad_reduce) data_parallel += ", gradient reduction overlapped";

@@ -12,18 +12,13 @@
 
 #include "common/error.hpp"
 #include "common/routing.hpp"
+#include "common/text.hpp"
 #include "shard/passes.hpp"
 
 namespace syssim {
 namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
-std::string number(double v) {
-  std::string text = std::to_string(v);
-  text.erase(text.find_last_not_of('0') + 1);
-  if (text.back() == '.') text.pop_back();
-  return text;
-}
 
 bool allgather_dispatcher(const ShardContext& context) {
   return context.options.training.moe_token_dispatcher_type == "allgather";
@@ -307,7 +302,8 @@ void check_expert_parallel(const ModelConfig& model, const ShardOptions& options
     throw UsageError("moe_token_dispatcher_type=" + t.moe_token_dispatcher_type + ": expected alltoall, allgather or flex");
   if (t.moe_token_dispatcher_type == "flex") check_flex_dispatcher(options);
   if (t.moe_expert_capacity_factor && !(*t.moe_expert_capacity_factor > 0))
-    throw UsageError("moe_expert_capacity_factor=" + number(*t.moe_expert_capacity_factor) + " must be positive");
+    throw UsageError("moe_expert_capacity_factor=" + decimal(*t.moe_expert_capacity_factor) +
+                     ": expected a positive factor, or a negative one for dropless routing (as Megatron-Core reads it)");
   if (t.moe_pad_expert_input_to_capacity && !t.moe_expert_capacity_factor)
     throw UsageError("moe_pad_expert_input_to_capacity needs moe_expert_capacity_factor (as in Megatron-Core)");
   if (t.moe_router_padding_for_quantization && t.dtype != "fp8" && t.dtype != "fp4")
@@ -318,12 +314,15 @@ void check_expert_parallel(const ModelConfig& model, const ShardOptions& options
   // The busiest expert can take every token once: experts / topk times the mean.
   const double most = static_cast<double>(model.num_moe_experts) / static_cast<double>(model.moe_router_topk);
   if (!(t.moe_imbalance >= 1 && t.moe_imbalance <= most))
-    throw UsageError("moe_imbalance=" + number(t.moe_imbalance) + ": expected the busiest expert's tokens over the mean, "
-                     "from 1 (balanced) to num_moe_experts/moe_router_topk=" + number(most));
+    throw UsageError("moe_imbalance=" + decimal(t.moe_imbalance) + ": expected the busiest expert's tokens over the mean, "
+                     "from 1 (balanced) to num_moe_experts/moe_router_topk=" + decimal(most));
   if (t.moe_shared_expert_overlap && model.moe_shared_expert_intermediate_size == 0)
     throw UsageError("moe_shared_expert_overlap needs shared experts (moe_shared_expert_intermediate_size)");
-  if (t.moe_shared_expert_overlap && t.moe_token_dispatcher_type != "alltoall")
-    throw UsageError("moe_shared_expert_overlap needs the alltoall token dispatcher (as in Megatron-Core)");
+  if (t.moe_shared_expert_overlap && t.moe_token_dispatcher_type == "allgather")
+    throw UsageError("moe_shared_expert_overlap needs the alltoall or flex token dispatcher (as in Megatron-Core)");
+  if (t.moe_shared_expert_overlap && t.moe_token_dispatcher_type == "flex")
+    throw UsageError("moe_shared_expert_overlap with the flex token dispatcher is not simulated: syssim overlaps the "
+                     "shared experts with the alltoall dispatcher's exchanges only");
   if (t.overlap_moe_expert_parallel_comm) check_expert_parallel_overlap(model, options);
 }
 

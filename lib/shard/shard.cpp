@@ -286,6 +286,8 @@ ShardSection shard_trace(const ModelConfig& model, const TraceSection& trace, co
   normalize_sharding(options.training);
   // As Megatron-LM (arguments.py): sequence parallelism is turned off without tensor parallelism.
   if (options.parallelism.tp == 1) options.parallelism.sp = false;
+  // As Megatron-Core (TransformerConfig): a negative capacity factor is dropless routing.
+  if (options.training.moe_expert_capacity_factor < 0.0) options.training.moe_expert_capacity_factor.reset();
   int64_t seq = options.training.seq_length.value_or(model.seq_length);
   check_layout(model, options, seq);
   check_softmax_kernels(model, trace, seq);

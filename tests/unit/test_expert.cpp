@@ -341,6 +341,12 @@ TEST(Experts, TheBusiestExpertSetsThePace) {
   ShardSection padded = sharded(options);
   EXPECT_DOUBLE_EQ(collectives(padded, "ep")[0]->message_bytes, s * k * h * 2 * 1.25);
   EXPECT_EQ(named(padded, "syssim::grouped_linear")[0]->shape.count("busiest"), 0u);
+  // A negative capacity is dropless routing, as Megatron-Core's TransformerConfig reads it.
+  options.training.moe_expert_capacity_factor = -1;
+  options.training.moe_pad_expert_input_to_capacity = false;
+  ShardSection dropless = sharded(options);
+  EXPECT_FALSE(dropless.training.moe_expert_capacity_factor.has_value());
+  EXPECT_DOUBLE_EQ(collectives(dropless, "ep")[0]->message_bytes, s * k * h * 2 * load);
 }
 
 // Megatron-Core's dropless dispatchers copy the tokens per expert to the host after routing
