@@ -28,7 +28,11 @@ std::string normalized(const std::string& text) {
 
 }  // namespace
 
-bool same_gpu_spelling(const std::string& a, const std::string& b) { return normalized(a) == normalized(b); }
+bool same_gpu_spelling(const std::string& a, const std::string& b) {
+  if (normalized(a) == normalized(b)) return true;
+  const std::optional<std::string> preset = preset_of_gpu(a);
+  return preset && preset == preset_of_gpu(b);
+}
 
 std::optional<std::string> preset_of_gpu(const std::string& gpu) {
   std::string name = normalized(gpu);

@@ -11,8 +11,9 @@ namespace syssim {
 // without "NVIDIA" and the memory size ("H100", "h100 sxm 80gb", "A100-40GB", "GB300");
 // nullopt for a GPU without a preset.
 std::optional<std::string> preset_of_gpu(const std::string& gpu);
-// Whether two gpu cells name the same GPU as preset_of_gpu reads them: in any case, with
-// spaces, dashes or underscores between words.
+// Whether two gpu cells name the same GPU: the same text in any case, with spaces, dashes or
+// underscores between words, or two spellings of one preset ("H100", "NVIDIA H100 SXM5").
+// Unknown GPUs match by text alone.
 bool same_gpu_spelling(const std::string& a, const std::string& b);
 
 // A precision as a dtype cell names it: the linear GEMMs' dtype and, for fp8 and fp4, the

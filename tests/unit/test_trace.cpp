@@ -95,11 +95,12 @@ class LlamaTrace : public ::testing::Test {
 const TraceSection* LlamaTrace::trace_ = nullptr;
 
 // The ops a stage treats apart by name (common/op_kinds.hpp) are known to their symbols; each
-// name is one the tracer's rules know, or one syssim-shard inserts (the gradient norm and
-// Transformer Engine's amax and casts, torchao's casts), so a misspelt entry cannot go unnoticed.
+// name is one the tracer's rules know, or one syssim-shard inserts (the gradient norm, the copy
+// of bf16 gradients to fp32, Transformer Engine's amax and casts, torchao's casts), so a misspelt
+// entry cannot go unnoticed.
 TEST(NamedOp, EachNameIsAnOpTheStagesMake) {
-  const std::set<std::string> inserted = {"optimizer::grad_norm", "te::amax", "te::quantize", "te::transpose",
-                                          "torchao::quantize"};
+  const std::set<std::string> inserted = {"optimizer::grad_norm", "optimizer::copy_grads_to_fp32", "te::amax",
+                                          "te::quantize",         "te::transpose",                   "torchao::quantize"};
   const std::vector<std::string> names = names_of<NamedOp>();
   for (size_t i = 1; i < names.size(); ++i) {
     EXPECT_EQ(Symbol(names[i]).named_op(), static_cast<NamedOp>(i)) << names[i];

@@ -445,6 +445,11 @@ TEST(ValidateRow, GpuCellsMapToPresetsAndHardwareMapOverridesThem) {
   row["gpu"] = "TPU-v5p";
   EXPECT_EQ(plan_row(row, kPresets).skip_reason, "no hardware preset for gpu 'TPU-v5p'");
   EXPECT_EQ(plan_row(row, kPresets, {{"TPU-v5p", "my/tpu.yaml"}}).hardware_path, "my/tpu.yaml");
+  // A map names a GPU, not one spelling of it: H100 takes the rows of every spelling of that preset.
+  row = llama_row();
+  row["gpu"] = "NVIDIA H100 SXM5";
+  EXPECT_EQ(plan_row(row, kPresets, {{"H100", "h200-sxm"}}).hardware_path, "/presets/h200-sxm.yaml");
+  EXPECT_EQ(plan_row(row, kPresets, {{"H100 NVL", "h200-sxm"}}).hardware_path, "/presets/h100-sxm-80gb.yaml");
 }
 
 // The spellings users write (docs/validation.md, "Spellings"), each to a preset or a recipe.
