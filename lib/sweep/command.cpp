@@ -37,7 +37,10 @@ SweepOutput sweep_command(const SweepRequest& r, const SweepProgress& progress) 
     if (r.plot) output.plot_svg = plot_sweep(rows, r.metric);
     return output;
   }
-  require(!r.model_path.empty() && !r.hardware_path.empty(), "syssim sweep needs a MODEL and --hardware");
+  require(!r.model_path.empty(), "syssim sweep needs a MODEL");
+  // A sweep plans for the cluster it names: unlike run and memory it takes no default hardware.
+  require(!r.hardware_path.empty(), "syssim sweep needs --hardware (a preset or a hardware YAML): it compares layouts "
+                                    "on the GPUs it names, with no default");
   if (emit) {
     require(!r.plot, "--plot draws results: plot the --merge of the jobs' files");
     output.text = emit_sweep_jobs(r.command_line, axes_of(r.over), r.emit_jobs_dir);

@@ -30,7 +30,7 @@ sweep_tiny() {
   assert_output "syssim: error: syssim sweep needs at least one --over PATH=V1,V2,... (or --search, or --merge)"
   run syssim sweep "$TINY" --over parallelism.tp=1
   assert_failure 2
-  assert_output "syssim: error: syssim sweep needs a MODEL and --hardware"
+  assert_output "syssim: error: syssim sweep needs --hardware (a preset or a hardware YAML): it compares layouts on the GPUs it names, with no default"
   run sweep_tiny --search
   assert_failure 2
   assert_output "syssim: error: --search needs --gpus N"
