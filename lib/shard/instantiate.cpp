@@ -140,6 +140,26 @@ class Instantiator {
     emitter_.emit(c);
   }
 
+  // After the projection's forward: the whole q, k and v, of which the rank takes its heads.
+  void gather_query_groups(const TraceOp& op, OpPass pass) {
+    if (!splits_query_groups(op)) return;
+    std::vector<int64_t> outputs;
+    for (const auto& r : op.outputs) outputs.push_back(r.tensor);
+    exchange_query_groups(Collective::all_gather, outputs, op, pass);
+  }
+
+  // Before the projection's first backward op: the gradients of the whole q, k and v scattered
+  // back to the rank's share, which that op (`s`) and the projection's others read.
+  void scatter_query_group_grads(const TraceOp& op, ShardOp& s) {
+    if (!splits_query_groups(trace_.ops[*op.fwd_op]) || !scattered_query_grads_.insert(*op.fwd_op).second) return;
+    std::vector<int64_t> grads;
+    for (const auto& r : op.inputs)
+      if (trace_.tensors[r.tensor].role == TensorRole::activation && (letter_axes(r.dims) & letter_axis('g')))
+        grads.push_back(r.tensor);
+    exchange_query_groups(Collective::reduce_scatter, grads, op, s.pass);
+    for (size_t i = 0; i < op.inputs.size(); ++i) s.reads[i] = current_name(op.inputs[i].tensor);
+  }
+
   int64_t current_name(int64_t buffer) const {
     auto it = renamed_.find(buffer);
     return it == renamed_.end() ? buffer : it->second;
@@ -184,14 +204,7 @@ class Instantiator {
     bool parallel_linear = context_.tp() > 1 && kParallelLinearRoles.count(op.tp_role) > 0 &&
                            (op.phase == OpPhase::fwd || op.fwd_op.has_value());
     std::vector<int64_t> extra_deps;
-    if (parallel_linear && shares_kv_heads() && op.phase == OpPhase::bwd && splits_query_groups(trace_.ops[*op.fwd_op]) &&
-        scattered_query_grads_.insert(*op.fwd_op).second) {
-      std::vector<int64_t> grads;
-      for (const auto& r : op.inputs)
-        if (trace_.tensors[r.tensor].role == TensorRole::activation && (letter_axes(r.dims) & letter_axis('g'))) grads.push_back(r.tensor);
-      exchange_query_groups(Collective::reduce_scatter, grads, op, s.pass);
-      for (size_t i = 0; i < op.inputs.size(); ++i) s.reads[i] = current_name(op.inputs[i].tensor);
-    }
+    if (parallel_linear && shares_kv_heads() && op.phase == OpPhase::bwd) scatter_query_group_grads(op, s);
     if (parallel_linear && context_.sequence_parallel()) {
       if (op.phase == OpPhase::fwd) {
         for (size_t i = 0; i < op.inputs.size(); ++i)
@@ -214,11 +227,7 @@ class Instantiator {
     }
     const OpPass pass = s.pass;
     emitter_.emit(s, extra_deps);
-    if (parallel_linear && shares_kv_heads() && op.phase == OpPhase::fwd && splits_query_groups(op)) {
-      std::vector<int64_t> outputs;
-      for (const auto& r : op.outputs) outputs.push_back(r.tensor);
-      exchange_query_groups(Collective::all_gather, outputs, op, pass);
-    }
+    if (parallel_linear && shares_kv_heads() && op.phase == OpPhase::fwd) gather_query_groups(op, pass);
     if (parallel_linear)
       for (const auto& r : op.outputs)
         if (replicated_activation(r)) reduce(r.tensor, op, pass);
@@ -228,7 +237,9 @@ class Instantiator {
   const TraceSection& trace_;
   ShardSection& shard_;
   OpEmitter emitter_;
-  std::map<int64_t, int64_t> renamed_;  // partial-sum buffer -> its reduce-scattered piece
+  // buffer -> what later ops read in its place: a partial sum's reduce-scattered piece, a
+  // projection's gathered heads, their gradients' scattered share
+  std::map<int64_t, int64_t> renamed_;
   std::map<int64_t, std::set<int64_t>> backward_gather_sources_;     // fwd op -> buffers
   std::map<int64_t, std::map<int64_t, int64_t>> backward_gathered_;  // fwd op -> buffer -> gathered
   std::set<int64_t> scattered_query_grads_;  // fwd ops whose q/k/v gradients are reduce-scattered
