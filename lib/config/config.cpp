@@ -615,11 +615,14 @@ double tensor_core_peak_tflops(const HardwareConfig& hw, const std::string& dtyp
   throw DataError("dtype \"" + dtype + "\": expected bf16, fp16, fp8, fp4 or fp32");
 }
 
+double TrainingConfig::master_weight_bytes() const {
+  if (optimizer_state_dtype != OptimizerStateDtype::fp32) return 0;
+  return store_param_remainders ? 2 : kFp32Bytes;
+}
+
 double TrainingConfig::optimizer_state_bytes() const {
-  const bool fp32 = optimizer_state_dtype == OptimizerStateDtype::fp32;
-  const double moments = 2 * (fp32 ? kFp32Bytes : 2);
-  const double master = fp32 ? (store_param_remainders ? 2 : kFp32Bytes) : 0;
-  return master + moments;
+  const double moments = 2 * (optimizer_state_dtype == OptimizerStateDtype::fp32 ? kFp32Bytes : 2);
+  return master_weight_bytes() + moments;
 }
 
 std::string layout_text(const ParallelismConfig& p, const TrainingConfig& t) {

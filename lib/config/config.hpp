@@ -323,6 +323,8 @@ struct TrainingConfig {
   double allocator_fragmentation = 0;
   // Bytes of optimizer state per parameter: master weights plus the two moments (12 for fp32).
   double optimizer_state_bytes() const;
+  // The master weights' part of it (4 for fp32, 2 as remainders, 0 with 16-bit state).
+  double master_weight_bytes() const;
   // Communication overlap (docs/syssim-shard.md "Communication overlap") and clipping.
   bool overlap_grad_reduce = false;           // DP gradient reduction per bucket, during backward
   bool overlap_param_gather = false;          // distributed optimizer's all-gather during the next forward

@@ -46,16 +46,21 @@ class GradCopyWindow {
   bool open_ = false;
 };
 
-// Bytes of the weights the ops of pipeline rank `rank` use.
-double weight_bytes(const ShardSection& shard, int64_t rank) {
+// Bytes of the weights the ops of pipeline rank `rank` use: the 16-bit weights, and their
+// low-precision copies.
+struct WeightBytes {
+  double params = 0;
+  double quantized = 0;
+};
+WeightBytes weight_bytes(const ShardSection& shard, int64_t rank) {
   std::set<int64_t> held;
   for (const ShardOp& op : shard.ops)
     if (op.stage == rank)
       for (const auto* list : {&op.reads, &op.writes})
         for (int64_t b : *list)
           if (is_weight(shard.buffers[b])) held.insert(b);
-  double bytes = 0;
-  for (int64_t b : held) bytes += shard.buffers[b].bytes;
+  WeightBytes bytes;
+  for (int64_t b : held) (shard.buffers[b].role == TensorRole::param ? bytes.params : bytes.quantized) += shard.buffers[b].bytes;
   return bytes;
 }
 
@@ -419,6 +424,14 @@ TrainingStateBytes training_state_bytes(double params, const ParallelismConfig& 
   TrainingStateBytes states;
   states.grad_bytes = (training.shards_gradients() ? shard_params : params) * training.main_grad_bytes();
   states.optimizer_state_bytes = shard_params * training.optimizer_state_bytes();
+  // FSDP2 (torchtitan) shards the fp32 parameters themselves: the optimizer updates them in
+  // place, as its master weights, and they are cast to 16 bits as they are gathered
+  // (MixedPrecisionPolicy's param_dtype).
+  if (training.shards_weights() && training.fsdp_implementation == FsdpImplementation::fsdp2 &&
+      training.master_weight_bytes() == kFp32Bytes) {
+    states.optimizer_state_bytes -= shard_params * kFp32Bytes;
+    states.weight_bytes_factor = kFp32Bytes / 2;
+  }
   if (training.grad_reduce_in_bf16) states.fp32_grad_copy_bytes = shard_params * kFp32Bytes;
   if (training.shards_weights() && params > 0) states.weight_share = shard_params / params;
   return states;
@@ -449,10 +462,10 @@ void account_memory(Graph& g, const MemOptions& options) {
   for (int64_t rank = 0; rank < pp; ++rank) {
     StageMemory stage;
     double params = shard.stage_params_local[rank];
-    stage.param_bytes = weight_bytes(shard, rank);
+    const WeightBytes weights = weight_bytes(shard, rank);
     const double expert_params = shard.stage_expert_params_local.empty() ? 0 : shard.stage_expert_params_local.at(rank);
     TrainingStateBytes states = training_state_bytes(params, shard.parallelism, shard.training, expert_params);
-    stage.param_bytes *= states.weight_share;
+    stage.param_bytes = (weights.params * states.weight_bytes_factor + weights.quantized) * states.weight_share;
     stage.grad_bytes = states.grad_bytes;
     stage.optimizer_state_bytes = states.optimizer_state_bytes;
     RankLives lives(shard, transient, rank, programs[rank]);

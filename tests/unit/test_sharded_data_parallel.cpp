@@ -437,7 +437,17 @@ TEST(ShardedDataParallel, TrainingStateIsShardedOverTheDataParallelRanks) {
     EXPECT_DOUBLE_EQ(params.grad_bytes, kGradBytes * P / 4);
     EXPECT_DOUBLE_EQ(params.optimizer_state_bytes, kOptimizerBytes * P / 4);
     EXPECT_DOUBLE_EQ(params.weight_share, 0.25);
+    EXPECT_DOUBLE_EQ(params.weight_bytes_factor, 1);
   }
+  // FSDP2 holds the fp32 shards as the master weights: 4 bytes of weights (twice the 16-bit
+  // ones) and Adam's two moments, 8, on each of the P/4 parameters: 16P/4 with the gradients.
+  ShardOptions fsdp2 = layout(4, "optim_grads_params", 1, 1);
+  fsdp2.training.fsdp_implementation = FsdpImplementation::fsdp2;
+  normalize_sharding(fsdp2.training);
+  TrainingStateBytes torchtitan = training_state_bytes(P, fsdp2.parallelism, fsdp2.training);
+  EXPECT_DOUBLE_EQ(torchtitan.weight_share * torchtitan.weight_bytes_factor * 2 * P, 4 * P / 4);
+  EXPECT_DOUBLE_EQ(torchtitan.optimizer_state_bytes, 8 * P / 4);
+  EXPECT_DOUBLE_EQ(torchtitan.grad_bytes, 4 * P / 4);
   // --grad-reduce-in-bf16: 2 bytes per main gradient, 2P = 4,983,296 whole and P/2 = 1,245,824
   // sharded; Adam's fp32 states unchanged.
   ShardOptions bf16 = layout(4, "no_shard", 1, 1);
