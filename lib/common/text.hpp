@@ -69,6 +69,18 @@ inline std::string aligned_columns(const std::vector<std::vector<std::string>>& 
 
 inline bool starts_with(std::string_view text, std::string_view prefix) { return text.substr(0, prefix.size()) == prefix; }
 
+// Each line of `text` after `indent`.
+inline std::string indented(const std::string& text, const std::string& indent) {
+  std::string out;
+  for (size_t begin = 0; begin < text.size();) {
+    const size_t end = text.find('\n', begin);
+    const size_t stop = end == std::string::npos ? text.size() : end + 1;
+    out += indent + text.substr(begin, stop - begin);
+    begin = stop;
+  }
+  return out;
+}
+
 // The KEY=VALUE assignments of a repeatable flag as a map; UsageError naming the flag and the
 // expected `form` for one without a key or a value, and for a key given twice (`same` says
 // when two keys are one: equal texts unless told).

@@ -92,27 +92,28 @@ std::string render_table(const ValidationResult& result) {
   out << "  skipped by reason:\n";
   for (const auto& [reason, count] : skip_counts(result.rows)) out << "    " << std::setw(4) << count << "  " << reason << "\n";
   out << "  absolute step-time error (%):\n";
-  out << "    group                   rows  median     p90     max\n";
+  // Columns at least as wide as their headers say, wider for wider values.
+  std::vector<std::vector<std::string>> stats = {{"group" + std::string(15, ' '), "  rows", "median", "   p90", "   max"}};
   for (const ErrorStats& s : step_error_stats(result.rows))
-    out << "    " << std::left << std::setw(22) << s.group << std::right << std::setw(6) << s.rows << std::setw(8)
-        << fixed(s.median, 1) << std::setw(8) << fixed(s.p90, 1) << std::setw(8) << fixed(s.max, 1) << "\n";
+    stats.push_back({s.group, std::to_string(s.rows), fixed(s.median, 1), fixed(s.p90, 1), fixed(s.max, 1)});
+  out << indented(aligned_columns(stats, {false, true, true, true, true}), "    ");
   if (result.bands.classes.empty()) return out.str();  // no class of two timed runs
   out << "  step-time band (measured / predicted, " << fixed(result.bands.coverage * kPercent, 0)
       << "% of each class; held out: each run against the band of its class's other runs):\n";
-  out << "    class                   runs     low    high  held-out coverage\n";
+  std::vector<std::vector<std::string>> classes = {
+      {"class" + std::string(15, ' '), "  runs", "   low", "  high", "held-out coverage"}};
   int64_t runs = 0;
   double covered = 0;
   for (const ClassBand& band : result.bands.classes) {
-    out << "    " << std::left << std::setw(22) << to_string(band.job_class) << std::right << std::setw(6) << band.runs
-        << std::setw(8) << fixed(band.low, 3) << std::setw(8) << fixed(band.high, 3) << std::setw(19)
-        << (band.held_out_coverage ? fixed(*band.held_out_coverage * kPercent, 1) + "%" : "-") << "\n";
+    classes.push_back({to_string(band.job_class), std::to_string(band.runs), fixed(band.low, 3), fixed(band.high, 3),
+                       band.held_out_coverage ? fixed(*band.held_out_coverage * kPercent, 1) + "%" : "-"});
     if (!band.held_out_coverage) continue;  // nothing held out: no band without the run
     runs += band.runs;
     covered += *band.held_out_coverage * static_cast<double>(band.runs);
   }
   if (runs > 0)
-    out << "    " << std::left << std::setw(22) << "all" << std::right << std::setw(6) << runs << std::setw(34)
-        << fixed(covered / static_cast<double>(runs) * kPercent, 1) << "%\n";
+    classes.push_back({"all", std::to_string(runs), "", "", fixed(covered / static_cast<double>(runs) * kPercent, 1) + "%"});
+  out << indented(aligned_columns(classes, {false, true, true, true, true}), "    ");
   return out.str();
 }
 

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <sstream>
 
 #include "common/error.hpp"
 #include "cost/cost.hpp"
@@ -884,6 +886,28 @@ TEST(ValidateRun, ColumnNamesInAnyCaseWithSpacesAroundNamesAndCells) {
   } catch (const DataError& e) {
     EXPECT_STREQ(e.what(), "t.csv:1: fields 1 and 2 both name column 'gpu'");
   }
+}
+
+// The summary's columns grow with their values: an error of 1e31 % still leaves spaces
+// between the median, p90 and max, and between the band's bounds.
+TEST(ValidateRun, SummaryColumnsWidenForWideValues) {
+  std::string csv =
+      "source_id,model,layers,hidden,ffn_hidden,heads,kv_heads,vocab,seq_length,gpu,num_gpus,tp,pp,micro_batch,"
+      "global_batch,dtype,measured_step_s\n";
+  for (const char* measured : {"0.000001", "0.5", "1e30"})
+    csv += std::string("ME,Llama-tiny,2,256,512,4,4,1024,128,H100-80GB,2,2,1,1,8,bf16,") + measured + "\n";
+  ValidationResult result = validate_measured(csv, "t.csv", {std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware", {}});
+  const std::string table = render_validation(result, "table");
+  std::istringstream lines(table);
+  bool found = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("    ME ", 0) != 0) continue;
+    std::istringstream fields(line);
+    std::vector<std::string> words{std::istream_iterator<std::string>(fields), std::istream_iterator<std::string>()};
+    EXPECT_EQ(words.size(), 5u) << line;  // group, rows, median, p90, max
+    found = true;
+  }
+  EXPECT_TRUE(found) << table;
 }
 
 TEST(ValidateRun, SimulatesExpressedRowsAndExplainsTheRest) {
