@@ -8,6 +8,13 @@
 
 namespace syssim {
 
+std::optional<std::pair<size_t, size_t>> repeated_column(const std::vector<std::string>& header) {
+  for (size_t c = 0; c < header.size(); ++c)
+    for (size_t d = 0; d < c; ++d)
+      if (header[c] == header[d]) return std::pair{d, c};
+  return std::nullopt;
+}
+
 CsvTable parse_csv(const std::string& text, const std::string& source) {
   require_utf8(text, source);
   std::vector<std::vector<std::string>> records;
@@ -61,11 +68,9 @@ CsvTable parse_csv(const std::string& text, const std::string& source) {
   if (records.empty()) throw DataError(source + ": no header line");
   CsvTable table;
   table.header = records.front();
-  for (size_t c = 0; c < table.header.size(); ++c)
-    for (size_t d = 0; d < c; ++d)
-      if (table.header[c] == table.header[d])
-        throw DataError(source + ":1: column '" + table.header[c] + "' appears twice (fields " + std::to_string(d + 1) +
-                        " and " + std::to_string(c + 1) + ")");
+  if (const auto repeat = repeated_column(table.header))
+    throw DataError(source + ":1: column '" + table.header[repeat->first] + "' appears twice (fields " +
+                    std::to_string(repeat->first + 1) + " and " + std::to_string(repeat->second + 1) + ")");
   for (size_t r = 1; r < records.size(); ++r) {
     if (records[r].size() != table.header.size())
       throw DataError(source + ":" + std::to_string(starts[r]) + ": " + std::to_string(records[r].size()) +

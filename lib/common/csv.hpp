@@ -2,7 +2,9 @@
 // and the percentiles their summaries report.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace syssim {
@@ -15,6 +17,9 @@ struct CsvTable {
   std::vector<int64_t> record_lines;  // line where each record starts
 };
 CsvTable parse_csv(const std::string& text, const std::string& source);
+
+// The first name `header` holds twice: the fields (from 0) of its first and second place.
+std::optional<std::pair<size_t, size_t>> repeated_column(const std::vector<std::string>& header);
 
 // One field as RFC 4180 writes it: quoted, quotes doubled, when it holds a comma, quote or newline.
 std::string csv_field(const std::string& text);

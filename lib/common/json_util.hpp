@@ -95,13 +95,6 @@ T require_as(const json& j, const std::string& key, const std::string& path, con
   }
 }
 
-// A bound as a person writes it: 0, 1, 0.5.
-inline std::string text_of(double bound) {
-  std::ostringstream text;
-  text << bound;
-  return text.str();
-}
-
 // Throws DataError "WHERE: expected a number of at least LEAST, got GIVEN" unless `value` (read
 // from `given`) is finite and at least `least`: a size, a count of bytes or FLOPs, a time.
 inline void check_at_least(double value, double least, const std::string& where, const json& given) {

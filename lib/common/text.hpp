@@ -1,8 +1,10 @@
 // Text shared by messages and reports.
 #pragma once
 #include <algorithm>
+#include <cctype>
 #include <functional>
 #include <map>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,11 +24,16 @@ inline std::string trimmed(std::string_view text) {
   return begin == std::string_view::npos ? std::string() : std::string(text.substr(begin, end - begin + 1));
 }
 
-// `value` with six decimals at most and no trailing zeros: 1.5, 2, 0.75.
-inline std::string decimal(double value) {
-  std::string text = std::to_string(value);
-  text.erase(text.find_last_not_of('0') + 1);
-  if (text.back() == '.') text.pop_back();
+// A number as a person writes it: 0, 1, 0.5, 1.5.
+inline std::string text_of(double value) {
+  std::ostringstream text;
+  text << value;
+  return text.str();
+}
+
+// `text` in lower case (ASCII).
+inline std::string lowercase(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
   return text;
 }
 

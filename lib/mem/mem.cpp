@@ -297,8 +297,7 @@ double replayed_reserved_bytes(const ShardSection& shard, const RankLives& lives
   std::optional<CachingAllocator::BlockId> copy_block;
   for (size_t i = step_start_count; i < step_count; ++i) {
     const ShardOp& op = shard.ops[lives.step_ops[i]];
-    const bool copied = copy.live_at(op);
-    if (copied && !copy_block && fp32_grad_copy_bytes > 0)
+    if (copy.live_at(op) && !copy_block && fp32_grad_copy_bytes > 0)
       copy_block = allocator.allocate(static_cast<int64_t>(fp32_grad_copy_bytes));
     run_step_op(i);
     if (copy_block && op.kind == OpKind::optimizer) allocator.free(*copy_block), copy_block.reset();

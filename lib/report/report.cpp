@@ -172,11 +172,11 @@ std::string estimator_text(const CostSection& cost) {
 std::string experts_text(const TrainingConfig& t) {
   std::string text = t.moe_token_dispatcher_type + " dispatcher, ";
   if (t.moe_expert_capacity_factor)
-    text += "capacity " + decimal(*t.moe_expert_capacity_factor) + "x the mean" +
+    text += "capacity " + text_of(*t.moe_expert_capacity_factor) + "x the mean" +
             (t.moe_pad_expert_input_to_capacity ? ", padded" : "");
   else
     text += "dropless";
-  text += t.moe_imbalance == 1 ? ", balanced routing" : ", busiest expert " + decimal(t.moe_imbalance) + "x the mean";
+  text += t.moe_imbalance == 1 ? ", balanced routing" : ", busiest expert " + text_of(t.moe_imbalance) + "x the mean";
   if (t.moe_shared_expert_overlap) text += ", shared experts overlapped";
   if (t.overlap_moe_expert_parallel_comm) text += ", all-to-all overlapped (combined 1F1B)";
   return text;

@@ -302,7 +302,7 @@ void check_expert_parallel(const ModelConfig& model, const ShardOptions& options
     throw UsageError("moe_token_dispatcher_type=" + t.moe_token_dispatcher_type + ": expected alltoall, allgather or flex");
   if (t.moe_token_dispatcher_type == "flex") check_flex_dispatcher(options);
   if (t.moe_expert_capacity_factor && !(*t.moe_expert_capacity_factor > 0))
-    throw UsageError("moe_expert_capacity_factor=" + decimal(*t.moe_expert_capacity_factor) +
+    throw UsageError("moe_expert_capacity_factor=" + text_of(*t.moe_expert_capacity_factor) +
                      ": expected a positive factor, or a negative one for dropless routing (as Megatron-Core reads it)");
   if (t.moe_pad_expert_input_to_capacity && !t.moe_expert_capacity_factor)
     throw UsageError("moe_pad_expert_input_to_capacity needs moe_expert_capacity_factor (as in Megatron-Core)");
@@ -314,8 +314,8 @@ void check_expert_parallel(const ModelConfig& model, const ShardOptions& options
   // The busiest expert can take every token once: experts / topk times the mean.
   const double most = static_cast<double>(model.num_moe_experts) / static_cast<double>(model.moe_router_topk);
   if (!(t.moe_imbalance >= 1 && t.moe_imbalance <= most))
-    throw UsageError("moe_imbalance=" + decimal(t.moe_imbalance) + ": expected the busiest expert's tokens over the mean, "
-                     "from 1 (balanced) to num_moe_experts/moe_router_topk=" + decimal(most));
+    throw UsageError("moe_imbalance=" + text_of(t.moe_imbalance) + ": expected the busiest expert's tokens over the mean, "
+                     "from 1 (balanced) to num_moe_experts/moe_router_topk=" + text_of(most));
   if (t.moe_shared_expert_overlap && model.moe_shared_expert_intermediate_size == 0)
     throw UsageError("moe_shared_expert_overlap needs shared experts (moe_shared_expert_intermediate_size)");
   if (t.moe_shared_expert_overlap && t.moe_token_dispatcher_type == "allgather")

@@ -253,11 +253,7 @@ ModelConfig architecture(const MeasuredRow& row, std::vector<std::string>& assum
 // "FSDP2 (fully sharded)") shard the weights too; SHARD_GRAD_OP the gradients. A sharding group
 // smaller than the data-parallel ranks is hybrid sharding (sharding_replicas).
 // A cell in lower case, for labels written in either case.
-std::string lowercase_cell(const MeasuredRow& row, const std::string& column) {
-  std::string text = cell(row, column);
-  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
-  return text;
-}
+std::string lowercase_cell(const MeasuredRow& row, const std::string& column) { return lowercase(cell(row, column)); }
 
 // The replicas of hybrid sharding: the data-parallel ranks (dp x cp) over the "sharding group
 // N" the cell names, which must hold whole replicas of cp ranks; 1 without a group.

@@ -223,15 +223,10 @@ std::vector<ErrorStats> step_error_stats(const std::vector<RowResult>& rows) {
 // Column names as users write them: " model" (a space after the comma) or "GPU" is model or
 // gpu; two that read the same are refused.
 void normalize_header(CsvTable& table, const std::string& source) {
-  for (std::string& name : table.header) {
-    name = trimmed(name);
-    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
-  }
-  for (size_t c = 0; c < table.header.size(); ++c)
-    for (size_t d = 0; d < c; ++d)
-      if (table.header[c] == table.header[d])
-        throw DataError(source + ":1: fields " + std::to_string(d + 1) + " and " + std::to_string(c + 1) +
-                        " both name column '" + table.header[c] + "'");
+  for (std::string& name : table.header) name = lowercase(trimmed(name));
+  if (const auto repeat = repeated_column(table.header))
+    throw DataError(source + ":1: fields " + std::to_string(repeat->first + 1) + " and " +
+                    std::to_string(repeat->second + 1) + " both name column '" + table.header[repeat->first] + "'");
 }
 
 ValidationResult validate_measured(const std::string& csv_text, const std::string& source,

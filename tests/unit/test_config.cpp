@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -713,25 +714,24 @@ TEST(Loader, MultiGpuNodeNeedsATopology) {
 
 TEST(Loader, ScaleOutLevelsAreCheckedWithTheirIndex) {
   const std::string leaf = "    - kind: leaf\n      size: 64\n      bandwidth_GBps: 50\n";
-  std::string both = std::string(kValidHardware) + leaf + "inter_node_bandwidth_GBps: 50\n";
-  EXPECT_EQ(error_of([&] { syssim::parse_hardware_yaml(both, "both.yaml"); }),
-            "both.yaml: give the scale-out network either as topology.levels[1..] or as inter_node_bandwidth_GBps, not both");
-  std::string uneven = std::string(kValidHardware) + "    - kind: leaf\n      size: 12\n      bandwidth_GBps: 50\n";
-  EXPECT_EQ(error_of([&] { syssim::parse_hardware_yaml(uneven, "uneven.yaml"); }),
-            "uneven.yaml: topology.levels[1].size=12: expected a multiple of the level below's size 8, or none "
-            "(the whole cluster)");
-  std::string under = std::string(kValidHardware) + leaf + "      oversubscription: 0.5\n";
-  EXPECT_EQ(error_of([&] { syssim::parse_hardware_yaml(under, "under.yaml"); }),
-            "under.yaml: topology level 'leaf': oversubscription: expected at least 1, got 0.5");
-  // A key no reader of its level takes is refused, not ignored.
-  std::string node_oversubscribed = std::string(kValidHardware) + "      oversubscription: 2\n";
-  EXPECT_EQ(error_of([&] { syssim::parse_hardware_yaml(node_oversubscribed, "n.yaml"); }),
-            "n.yaml: topology.levels[0]: oversubscription applies to the levels above 0 (the switches between nodes), "
-            "got 2 on the node's own link");
-  std::string leaf_nvls = std::string(kValidHardware) + leaf + "      nvls_bus_bandwidth_GBps: 400\n";
-  EXPECT_EQ(error_of([&] { syssim::parse_hardware_yaml(leaf_nvls, "l.yaml"); }),
-            "l.yaml: topology.levels[1]: nvls_bus_bandwidth_GBps is the NVLink domain's (levels[0]) NVLink SHARP "
-            "all-reduce; level 1 does not take it");
+  // What each file adds to a valid hardware YAML, and the error naming it. The last two: a key
+  // no reader of its level takes is refused, not ignored.
+  const std::vector<std::array<std::string, 3>> cases = {
+      {"both.yaml", leaf + "inter_node_bandwidth_GBps: 50\n",
+       "both.yaml: give the scale-out network either as topology.levels[1..] or as inter_node_bandwidth_GBps, not both"},
+      {"uneven.yaml", "    - kind: leaf\n      size: 12\n      bandwidth_GBps: 50\n",
+       "uneven.yaml: topology.levels[1].size=12: expected a multiple of the level below's size 8, or none "
+       "(the whole cluster)"},
+      {"under.yaml", leaf + "      oversubscription: 0.5\n",
+       "under.yaml: topology level 'leaf': oversubscription: expected at least 1, got 0.5"},
+      {"n.yaml", "      oversubscription: 2\n",
+       "n.yaml: topology.levels[0]: oversubscription applies to the levels above 0 (the switches between nodes), "
+       "got 2 on the node's own link"},
+      {"l.yaml", leaf + "      nvls_bus_bandwidth_GBps: 400\n",
+       "l.yaml: topology.levels[1]: nvls_bus_bandwidth_GBps is the NVLink domain's (levels[0]) NVLink SHARP "
+       "all-reduce; level 1 does not take it"}};
+  for (const auto& [file, added, message] : cases)
+    EXPECT_EQ(error_of([&] { syssim::parse_hardware_yaml(std::string(kValidHardware) + added, file); }), message);
 }
 
 // Every number of a hardware YAML is range-checked where it is read, naming the file and key:

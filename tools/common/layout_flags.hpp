@@ -141,7 +141,7 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
                  "(DeepEP's or HybridEP's kernels: each token sent once to each GPU and node of its experts)")
       ->check(CLI::IsMember({"alltoall", "allgather", "flex"}));
   app.add_option("--moe-expert-capacity-factor", t.moe_expert_capacity_factor,
-                 "Drop the tokens past this many times an expert's mean load (default: dropless)");
+                 "Drop the tokens past this many times an expert's mean load (default, or negative: dropless)");
   app.add_flag("--moe-pad-expert-input-to-capacity", t.moe_pad_expert_input_to_capacity,
                "Pad every expert's tokens to its capacity (needs --moe-expert-capacity-factor)");
   app.add_flag("--moe-router-padding-for-quantization", t.moe_router_padding_for_quantization,
@@ -149,9 +149,9 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
   app.add_option("--moe-imbalance", t.moe_imbalance,
                  "The busiest expert's tokens over the mean (default 1: balanced routing; docs/parallelism.md)");
   app.add_flag("--moe-shared-expert-overlap", t.moe_shared_expert_overlap,
-               "Run the shared experts while the tokens are dispatched and combined");
+               "Run the shared experts while the tokens are dispatched and combined (alltoall dispatcher)");
   app.add_flag("--overlap-moe-expert-parallel-comm", t.overlap_moe_expert_parallel_comm,
-               "Combined 1F1B: each forward runs beside another micro-batch's backward, hiding the all-to-alls");
+               "Combined 1F1B: each forward runs beside another micro-batch's backward, hiding the all-to-alls (host not simulated)");
   app.add_option_function<std::vector<std::string>>(
          "--cuda-graph-scope",
          [&t](const std::vector<std::string>& names) {
