@@ -99,10 +99,14 @@ double roofline_of(const Kernel& kernel, const ShardOp& op, const HardwareConfig
   }
 }
 
-// The kernels an op launches: one, or one GEMM per local expert for the experts' grouped GEMM
-// (Transformer Engine's GroupedLinear issues one cuBLAS GEMM per expert, general_grouped_gemm),
-// each issued by the host at the launch rate.
-double kernel_launches(const ShardOp& op) { return op.shape.count("groups") ? op.shape.at("groups") : 1.0; }
+// The kernels an op launches: its shape's `kernels` (Transformer Engine's casts of the experts'
+// rows, expert by expert), one GEMM per local expert for the experts' grouped GEMM (TE's
+// GroupedLinear issues one cuBLAS GEMM per expert, general_grouped_gemm), else one; each
+// issued by the host at the launch rate.
+double kernel_launches(const ShardOp& op) {
+  if (op.shape.count("kernels")) return op.shape.at("kernels");
+  return op.shape.count("groups") ? op.shape.at("groups") : 1.0;
+}
 
 // The host's time to issue every op (docs/syssim-sim.md, "The host"). The host issues a
 // rank's ops call by call: consecutive ops of one module in one pass (a linear's cast and

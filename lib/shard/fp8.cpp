@@ -45,11 +45,12 @@ struct Recipe {
   double element_bytes = 1;       // E4M3/E5M2: 1 byte; E2M1: half a byte
   double block = 0;               // elements sharing one block scale; 0: none
   double tensor_scale_bytes = 0;  // fp32 scale of the whole tensor
-  bool amax_pass = false;         // the tensor's amax is read in a pass of its own before the cast
+  double amax_kernels = 0;        // kernels of a pass of its own that finds the tensor's amax (and scale) before the cast; 0: none
   bool delayed = false;           // scales come from the amax history, updated after each pass
   bool copy_amaxes = false;       // each copy takes the amaxes of its own blocks or rows in the cast
   bool gathers_quantized = true;  // a TP all-gathered operand is quantized before the gather
   bool rescaled_backward = false; // dgrad and wgrad scale their output in a kernel of their own
+  bool fused_expert_casts = true; // the experts' rows are quantized in one kernel, not expert by expert
   std::string framework = "te";   // whose kernels: the prefix of the ops' names
 };
 
@@ -58,7 +59,12 @@ struct Recipe {
 //   the tensor's amax; the amaxes are reduced and the scales updated when the fp8_autocast
 //   region is left (transformer_engine/pytorch/quantization.py reduce_and_update_fp8_tensors).
 // - Float8CurrentScaling: one fp32 scale per tensor from the tensor's own amax, "reading the
-//   tensor twice", first for the amax, then to cast (fp8_current_scaling.rst).
+//   tensor twice", first for the amax, then to cast (fp8_current_scaling.rst): three kernels,
+//   the amax, the scale from it and the cast (Float8CurrentScalingQuantizer::quantize_impl,
+//   transformer_engine/pytorch/csrc/quantizer.cpp).
+// - Quantizing the experts' rows for their grouped GEMM, TE has a fused multi-tensor kernel for
+//   delayed scaling only (and grouped kernels for NVFP4); current scaling and MXFP8 run their
+//   kernels expert by expert (multi_tensor_quantize_impl, .../extensions/cast.cpp).
 // - MXFP8BlockScaling: one E8M0 scale per 32 consecutive elements; rowwise and columnwise
 //   copies quantized independently from the high-precision data (mxfp8.rst).
 // - NVFP4BlockScaling: E2M1 elements, one E4M3 scale per 16 elements and an fp32 global scale
@@ -77,19 +83,34 @@ struct Recipe {
 //   float8_ops.py, addmm_float8_unwrapped): an element-wise pass over each output, taken as a
 //   kernel of its own (Inductor may fuse it into the next point-wise op).
 Recipe recipe_named(const std::string& name) {
-  if (name == "delayed") return {"fp8", 1, 0, kFp32Bytes, false, true};
-  if (name == "current") return {"fp8", 1, 0, kFp32Bytes, true, false};
-  if (name == "mxfp8") return {"fp8", 1, 32, 0, false, false, true};
-  if (name == "nvfp4") return {"fp4", 0.5, 16, kFp32Bytes, true, false, true};
-  if (name == "rowwise") {
-    Recipe rowwise{"fp8"};
-    rowwise.copy_amaxes = true;
-    rowwise.gathers_quantized = false;
-    rowwise.rescaled_backward = true;
-    rowwise.framework = "torchao";
-    return rowwise;
+  Recipe recipe{"fp8"};
+  if (name == "delayed") {
+    recipe.tensor_scale_bytes = kFp32Bytes;
+    recipe.delayed = true;
+  } else if (name == "current") {
+    recipe.tensor_scale_bytes = kFp32Bytes;
+    recipe.amax_kernels = 2;  // the amax, then the scale from it
+    recipe.fused_expert_casts = false;
+  } else if (name == "mxfp8") {
+    recipe.block = 32;
+    recipe.copy_amaxes = true;
+    recipe.fused_expert_casts = false;
+  } else if (name == "nvfp4") {
+    recipe.gemm_dtype = "fp4";
+    recipe.element_bytes = 0.5;
+    recipe.block = 16;
+    recipe.tensor_scale_bytes = kFp32Bytes;
+    recipe.amax_kernels = 1;
+    recipe.copy_amaxes = true;
+  } else if (name == "rowwise") {
+    recipe.copy_amaxes = true;
+    recipe.gathers_quantized = false;
+    recipe.rescaled_backward = true;
+    recipe.framework = "torchao";
+  } else {
+    throw UsageError("fp8_recipe=" + name + ": expected delayed, current, mxfp8, nvfp4 or rowwise");
   }
-  throw UsageError("fp8_recipe=" + name + ": expected delayed, current, mxfp8, nvfp4 or rowwise");
+  return recipe;
 }
 
 // Bytes of one quantized copy (one usage) of a tensor of `elements`.
@@ -263,12 +284,23 @@ class LowPrecision {
 
   double elements_of(int64_t source) const { return original_bytes_[source] / dtype_size(high_precision_); }
 
+  // The kernels `op` launches to quantize an operand of `consumer`, `per_tensor` for one
+  // tensor: for the experts' grouped GEMM TE quantizes each local expert's rows (or weight) as
+  // a tensor of its own unless the recipe has a fused multi-tensor kernel (split_quantize,
+  // multi_tensor_quantize_impl in transformer_engine/pytorch/csrc/extensions/cast.cpp). The
+  // shape's `kernels` sets the op's launch floor and the host's launches (syssim-cost).
+  void launches(ShardOp& op, const ShardOp& consumer, double per_tensor) const {
+    const double tensors = !recipe_.fused_expert_casts && consumer.shape.count("groups") ? consumer.shape.at("groups") : 1;
+    if (per_tensor * tensors > 1) op.shape["kernels"] = per_tensor * tensors;
+  }
+
   // The amax of `sources` in a pass of its own (current scaling, NVFP4), all-reduced over TP
   // when the quantized tensor is all-gathered: the ranks need one scale (TE docs: "Tensors
   // that are gathered ... require amax synchronization before quantization").
   int64_t amax_pass(const std::vector<int64_t>& sources, const ShardOp& consumer, bool gathered) {
     int64_t amax = rewriter_.emitter().add_buffer(kFp32Bytes, TensorRole::activation);
     ShardOp op = inserted(consumer, "te::amax", OpKind::math);
+    launches(op, consumer, recipe_.amax_kernels);
     op.reads = sources;
     op.writes = {amax};
     for (int64_t b : sources) op.flops += elements_of(b);
@@ -286,8 +318,9 @@ class LowPrecision {
   // need, in one cast; `gathered` when the copies are all-gathered next.
   void quantize(const std::vector<int64_t>& sources, const ShardOp& consumer, bool gathered) {
     ShardOp cast = inserted(consumer, recipe_.framework + "::quantize", OpKind::memory);
+    launches(cast, consumer, 1);
     cast.reads = sources;
-    if (recipe_.amax_pass) cast.reads.push_back(amax_pass(sources, consumer, gathered));
+    if (recipe_.amax_kernels > 0) cast.reads.push_back(amax_pass(sources, consumer, gathered));
     for (int64_t source : sources) {
       const std::set<Usage>& usages = source_usages_.at(source);
       for (Usage usage : usages) {
@@ -427,8 +460,9 @@ class LowPrecision {
       consumer.pass = OpPass::step;
       consumer.recompute = false;
       ShardOp cast = inserted(consumer, param_gather_ ? "te::transpose" : recipe_.framework + "::quantize", OpKind::memory);
+      launches(cast, consumer, 1);
       cast.reads = weights;
-      if (recipe_.amax_pass && !param_gather_) cast.reads.push_back(amax_pass(weights, consumer, false));
+      if (recipe_.amax_kernels > 0 && !param_gather_) cast.reads.push_back(amax_pass(weights, consumer, false));
       for (int64_t w : weights) {
         double elements = elements_of(w);
         std::set<Usage> usages = weight_usages_.at(w);

@@ -401,6 +401,19 @@ TEST(CostSection, OneCostPerShardOpInOrder) {
   EXPECT_DOUBLE_EQ(cost.ops[1].time_us, 4.0);  // 2e6 B / 2e12 B/s = 1 us, launch floor 4 us
 }
 
+TEST(Roofline, AnOpOfSeveralKernelsHasTheLaunchFloorOfEach) {
+  // A cast of 2e6 bytes (1 us at 2 TB/s) run as 6 kernels (an expert's rows each): 6 x 4 us.
+  // The host issues it as one PyTorch call, 10 us, and 5 further launches of 2 us.
+  HardwareConfig hw = test_hardware();
+  hw.host = {10, 30, 2};
+  ShardOp cast = compute_op("memory", 0, 2e6);
+  cast.shape = {{"kernels", 6}};
+  CostSection cost = cost_of({cast}, {}, hw);
+  EXPECT_DOUBLE_EQ(cost.ops[0].time_us, 24.0);
+  EXPECT_EQ(cost.ops[0].bound, OpBound::launch);
+  EXPECT_DOUBLE_EQ(cost.ops[0].host_us, 20.0);
+}
+
 TEST(HostTime, OneCallPerModuleAndPassAndALaunchPerFurtherKernel) {
   // Host: a PyTorch op 10 us, a Transformer Engine module 30 us, 2 us per further kernel.
   HardwareConfig hw = test_hardware();

@@ -219,6 +219,56 @@ TEST(Experts, LowPrecisionPadsTheExpertsRowsUnlessPaddedToCapacity) {
   EXPECT_THROW(sharded(router_padded), UsageError);
 }
 
+TEST(Experts, LowPrecisionCastsTheExpertsRowsExpertByExpertButForDelayedScaling) {
+  // ep 4 of 8 experts: 2 local experts. TE quantizes fc1's and fc2's inputs forward and their
+  // output gradients backward, four casts per layer and micro-batch. Current scaling runs
+  // three kernels per tensor (the amax, the scale from it, the cast), each local expert's rows
+  // a tensor: the amax pass 2 x 2 kernels, the cast 2. MXFP8 casts each expert's rows in one
+  // kernel; delayed scaling's fused multi-tensor cast takes them all in one.
+  struct Expected {
+    std::string recipe;
+    size_t amax_passes;
+    std::optional<double> amax_kernels, cast_kernels;
+  };
+  for (const Expected& e : {Expected{"current", 4, 4.0, 2.0}, Expected{"mxfp8", 0, std::nullopt, 2.0},
+                            Expected{"delayed", 0, std::nullopt, std::nullopt}}) {
+    SCOPED_TRACE(e.recipe);
+    ShardOptions options = layout(1, 4, 4);
+    options.training.dtype = "fp8";
+    options.training.fp8_recipe = e.recipe;
+    ShardSection shard = sharded(options);
+    auto kernels = [](const ShardOp& op) -> std::optional<double> {
+      return op.shape.count("kernels") ? std::optional<double>(op.shape.at("kernels")) : std::nullopt;
+    };
+    size_t casts = 0, amax_passes = 0;
+    for (const ShardOp& op : shard.ops) {
+      if (op.layer != 0 || op.scope != OpScope::microbatch || op.module.str().find("experts") == std::string::npos) continue;
+      if (op.name == "te::quantize") {
+        ++casts;
+        EXPECT_EQ(kernels(op), e.cast_kernels);
+      }
+      if (op.name == "te::amax") {
+        ++amax_passes;
+        EXPECT_EQ(kernels(op), e.amax_kernels);
+      }
+    }
+    EXPECT_EQ(casts, 4u);
+    EXPECT_EQ(amax_passes, e.amax_passes);
+  }
+  // The attention's linears quantize one tensor: current scaling's amax pass is two kernels.
+  ShardOptions options = layout(1, 4, 4);
+  options.training.dtype = "fp8";
+  options.training.fp8_recipe = "current";
+  size_t attention_passes = 0;
+  for (const ShardOp& op : sharded(options).ops)
+    if (op.layer == 0 && op.scope == OpScope::microbatch && op.name == "te::amax" &&
+        op.module.str().find("self_attention") != std::string::npos) {
+      ++attention_passes;
+      EXPECT_EQ(op.shape, (KernelShape{{"kernels", 2}}));
+    }
+  EXPECT_EQ(attention_passes, 4u);  // QKV's and the projection's inputs, their output gradients
+}
+
 TEST(Experts, AllToAllMovesEachRoutedTokenOnce) {
   // Dispatch and combine each move the rank's 1024 routed tokens of h bf16 values over the
   // ep group; the routing probabilities (fp32) travel with them.
