@@ -170,8 +170,14 @@ ModelConfig named_model(const std::string& name, int64_t seq_length) {
 // A model from a preset or the model_config column, checked against the row's own columns.
 ModelConfig configured_model(const MeasuredRow& row, const std::string& config, std::vector<std::string>& assumptions) {
   ModelConfig model = named_model(config, sequence_length(row));
-  for (const auto& [column, value] : {std::pair{"layers", model.num_layers}, {"hidden", model.hidden_size},
-                                      {"heads", model.num_attention_heads}})
+  // The row's ffn_hidden is the routed experts' width for a mixture of experts (the table's
+  // README); multi-latent attention has no KV heads to compare.
+  std::vector<std::pair<const char*, int64_t>> columns = {
+      {"layers", model.num_layers}, {"hidden", model.hidden_size}, {"heads", model.num_attention_heads},
+      {"vocab", model.vocab_size}, {"ffn_hidden", model.is_moe() ? model.moe_ffn_hidden_size : model.ffn_hidden_size}};
+  if (!model.multi_latent_attention)
+    columns.emplace_back("kv_heads", model.num_query_groups > 0 ? model.num_query_groups : model.num_attention_heads);
+  for (const auto& [column, value] : columns)
     if (std::optional<int64_t> given = int_cell(row, column); given && *given != value)
       throw Unsupported{std::string("column '") + column + "' is " + std::to_string(*given) + " but model " + config +
                         " has " + std::to_string(value)};

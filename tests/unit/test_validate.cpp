@@ -780,6 +780,25 @@ TEST(ValidateRow, ShardingGroupsSmallerThanTheDataParallelRanksAreHybridSharding
   }
 }
 
+TEST(ValidateRow, APresetModelMustAgreeWithTheRowsArchitectureCells) {
+  // Qwen3-30B-A3B: 48 layers, hidden 2048, 32 heads, 4 KV heads, vocabulary 151,936, routed
+  // experts 768 wide (the ffn_hidden cell of a mixture of experts, the table's README); an
+  // empty cell is not compared.
+  MeasuredRow row = llama_row();
+  row["model"] = "Qwen3-30B-A3B";
+  row["layers"] = "48", row["hidden"] = "2048", row["heads"] = "32";
+  row["kv_heads"] = row["vocab"] = row["ffn_hidden"] = "";
+  ASSERT_EQ(plan_row(row, kPresets).skip_reason, "");
+  for (const auto& [column, value, has] : {std::tuple{"kv_heads", "8", "4"}, {"vocab", "151000", "151936"}, {"ffn_hidden", "6144", "768"}}) {
+    MeasuredRow wrong = row;
+    wrong[column] = value;
+    EXPECT_EQ(plan_row(wrong, kPresets).skip_reason,
+              std::string("column '") + column + "' is " + value + " but model qwen3-30b-a3b has " + has);
+  }
+  row["kv_heads"] = "4", row["vocab"] = "151936", row["ffn_hidden"] = "768";
+  EXPECT_EQ(plan_row(row, kPresets).skip_reason, "");
+}
+
 TEST(ValidateRow, SkipReasonsSayWhatIsMissing) {
   auto reason = [](const std::string& column, const std::string& value) {
     MeasuredRow row = llama_row();
