@@ -62,6 +62,24 @@ sweep_tiny() {
   assert_equal "${lines[3]}" "3,1,,invalid,,,,,,tp*cp*pp=3 does not divide --gpus 8"
 }
 
+@test "without --global-batch every point runs at the base job's: one micro-batch per dp rank of --gpus" {
+  # The base job (tp 1 on 8 GPUs, micro-batch 2) has dp 8: global batch 16 for every point,
+  # 16 / (4 x 2) = 2 micro-batches at tp 2, as syssim run --tp 2 --global-batch 16 runs them.
+  run sweep_tiny --gpus 8 --micro-batch 2 --over parallelism.tp=1,2 --format json
+  assert_success
+  assert_equal "$(jq -r '[.points[].status] | join(",")' <<< "$output")" "ok,ok"
+  point=$(jq -c '.points[1]' <<< "$output")
+  report=$(syssim run "$TINY" --hardware "$A100" --gpus 8 --tp 2 --micro-batch 2 --global-batch 16 --format json)
+  assert_equal "$(jq '.step_time_ms' <<< "$point")" "$(jq '.step_time_ms' <<< "$report")"
+  # The search takes it too: 8 GPUs, micro-batch 1, global batch 8 (its first front row,
+  # tp 1, pp 2, dp 4, micro-batch 2, is syssim run's at global batch 8).
+  run sweep_tiny --gpus 8 --search --format json
+  assert_success
+  assert_equal "$(jq -c '.front[0].inputs | [.["parallelism.tp"], .["parallelism.pp"], .["training.micro_batch"]]' <<< "$output")" "[1,2,2]"
+  report=$(syssim run "$TINY" --hardware "$A100" --gpus 8 --pp 2 --micro-batch 2 --global-batch 8 --distributed-optimizer --format json)
+  assert_equal "$(jq '.front[0].step_time_ms' <<< "$output")" "$(jq '.step_time_ms' <<< "$report")"
+}
+
 @test "a sweep row is what syssim run reports for that point" {
   run sweep_tiny --gpus 4 --global-batch 8 --over parallelism.tp=1,2 --sp --format json
   assert_success

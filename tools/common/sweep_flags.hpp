@@ -24,7 +24,8 @@ inline void add_sweep_flags(CLI::App& sweep, SweepRequest& request, SweepFlags& 
   add_layout_flags(sweep, request.options);
   sweep.get_option("--gpus")->excludes("--dp")->description("GPU count: each point's dp is gpus/(tp*cp*pp)");
   // Points compare at one global batch: it is not derived per point as a run's is.
-  sweep.get_option("--global-batch")->description("Global batch size of every point");
+  sweep.get_option("--global-batch")
+      ->description("Global batch size of every point (default: the base job's micro-batch x dp, dp from --gpus)");
   sweep.add_option("--over", request.over, "PATH=V1,V2,...: a config key and its values (repeatable)")
       ->allow_extra_args(false);
   sweep.add_option("--metric", request.metric, "What best means: mfu (highest), step_time_ms or peak_memory_gb (lowest)")

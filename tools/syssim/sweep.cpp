@@ -25,6 +25,13 @@ Subcommand add_sweep(CLI::App& app, int argc, char** argv) {
                                      "--recompute", "--distributed-optimizer"})
               if (request.search && sweep->count(axis) > 0)
                 throw UsageError(std::string(axis) + ": --search chooses it for every layout; leave it out");
+            // Every point runs at the base job's global batch, by default a run's: one
+            // micro-batch per data-parallel rank of the base job (dp from --gpus).
+            if (sweep->count("--global-batch") == 0) {
+              ShardOptions base = request.options;
+              derive_unset_sizes(*sweep, base);
+              request.options.training.global_batch = base.training.global_batch;
+            }
             request.use_cache = !settings->flags.no_cache;
             request.plot = !settings->flags.plot.empty();
             check_outputs_differ({{"-o", settings->flags.output}, {"--plot", settings->flags.plot}});
