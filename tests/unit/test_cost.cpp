@@ -130,6 +130,17 @@ TEST(Efficiency, Fp8GemmsWithoutABundleTakeTheMeasuredSpeedup) {
   hw.fp8_gemm_speedup = 1.6;
   EXPECT_NEAR(cost_of_one(compute_op("gemm", 1e12, 0, "fp8"), {}, hw).time_us, 1250, 1e-9);
   EXPECT_NEAR(cost_of_one(compute_op("gemm", 1e12, 0, "bf16"), {}, hw).time_us, 2000, 1e-9);
+  // A speed-up past the peaks' 2x is no faster than the FP8 peak at the efficiency: 1000 us.
+  hw.fp8_gemm_speedup = 20;
+  EXPECT_NEAR(cost_of_one(compute_op("gemm", 1e12, 0, "fp8"), {}, hw).time_us, 1000, 1e-9);
+  // The bare roofline (--roofline) is the FP8 peak's: 500 us.
+  Graph g;
+  g.shard = ShardSection{};
+  g.shard->ops = {compute_op("gemm", 1e12, 0, "fp8")};
+  CostOptions bare;
+  bare.estimator = "roofline";
+  cost_graph(g, hw, bare);
+  EXPECT_NEAR(g.cost->ops.at(0).time_us, 500, 1e-9);
 }
 
 // The uncalibrated Hopper presets' FP8 speed-up is the H200's, recomputed here: the median
