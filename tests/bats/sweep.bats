@@ -49,6 +49,9 @@ sweep_tiny() {
   run sweep_tiny --over parallelism.tp=1 --gpus 8 --dp 2
   assert_failure 2
   [ "${#lines[@]}" -eq 1 ]
+  run sweep_tiny --search --gpus 8 --metric step_time_ms
+  assert_failure 2
+  assert_output "syssim: error: --metric applies to sweeps, not to --search (whose Pareto front is step time against memory)"
 }
 
 @test "syssim sweep lists every point, dp from --gpus, and an invalid point with its reason" {

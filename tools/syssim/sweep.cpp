@@ -25,6 +25,8 @@ Subcommand add_sweep(CLI::App& app, int argc, char** argv) {
                                      "--recompute", "--distributed-optimizer"})
               if (request.search && sweep->count(axis) > 0)
                 throw UsageError(std::string(axis) + ": --search chooses it for every layout; leave it out");
+            if (request.search && sweep->count("--metric") > 0)
+              throw UsageError("--metric applies to sweeps, not to --search (whose Pareto front is step time against memory)");
             // Every point runs at the base job's global batch, by default a run's: one
             // micro-batch per data-parallel rank of the base job (dp from --gpus).
             if (sweep->count("--global-batch") == 0) {
