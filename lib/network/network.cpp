@@ -457,10 +457,11 @@ std::vector<int64_t> parse_sizes(const std::string& value, const std::string& fl
       throw UsageError(flag + ": expected a positive size like 8, 8B, 64K, 16M or 1G, got '" + value + "'");
     const std::string unit = m[2];
     int shift = unit == "K" ? 10 : unit == "M" ? 20 : unit == "G" ? 30 : 0;
-    // 19 digits and more may not fit std::stoll: compare by length first.
-    if (m.length(1) > 18 || std::stoll(m[1]) > (std::numeric_limits<int64_t>::max() >> shift))
+    // Up to 19 digits fit an unsigned 64-bit number: compare with the largest size after the shift.
+    const uint64_t largest = static_cast<uint64_t>(std::numeric_limits<int64_t>::max() >> shift);
+    if (m.length(1) > 19 || std::stoull(m[1]) > largest)
       throw UsageError(flag + ": " + text + " bytes do not fit in 64 bits");
-    return std::stoll(m[1]) << shift;
+    return static_cast<int64_t>(std::stoull(m[1]) << shift);
   };
   size_t colon = value.find(':');
   if (colon == std::string::npos) return {one(value)};

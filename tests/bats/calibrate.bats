@@ -106,6 +106,10 @@ small_data() {
   run syssim calibrate --data "$(small_data)" --hardware "$H100" -o "$BATS_TEST_TMPDIR/out" --holdout 0
   assert_failure 2
   assert_output "syssim: error: --holdout: expected a share between 0 and 1, both excluded, got '0'"
+  # A negative seed is bad usage (it wrapped round to 2^64 - 1 and failed inside XGBoost).
+  run syssim calibrate --data "$(small_data)" --hardware "$H100" -o "$BATS_TEST_TMPDIR/out" --seed -1
+  assert_failure 2
+  assert_output "syssim: error: --seed: must be 0 or more, got '-1'"
   run syssim calibrate --data "$(small_data)" --hardware "$H100" -o "$ROOT/docs"
   assert_failure 1
   assert_output "syssim: error: $ROOT/docs: exists and is not a calibration bundle; not replacing it"

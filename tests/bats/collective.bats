@@ -26,6 +26,12 @@ busbw() { syssim collective --hardware "$H100" --format csv "$@" | awk -F, 'NR =
   run busbw --op all_gather --gpus 8 --bytes 0001073741824
   assert_success
   assert_close "$output" 369.9 0.01
+  # 19 digits that fit (2^62 = 4611686018427387904) are a size; 2^63 is not.
+  run syssim collective --hardware "$H100" --op all_gather --gpus 8 --bytes 4611686018427387904 --format csv
+  assert_success
+  run syssim collective --hardware "$H100" --op all_gather --gpus 8 --bytes 9223372036854775808
+  assert_failure 2
+  assert_output "syssim: error: --bytes: 9223372036854775808 bytes do not fit in 64 bits"
 }
 
 @test "all_reduce on one H100 node, 1 GiB: NVLS at ~480 GB/s busbw, algbw ~275 (nccl-tests issue 212)" {

@@ -43,7 +43,7 @@ Subcommand add_calibrate(CLI::App& app) {
                        : "expected a share between 0 and 1, both excluded, got '" + text + "'";
           },
           "(0, 1)"));
-  calibrate->add_option("--seed", options.seed, "Seed of the held-out split and of XGBoost");
+  calibrate->add_option("--seed", options.seed, "Seed of the held-out split and of XGBoost")->check(kNonNegative);
   calibrate->add_option("--overhead-us", options.measurement_overhead_us,
                         "Launch and synchronisation time in every measured row (default: estimated; 0 for kernel "
                         "times from a profiler)")
