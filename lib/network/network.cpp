@@ -1,6 +1,7 @@
 #include "network/network.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -451,12 +452,13 @@ double bus_bandwidth_factor(NcclCollective collective, int64_t ranks) {
 
 std::vector<int64_t> parse_sizes(const std::string& value, const std::string& flag) {
   auto one = [&](const std::string& text) {
-    static const std::regex size_re("0*([0-9]+)([BKMG]?)");
+    // nccl-tests' -b/-e take the suffixes in either case (src/common.cu, parsesize).
+    static const std::regex size_re("0*([0-9]+)([BKMGbkmg]?)");
     std::smatch m;
     if (!std::regex_match(text, m, size_re) || m.str(1) == "0")
       throw UsageError(flag + ": expected a positive size like 8, 8B, 64K, 16M or 1G, got '" + value + "'");
-    const std::string unit = m[2];
-    int shift = unit == "K" ? 10 : unit == "M" ? 20 : unit == "G" ? 30 : 0;
+    const char unit = m.length(2) ? static_cast<char>(std::toupper(static_cast<unsigned char>(m.str(2)[0]))) : 'B';
+    int shift = unit == 'K' ? 10 : unit == 'M' ? 20 : unit == 'G' ? 30 : 0;
     // Up to 19 digits fit an unsigned 64-bit number: compare with the largest size after the shift.
     const uint64_t largest = static_cast<uint64_t>(std::numeric_limits<int64_t>::max() >> shift);
     if (m.length(1) > 19 || std::stoull(m[1]) > largest)

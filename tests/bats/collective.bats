@@ -29,6 +29,10 @@ busbw() { syssim collective --hardware "$H100" --format csv "$@" | awk -F, 'NR =
   # 19 digits that fit (2^62 = 4611686018427387904) are a size; 2^63 is not.
   run syssim collective --hardware "$H100" --op all_gather --gpus 8 --bytes 4611686018427387904 --format csv
   assert_success
+  # Lower-case suffixes, as nccl-tests takes them: 1g is 1G.
+  run busbw --op all_gather --gpus 8 --bytes 1g
+  assert_success
+  assert_close "$output" 369.9 0.01
   run syssim collective --hardware "$H100" --op all_gather --gpus 8 --bytes 9223372036854775808
   assert_failure 2
   assert_output "syssim: error: --bytes: 9223372036854775808 bytes do not fit in 64 bits"
