@@ -151,7 +151,8 @@ double parse_time(const std::string& cell, const std::string& where, const std::
 }
 
 // Rows are numbered from `first_row` for the held-out split, so that two files of a family
-// do not share one.
+// do not share one; the rows of one shape (repeated trials) take the draw of its first row,
+// so that no shape is both fitted and held out.
 Table read_table(const Source& source, const std::string& path, const std::string& dtype, bool backward,
                  int64_t first_row, const CalibrateOptions& options) {
   std::vector<std::string> columns = source.dims;
@@ -163,18 +164,20 @@ Table read_table(const Source& source, const std::string& path, const std::strin
     throw DataError(path + ":1: expected the header " + join(columns, ",") + ", got \"" + join(csv.header, ",") + "\"");
   Table table;
   table.rows = static_cast<int64_t>(csv.records.size());
+  std::map<std::vector<double>, int64_t> first_row_of_shape;
   for (size_t row = 0; row < csv.records.size(); ++row) {
     const std::vector<std::string>& fields = csv.records[row];
     const std::string where = path + ":" + std::to_string(csv.record_lines[row]);
     std::vector<double> dims;
     for (size_t c = 0; c < source.dims.size(); ++c) dims.push_back(parse_size(fields[c], where, columns[c]));
+    const int64_t drawn_row = first_row_of_shape.try_emplace(dims, static_cast<int64_t>(row)).first->second;
     double measured_ms = parse_time(fields.back(), where, columns.back());
     if (measured_ms == kSkippedMs) {
       ++table.skipped;
       continue;
     }
     Sample sample{source.kernel(dims, dtype, backward), 0, measured_ms * kUsPerMs,
-                  held_out(options.seed, first_row + static_cast<int64_t>(row), options.holdout_share)};
+                  held_out(options.seed, first_row + drawn_row, options.holdout_share)};
     sample.roofline_us = roofline_us(sample.kernel, options.hardware);
     table.samples.push_back(std::move(sample));
   }

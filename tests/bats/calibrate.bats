@@ -51,6 +51,20 @@ small_data() {
   jq -e '.families.gemm.held_out_median_error_pct < 10' "$manifest" >/dev/null
 }
 
+@test "repeated trials of a shape are fitted or held out together" {
+  # Every GEMM row twice: each second trial takes its shape's first row's draw, so twice the
+  # rows are fitted and twice held out of the file with each row once.
+  mkdir -p "$BATS_TEST_TMPDIR/once" "$BATS_TEST_TMPDIR/twice"
+  cp "$(small_data)/gemm.csv" "$BATS_TEST_TMPDIR/once/gemm.csv"
+  { cat "$(small_data)/gemm.csv"; tail -n +2 "$(small_data)/gemm.csv"; } >"$BATS_TEST_TMPDIR/twice/gemm.csv"
+  for data in once twice; do
+    syssim calibrate --data "$BATS_TEST_TMPDIR/$data" --dtype fp16 --hardware "$H100" -o "$BATS_TEST_TMPDIR/$data.bundle" >/dev/null
+  done
+  local once="$BATS_TEST_TMPDIR/once.bundle/manifest.json" twice="$BATS_TEST_TMPDIR/twice.bundle/manifest.json"
+  assert_equal "$(jq '.families.gemm.rows_fitted * 2' "$once")" "$(jq '.families.gemm.rows_fitted' "$twice")"
+  assert_equal "$(jq '.families.gemm.rows_held_out * 2' "$once")" "$(jq '.families.gemm.rows_held_out' "$twice")"
+}
+
 @test "calibrate writes the same bytes twice and replaces its own bundle" {
   syssim calibrate --data "$(small_data)" --dtype fp16 --hardware "$H100" -o "$BATS_TEST_TMPDIR/a" >/dev/null
   syssim calibrate --data "$(small_data)" --dtype fp16 --hardware "$H100" -o "$BATS_TEST_TMPDIR/b" >/dev/null
