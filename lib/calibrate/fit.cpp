@@ -198,7 +198,7 @@ Table read_family(const Source& source, const std::string& folder, const Calibra
   const std::string fp8_path = folder + "/" + source.fp8_file;
   if (!source.fp8_file.empty() && fs::exists(fp8_path)) {
     if (!options.hardware.peak_tflops_mm_fp8)
-      throw DataError(fp8_path + ": FP8 measurements, but hardware " + options.hardware.name +
+      throw DataError(fp8_path + ": FP8 measurements, but hardware " + options.hardware.label() +
                       " has no peak_tflops_mm_fp8 to take them against");
     if (options.dtype != "bf16" && options.dtype != "fp16")
       throw DataError(fp8_path + ": FP8 measurements beside " + source.file + " need that file in bf16 or fp16, not " +

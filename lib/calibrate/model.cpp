@@ -114,7 +114,7 @@ CalibratedModel CalibratedModel::load(const std::string& dir, const HardwareConf
     nlohmann::json fitted_peak = it == fitted.end() ? nlohmann::json() : *it;
     if (fitted_peak != peak)
       throw DataError(path + ": hardware/" + key + ": the bundle was fitted against " + fitted_peak.dump() +
-                      ", hardware " + hw.name + " has " + peak.dump());
+                      ", hardware " + hw.label() + " has " + peak.dump());
   }
 
   auto impl = std::make_unique<Impl>();

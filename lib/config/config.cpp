@@ -503,11 +503,16 @@ const std::vector<CollectiveAlgorithm>& algorithms_of(NcclCollective collective)
   return ring;
 }
 
+std::string HardwareConfig::label() const {
+  return file.empty() || stem_of(file) == name ? name : name + " (" + file + ")";
+}
+
 HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& name, const std::string& base_dir) {
   YAML::Node node = load_yaml_text(text, name);
   check_keys(node, kHardwareKeys, name);
   HardwareConfig hw;
   hw.name = yaml_get<std::string>(node, "name", name, stem_of(name));
+  hw.file = name;
   hw.peak_tflops_mm = yaml_require<double>(node, "peak_tflops_mm", name);
   hw.peak_tflops_math = yaml_require<double>(node, "peak_tflops_math", name);
   hw.peak_memory_bandwidth_GBps = yaml_require<double>(node, "peak_memory_bandwidth_GBps", name);
@@ -605,7 +610,7 @@ HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& n
 
 double tensor_core_peak_tflops(const HardwareConfig& hw, const std::string& dtype) {
   auto required = [&](const std::optional<double>& peak, const char* key) {
-    if (!peak) throw DataError("hardware " + hw.name + ": " + key + " is required by " + dtype + " GEMM and attention");
+    if (!peak) throw DataError("hardware " + hw.label() + ": " + key + " is required by " + dtype + " GEMM and attention");
     return *peak;
   };
   if (dtype == "bf16" || dtype == "fp16") return hw.peak_tflops_mm;
@@ -785,14 +790,14 @@ void check_precision_support(const HardwareConfig& hw, const TrainingConfig& t) 
   for (const auto& [dtype, peak, key] : {std::tuple{"fp8", hw.peak_tflops_mm_fp8, "peak_tflops_mm_fp8"},
                                          std::tuple{"fp4", hw.peak_tflops_mm_fp4, "peak_tflops_mm_fp4"}})
     if (t.dtype == dtype && !peak)
-      throw UsageError(std::string("dtype=") + dtype + " needs " + dtype + " tensor cores; hardware " + hw.name +
+      throw UsageError(std::string("dtype=") + dtype + " needs " + dtype + " tensor cores; hardware " + hw.label() +
                        " has none (" + key + ")");
   std::optional<std::string> recipe = low_precision_recipe(t);
   if (!recipe || (*recipe != "mxfp8" && *recipe != "nvfp4")) return;
   const auto& formats = hw.block_scaled_formats;
   if (std::find(formats.begin(), formats.end(), *recipe) == formats.end())
     throw UsageError("fp8_recipe=" + *recipe + " needs tensor cores with " + *recipe +
-                     " block scaling; hardware " + hw.name + " has none (block_scaled_formats)");
+                     " block scaling; hardware " + hw.label() + " has none (block_scaled_formats)");
 }
 
 nlohmann::json to_json(const ModelConfig& m) {

@@ -150,6 +150,10 @@ const std::vector<CollectiveAlgorithm>& algorithms_of(NcclCollective collective)
 
 struct HardwareConfig {
   std::string name;
+  std::string file;  // the YAML it was read from; empty when read from a graph (not a graph key)
+  // How errors name it: its name, and its file where the file's name is not that name (a
+  // copy of a preset that kept the preset's name).
+  std::string label() const;
   double peak_tflops_mm = 0;
   double peak_tflops_math = 0;
   double peak_memory_bandwidth_GBps = 0;

@@ -52,7 +52,7 @@ std::string family_of(const ShardOp& op) {
 // host link.
 double host_copy_us(const ShardOp& op, const HardwareConfig& hw) {
   if (!hw.host_link_GBps)
-    throw DataError("hardware " + hw.name + ": no host_link_GBps, needed by the copy to or from host memory at " +
+    throw DataError("hardware " + hw.label() + ": no host_link_GBps, needed by the copy to or from host memory at " +
                     op_path(op));
   return hw.kernel_launch_us + op.bytes / (*hw.host_link_GBps * 1e3);
 }
@@ -199,7 +199,7 @@ struct KernelKeyHash {
 HardwareConfig::AttentionKernelTime attention_kernel_time(const std::string& backend, const HardwareConfig& hw) {
   auto time = hw.attention_kernels.find(backend);
   if (time == hw.attention_kernels.end())
-    throw DataError("hardware " + hw.name + ": no attention_kernels." + backend +
+    throw DataError("hardware " + hw.label() + ": no attention_kernels." + backend +
                     " (its time over the flash attention), needed by the model's attention_backend " + backend);
   return time->second;
 }
@@ -248,11 +248,11 @@ CostEstimator::CostEstimator(HardwareConfig hardware, const CostOptions& options
     throw UsageError("estimator: expected auto, roofline or calibrated, got '" + options_.estimator + "'");
   std::string bundle = options_.calibrated_model.empty() ? hardware_.calibrated_model_dir : options_.calibrated_model;
   if (options_.estimator == "calibrated" && bundle.empty())
-    throw DataError("hardware " + hardware_.name + ": the calibrated estimator needs calibrated_model in the hardware YAML or --calibrated DIR");
+    throw DataError("hardware " + hardware_.label() + ": the calibrated estimator needs calibrated_model in the hardware YAML or --calibrated DIR");
   // A preset's relative bundle does not travel with a copy of its YAML (`extends` keeps it).
   if (options_.estimator != "roofline" && options_.calibrated_model.empty() && !bundle.empty() &&
       !std::filesystem::is_directory(bundle))
-    throw DataError("hardware " + hardware_.name + ": key 'calibrated_model' is '" + hardware_.calibrated_model +
+    throw DataError("hardware " + hardware_.label() + ": key 'calibrated_model' is '" + hardware_.calibrated_model +
                     "', but there is no folder " + bundle +
                     " (a copy of a preset keeps the preset's bundle with `extends: PRESET` instead)");
   if (options_.estimator != "roofline" && !bundle.empty()) {
@@ -261,7 +261,7 @@ CostEstimator::CostEstimator(HardwareConfig hardware, const CostOptions& options
     const std::vector<std::string> fitted = calibrated_->families();
     for (const std::string& family : hardware_.calibrated_families)
       if (std::find(fitted.begin(), fitted.end(), family) == fitted.end())
-        throw DataError("hardware " + hardware_.name + ": key 'calibrated_families' lists '" + family +
+        throw DataError("hardware " + hardware_.label() + ": key 'calibrated_families' lists '" + family +
                         "', which its bundle " + std::filesystem::path(bundle).filename().string() +
                         " has no model of (it fits " + join(fitted) + ")");
   }

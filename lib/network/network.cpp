@@ -63,9 +63,9 @@ struct Route {
   Route(const HardwareConfig& hardware, const GroupPlacement& placement)
       : hw(hardware), group(placement), levels(network_levels(hardware)), links(links_of(levels)) {
     if (links.empty())
-      throw DataError("hardware " + hw.name + ": topology.levels[0] is required by " + describe(group));
+      throw DataError("hardware " + hw.label() + ": topology.levels[0] is required by " + describe(group));
     if (group.nodes() > 1 && links.size() < 2)
-      throw DataError("hardware " + hw.name + ": a scale-out network (topology.levels[1] or inter_node_bandwidth_GBps) is required: " +
+      throw DataError("hardware " + hw.label() + ": a scale-out network (topology.levels[1] or inter_node_bandwidth_GBps) is required: " +
                       describe(group) + " crosses nodes (gpus_per_node=" + std::to_string(hw.gpus_per_node) + ")");
     while (top + 1 < links.size() && domains_below(top + 1) > 1) ++top;
   }
@@ -366,7 +366,7 @@ CollectiveTime collective_time(NcclCollective collective, double bytes, const Gr
     for (const Candidate& c : options)
       if (c.algorithm == forced->second) {
         if (!c.applies)
-          throw DataError("hardware " + hw.name + ": collective_algorithm." + to_string(collective) + ": " +
+          throw DataError("hardware " + hw.label() + ": collective_algorithm." + to_string(collective) + ": " +
                           to_string(c.algorithm) + " does not apply to " + describe(group));
         return timed(c.algorithm, c.phases());
       }
@@ -488,7 +488,7 @@ std::string collective_report(const CollectiveRequest& request, const HardwareCo
     throw UsageError("--gpus: expected 2 to " + std::to_string(kMaxGpus) + ", got " + std::to_string(request.gpus));
   if (request.gpus > hw.gpus_per_node && request.gpus % hw.gpus_per_node != 0)
     throw UsageError("--gpus: " + std::to_string(request.gpus) + " GPUs do not fill whole nodes of gpus_per_node=" +
-                     std::to_string(hw.gpus_per_node) + " (hardware " + hw.name + ")");
+                     std::to_string(hw.gpus_per_node) + " (hardware " + hw.label() + ")");
   if (request.bytes.empty() == request.sweep.empty()) throw UsageError("give one of --bytes SIZE or --sweep MIN:MAX");
   std::vector<int64_t> sizes =
       request.bytes.empty() ? parse_sizes(request.sweep, "--sweep") : parse_sizes(request.bytes, "--bytes");

@@ -109,5 +109,6 @@ busbw() { syssim collective --hardware "$H100" --format csv "$@" | awk -F, 'NR =
   { h100_copy; echo "collective_algorithm: {all_reduce: nvls}"; } > "$BATS_TEST_TMPDIR/nvls.yaml"
   run syssim collective --hardware "$BATS_TEST_TMPDIR/nvls.yaml" --op all_reduce --gpus 4 --bytes 1G
   assert_failure 1
-  assert_output "syssim: error: hardware h100-sxm-80gb: collective_algorithm.all_reduce: nvls does not apply to a group of 4 ranks in one node"
+  # The copy keeps the preset's name: the error names its file too.
+  assert_output "syssim: error: hardware h100-sxm-80gb ($BATS_TEST_TMPDIR/nvls.yaml): collective_algorithm.all_reduce: nvls does not apply to a group of 4 ranks in one node"
 }

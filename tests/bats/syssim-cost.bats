@@ -76,7 +76,7 @@ roofline_graph() {
   run syssim-cost --hardware "$BATS_TEST_TMPDIR/hw.yaml" \
     -i "$(stage_of llama3-8b shard --dp 16 --seq-length 1024 --global-batch 16)"
   assert_failure 1
-  assert_output "syssim-cost: error: hardware h100-sxm-80gb: a scale-out network (topology.levels[1] or inter_node_bandwidth_GBps) is required: a group of 16 ranks over 2 nodes crosses nodes (gpus_per_node=8), needed by the dp all_reduce at /shard/ops/907"
+  assert_output "syssim-cost: error: hardware h100-sxm-80gb ($BATS_TEST_TMPDIR/hw.yaml): a scale-out network (topology.levels[1] or inter_node_bandwidth_GBps) is required: a group of 16 ranks over 2 nodes crosses nodes (gpus_per_node=8), needed by the dp all_reduce at /shard/ops/907"
 }
 
 @test "-o writes the graph to the file; a failed run leaves no file behind" {

@@ -631,6 +631,18 @@ TEST(Loader, HardwareExtendsAPresetOrAFile) {
             listed + ": key 'extends' must name a hardware preset or YAML file");
 }
 
+TEST(Loader, ErrorsNameAHardwareByItsFileWhereTheFileIsNamedOtherwise) {
+  // A preset, a file named as it names itself, and a graph's hardware: the name alone; a copy
+  // that keeps the preset's name: the name and the file.
+  EXPECT_EQ(syssim::load_hardware_yaml("h100-sxm-80gb").label(), "h100-sxm-80gb");
+  EXPECT_EQ(syssim::load_hardware_yaml(write_temp("mine.yaml", "extends: h100-sxm-80gb\nname: mine\n")).label(), "mine");
+  const std::string copy = write_temp("copy.yaml", "extends: h100-sxm-80gb\nname: h100-sxm-80gb\n");
+  EXPECT_EQ(syssim::load_hardware_yaml(copy).label(), "h100-sxm-80gb (" + copy + ")");
+  const syssim::HardwareConfig from_graph =
+      syssim::hardware_from_json(syssim::to_json(syssim::load_hardware_yaml(copy)), "graph");
+  EXPECT_EQ(from_graph.label(), "h100-sxm-80gb");
+}
+
 TEST(Loader, UnknownHardwareKeysNameFileKeyAndNearestKey) {
   std::string path = write_temp("typo-hw.yaml", std::string(kValidHardware) + "kernel_launch: 4\n");
   std::string message = error_of([&] { syssim::load_hardware_yaml(path); });
