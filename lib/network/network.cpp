@@ -460,10 +460,10 @@ std::vector<int64_t> parse_sizes(const std::string& value, const std::string& fl
     const char unit = m.length(2) ? static_cast<char>(std::toupper(static_cast<unsigned char>(m.str(2)[0]))) : 'B';
     int shift = unit == 'K' ? 10 : unit == 'M' ? 20 : unit == 'G' ? 30 : 0;
     // Up to 19 digits fit an unsigned 64-bit number: compare with the largest size after the shift.
-    const uint64_t largest = static_cast<uint64_t>(std::numeric_limits<int64_t>::max() >> shift);
-    if (m.length(1) > 19 || std::stoull(m[1]) > largest)
+    const uint64_t count = m.length(1) > 19 ? std::numeric_limits<uint64_t>::max() : std::stoull(m[1]);
+    if (count > static_cast<uint64_t>(std::numeric_limits<int64_t>::max() >> shift))
       throw UsageError(flag + ": " + text + " bytes do not fit in 64 bits");
-    return static_cast<int64_t>(std::stoull(m[1]) << shift);
+    return static_cast<int64_t>(count << shift);
   };
   size_t colon = value.find(':');
   if (colon == std::string::npos) return {one(value)};

@@ -254,10 +254,6 @@ ModelConfig architecture(const MeasuredRow& row, std::vector<std::string>& assum
   return model;
 }
 
-// Sharded data parallelism named in the distributed_optimizer column: Megatron-FSDP's
-// "megatron-fsdp (sharding group N)", PyTorch FSDP's FULL_SHARD ("FSDP FULL_SHARD (ZeRO-3)",
-// "FSDP2 (fully sharded)") shard the weights too; SHARD_GRAD_OP the gradients. A sharding group
-// smaller than the data-parallel ranks is hybrid sharding (sharding_replicas).
 // A cell in lower case, for labels written in either case.
 std::string lowercase_cell(const MeasuredRow& row, const std::string& column) { return lowercase(cell(row, column)); }
 

@@ -28,7 +28,7 @@ inline void add_sweep_flags(CLI::App& sweep, SweepRequest& request, SweepFlags& 
       ->description("Global batch size of every point (default: the base job's micro-batch x dp, dp from --gpus)");
   sweep.add_option("--over", request.over, "PATH=V1,V2,...: a config key and its values (repeatable)")
       ->allow_extra_args(false);
-  sweep.add_option("--metric", request.metric, "What best means: mfu (highest), step_time_ms or peak_memory_gb (lowest)")
+  sweep.add_option("--metric", request.metric, "What best means: mfu (highest), step_time_ms or peak_memory_gb (lowest); not with --search")
       ->check(CLI::IsMember({"mfu", "step_time_ms", "peak_memory_gb"}));
   sweep.add_option("--top", request.top, "Print only the K best points that fit, best first")
       ->check(kPositive);

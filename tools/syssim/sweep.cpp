@@ -28,12 +28,11 @@ Subcommand add_sweep(CLI::App& app, int argc, char** argv) {
             if (request.search && sweep->count("--metric") > 0)
               throw UsageError("--metric applies to sweeps, not to --search (whose Pareto front is step time against memory)");
             // Every point runs at the base job's global batch, by default a run's: one
-            // micro-batch per data-parallel rank of the base job (dp from --gpus).
-            if (sweep->count("--global-batch") == 0) {
-              ShardOptions base = request.options;
-              derive_unset_sizes(*sweep, base);
-              request.options.training.global_batch = base.training.global_batch;
-            }
+            // micro-batch per data-parallel rank of the base job (dp from --gpus). Each point's
+            // dp is its own, so only the global batch is taken from the base job.
+            ShardOptions base = request.options;
+            derive_unset_sizes(*sweep, base);
+            request.options.training.global_batch = base.training.global_batch;
             request.use_cache = !settings->flags.no_cache;
             request.plot = !settings->flags.plot.empty();
             check_outputs_differ({{"-o", settings->flags.output}, {"--plot", settings->flags.plot}});
