@@ -67,7 +67,7 @@ const std::vector<std::string> kHostKeys = {"op_us", "module_us", "launch_us"};
 const std::vector<std::string> kNcclChannelKeys = {"coll_in_node", "coll_across_nodes", "p2p_per_peer_in_node",
                                                   "p2p_per_peer_across_nodes", "p2p_across_nodes", "nvls"};
 const std::vector<std::string> kLevelKeys = {"kind", "size", "bandwidth_GBps", "latency_us", "efficiency",
-                                             "oversubscription", "nvls_bus_bandwidth_GBps"};
+                                             "oversubscription", "nvls_bus_bandwidth_GBps", "alltoall_efficiency"};
 
 // The channel counts' fields, in kNcclChannelKeys' order (const or not, as `c`).
 template <typename Channels>
@@ -588,6 +588,7 @@ HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& n
       level.efficiency = yaml_get<double>(levels[i], "efficiency", where, 1.0);
       level.oversubscription = yaml_get<double>(levels[i], "oversubscription", where, 1.0);
       level.nvls_bus_bandwidth_GBps = optional_double(levels[i], "nvls_bus_bandwidth_GBps", where);
+      level.alltoall_efficiency = optional_double(levels[i], "alltoall_efficiency", where);
       hw.topology.push_back(level);
     }
   }
@@ -737,9 +738,11 @@ void validate(const HardwareConfig& hw, const std::string& where) {
     const std::string at = where + ": topology.levels[" + std::to_string(i) + "]";
     require_positive(level.bandwidth_GBps, "bandwidth_GBps", at);
     require_non_negative(level.latency_us, "latency_us", at);
-    if (!(level.efficiency > 0 && level.efficiency <= 1))
-      throw DataError(where + ": topology level '" + level.kind + "': efficiency: expected a share in (0, 1], got " +
-                      text_of(level.efficiency));
+    for (auto [key, share] : {std::pair{"efficiency", std::optional<double>(level.efficiency)},
+                              std::pair{"alltoall_efficiency", level.alltoall_efficiency}})
+      if (share && !(*share > 0 && *share <= 1))
+        throw DataError(where + ": topology level '" + level.kind + "': " + key + ": expected a share in (0, 1], got " +
+                        text_of(*share));
     if (!(level.oversubscription >= 1 && std::isfinite(level.oversubscription)))
       throw DataError(where + ": topology level '" + level.kind + "': oversubscription: expected at least 1, got " +
                       text_of(level.oversubscription));
@@ -933,6 +936,7 @@ nlohmann::json to_json(const HardwareConfig& hw) {
                       {"latency_us", l.latency_us}, {"efficiency", l.efficiency},
                       {"oversubscription", l.oversubscription}});
     if (l.nvls_bus_bandwidth_GBps) levels.back()["nvls_bus_bandwidth_GBps"] = *l.nvls_bus_bandwidth_GBps;
+    if (l.alltoall_efficiency) levels.back()["alltoall_efficiency"] = *l.alltoall_efficiency;
   }
   nlohmann::json j = {{"name", hw.name},
           {"peak_tflops_mm", hw.peak_tflops_mm},
@@ -1020,6 +1024,10 @@ HardwareConfig hardware_from_json(const nlohmann::json& j, const std::string& pa
                                         // Optional: only NVSwitch domains with NVLS have it.
                                         levels[i].contains("nvls_bus_bandwidth_GBps")
                                             ? read_nullable<double>(levels[i], "nvls_bus_bandwidth_GBps", p)
+                                            : std::optional<double>(),
+                                        // New in graph format 1.22; optional.
+                                        levels[i].contains("alltoall_efficiency")
+                                            ? read_nullable<double>(levels[i], "alltoall_efficiency", p)
                                             : std::optional<double>()});
   }
   if (j.contains("collective_algorithm")) {

@@ -127,6 +127,9 @@ struct TopologyLevel {
   double oversubscription = 1;
   // Bus bandwidth of NCCL's NVLink SHARP all-reduce over the whole domain; none: no NVLS.
   std::optional<double> nvls_bus_bandwidth_GBps = std::nullopt;
+  // Share of the line rate NCCL's all-to-all delivers on this level (its point-to-point
+  // exchanges reach less than the rings `efficiency` describes); none: `efficiency`.
+  std::optional<double> alltoall_efficiency = std::nullopt;
 };
 
 // A collective as nccl-tests names it (lib/network prices these), and the algorithms

@@ -111,6 +111,15 @@ struct Route {
     return across_nodes(nic_bytes, latency_us, nvlink_load,
                         [this](size_t level) { return static_cast<double>(domains_below(level)) / group.nodes(); });
   }
+  // NCCL's all-to-all reaches less of a link than its rings (alltoall_efficiency against
+  // efficiency): each byte of its exchanges occupies the link as that ratio of a ring's bytes.
+  Phase alltoall(Phase phase) const {
+    for (size_t k = 0; k < phase.links.size(); ++k) {
+      const TopologyLevel& level = levels[phase.links[k]];
+      phase.loads[k] *= level.efficiency / level.alltoall_efficiency.value_or(level.efficiency);
+    }
+    return finish(phase);
+  }
   Phase finish(Phase phase) const {
     phase.bandwidth_GBps = std::numeric_limits<double>::infinity();
     for (size_t k = 0; k < phase.links.size(); ++k)
@@ -174,9 +183,9 @@ std::vector<Phase> hierarchical_all_reduce(double bytes, const Route& route) {
 std::vector<Phase> pairwise_alltoall(double bytes, const Route& route) {
   const GroupPlacement& g = route.group;
   const double n = static_cast<double>(g.size), r = static_cast<double>(g.ranks_per_node);
-  if (g.nodes() == 1) return {route.in_node((n - 1) / n * bytes, n - 1)};
-  return {route.across_nodes((n - r) / n * bytes, route.latency_us(n - 1, n - 1), (r - 1) / (n - r),
-                             [&](size_t level) { return route.remote_outside_domain(level); })};
+  if (g.nodes() == 1) return {route.alltoall(route.in_node((n - 1) / n * bytes, n - 1))};
+  return {route.alltoall(route.across_nodes((n - r) / n * bytes, route.latency_us(n - 1, n - 1), (r - 1) / (n - r),
+                                            [&](size_t level) { return route.remote_outside_domain(level); }))};
 }
 
 // The flex token dispatcher's exchange (DeepEP's and HybridEP's kernels) of M, one copy of the

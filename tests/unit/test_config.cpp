@@ -780,6 +780,8 @@ TEST(Loader, HardwareNumbersOutOfRangeAreNamed) {
             "h.yaml: topology.levels[0]: key 'latency_us' must be 0 or more and finite, got -1");
   EXPECT_EQ(replaced("      bandwidth_GBps: 100", "      bandwidth_GBps: 100\n      efficiency: .nan"),
             "h.yaml: topology level 'nvlink': efficiency: expected a share in (0, 1], got nan");
+  EXPECT_EQ(replaced("      bandwidth_GBps: 100", "      bandwidth_GBps: 100\n      alltoall_efficiency: 1.2"),
+            "h.yaml: topology level 'nvlink': alltoall_efficiency: expected a share in (0, 1], got 1.2");
   EXPECT_EQ(error_of([] { syssim::parse_hardware_yaml(std::string(kValidHardware) +
                                                           "    - kind: leaf\n      bandwidth_GBps: 50\n"
                                                           "      oversubscription: .inf\n",
