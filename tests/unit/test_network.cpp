@@ -135,24 +135,33 @@ HardwareConfig preset(const std::string& name) {
   return load_hardware_yaml(std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware/" + name + ".yaml");
 }
 
-TEST(Collectives, AllToAllBusBandwidthIsNvidiasNcclTestsFigure) {
-  // NVIDIA GTC 2025 session S72583, slide 13, nccl-tests alltoall bus bandwidth (GB/s): on 8
-  // GPUs A100 210, H100 320, B200 640; on 32 GPUs DGX A100 (8x 200Gb) 24, DGX H100 (8x 400Gb)
-  // 48, GB200 NVL72 640. At 4 GiB per rank the latencies are under 1% of the time.
+TEST(Collectives, BusBandwidthsAreNvidiasNcclTestsFigures) {
+  // NVIDIA GTC 2025 session S72583, nccl-tests bus bandwidth (GB/s). Slide 12, all-reduce: on 8
+  // GPUs A100 232, H100 370 (NVLink SHARP 480), B200 700 (the b200 preset has no NVLS); on 32 GPUs of a
+  // GB200 NVL72 680. Slide 13, alltoall: on 8 GPUs A100 210, H100 320, B200 640; on 32 GPUs DGX
+  // A100 (8x 200Gb) 24, DGX H100 (8x 400Gb) 48, GB200 NVL72 640. At 4 GiB per rank the
+  // latencies are under 1% of the time.
   const double size = 4 * kGiB;
-  auto busbw = [&](const std::string& name, int64_t gpus) {
+  auto busbw = [&](NcclCollective collective, const std::string& name, int64_t gpus, bool ring = false) {
     HardwareConfig hw = preset(name);
+    if (ring) hw.collective_algorithm[NcclCollective::all_reduce] = CollectiveAlgorithm::ring;
     std::vector<int64_t> ranks(static_cast<size_t>(gpus));
     for (int64_t i = 0; i < gpus; ++i) ranks[static_cast<size_t>(i)] = i;
-    return busbw_GBps(NcclCollective::alltoall, size, gpus,
-                      collective_time(NcclCollective::alltoall, size, place_ranks(ranks, hw), hw));
+    return busbw_GBps(collective, size, gpus, collective_time(collective, size, place_ranks(ranks, hw), hw));
   };
-  EXPECT_NEAR(busbw("a100-sxm-80gb", 8), 210, 2.1);
-  EXPECT_NEAR(busbw("h100-sxm-80gb", 8), 320, 3.2);
-  EXPECT_NEAR(busbw("b200", 8), 640, 6.4);
-  EXPECT_NEAR(busbw("a100-sxm-80gb", 32), 24, 0.24);
-  EXPECT_NEAR(busbw("h100-sxm-80gb", 32), 48, 0.48);
-  EXPECT_NEAR(busbw("gb200-nvl72", 32), 640, 6.4);
+  const bool ring = true;
+  EXPECT_NEAR(busbw(NcclCollective::all_reduce, "a100-sxm-80gb", 8), 232, 2.3);
+  EXPECT_NEAR(busbw(NcclCollective::all_reduce, "h100-sxm-80gb", 8, ring), 370, 3.7);
+  EXPECT_NEAR(busbw(NcclCollective::all_reduce, "h100-sxm-80gb", 8), 480, 4.8);
+  EXPECT_NEAR(busbw(NcclCollective::all_reduce, "b200", 8), 700, 7);
+  EXPECT_NEAR(busbw(NcclCollective::all_reduce, "gb200-nvl72", 32, ring), 680, 6.8);
+  auto alltoall = [&](const std::string& name, int64_t gpus) { return busbw(NcclCollective::alltoall, name, gpus); };
+  EXPECT_NEAR(alltoall("a100-sxm-80gb", 8), 210, 2.1);
+  EXPECT_NEAR(alltoall("h100-sxm-80gb", 8), 320, 3.2);
+  EXPECT_NEAR(alltoall("b200", 8), 640, 6.4);
+  EXPECT_NEAR(alltoall("a100-sxm-80gb", 32), 24, 0.24);
+  EXPECT_NEAR(alltoall("h100-sxm-80gb", 32), 48, 0.48);
+  EXPECT_NEAR(alltoall("gb200-nvl72", 32), 640, 6.4);
 }
 
 TEST(Topology, LinksAreTheLevelsAfterEfficiencyAndOversubscription) {
