@@ -111,9 +111,10 @@ struct Route {
     return across_nodes(nic_bytes, latency_us, nvlink_load,
                         [this](size_t level) { return static_cast<double>(domains_below(level)) / group.nodes(); });
   }
-  // NCCL's all-to-all reaches less of a link than its rings (alltoall_efficiency against
-  // efficiency): each byte of its exchanges occupies the link as that ratio of a ring's bytes.
-  Phase alltoall(Phase phase) const {
+  // The phase as NCCL's all-to-all runs it: it reaches less of a link than the rings
+  // (alltoall_efficiency against efficiency), so each of its bytes occupies the link as that
+  // ratio of a ring's bytes.
+  Phase at_alltoall_share(Phase phase) const {
     for (size_t k = 0; k < phase.links.size(); ++k) {
       const TopologyLevel& level = levels[phase.links[k]];
       phase.loads[k] *= level.efficiency / level.alltoall_efficiency.value_or(level.efficiency);
@@ -179,13 +180,14 @@ std::vector<Phase> hierarchical_all_reduce(double bytes, const Route& route) {
 
 // All-to-all: n-1 pairwise exchanges of M/n, one peer per step; across nodes each rank sends
 // the M/n of each remote peer through its own NIC share, and a level above carries the share of
-// the remote peers outside the rank's domain below it.
+// the remote peers outside the rank's domain below it. All at the levels' all-to-all share.
 std::vector<Phase> pairwise_alltoall(double bytes, const Route& route) {
   const GroupPlacement& g = route.group;
   const double n = static_cast<double>(g.size), r = static_cast<double>(g.ranks_per_node);
-  if (g.nodes() == 1) return {route.alltoall(route.in_node((n - 1) / n * bytes, n - 1))};
-  return {route.alltoall(route.across_nodes((n - r) / n * bytes, route.latency_us(n - 1, n - 1), (r - 1) / (n - r),
-                                            [&](size_t level) { return route.remote_outside_domain(level); }))};
+  if (g.nodes() == 1) return {route.at_alltoall_share(route.in_node((n - 1) / n * bytes, n - 1))};
+  Phase exchange = route.across_nodes((n - r) / n * bytes, route.latency_us(n - 1, n - 1), (r - 1) / (n - r),
+                                      [&](size_t level) { return route.remote_outside_domain(level); });
+  return {route.at_alltoall_share(exchange)};
 }
 
 // The flex token dispatcher's exchange (DeepEP's and HybridEP's kernels) of M, one copy of the
