@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <numeric>
 
 #include "common/error.hpp"
 #include "network/network.hpp"
@@ -137,17 +138,17 @@ HardwareConfig preset(const std::string& name) {
 
 TEST(Collectives, BusBandwidthsAreNvidiasNcclTestsFigures) {
   // NVIDIA GTC 2025 session S72583, nccl-tests bus bandwidth (GB/s). Slide 12, all-reduce: on 8
-  // GPUs A100 232, H100 370 (NVLink SHARP 480), B200 700 (the b200 preset has no NVLS); on 32 GPUs:
-  // GB200 NVL72 680, DGX H100 (NVLink 4 + 8x 400Gb) 370, DGX A100 (NVLink 3 + 8x 200Gb) 192. Slide 13, alltoall: on 8 GPUs A100 210, H100 320, B200 640; on 32 GPUs DGX
-  // A100 (8x 200Gb) 24, DGX H100 (8x 400Gb) 48, GB200 NVL72 640. At 4 GiB per rank the
-  // latencies take up to 0.9% of the time (the 32 GPUs of the rack: 31 steps of 1.9 us), within
-  // the 1% allowed.
+  // GPUs A100 232, H100 370 (NVLink SHARP 480), B200 700 (the b200 preset has no NVLS); on 32
+  // GPUs GB200 NVL72 680, DGX H100 (NVLink 4 + 8x 400Gb) 370, DGX A100 (NVLink 3 + 8x 200Gb) 192.
+  // Slide 13, alltoall: on 8 GPUs A100 210, H100 320, B200 640; on 32 GPUs DGX A100 (8x 200Gb)
+  // 24, DGX H100 (8x 400Gb) 48, GB200 NVL72 640. At 4 GiB per rank the latencies take up to 0.9%
+  // of the time (the 32 GPUs of the rack: 31 steps of 1.9 us), within the 1% allowed.
   const double size = 4 * kGiB;
   auto busbw = [&](NcclCollective collective, const std::string& name, int64_t gpus, bool ring = false) {
     HardwareConfig hw = preset(name);
     if (ring) hw.collective_algorithm[NcclCollective::all_reduce] = CollectiveAlgorithm::ring;
     std::vector<int64_t> ranks(static_cast<size_t>(gpus));
-    for (int64_t i = 0; i < gpus; ++i) ranks[static_cast<size_t>(i)] = i;
+    std::iota(ranks.begin(), ranks.end(), int64_t{0});
     return busbw_GBps(collective, size, gpus, collective_time(collective, size, place_ranks(ranks, hw), hw));
   };
   const bool ring = true;
