@@ -8,6 +8,7 @@
 
 #include "common/error.hpp"
 #include "common/units.hpp"
+#include "sim/plan.hpp"
 #include "sim/sim.hpp"
 
 namespace syssim {
@@ -65,7 +66,8 @@ std::vector<double> shortest_durations_us(const ShardSection& shard, const CostS
 
 // Longest paths to the finish of each op of a list a rank issues in order (a slot kind, or
 // its step_start or step ops), from three sources: `start`, when the rank's compute stream
-// is free of the ops issued before the list (its compute ops run in order after it); the
+// is free of the ops issued before the list (its compute ops run in order after it, and
+// with `receives_after_start` its pipeline receives start after it); the
 // finish of each microbatch op of another rank that an op depends on (an input; for the
 // step ops, of any rank); and time 0, for its other deps (relaxed to have finished at any
 // time). Other streams' order is dropped: a relaxation, so the paths are never longer than
@@ -85,7 +87,8 @@ struct ListPaths {
 };
 
 ListPaths list_paths(const ShardSection& shard, const std::vector<int64_t>& ops, int64_t rank,
-                     const std::vector<double>& duration_us, bool own_rank_inputs = false) {
+                     const std::vector<double>& duration_us, bool own_rank_inputs = false,
+                     bool receives_after_start = false) {
   const size_t n = ops.size();
   std::vector<std::pair<int64_t, size_t>> position_of(n);  // (op id, position), by id
   for (size_t p = 0; p < n; ++p) position_of[p] = {ops[p], p};
@@ -105,6 +108,8 @@ ListPaths list_paths(const ShardSection& shard, const std::vector<int64_t>& ops,
       if (previous_compute < 0) after_start[p] = 1;
       else preds.push_back(static_cast<size_t>(previous_compute));
       previous_compute = static_cast<int64_t>(p);
+    } else if (receives_after_start && op.stream == Stream::pp) {
+      after_start[p] = 1;
     }
     if (op.deps.empty()) after_zero[p] = 1;
     for (int64_t dep : op.deps) {
@@ -230,6 +235,7 @@ double step_time_lower_bound_ms(const ShardSection& shard, const CostSection& co
   // (docs/syssim-sim.md), where a slot overlaps the one before it on the other side, after the
   // slot two before (the schedule's window) and the previous one only on its own side.
   const bool combined = shard.training.overlap_moe_expert_parallel_comm;
+  const bool receives_after_start = sim_detail::receives_after_previous_slot(shard);
   auto compute_start_us = [combined](const RankState& state, size_t slot) {
     if (!combined) return state.compute_free_us;
     const std::vector<RankProgram::Slot>& slots = state.program.slots;
@@ -256,7 +262,7 @@ double step_time_lower_bound_ms(const ShardSection& shard, const CostSection& co
     RankState& state = states[rank];
     state.program = std::move(programs[rank]);
     for (const std::vector<int64_t>& ops : state.program.kind_ops)
-      state.kinds.push_back(list_paths(shard, ops, rank, duration_us));
+      state.kinds.push_back(list_paths(shard, ops, rank, duration_us, false, receives_after_start));
     state.step = list_paths(shard, state.program.step_ops, rank, duration_us, true);
     std::for_each(state.kinds.begin(), state.kinds.end(), export_inputs);
     export_inputs(state.step);

@@ -303,16 +303,24 @@ class EventLoop {
     const uint32_t pacer = plan_.queues[queue].paced_by;
     return pacer == kNone || done(pacer) || queues_[queue].slot <= queues_[pacer].slot + 1;
   }
-  // A compute queue's cursor moved: its host may be free to go on.
+  // A pipeline receive is posted once the rank's compute stream has finished the slots before it.
+  bool receive_posted(uint32_t queue) const {
+    const uint32_t compute = plan_.queues[queue].receives_after;
+    if (compute == kNone || done(compute)) return true;
+    const QueueState& state = queues_[queue];
+    return plan_.kinds[state.kind].once || queues_[compute].finished >= plan_.queues[compute].before[state.slot];
+  }
+  // A compute queue's cursor moved: its host may be free to go on, its pipeline receive posted.
   void pace(uint32_t queue, double now_us) {
     if (const uint32_t host = plan_.queues[queue].paces; host != kNone) try_start(host, now_us);
+    if (const uint32_t pp = plan_.queues[queue].holds_receives; pp != kNone) try_start(pp, now_us);
   }
 
   void try_start(uint32_t queue, double now_us) {
     QueueState& state = queues_[queue];
     if (state.busy || done(queue)) return;
     if (plan_.combined && !combined_allows(queue)) return;
-    if (!host_allows(queue)) return;
+    if (!host_allows(queue) || !receive_posted(queue)) return;
     const Entry& entry = *state.head;
     if (state.deps_head != state.head || state.deps_slot != state.slot)
       state.deps_head = state.head, state.deps_slot = state.slot, state.deps_done = 0;

@@ -37,6 +37,7 @@ struct PlanBuilder {
   const ShardSection& shard;
   const CostSection& cost;
   bool simulate_host;
+  bool receive_after_previous_slot;  // receives_after_previous_slot: Plan::Queue::receives_after
 };
 
 // By op: its queue (kNone until placed) and, while its kind is laid out, its entry there.
@@ -94,6 +95,15 @@ uint32_t add_rank_queues(Plan& plan, const PlanBuilder& builder, int64_t rank, c
     plan.queues.push_back(Plan::Queue{rank, Stream::host, {}, false});
     for (uint32_t q = first_queue; q < host_queue; ++q)
       if (plan.queues[q].stream == Stream::compute) plan.queues[q].paces = host_queue, plan.queues[host_queue].paced_by = q;
+  }
+  if (builder.receive_after_previous_slot) {
+    auto queue_of_stream = [&](Stream stream) {
+      for (uint32_t q = first_queue; q < plan.queues.size(); ++q)
+        if (plan.queues[q].stream == stream) return q;
+      return kNone;
+    };
+    const uint32_t compute = queue_of_stream(Stream::compute), pp = queue_of_stream(Stream::pp);
+    if (compute != kNone && pp != kNone) plan.queues[pp].receives_after = compute, plan.queues[compute].holds_receives = pp;
   }
   for (uint32_t a = first_queue; a < plan.queues.size(); ++a)
     for (uint32_t b = first_queue; b < plan.queues.size(); ++b)
@@ -262,6 +272,10 @@ bool host_simulated(const ShardSection& shard, const CostSection& cost) {
          std::any_of(shard.ops.begin(), shard.ops.end(), [](const ShardOp& op) { return op.host_waits_for.has_value(); });
 }
 
+bool receives_after_previous_slot(const ShardSection& shard) {
+  return !shard.training.overlap_moe_expert_parallel_comm && shard.parallelism.vpp.value_or(1) <= 1;
+}
+
 void check_ops(const ShardSection& shard) {
   const int64_t ranks = static_cast<int64_t>(shard.schedule.size());
   if (ranks != shard.parallelism.pp)
@@ -352,7 +366,8 @@ Plan make_plan(const ShardSection& shard, const CostSection& cost, const std::ve
   plan.combined = shard.training.overlap_moe_expert_parallel_comm;
   // The combined schedule interleaves the issue of a forward and a backward, which one
   // thread issuing slot after slot would not: its host is not simulated.
-  const PlanBuilder builder{shard, cost, !plan.combined && host_simulated(shard, cost)};
+  const PlanBuilder builder{shard, cost, !plan.combined && host_simulated(shard, cost),
+                            receives_after_previous_slot(shard)};
   PlanScratch scratch{std::vector<uint32_t>(ops, kNone), std::vector<uint32_t>(ops, kNone)};
   plan.waited_across_slots.assign(ops, 0);
   for (int64_t rank = 0; rank < static_cast<int64_t>(programs.size()); ++rank)

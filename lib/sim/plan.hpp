@@ -17,6 +17,12 @@ std::string op_path(int64_t id);
 // Whether the step's ops cost the host time or make it wait (docs/syssim-sim.md, "The host").
 bool host_simulated(const ShardSection& shard, const CostSection& cost);
 
+// Whether a pipeline receive starts only once its rank's compute stream has finished the
+// slots before it (docs/syssim-sim.md, "Pipeline receives"): Megatron's schedules without
+// chunks post it after the step before; the interleaved one posts it ahead
+// (overlap_p2p_comm), and the combined one runs its pair of slots as one.
+bool receives_after_previous_slot(const ShardSection& shard);
+
 // The simulator keeps no list of a step's op instances: each stream queue walks its rank's
 // issue order with a cursor (a slot of the rank and a place among that slot's ops on the
 // queue), and a dep is done once its queue has finished past the dep's place in that queue's
@@ -86,6 +92,11 @@ struct Plan {
     // "The host"): on the host, that compute queue; on the compute queue, the host's.
     uint32_t paced_by = kNone;
     uint32_t paces = kNone;
+    // Megatron's schedules without chunks post a slot's pipeline receive once the rank's GPU has
+    // run the slot before it (docs/parallelism.md, "Between stages"): on the pp queue, the
+    // rank's compute queue; on the compute queue, that pp queue.
+    uint32_t receives_after = kNone;
+    uint32_t holds_receives = kNone;
   };
   struct Kind {
     bool once = false;  // the step_start or step ops: one slot, micro-batch -1

@@ -600,11 +600,11 @@ TEST(ValidateRow, BloomIsMegatronDeepSpeedOf2022) {
   EXPECT_EQ(plan.model.vocab_size, 250880);
 }
 
-// BLOOM's pipeline (pp 12, full recompute, 128 micro-batches) settles only after about 35
-// micro-batches on a DGX A100 fabric, into a cycle of 10 (docs/syssim-sim.md, "Extrapolated
-// micro-batches"): it must not be extrapolated from short steps, so the step is the one of
-// simulating every micro-batch; so too on the Jean Zay nodes its row names.
-TEST(ValidateRow, BloomsLateSettlingPipelineIsSimulatedInFull) {
+// BLOOM's pipeline (pp 12, full recompute, 128 micro-batches) on a DGX A100 fabric and on the
+// Jean Zay nodes its row names: its state repeats from micro-batch 12 to 13, and the step
+// extrapolated from there is the one of simulating every micro-batch, to rounding (plumbing:
+// both are the simulator's; docs/syssim-sim.md, "Extrapolated micro-batches").
+TEST(ValidateRow, BloomsPipelineIsExtrapolatedToItsFullSimulation) {
   RowPlan plan = plan_row(bloom_row(), kPresets);
   for (const char* hardware : {"a100-sxm-80gb", "jean-zay-a100"}) {
     SCOPED_TRACE(hardware);
@@ -615,8 +615,8 @@ TEST(ValidateRow, BloomsLateSettlingPipelineIsSimulatedInFull) {
     Graph full = simulate(plan.model, trace_of(plan.model), estimator, plan.options, every_microbatch);
     Graph graph = full;
     graph.sim.reset();
-    EXPECT_FALSE(simulate_graph(graph).extrapolated);
-    EXPECT_DOUBLE_EQ(graph.sim->step_time_ms, full.sim->step_time_ms);
+    EXPECT_TRUE(simulate_graph(graph).extrapolated);
+    EXPECT_NEAR(graph.sim->step_time_ms, full.sim->step_time_ms, 1e-9 * full.sim->step_time_ms);
   }
 }
 
