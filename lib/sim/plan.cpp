@@ -37,7 +37,7 @@ struct PlanBuilder {
   const ShardSection& shard;
   const CostSection& cost;
   bool simulate_host;
-  bool receive_after_previous_slot;  // receives_after_previous_slot: Plan::Queue::receives_after
+  bool receive_after_previous_slot;  // receives_after_previous_slot(shard): set Plan::Queue::receives_after
 };
 
 // By op: its queue (kNone until placed) and, while its kind is laid out, its entry there.
@@ -90,21 +90,21 @@ uint32_t add_rank_queues(Plan& plan, const PlanBuilder& builder, int64_t rank, c
       queue_of[op] = q;
     }
   }
+  // The first queue of a stream (its only one outside the combined schedule, which has no
+  // host and posts its receives ahead).
+  auto queue_of_stream = [&](Stream stream) {
+    for (uint32_t q = first_queue; q < plan.queues.size(); ++q)
+      if (plan.queues[q].stream == stream) return q;
+    return kNone;
+  };
+  const uint32_t compute = queue_of_stream(Stream::compute);
   const uint32_t host_queue = builder.simulate_host ? static_cast<uint32_t>(plan.queues.size()) : kNone;
   if (builder.simulate_host) {
     plan.queues.push_back(Plan::Queue{rank, Stream::host, {}, false});
-    for (uint32_t q = first_queue; q < host_queue; ++q)
-      if (plan.queues[q].stream == Stream::compute) plan.queues[q].paces = host_queue, plan.queues[host_queue].paced_by = q;
+    if (compute != kNone) plan.queues[compute].paces = host_queue, plan.queues[host_queue].paced_by = compute;
   }
-  if (builder.receive_after_previous_slot) {
-    auto queue_of_stream = [&](Stream stream) {
-      for (uint32_t q = first_queue; q < plan.queues.size(); ++q)
-        if (plan.queues[q].stream == stream) return q;
-      return kNone;
-    };
-    const uint32_t compute = queue_of_stream(Stream::compute), pp = queue_of_stream(Stream::pp);
-    if (compute != kNone && pp != kNone) plan.queues[pp].receives_after = compute, plan.queues[compute].holds_receives = pp;
-  }
+  if (const uint32_t pp = queue_of_stream(Stream::pp); builder.receive_after_previous_slot && compute != kNone && pp != kNone)
+    plan.queues[pp].receives_after = compute, plan.queues[compute].holds_receives = pp;
   for (uint32_t a = first_queue; a < plan.queues.size(); ++a)
     for (uint32_t b = first_queue; b < plan.queues.size(); ++b)
       if (plan.queues[a].stream == plan.queues[b].stream && plan.queues[a].backward_side != plan.queues[b].backward_side)
