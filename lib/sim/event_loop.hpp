@@ -310,10 +310,12 @@ class EventLoop {
     const QueueState& state = queues_[queue];
     return plan_.kinds[state.kind].once || queues_[compute].finished >= plan_.queues[compute].before[state.slot];
   }
-  // A compute queue's cursor moved: its host may be free to go on, its pipeline receive posted.
+  // A compute queue's cursor moved: its host may be free to go on; at the start of a slot (or
+  // done), its pipeline receive may be posted.
   void pace(uint32_t queue, double now_us) {
     if (const uint32_t host = plan_.queues[queue].paces; host != kNone) try_start(host, now_us);
-    if (const uint32_t pp = plan_.queues[queue].holds_receives; pp != kNone) try_start(pp, now_us);
+    if (const uint32_t pp = plan_.queues[queue].holds_receives; pp != kNone && (done(queue) || queues_[queue].pos == 0))
+      try_start(pp, now_us);
   }
 
   void try_start(uint32_t queue, double now_us) {
