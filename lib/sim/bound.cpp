@@ -262,7 +262,7 @@ double step_time_lower_bound_ms(const ShardSection& shard, const CostSection& co
     RankState& state = states[rank];
     state.program = std::move(programs[rank]);
     for (const std::vector<int64_t>& ops : state.program.kind_ops)
-      state.kinds.push_back(list_paths(shard, ops, rank, duration_us, false, receives_after_start));
+      state.kinds.push_back(list_paths(shard, ops, rank, duration_us, /*own_rank_inputs=*/false, receives_after_start));
     state.step = list_paths(shard, state.program.step_ops, rank, duration_us, true);
     std::for_each(state.kinds.begin(), state.kinds.end(), export_inputs);
     export_inputs(state.step);

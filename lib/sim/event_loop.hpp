@@ -303,7 +303,8 @@ class EventLoop {
     const uint32_t pacer = plan_.queues[queue].paced_by;
     return pacer == kNone || done(pacer) || queues_[queue].slot <= queues_[pacer].slot + 1;
   }
-  // A pipeline receive is posted once the rank's compute stream has finished the slots before it.
+  // A pipeline receive is posted once the rank's compute stream has finished the slots before
+  // it. A step op on the pp stream (the gradient norm's all-reduce) is no receive.
   bool receive_posted(uint32_t queue) const {
     const uint32_t compute = plan_.queues[queue].receives_after;
     if (compute == kNone || done(compute)) return true;
@@ -314,7 +315,7 @@ class EventLoop {
   // done), its pipeline receive may be posted.
   void pace(uint32_t queue, double now_us) {
     if (const uint32_t host = plan_.queues[queue].paces; host != kNone) try_start(host, now_us);
-    if (const uint32_t pp = plan_.queues[queue].holds_receives; pp != kNone && (done(queue) || queues_[queue].pos == 0))
+    if (const uint32_t pp = plan_.queues[queue].gates_receives; pp != kNone && (done(queue) || queues_[queue].pos == 0))
       try_start(pp, now_us);
   }
 

@@ -37,7 +37,7 @@ struct PlanBuilder {
   const ShardSection& shard;
   const CostSection& cost;
   bool simulate_host;
-  bool receive_after_previous_slot;  // receives_after_previous_slot(shard): set Plan::Queue::receives_after
+  bool receives_after_previous_slot;  // sets Plan::Queue::receives_after
 };
 
 // By op: its queue (kNone until placed) and, while its kind is laid out, its entry there.
@@ -103,8 +103,8 @@ uint32_t add_rank_queues(Plan& plan, const PlanBuilder& builder, int64_t rank, c
     plan.queues.push_back(Plan::Queue{rank, Stream::host, {}, false});
     if (compute != kNone) plan.queues[compute].paces = host_queue, plan.queues[host_queue].paced_by = compute;
   }
-  if (const uint32_t pp = queue_of_stream(Stream::pp); builder.receive_after_previous_slot && compute != kNone && pp != kNone)
-    plan.queues[pp].receives_after = compute, plan.queues[compute].holds_receives = pp;
+  if (const uint32_t pp = queue_of_stream(Stream::pp); builder.receives_after_previous_slot && compute != kNone && pp != kNone)
+    plan.queues[pp].receives_after = compute, plan.queues[compute].gates_receives = pp;
   for (uint32_t a = first_queue; a < plan.queues.size(); ++a)
     for (uint32_t b = first_queue; b < plan.queues.size(); ++b)
       if (plan.queues[a].stream == plan.queues[b].stream && plan.queues[a].backward_side != plan.queues[b].backward_side)

@@ -18,9 +18,9 @@ std::string op_path(int64_t id);
 bool host_simulated(const ShardSection& shard, const CostSection& cost);
 
 // Whether a pipeline receive starts only once its rank's compute stream has finished the
-// slots before it (docs/syssim-sim.md, "Pipeline receives"): Megatron's schedules without
-// chunks post it after the step before; the interleaved one posts it ahead
-// (overlap_p2p_comm), and the combined one runs its pair of slots as one.
+// slots before it (docs/syssim-sim.md, "Pipeline receives"): Megatron's non-interleaved 1F1B
+// posts it after the step before, and gpipe and zb-h1 are taken alike; the interleaved
+// schedule posts it ahead (overlap_p2p_comm), and the combined one runs its pair of slots as one.
 bool receives_after_previous_slot(const ShardSection& shard);
 
 // The simulator keeps no list of a step's op instances: each stream queue walks its rank's
@@ -92,11 +92,11 @@ struct Plan {
     // "The host"): on the host, that compute queue; on the compute queue, the host's.
     uint32_t paced_by = kNone;
     uint32_t paces = kNone;
-    // Megatron's schedules without chunks post a slot's pipeline receive once the rank's GPU has
-    // run the slot before it (docs/parallelism.md, "Between stages"): on the pp queue, the
-    // rank's compute queue; on the compute queue, that pp queue.
+    // Where receives_after_previous_slot, a slot's pipeline receive is posted once the rank's
+    // GPU has run the slot before it (docs/parallelism.md, "Between stages"): on the pp queue,
+    // the rank's compute queue; on the compute queue, that pp queue.
     uint32_t receives_after = kNone;
-    uint32_t holds_receives = kNone;
+    uint32_t gates_receives = kNone;
   };
   struct Kind {
     bool once = false;  // the step_start or step ops: one slot, micro-batch -1

@@ -358,27 +358,31 @@ TEST(Simulation, AStepStartOpCannotWaitForAMicroBatchOp) {
                           "/shard/ops/1/deps: step_start op depends on microbatch op 0");
 }
 
+// 1F1B on 2 ranks, 2 micro-batches (rank 0: F0 F1 B0 B1, rank 1: F0 B0 F1 B1). Rank 0's
+// forward f0 (10 us) is received by rank 1 (5 us) before its forward f1 (10 us) and
+// backward b1 (20 us); b1's gradient is received by rank 0 (5 us) before b0 (20 us).
+Graph two_ranks_exchanging() {
+  PipelineSchedule schedule = {{{0, 0, OpPass::forward}, {0, 1, OpPass::forward}, {0, 0, OpPass::backward}, {0, 1, OpPass::backward}},
+                               {{0, 0, OpPass::forward}, {0, 0, OpPass::backward}, {0, 1, OpPass::forward}, {0, 1, OpPass::backward}}};
+  return graph_of({{"f0", "gemm", "fwd", "compute", 10},
+                   {"recv", "collective", "fwd", "pp", 5, {0}, "microbatch", 0, 1, "pp"},
+                   {"f1", "gemm", "fwd", "compute", 10, {1}, "microbatch", 0, 1},
+                   {"b1", "gemm", "bwd", "compute", 20, {2}, "microbatch", 0, 1},
+                   {"recv", "collective", "bwd", "pp", 5, {3}, "microbatch", 0, 0, "pp"},
+                   {"b0", "gemm", "bwd", "compute", 20, {0, 4}}},
+                  2, schedule);
+}
+
 TEST(Simulation, TwoPipelineRanksExchangeThroughPointToPoint) {
-  // 1F1B on 2 ranks, 2 micro-batches (rank 0: F0 F1 B0 B1, rank 1: F0 B0 F1 B1). Rank 0's
-  // forward f0 (10 us) is received by rank 1 (5 us) before its forward f1 (10 us) and
-  // backward b1 (20 us); b1's gradient is received by rank 0 (5 us) before b0 (20 us). A
-  // receive starts once its data is there and its rank's compute has finished the slots
-  // before it (Megatron posts it after the step before): rank 1's second waits for b1 of
-  // micro-batch 0 (45 us), rank 0's second for its b0 of micro-batch 0 (70 us) and rank
-  // 1's b1 (80 us).
+  // two_ranks_exchanging(). A receive starts once its data is there and its rank's compute
+  // has finished the slots before it (Megatron's 1F1B posts it after the step before): rank
+  // 1's second waits for b1 of micro-batch 0 (45 us), rank 0's second for its b0 of
+  // micro-batch 0 (70 us) and rank 1's b1 (80 us).
   //   rank 0: f0 0-10, 10-20; recv 45-50, 80-85; b0 50-70, 85-105   -> 105 us
   //   rank 1: recv 10-15, 45-50; f1 15-25, 50-60; b1 25-45, 60-80   -> 80 us
   // Rank 0 binds; it waits 20-45 and 70-80 us: bubble 35 / 105. Its receives run while its
   // compute stream is idle: 10 us of pp communication, all exposed.
-  PipelineSchedule schedule = {{{0, 0, OpPass::forward}, {0, 1, OpPass::forward}, {0, 0, OpPass::backward}, {0, 1, OpPass::backward}},
-                               {{0, 0, OpPass::forward}, {0, 0, OpPass::backward}, {0, 1, OpPass::forward}, {0, 1, OpPass::backward}}};
-  Graph g = graph_of({{"f0", "gemm", "fwd", "compute", 10},
-                      {"recv", "collective", "fwd", "pp", 5, {0}, "microbatch", 0, 1, "pp"},
-                      {"f1", "gemm", "fwd", "compute", 10, {1}, "microbatch", 0, 1},
-                      {"b1", "gemm", "bwd", "compute", 20, {2}, "microbatch", 0, 1},
-                      {"recv", "collective", "bwd", "pp", 5, {3}, "microbatch", 0, 0, "pp"},
-                      {"b0", "gemm", "bwd", "compute", 20, {0, 4}}},
-                     2, schedule);
+  Graph g = two_ranks_exchanging();
   simulate_graph(g);
   const SimSection& sim = *g.sim;
   EXPECT_DOUBLE_EQ(sim.step_time_ms, 0.105);
@@ -392,6 +396,22 @@ TEST(Simulation, TwoPipelineRanksExchangeThroughPointToPoint) {
   // No flows share a link and no stream but compute waits in order here, so the lower bound
   // on the step is the step: each slot's longest path, chained along the schedule.
   EXPECT_DOUBLE_EQ(step_time_lower_bound_ms(*g.shard, *g.cost), 0.105);
+}
+
+// The same exchange where the layout has virtual stages: Megatron's interleaved schedule posts
+// its receives ahead (overlap_p2p_comm), so each starts once its data is there. Rank 1's
+// second receive runs 20-25 us beside its f1 of micro-batch 0, rank 0's second 75-80 us:
+//   rank 0: f0 0-10, 10-20; recv 45-50, 75-80; b0 50-70, 80-100   -> 100 us
+//   rank 1: recv 10-15, 20-25; f1 15-25, 45-55; b1 25-45, 55-75  -> 75 us
+// Rank 0 waits 20-45 and 70-75 us: bubble 30 / 100.
+TEST(Simulation, ReceivesArePostedAheadWithVirtualStages) {
+  Graph g = two_ranks_exchanging();
+  g.shard->parallelism.vpp = 2;
+  simulate_graph(g);
+  EXPECT_DOUBLE_EQ(g.sim->step_time_ms, 0.1);
+  EXPECT_EQ(g.sim->per_pp_rank_step_time_ms, (std::vector<double>{0.1, 0.075}));
+  EXPECT_DOUBLE_EQ(g.sim->bubble_fraction, 0.3);
+  EXPECT_DOUBLE_EQ(step_time_lower_bound_ms(*g.shard, *g.cost), 0.1);
 }
 
 TEST(StepBound, DropsTheOrderOfStreamsOtherThanCompute) {

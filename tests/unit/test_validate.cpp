@@ -602,8 +602,9 @@ TEST(ValidateRow, BloomIsMegatronDeepSpeedOf2022) {
 
 // BLOOM's pipeline (pp 12, full recompute, 128 micro-batches) on a DGX A100 fabric and on the
 // Jean Zay nodes its row names: its state repeats from micro-batch 12 to 13, and the step
-// extrapolated from there is the one of simulating every micro-batch, to rounding (plumbing:
-// both are the simulator's; docs/syssim-sim.md, "Extrapolated micro-batches").
+// extrapolated from there is the one of simulating every micro-batch, to rounding (both sides
+// are the simulator's: this checks the jump, not the step; docs/syssim-sim.md, "Extrapolated
+// micro-batches").
 TEST(ValidateRow, BloomsPipelineIsExtrapolatedToItsFullSimulation) {
   RowPlan plan = plan_row(bloom_row(), kPresets);
   for (const char* hardware : {"a100-sxm-80gb", "jean-zay-a100"}) {
