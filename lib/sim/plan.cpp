@@ -37,7 +37,6 @@ struct PlanBuilder {
   const ShardSection& shard;
   const CostSection& cost;
   bool simulate_host;
-  bool receives_after_previous_slot;  // sets Plan::Queue::receives_after
 };
 
 // By op: its queue (kNone until placed) and, while its kind is laid out, its entry there.
@@ -103,7 +102,8 @@ uint32_t add_rank_queues(Plan& plan, const PlanBuilder& builder, int64_t rank, c
     plan.queues.push_back(Plan::Queue{rank, Stream::host, {}, false});
     if (compute != kNone) plan.queues[compute].paces = host_queue, plan.queues[host_queue].paced_by = compute;
   }
-  if (const uint32_t pp = queue_of_stream(Stream::pp); builder.receives_after_previous_slot && compute != kNone && pp != kNone)
+  if (const uint32_t pp = queue_of_stream(Stream::pp);
+      compute != kNone && pp != kNone && receives_after_previous_slot(builder.shard))
     plan.queues[pp].receives_after = compute, plan.queues[compute].gates_receives = pp;
   for (uint32_t a = first_queue; a < plan.queues.size(); ++a)
     for (uint32_t b = first_queue; b < plan.queues.size(); ++b)
@@ -366,8 +366,7 @@ Plan make_plan(const ShardSection& shard, const CostSection& cost, const std::ve
   plan.combined = shard.training.overlap_moe_expert_parallel_comm;
   // The combined schedule interleaves the issue of a forward and a backward, which one
   // thread issuing slot after slot would not: its host is not simulated.
-  const PlanBuilder builder{shard, cost, !plan.combined && host_simulated(shard, cost),
-                            receives_after_previous_slot(shard)};
+  const PlanBuilder builder{shard, cost, !plan.combined && host_simulated(shard, cost)};
   PlanScratch scratch{std::vector<uint32_t>(ops, kNone), std::vector<uint32_t>(ops, kNone)};
   plan.waited_across_slots.assign(ops, 0);
   for (int64_t rank = 0; rank < static_cast<int64_t>(programs.size()); ++rank)
