@@ -696,13 +696,15 @@ class LayoutSearch {
     std::vector<SweepRow> rows(to_simulate.size());
     SweepSettings round_settings = settings_;
     round_settings.progress = nullptr;
+    // The simulations first: each takes several estimates' time, and started last they would
+    // leave one thread running alone at the round's end.
     for_each_point(to_estimate.size() + to_simulate.size(), round_settings, [&](size_t k) {
-      if (k < to_estimate.size()) {
-        estimates[k] = memory_estimate(evaluate_, layouts_[to_estimate[k]], settings_.use_cache);
+      if (k < to_simulate.size()) {
+        rows[k].inputs = layout_inputs(layouts_[to_simulate[k]]);
+        evaluate_(layouts_[to_simulate[k]], rows[k]);
       } else {
-        SweepRow& row = rows[k - to_estimate.size()];
-        row.inputs = layout_inputs(layouts_[to_simulate[k - to_estimate.size()]]);
-        evaluate_(layouts_[to_simulate[k - to_estimate.size()]], row);
+        const size_t e = k - to_simulate.size();
+        estimates[e] = memory_estimate(evaluate_, layouts_[to_estimate[e]], settings_.use_cache);
       }
     });
     for (size_t k = 0; k < to_estimate.size(); ++k) {
