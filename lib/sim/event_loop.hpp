@@ -47,7 +47,10 @@ struct RanInstance {
 //   started(queue, entry, now_us): the instance of `entry` starts on `queue` now;
 //   ran(instance): it finishes now;
 //   replayed(rank, slot, kind, replay, now_us): rank slot `slot` (of kind `kind`) is replayed
-//     from `replay` from now on: its local instances run at now plus the replay's times.
+//     from `replay` from now on: its local instances run at now plus the replay's times;
+//   issued(run, kind, on_queue, pos, issued_us): a host issues the entries on_queue[pos...] of
+//     `kind` one after the other from run.start_us, each ending at its issued_us (`run` holds
+//     the rank, slot and the run's start, finish and length; no entry).
 
 // What every replay of one kind of slot does on its rank's local queues when it starts at
 // time 0 on idle queues with its deps from outside done (docs/syssim-sim.md, "Replayed
@@ -84,6 +87,8 @@ struct AloneTimes {
     start_us[i.entry_index] = i.start_us, finish_us[i.entry_index] = i.finish_us, duration_us[i.entry_index] = i.duration_us;
   }
   void replayed(int64_t, uint32_t, uint32_t, const KindReplay&, double) {}  // it replays nothing
+  // Its slots have no host: local queues only.
+  void issued(const RanInstance&, const Plan::Kind&, const std::vector<uint32_t>&, uint32_t, const std::vector<double>&) {}
   std::vector<double> start_us, finish_us, duration_us;
 };
 
@@ -113,7 +118,7 @@ class EventLoop {
       // Slots of the combined schedule overlap each other: none runs as it did alone.
       : plan_(plan), observer_(observer), replay_slots_(replay_slots && !plan.combined), lookout_(lookout),
         queues_(plan.queues.size()), flows_(plan.queues.size()), replays_(replay_slots_ ? plan.kinds.size() : 0),
-        issue_runs_(plan.queues.size()), wake_us_(plan.queues.size(), kNever) {
+        issue_runs_(plan.queues.size()), host_runs_(plan.kinds.size()), wake_us_(plan.queues.size(), kNever) {
     prepare_slowdown();
     if (!plan.cost->links.empty()) {
       RankNetwork network;
@@ -387,40 +392,50 @@ class EventLoop {
   // then (done_at), where a host's every issue would take an event.
   void issue(uint32_t queue, double now_us) {
     QueueState& state = queues_[queue];
-    const int64_t rank = plan_.queues[queue].rank;
     const Plan::Kind& kind = plan_.kinds[state.kind];
     const std::vector<uint32_t>& on_queue = *state.on_queue;
+    const HostRun& run = host_run(state);
     std::vector<double>& issued_us = issue_runs_[queue];
     issued_us.clear();
     double finish_us = now_us;
-    for (uint32_t pos = state.pos; pos < on_queue.size(); ++pos) {
-      const Entry& entry = kind.entries[on_queue[pos]];
-      if (pos > state.pos && entry.deps_begin < entry.deps_end) break;
-      const double start_us = finish_us;
-      finish_us += entry.time_us;  // as an instance's finish event would be, one after the other
+    for (uint32_t pos = state.pos; pos < state.pos + run.count; ++pos) {
+      finish_us += kind.entries[on_queue[pos]].time_us;  // as an instance's finish event would be, one after the other
       issued_us.push_back(finish_us);
-      observer_.ran(RanInstance{queue, rank, state.slot, state.microbatch, &entry, on_queue[pos], start_us, finish_us,
-                                entry.time_us});
     }
+    observer_.issued(RanInstance{queue, plan_.queues[queue].rank, state.slot, state.microbatch, nullptr, 0, now_us,
+                                 finish_us, finish_us - now_us},
+                     kind, on_queue, state.pos, issued_us);
     state.busy = true;
     state.start_us = now_us;
     push(finish_us, queue, Kind::kIssued);
     // The queues whose ops these issue may wait for them: each is tried once, as nothing
     // finishes between the tries to change the answer.
-    const uint32_t first = plan_.first_queue[rank];
-    uint64_t tried = 0;
-    for (uint32_t pos = state.pos; pos < state.pos + issued_us.size(); ++pos) {
+    for (uint32_t dependent : run.dependents) try_start(dependent, now_us);
+  }
+
+  // A host's run of issues from its cursor's place: its ops up to the next that waits for the
+  // GPU, and the queues of their dependents, each once, in the order of the ops naming them.
+  // The same for every slot of a kind: worked out at the kind's first run from that place.
+  struct HostRun {
+    uint32_t count = 0;  // 0: not worked out yet
+    std::vector<uint32_t> dependents;
+  };
+  const HostRun& host_run(const QueueState& state) {
+    std::vector<HostRun>& runs = host_runs_[state.kind];
+    if (runs.empty()) runs.resize(state.on_queue->size());
+    HostRun& run = runs[state.pos];
+    if (run.count > 0) return run;
+    const Plan::Kind& kind = plan_.kinds[state.kind];
+    const std::vector<uint32_t>& on_queue = *state.on_queue;
+    for (uint32_t pos = state.pos; pos < on_queue.size(); ++pos) {
       const Entry& entry = kind.entries[on_queue[pos]];
-      for (uint32_t d = entry.dependents_begin; d < entry.dependents_end; ++d) {
-        const uint32_t dependent = plan_.dependent_queues[d];
-        const uint32_t local = dependent - first;  // wraps for another rank's queue
-        if (local < 64) {
-          if (tried >> local & 1) continue;
-          tried |= uint64_t{1} << local;
-        }
-        try_start(dependent, now_us);
-      }
+      if (pos > state.pos && entry.deps_begin < entry.deps_end) break;
+      ++run.count;
+      for (uint32_t d = entry.dependents_begin; d < entry.dependents_end; ++d)
+        if (std::find(run.dependents.begin(), run.dependents.end(), plan_.dependent_queues[d]) == run.dependents.end())
+          run.dependents.push_back(plan_.dependent_queues[d]);
     }
+    return run;
   }
 
   // A host's run of issues ends: it goes on to its next.
@@ -1076,6 +1091,7 @@ class EventLoop {
   // By host queue: when each issue of its current run ends (issue); by queue: the time of its
   // last wake (a wake shifted by a jump may come twice, which only tries the queue again).
   std::vector<std::vector<double>> issue_runs_;
+  std::vector<std::vector<HostRun>> host_runs_;  // by kind, by place on its host queue
   std::vector<double> wake_us_;
 
   // Steady-state jumps (docs/syssim-sim.md, "Extrapolated micro-batches").

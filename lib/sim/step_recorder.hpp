@@ -242,13 +242,12 @@ class StepRecorder {
   static constexpr bool kMayJump = true;
   StepRecorder(const ShardSection& shard, const Plan& plan, bool timeline)
       : shard_(shard), plan_(plan), keep_timeline_(timeline), queues_(plan.queues.size()),
-        group_of_(shard.ops.size(), -1), replay_boundaries_(plan.kinds.size()) {
+        group_of_(shard.ops.size(), -1), replay_boundaries_(plan.kinds.size()), replays_(plan.kinds.size()) {
     for (size_t rank = 0; rank < plan.slots.size(); ++rank)
       coverage_.emplace_back(plan.first_queue[rank + 1] - plan.first_queue[rank]);
     for (uint32_t q = 0; q < plan.queues.size(); ++q) {
       const int64_t rank = plan.queues[q].rank;
-      queues_[q] = QueueInfo{&coverage_[rank], q - plan.first_queue[rank], plan.queues[q].stream == Stream::compute,
-                             plan.queues[q].host()};
+      queues_[q] = QueueInfo{&coverage_[rank], q - plan.first_queue[rank], plan.queues[q].stream == Stream::compute};
     }
     for (const ShardOp& op : shard.ops)  // check_ops refused stages the schedule does not have
       if (op.kind == OpKind::collective) group_of_[op.id] = coverage_[op.stage].group_index(to_string(op.group));
@@ -261,12 +260,15 @@ class StepRecorder {
   void replayed(int64_t rank, uint32_t slot, uint32_t kind, const KindReplay& replay, double now_us) {
     const Plan::Kind& slot_kind = plan_.kinds[kind];
     const int32_t microbatch = plan_.slots[rank][slot].microbatch;
-    for (uint32_t e : replay.local_entries) {
-      const Entry& entry = slot_kind.entries[e];
-      if (keep_timeline_)
+    if (keep_timeline_)
+      for (uint32_t e : replay.local_entries) {
+        const Entry& entry = slot_kind.entries[e];
         record(rank, entry.queue, slot, microbatch, entry, e, now_us + replay.start_us[e], now_us + replay.finish_us[e]);
-      count(entry, replay.duration_us[e]);
-    }
+      }
+    // Every replay of a kind adds the same to the sums: counted here, added all at once where
+    // the sums are read (add_replays), instead of instance by instance.
+    Replays& replays = replays_[kind];
+    if (replays.count++ == 0) replays.replay = &replay, kinds_replayed_.push_back(kind);
     // The latest of the instances' finishes, now + each: now + the latest, as rounding keeps order.
     if (!replay.local_entries.empty()) reached(rank, microbatch, now_us + replay.last_finish_us);
     std::vector<Coverage::Boundary>& boundaries = replay_boundaries_[kind];
@@ -295,17 +297,31 @@ class StepRecorder {
     coverage_[rank].ahead(now_us, boundaries);
   }
 
+  // A host's run of issues: its busy time, and each issue in the timeline.
+  void issued(const RanInstance& run, const Plan::Kind& kind, const std::vector<uint32_t>& on_queue, uint32_t pos,
+              const std::vector<double>& issued_us) {
+    totals_.host_busy_us[run.rank] += run.duration_us;
+    if (!keep_timeline_) return;
+    double start_us = run.start_us;
+    for (size_t i = 0; i < issued_us.size(); ++i) {
+      const uint32_t e = on_queue[pos + i];
+      record(run.rank, run.queue, run.slot, run.microbatch, kind.entries[e], e, start_us, issued_us[i]);
+      start_us = issued_us[i];
+    }
+  }
+
   void started(uint32_t queue, const Entry& entry, double now_us) {
     const QueueInfo& info = queues_[queue];
-    if (!info.host) info.coverage->start(now_us, info.local, info.compute, group_of_[entry.op]);
+    info.coverage->start(now_us, info.local, info.compute, group_of_[entry.op]);
   }
 
   void ran(const RanInstance& i) {
     const QueueInfo& info = queues_[i.queue];
-    if (!info.host) info.coverage->finish(i.finish_us, info.local, info.compute, group_of_[i.entry->op]);
+    info.coverage->finish(i.finish_us, info.local, info.compute, group_of_[i.entry->op]);
     add(i.rank, i.queue, i.slot, i.microbatch, *i.entry, i.entry_index, i.start_us, i.finish_us, i.duration_us);
   }
 
+  // Op instances run, the replayed ones included (read after totals()).
   int64_t instances() const { return instances_; }
 
   // What the recorder holds at a time, for EventLoop's steady-state jumps.
@@ -315,7 +331,8 @@ class StepRecorder {
     std::vector<OpSums> op_sums;
     std::vector<Coverage::State> coverage;
   };
-  void snapshot(Snapshot& snapshot) const {
+  void snapshot(Snapshot& snapshot) {
+    add_replays();
     snapshot.finish_us = totals_.finish_us;
     snapshot.host_busy_us = totals_.host_busy_us;
     snapshot.flops = totals_.flops, snapshot.pipeline_end_us = totals_.pipeline_end_us;
@@ -336,6 +353,7 @@ class StepRecorder {
   }
   // Moves the totals on from `b` (now) by `periods` periods of (b - a), `shift_us` in all.
   void jump(const Snapshot& a, const Snapshot& b, int64_t periods, double shift_us) {
+    add_replays();
     const auto times = static_cast<double>(periods);
     for (double& finish_us : totals_.finish_us) finish_us += shift_us;
     totals_.pipeline_end_us += shift_us;
@@ -351,6 +369,7 @@ class StepRecorder {
 
   // The totals, once the step is over: by op and links, those of the binding rank.
   StepTotals totals(const std::vector<RankNetwork>& networks) {
+    add_replays();
     StepTotals totals = totals_;
     std::vector<double> idle_by_rank_us(coverage_.size(), 0.0);
     for (size_t r = 0; r < coverage_.size(); ++r) {
@@ -385,14 +404,10 @@ class StepRecorder {
   }
 
  private:
-  // An instance's share of the totals, and its timeline entry.
+  // An instance's share of the totals, and its timeline entry (hosts' issues: issued()).
   void add(int64_t rank, uint32_t queue, uint32_t slot, int32_t microbatch, const Entry& entry, uint32_t entry_index,
            double start_us, double finish_us, double duration_us) {
     if (keep_timeline_) record(rank, queue, slot, microbatch, entry, entry_index, start_us, finish_us);
-    if (entry.host) {  // the host's issue of an op: its busy time and the timeline only
-      totals_.host_busy_us[rank] += duration_us;
-      return;
-    }
     reached(rank, microbatch, finish_us);
     count(entry, duration_us);
   }
@@ -407,14 +422,25 @@ class StepRecorder {
     finish = std::max(finish, finish_us);
     if (microbatch >= 0) totals_.pipeline_end_us = std::max(totals_.pipeline_end_us, finish_us);
   }
-  // An instance of `entry` (not the host's) ran for duration_us: its share of the sums.
-  void count(const Entry& entry, double duration_us) {
-    totals_.flops += entry.flops;
+  // `times` instances of `entry` (not the host's) ran for duration_us each: their share of the sums.
+  void count(const Entry& entry, double duration_us, int64_t times = 1) {
+    const auto n = static_cast<double>(times);
+    totals_.flops += n * entry.flops;
     OpSums& sums = op_sums_[entry.op];
-    sums.duration_us += duration_us;
-    sums.standalone_us += entry.time_us;
+    sums.duration_us += n * duration_us;
+    sums.standalone_us += n * entry.time_us;
     ran_[entry.op] = 1;
-    ++instances_;
+    instances_ += times;
+  }
+  // The replays counted since the sums were last read, added to them kind by kind.
+  void add_replays() {
+    for (uint32_t kind : kinds_replayed_) {
+      Replays& replays = replays_[kind];
+      for (uint32_t e : replays.replay->local_entries)
+        count(plan_.kinds[kind].entries[e], replays.replay->duration_us[e], replays.count);
+      replays.count = 0;
+    }
+    kinds_replayed_.clear();
   }
   const ShardSection& shard_;
   const Plan& plan_;
@@ -423,12 +449,17 @@ class StepRecorder {
     Coverage* coverage = nullptr;  // its rank's
     uint32_t local = 0;            // among its rank's queues
     bool compute = false;          // a compute stream
-    bool host = false;             // the host thread: no op of its own, outside the coverage
   };
   std::vector<Coverage> coverage_;  // by pipeline rank
   std::vector<QueueInfo> queues_;
   std::vector<int32_t> group_of_;  // by op: its collective group among its rank's coverage groups; -1: none
   std::vector<std::vector<Coverage::Boundary>> replay_boundaries_;  // by kind: a replay's, relative to its start
+  struct Replays {  // of one kind, not yet in the sums
+    int64_t count = 0;
+    const KindReplay* replay = nullptr;
+  };
+  std::vector<Replays> replays_;           // by kind
+  std::vector<uint32_t> kinds_replayed_;  // the kinds with a count
   StepTotals totals_;  // but for the sums by op, kept for all ranks until the binding one is known
   std::vector<OpSums> op_sums_;  // by op
   std::vector<char> ran_;        // by op: an instance ran
