@@ -188,10 +188,19 @@ class Coverage {
         apply(*held);
         held->delta = 0;
       } else if (ahead) {
-        Boundary boundary = (*ahead->boundaries)[ahead->next];
-        boundary.time_us = earliest_us;
-        apply(boundary);
-        if (++ahead->next == ahead->boundaries->size()) ahead_.erase(ahead_.begin() + (ahead - ahead_.data()));
+        // This slot's boundaries up to the next of another (or a held finish, first at a tie),
+        // which stays next as these are taken in.
+        double next_us = until_us;
+        for (const Boundary& h : held_)
+          if (h.delta != 0) next_us = std::min(next_us, h.time_us);
+        for (const Ahead& a : ahead_)
+          if (&a != ahead) next_us = std::min(next_us, a.time_us());
+        do {
+          Boundary boundary = (*ahead->boundaries)[ahead->next];
+          boundary.time_us = ahead->time_us();
+          apply(boundary);
+        } while (++ahead->next < ahead->boundaries->size() && ahead->time_us() < next_us);
+        if (ahead->next == ahead->boundaries->size()) ahead_.erase(ahead_.begin() + (ahead - ahead_.data()));
       } else {
         return;
       }
