@@ -45,6 +45,9 @@ std::string emit_sweep_jobs(const std::vector<std::string>& command_line, const 
     kept += (kept.empty() ? "" : " ") + shell_quoted(command_line[i]);
   }
   std::error_code error;
+  // Results of an earlier sweep left there would join this one's in a --merge of DIR/point-*.json.
+  if (std::filesystem::exists(dir, error) && !std::filesystem::is_empty(dir, error))
+    throw UsageError("--emit-jobs " + dir + ": the folder exists and is not empty (give a new or an empty one)");
   std::filesystem::create_directories(dir, error);
   if (error) throw DataError(dir + ": cannot create the folder of the jobs' results (" + error.message() + ")");
   const std::vector<std::vector<std::string>> points = cartesian_product(axes);

@@ -114,7 +114,12 @@ std::string plot_search(const SearchResult& result) {
   const std::vector<SweepRow>& front = result.front;
   const double left = 80, top = 50, plot_width = 560, plot_height = 380, legend_left = left + plot_width + 40;
   const double legend_row = 15;
-  SvgWriter svg(legend_left + 640, std::max(top + plot_height + 60, top + (front.size() + 1) * legend_row + 20));
+  // Legend columns: number, step time and memory right-aligned, then the layout, as wide as the longest.
+  const double columns[] = {legend_left + 20, legend_left + 100, legend_left + 180, legend_left + 195};
+  double longest_layout = std::string("layout").size();
+  for (const SweepRow& row : front) longest_layout = std::max(longest_layout, static_cast<double>(layout_label(row).size()));
+  SvgWriter svg(columns[3] + longest_layout * kCharWidth + 20,
+                std::max(top + plot_height + 60, top + (front.size() + 1) * legend_row + 20));
   svg.text(10, 24, "syssim sweep --search: Pareto front of step time against peak memory (" +
                        std::to_string(front.size()) + " layouts; " + std::to_string(result.simulated) + " simulated of " +
                        std::to_string(result.enumerated) + ")",
@@ -149,8 +154,6 @@ std::string plot_search(const SearchResult& result) {
   }
   svg.polyline(stairs, kOkColor);
   // Dots numbered as the legend beside the plot lists the layouts, fastest first.
-  // Legend columns: number, step time and memory right-aligned, then the layout.
-  const double columns[] = {legend_left + 20, legend_left + 100, legend_left + 180, legend_left + 195};
   const char* const headings[] = {"#", "step (ms)", "memory (GB)", "layout"};
   for (size_t c = 0; c < 4; ++c) svg.text(columns[c], top, headings[c], 11, c < 3 ? "end" : "start");
   for (size_t i = 0; i < front.size(); ++i) {

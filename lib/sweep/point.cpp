@@ -4,9 +4,14 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <mutex>
+#include <regex>
+#include <stdexcept>
 #include <thread>
 
 #include "common/cache.hpp"
@@ -35,6 +40,15 @@ nlohmann::json yaml_scalar(const std::string& text, const std::string& path) {
   if (node.IsNull()) return nullptr;
   if (!node.IsScalar()) throw UsageError("--over " + path + ": '" + text + "' is not a YAML scalar");
   if (node.Tag() == "!") return node.Scalar();
+  // Digits are a decimal number, as on the command line, where YAML 1.1 reads 032 as octal 26.
+  static const std::regex kDecimal("[-+]?[0-9]+");
+  if (std::regex_match(text, kDecimal)) {
+    try {
+      return static_cast<int64_t>(std::stoll(text));
+    } catch (const std::out_of_range&) {
+      return std::stod(text);
+    }
+  }
   int64_t integer;
   double real;
   bool boolean;
@@ -117,6 +131,26 @@ std::vector<std::vector<std::string>> cartesian_product(const std::vector<SweepA
 
 namespace {
 
+// The data-parallel sharding strategy takes every name and alias --data-parallel-sharding-strategy
+// takes; a job's training section holds no_shard and optim as distributed_optimizer (false,
+// true) and the others by name (docs/graph-format.md).
+const std::string kShardingPath = "training.data_parallel_sharding_strategy";
+const std::string kShardingValues =
+    "expected no_shard, optim, optim_grads or optim_grads_params (or zero1, zero2, zero3, shard_grad_op, full_shard)";
+std::optional<DataParallelSharding> set_sharding_strategy(nlohmann::json& training, const ConfigSetting& setting) {
+  const std::optional<DataParallelSharding> sharding =
+      setting.value.is_string() ? parse_data_parallel_sharding(setting.value.get<std::string>()) : std::nullopt;
+  if (!sharding) return std::nullopt;
+  if (*sharding >= DataParallelSharding::optim_grads) {
+    training["data_parallel_sharding_strategy"] = to_string(*sharding);  // the job's fsdp_implementation kept
+  } else {
+    training.erase("data_parallel_sharding_strategy");
+    training.erase("fsdp_implementation");
+  }
+  training["distributed_optimizer"] = *sharding != DataParallelSharding::no_shard;
+  return sharding;
+}
+
 // Whether `key` of a section written back holds `given`; a key written only when set
 // (kTrainingKeysWhenSet) is absent when it holds the value it has unset.
 bool reads_back(const nlohmann::json& written, const std::string& key, const nlohmann::json& given) {
@@ -132,10 +166,18 @@ bool reads_back(const nlohmann::json& written, const std::string& key, const nlo
 std::optional<std::string> try_settings(ShardOptions& options, const std::vector<ConfigSetting>& settings) {
   nlohmann::json parallelism = to_json(options.parallelism), training = to_json(options.training);
   std::vector<std::pair<nlohmann::json*, std::string>> keys;  // section, key
+  std::optional<DataParallelSharding> sharding;  // the strategy set, checked apart
   for (const ConfigSetting& setting : settings) {
     auto [section, key] = split_config_path(setting.path);
+    if (setting.path == kShardingPath) {
+      sharding = set_sharding_strategy(training, setting);
+      if (!sharding) return kShardingValues;
+      continue;
+    }
     keys.emplace_back(section == "parallelism" ? &parallelism : &training, key);
-    (*keys.back().first)[key] = setting.value;
+    // A list key takes one name: the list of it.
+    const bool list = key == "recompute_modules" || key == "cuda_graph_scope";
+    (*keys.back().first)[key] = list && setting.value.is_string() ? nlohmann::json::array({setting.value}) : setting.value;
   }
   try {
     ParallelismConfig parallelism_read = parallelism_from_json(parallelism, "parallelism");
@@ -143,6 +185,7 @@ std::optional<std::string> try_settings(ShardOptions& options, const std::vector
     nlohmann::json parallelism_back = to_json(parallelism_read), training_back = to_json(training_read);
     for (const auto& [section, key] : keys)
       if (!reads_back(section == &parallelism ? parallelism_back : training_back, key, (*section)[key])) return "";
+    if (sharding && training_read.data_parallel_sharding != *sharding) return "";
     options.parallelism = parallelism_read;
     options.training = training_read;
     return std::nullopt;
@@ -158,10 +201,12 @@ void apply_config_settings(ShardOptions& options, const std::vector<ConfigSettin
   // One by one, to name the first value that does not fit.
   for (const ConfigSetting& setting : settings) {
     auto [section, key] = split_config_path(setting.path);
-    const nlohmann::json previous = (section == "parallelism" ? to_json(options.parallelism) : to_json(options.training))[key];
+    nlohmann::json previous = (section == "parallelism" ? to_json(options.parallelism) : to_json(options.training))[key];
+    if (const auto unset = kTrainingKeysWhenSet.find(key); previous.is_null() && unset != kTrainingKeysWhenSet.end())
+      previous = unset->second;  // not written: the value it has unset
     if (const std::optional<std::string> error = try_settings(options, {setting})) {
       // What the key takes: the reader's word for a value of the right kind (out of range, an
-      // unknown name), else the kind of the job's own value.
+      // unknown name) or for a key the job leaves unset, else the kind of the job's own value.
       auto kind_of = [](const nlohmann::json& value) {
         return value.is_boolean()          ? "true or false"
                : value.is_number_integer() ? "a whole number"
@@ -170,7 +215,7 @@ void apply_config_settings(ShardOptions& options, const std::vector<ConfigSettin
                                            : "a value of this key";
       };
       const std::string kind = kind_of(previous);
-      if (!error->empty() && kind == kind_of(setting.value))
+      if (!error->empty() && (previous.is_null() || kind == kind_of(setting.value)))
         throw DataError(setting.path + "=" + setting.text + ": " + *error);
       throw DataError(setting.path + "=" + setting.text + ": expected " + kind + ", as the job's " + previous.dump());
     }
@@ -329,13 +374,16 @@ void PointEvaluator::simulate_row(const ShardOptions& options, SweepRow& row, st
       return;
     }
   }
+  // A hardware the estimator cannot load (its calibrated bundle missing, say) is the sweep's
+  // bad data, not a point's: it stops the sweep.
+  const CostEstimator& cost = estimator();
   try {
     std::optional<Graph> own;
     std::optional<Graph>& graph = built ? *built : own;
     if (graph)
       resimulate_with_global_batch(*graph, options.training.global_batch);
     else
-      graph = simulate(model_, trace(options.training.seq_length), estimator(), options, SimOptions{},
+      graph = simulate(model_, trace(options.training.seq_length), cost, options, SimOptions{},
                        &reuse(options.training.seq_length));
     row.step_time_ms = graph->sim->step_time_ms;
     row.mfu = throughput(*graph).mfu;
@@ -351,9 +399,37 @@ void PointEvaluator::simulate_row(const ShardOptions& options, SweepRow& row, st
 }
 
 // Every field of ShardOptions is part of the key: a setting left out would return another job's row.
+namespace {
+
+// The calibrated bundle a hardware names, as the cache key holds it: the folder it resolves to
+// (absolute) and a checksum of each of its files, so that two hardware files naming bundles
+// alike from different folders, or a bundle refitted in place, never share an entry. Read once
+// per folder and process.
+nlohmann::json bundle_identity(const std::string& folder) {
+  static std::mutex reading;
+  static std::map<std::string, nlohmann::json> known;
+  std::lock_guard<std::mutex> lock(reading);
+  auto [it, added] = known.try_emplace(folder);
+  if (!added) return it->second;
+  std::error_code error;
+  const std::filesystem::path path = std::filesystem::weakly_canonical(std::filesystem::absolute(folder), error);
+  nlohmann::json files = nlohmann::json::object();
+  for (const auto& entry : std::filesystem::directory_iterator(path, error))
+    if (entry.is_regular_file(error)) {
+      std::ifstream in(entry.path(), std::ios::binary);
+      files[entry.path().filename().string()] =
+          content_checksum(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
+    }
+  return it->second = {{"folder", path.string()}, {"files", files}};  // no files: a folder that is not there
+}
+
+}  // namespace
+
 std::string job_cache_key(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options) {
+  nlohmann::json hardware_key = to_json(hardware);
+  if (!hardware.calibrated_model_dir.empty()) hardware_key["calibrated_model"] = bundle_identity(hardware.calibrated_model_dir);
   nlohmann::json job = {{"model", to_json(model)},
-                        {"hardware", to_json(hardware)},
+                        {"hardware", hardware_key},
                         {"parallelism", to_json(options.parallelism)},
                         {"training", to_json(options.training)},
                         {"gpus", nullable_to_json(options.gpus)},

@@ -190,10 +190,11 @@ nlohmann::json memory_estimate(PointEvaluator& evaluate, const ShardOptions& lay
       nlohmann::json record = nlohmann::json::parse(*cached);
       if (record["status"] == "invalid" || record.contains("step_bound_ms")) return record;
     }
+  const CostEstimator& estimator = evaluate.estimator();  // a hardware it cannot load stops the search
   nlohmann::json estimated = {{"status", "invalid"}};
   try {
-    Graph graph = estimate_memory(evaluate.model(), evaluate.trace(layout.training.seq_length), evaluate.estimator(),
-                                  layout, &evaluate.reuse(layout.training.seq_length));
+    Graph graph = estimate_memory(evaluate.model(), evaluate.trace(layout.training.seq_length), estimator, layout,
+                                  &evaluate.reuse(layout.training.seq_length));
     estimated = {{"status", graph.mem->oom ? "oom" : "fits"},
                  {"peak_memory_gb", graph.mem->peak_memory_gb},
                  {"step_bound_ms", step_time_lower_bound_ms(*graph.shard, *graph.cost)}};
@@ -252,9 +253,10 @@ nlohmann::json layer_compute(PointEvaluator& evaluate, const ModelConfig& short_
                                record.contains("layers") && record.contains("layer_kept_bytes")))
         return record;
     }
+  const CostEstimator& estimator = evaluate.estimator();  // a hardware it cannot load stops the search
   nlohmann::json compute;
   try {
-    Graph graph = shard_and_cost(short_model, short_trace, evaluate.estimator(), one_rank);  // no memory read
+    Graph graph = shard_and_cost(short_model, short_trace, estimator, one_rank);  // no memory read
     // Per part: the decoder layers, then the embedding and the output layer; per pass.
     const size_t layers = static_cast<size_t>(short_model.num_layers);
     std::vector<size_t> part_of(graph.shard->ops.size());

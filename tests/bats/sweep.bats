@@ -151,6 +151,29 @@ sweep_tiny() {
   assert_equal "$(sweep_tiny "${args[@]}" --no-cache)" "$first"
 }
 
+@test "a copy of a preset whose calibrated bundle is not beside it stops the sweep, cached or not" {
+  # The preset fills the cache first; the copy names the same relative folder, which is not there.
+  sweep_tiny --global-batch 4 --over parallelism.tp=1,2 --format csv > /dev/null
+  mkdir -p "$BATS_TEST_TMPDIR/copy"
+  cp "$HARDWARE/h100-sxm-80gb.yaml" "$BATS_TEST_TMPDIR/copy/hw.yaml"
+  sed -i 's/^calibrated_model: .*/calibrated_model: ..\/calibration\/h100-sxm-80gb/' "$BATS_TEST_TMPDIR/copy/hw.yaml"
+  for extra in "" --no-cache; do
+    run syssim sweep "$TINY" --hardware "$BATS_TEST_TMPDIR/copy/hw.yaml" --global-batch 4 --over parallelism.tp=1,2 $extra
+    assert_failure 1
+    assert_output --partial "there is no folder $BATS_TEST_TMPDIR/calibration/h100-sxm-80gb"
+  done
+  run syssim sweep "$TINY" --hardware "$BATS_TEST_TMPDIR/copy/hw.yaml" --search --gpus 4 --global-batch 4
+  assert_failure 1
+}
+
+@test "--emit-jobs refuses a folder holding another sweep's files" {
+  mkdir -p "$BATS_TEST_TMPDIR/jobs"
+  touch "$BATS_TEST_TMPDIR/jobs/point-0009.json"
+  run sweep_tiny --gpus 4 --global-batch 8 --over parallelism.tp=1,2 --emit-jobs "$BATS_TEST_TMPDIR/jobs"
+  assert_failure 2
+  assert_output "syssim: error: --emit-jobs $BATS_TEST_TMPDIR/jobs: the folder exists and is not empty (give a new or an empty one)"
+}
+
 @test "a rerun of --search reads the memory estimates and simulations from the cache" {
   first=$(sweep_tiny --search --gpus 4 --global-batch 4 --format json)
   # 114 layouts, nothing out of memory: one estimate each, but for the recomputing layouts
@@ -216,6 +239,14 @@ sweep_tiny() {
   front=$(jq '.counts.front' <<< "$output")
   xmllint --noout "$BATS_TEST_TMPDIR/front.svg"
   [ "$(grep -c '<circle ' "$BATS_TEST_TMPDIR/front.svg")" -eq "$front" ]
+  # The legend's layouts, at 7 pixels a character (sans-serif at 11 pixels takes about 6), end
+  # inside the picture.
+  width=$(sed -n 's/.*<svg [^>]*width="\([0-9.]*\)".*/\1/p' "$BATS_TEST_TMPDIR/front.svg")
+  column=$(grep -o '<text x="[0-9.]*"[^>]*>layout<' "$BATS_TEST_TMPDIR/front.svg" | sed 's/<text x="\([0-9.]*\)".*/\1/')
+  longest=$(grep -o "<text x=\"$column\"[^>]*>[^<]*<" "$BATS_TEST_TMPDIR/front.svg" | sed 's/.*>\([^<]*\)</\1/' |
+    awk '{ if (length > n) n = length } END { print n }')
+  [ "$longest" -gt 20 ]
+  awk -v w="$width" -v x="$column" -v n="$longest" 'BEGIN { exit !(x + 7 * n <= w) }'
 }
 
 # Sweeps a training key written only when set over its default and another value; the peak

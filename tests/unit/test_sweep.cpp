@@ -86,6 +86,54 @@ TEST(Sweep, PathsSetTheJobThroughTheConfigReader) {
   EXPECT_THROW(apply_config_path(options, "training.micro_batches", "2"), UsageError);
 }
 
+TEST(Sweep, DigitsAreADecimalNumberAsOnTheCommandLine) {
+  ShardOptions options;
+  apply_config_path(options, "training.global_batch", "032");  // YAML 1.1 alone would read octal 26
+  EXPECT_EQ(options.training.global_batch, 32);
+  apply_config_path(options, "parallelism.tp", "+08");
+  EXPECT_EQ(options.parallelism.tp, 8);
+}
+
+TEST(Sweep, ShardingStrategyTakesEveryNameAndSetsTheDistributedOptimizer) {
+  ShardOptions options;
+  const std::pair<const char*, DataParallelSharding> names[] = {
+      {"optim_grads_params", DataParallelSharding::optim_grads_params}, {"no_shard", DataParallelSharding::no_shard},
+      {"zero2", DataParallelSharding::optim_grads},  {"optim", DataParallelSharding::optim},
+      {"full_shard", DataParallelSharding::optim_grads_params}, {"zero1", DataParallelSharding::optim}};
+  for (const auto& [name, sharding] : names) {
+    apply_config_path(options, "training.data_parallel_sharding_strategy", name);
+    EXPECT_EQ(options.training.data_parallel_sharding, sharding) << name;
+    EXPECT_EQ(options.training.distributed_optimizer, sharding != DataParallelSharding::no_shard) << name;
+  }
+  // The job's FSDP implementation stays with the strategies that shard gradients.
+  apply_config_path(options, "training.data_parallel_sharding_strategy", "optim_grads");
+  options.training.fsdp_implementation = FsdpImplementation::fsdp2;
+  apply_config_path(options, "training.data_parallel_sharding_strategy", "zero3");
+  EXPECT_EQ(options.training.fsdp_implementation, FsdpImplementation::fsdp2);
+  try {
+    apply_config_path(options, "training.data_parallel_sharding_strategy", "zero4");
+    FAIL() << "zero4 was taken";
+  } catch (const DataError& e) {
+    EXPECT_STREQ(e.what(), "training.data_parallel_sharding_strategy=zero4: expected no_shard, optim, optim_grads or "
+                           "optim_grads_params (or zero1, zero2, zero3, shard_grad_op, full_shard)");
+  }
+  EXPECT_EQ(options.training.data_parallel_sharding, DataParallelSharding::optim_grads_params);
+}
+
+TEST(Sweep, ListKeysTakeOneNameAndUnsetKeysTheReadersWord) {
+  ShardOptions options;
+  options.training.recompute = "selective";
+  apply_config_path(options, "training.recompute_modules", "mlp");
+  EXPECT_EQ(options.training.recompute_modules, std::vector<std::string>{"mlp"});
+  try {
+    apply_config_path(options, "training.optimizer_state_dtype", "int8");  // unset: fp32, not null
+    FAIL() << "int8 was taken";
+  } catch (const DataError& e) {
+    EXPECT_STREQ(e.what(), "training.optimizer_state_dtype=int8: graph: training/optimizer_state_dtype: expected fp32, "
+                           "bf16 or fp16, got \"int8\"");
+  }
+}
+
 TEST(Sweep, MfuIsMaximizedTimeAndMemoryMinimized) {
   EXPECT_TRUE(metric_is_maximized("mfu"));
   EXPECT_FALSE(metric_is_maximized("step_time_ms"));
