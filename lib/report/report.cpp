@@ -177,6 +177,7 @@ std::string experts_text(const TrainingConfig& t) {
   else
     text += "dropless";
   text += t.moe_imbalance == 1 ? ", balanced routing" : ", busiest expert " + text_of(t.moe_imbalance) + "x the mean";
+  if (t.moe_router_padding_for_quantization) text += ", routing map padded for quantization";
   if (t.moe_shared_expert_overlap) text += ", shared experts overlapped";
   if (t.overlap_moe_expert_parallel_comm) text += ", all-to-all overlapped (combined 1F1B)";
   return text;

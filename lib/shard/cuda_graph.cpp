@@ -43,6 +43,9 @@ void check_cuda_graphs(const ModelConfig& model, const ShardOptions& options) {
   if (t.cuda_graph_scope.empty()) return;
   const std::string given = "cuda_graph_scope=" + join(names_of(t.cuda_graph_scope), ",");
   auto refuse = [&](const std::string& why) { throw UsageError(given + ": " + why); };
+  for (size_t i = 0; i < t.cuda_graph_scope.size(); ++i)
+    if (std::count(t.cuda_graph_scope.begin(), t.cuda_graph_scope.begin() + i, t.cuda_graph_scope[i]) > 0)
+      refuse(std::string("lists ") + to_string(t.cuda_graph_scope[i]) + " twice; give each scope once");
   if (t.captures(CudaGraphScope::full_iteration) && t.cuda_graph_scope.size() > 1)
     refuse("full_iteration (Megatron's local graph of the whole iteration) takes no other scope");
   for (CudaGraphScope scope : {CudaGraphScope::moe, CudaGraphScope::moe_router, CudaGraphScope::moe_preprocess})

@@ -51,13 +51,16 @@ double flex_received_rows(const ShardContext& context) {
 }
 
 // Megatron-Core's capacity (moe_utils.get_capacity): capacity_factor x tokens x topk / experts
-// per expert. Tokens past it are dropped; with padding every expert gets exactly that many.
+// per expert. Tokens past it are dropped; with padding every expert gets exactly that many,
+// but never more than every token: past the token count the capacity mask keeps them all
+// (moe_utils.apply_router_token_dropping, "No need to drop tokens if capacity exceeds the
+// number of tokens"), experts / topk times the mean.
 ExpertLoad expert_load(const ModelConfig& model, const TrainingConfig& t, int64_t ep) {
   const double experts = static_cast<double>(model.num_moe_experts);
   const double local = experts / static_cast<double>(ep);
   ExpertLoad load;
   if (t.moe_pad_expert_input_to_capacity) {
-    const double capacity = *t.moe_expert_capacity_factor;
+    const double capacity = std::min(*t.moe_expert_capacity_factor, experts / static_cast<double>(model.moe_router_topk));
     load.sent = load.received = load.busiest_expert = load.other_experts = capacity;
     return load;
   }

@@ -52,6 +52,16 @@ same_report() {
   assert_output "syssim: error: overlap_moe_expert_parallel_comm with pp > 1 needs virtual pipeline stages (--vpp), as Megatron-Core"
 }
 
+@test "the job's experts line names how tokens are routed, padding for quantization included" {
+  run syssim run "$MODELS/mixtral-8x7b.yaml" --dp 8 --ep 8 --global-batch 8 --moe-expert-capacity-factor 1.5 \
+    --moe-pad-expert-input-to-capacity
+  assert_success
+  assert_line "  experts       = alltoall dispatcher, capacity 1.5x the mean, padded, balanced routing"
+  run syssim run "$MODELS/mixtral-8x7b.yaml" --dp 8 --ep 8 --global-batch 8 --dtype fp8 --moe-router-padding-for-quantization
+  assert_success
+  assert_line "  experts       = alltoall dispatcher, dropless, balanced routing, routing map padded for quantization"
+}
+
 @test "the all-to-all moves each routed token once: Mixtral on 8 GPUs, ep 8" {
   # s 4096 tokens x top-2 x h 4096 x 2 bytes = 67108864 bytes per rank, each way.
   shard=$(stage_of mixtral-8x7b shard --dp 8 --ep 8 --global-batch 8)

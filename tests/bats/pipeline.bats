@@ -148,6 +148,15 @@ f0 f1 f2 f3 b0 f4 b1 f5 b2 f6 b3 f7 b4 b5 b6 b7"
   refute_output --partial "Pipeline("
 }
 
+@test "a pipeline layout with a negative or, in the middle, empty stage is bad usage (exit 2)" {
+  run syssim-shard -i "$(trace_of llama3-8b)" --pp 4 --pp-layout -1,17,8,8
+  assert_failure 2
+  assert_output "syssim-shard: error: virtual pipeline stage 0 has -1 layers; a count cannot be negative"
+  run syssim-shard -i "$(trace_of llama3-8b)" --pp 4 --pp-layout 16,0,8,8
+  assert_failure 2
+  assert_output "syssim-shard: error: virtual pipeline stage 1 has 0 layers; every stage but the first and last needs at least one"
+}
+
 @test "impossible pipeline layouts are bad data (exit 1) naming the values" {
   run syssim-shard -i "$(trace_of llama3-8b)" --pp 3
   assert_failure 1
@@ -157,7 +166,7 @@ f0 f1 f2 f3 b0 f4 b1 f5 b2 f6 b3 f7 b4 b5 b6 b7"
   assert_output "syssim-shard: error: pp_layout sums to 33 layers; num_layers=32"
   run syssim-shard -i "$(trace_of llama3-8b)" --pp 4 --decoder-first-pipeline-num-layers 6
   assert_failure 1
-  assert_output "syssim-shard: error: the 3 pipeline ranks besides the first do not split the remaining 26 layers evenly"
+  assert_output "syssim-shard: error: decoder_first_pipeline_num_layers=6: the 3 pipeline ranks besides the first do not split the remaining 26 of num_layers=32 evenly"
 }
 
 @test "impossible pipeline settings are bad usage (exit 2)" {

@@ -116,6 +116,8 @@ TEST(CudaGraphs, ScopesMegatronRefusesAreUsageErrors) {
   EXPECT_EQ(error_of(dense(), layout({S::full_iteration, S::attn})),
             "cuda_graph_scope=full_iteration,attn: full_iteration (Megatron's local graph of the whole iteration) "
             "takes no other scope");
+  EXPECT_EQ(error_of(dense(), layout({S::attn, S::mlp, S::attn})),
+            "cuda_graph_scope=attn,mlp,attn: lists attn twice; give each scope once");
   EXPECT_EQ(error_of(dense(), layout({S::moe_router})),
             "cuda_graph_scope=moe_router: moe_router needs a model with experts; dense has none");
   EXPECT_EQ(error_of(moe(), layout({S::moe, S::moe_router})),

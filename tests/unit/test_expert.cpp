@@ -391,6 +391,9 @@ TEST(Experts, TheBusiestExpertSetsThePace) {
   ShardSection padded = sharded(options);
   EXPECT_DOUBLE_EQ(collectives(padded, "ep")[0]->message_bytes, s * k * h * 2 * 1.25);
   EXPECT_EQ(named(padded, "syssim::grouped_linear")[0]->shape.count("busiest"), 0u);
+  // Padded past the token count, every expert gets every token: 8 experts / top-2 = 4 x the mean.
+  options.training.moe_expert_capacity_factor = 10;
+  EXPECT_DOUBLE_EQ(collectives(sharded(options), "ep")[0]->message_bytes, s * k * h * 2 * 4);
   // A negative capacity is dropless routing, as Megatron-Core's TransformerConfig reads it.
   options.training.moe_expert_capacity_factor = -1;
   options.training.moe_pad_expert_input_to_capacity = false;
