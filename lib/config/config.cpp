@@ -547,9 +547,6 @@ HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& n
       hw.block_scaled_formats.push_back(formats[i].as<std::string>());
     }
   }
-  std::string estimator = yaml_get<std::string>(node, "estimator", name, "roofline");
-  if (estimator != "roofline")
-    throw DataError(name + ": key 'estimator': only 'roofline' is implemented, got '" + estimator + "'");
   if (YAML::Node efficiency = node["efficiency"]) {
     check_keys(efficiency, kOpFamilies, name + ": efficiency");
     for (const std::string& family : kOpFamilies)
@@ -572,6 +569,13 @@ HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& n
     require_one_of(family, kOpFamilies, "calibrated_families", name);
   hw.calibrated_model_dir =
       resolve_calibrated_model(hw.calibrated_model, base_dir.empty() ? std::filesystem::path(name).parent_path().string() : base_dir);
+  // Which prices the compute ops: the bundle where the hardware names one (auto), the
+  // roofline over `efficiency` whatever bundle it names, or the bundle, which it must name.
+  const std::string estimator = yaml_get<std::string>(node, "estimator", name, "auto");
+  require_one_of(estimator, {"auto", "roofline", "calibrated"}, "estimator", name);
+  if (estimator == "roofline") hw.calibrated_model.clear(), hw.calibrated_model_dir.clear(), hw.calibrated_families.clear();
+  if (estimator == "calibrated" && hw.calibrated_model.empty())
+    throw DataError(name + ": key 'estimator' is 'calibrated', but no calibrated_model names a bundle");
   if (YAML::Node topology = node["topology"]) {
     check_keys(topology, kTopologyKeys, name + ": topology");
     YAML::Node levels = topology["levels"];

@@ -26,9 +26,12 @@ std::string describe(const GroupPlacement& group) {
 
 // The levels of the hardware's network, innermost first: `topology.levels`, or level 0 and
 // api.md's shorthand inter_node_bandwidth_GBps / inter_node_latency_us as one scale-out level
-// spanning the whole cluster (size 0), at the bandwidth given.
+// spanning the whole cluster (size 0), at the bandwidth given. Nodes of one GPU need no level
+// 0 (docs/configs.md): a node's own "level" then carries nothing, as no two ranks share a node.
 std::vector<TopologyLevel> network_levels(const HardwareConfig& hw) {
   std::vector<TopologyLevel> levels = hw.topology;
+  if (levels.empty() && hw.gpus_per_node == 1)
+    levels.push_back(TopologyLevel{"gpu", 1, hw.peak_memory_bandwidth_GBps, 0.0, 1.0, 1.0, std::nullopt});
   if (levels.size() == 1 && hw.inter_node_bandwidth_GBps)
     levels.push_back(TopologyLevel{"network", 0, *hw.inter_node_bandwidth_GBps, hw.inter_node_latency_us, 1.0, 1.0,
                                    std::nullopt});

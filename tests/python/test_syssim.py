@@ -320,6 +320,40 @@ def test_a_config_json_path_is_taken_from_the_working_folder(tmp_path, monkeypat
     assert syssim.HFModel("mine/qwen/config.json", {"seq_length": 4096}).resolve().num_layers == 36
 
 
+def test_keys_not_given_read_as_their_defaults_and_flags_take_booleans():
+    training = syssim.TrainingConfig()
+    # Keys written only when set read as their unset value.
+    assert (training.data_parallel_sharding_strategy, training.optimizer_state_dtype, training.grad_reduce_in_bf16) == \
+        (None, "fp32", False)
+    parallelism = syssim.ParallelismConfig()
+    assert (parallelism.pp_layout, parallelism.pipeline_schedule, parallelism.cp_comm_type) == (None, None, "p2p")
+    with pytest.raises(ValueError, match=r"^TrainingConfig: use_distributed_optimizer='no': expected True or False$"):
+        syssim.TrainingConfig(use_distributed_optimizer="no")
+    with pytest.raises(ValueError, match=r"^TrainingConfig: fp16='no': expected True or False$"):
+        syssim.TrainingConfig(fp16="no")
+    with pytest.raises(ValueError, match=r"^ParallelismConfig: dp='2' is not a whole number$"):
+        syssim.ParallelismConfig(tp=2, dp="2").world_size
+    with pytest.raises(ValueError, match=r"^dtype=: expected bf16, fp16, fp8 or fp4$"):
+        syssim.simulate(model="llama3-8b", hardware="h100-sxm-80gb", training=syssim.TrainingConfig(dtype=""))
+
+
+def test_a_hardware_estimator_of_roofline_prices_without_its_bundle():
+    report = syssim.simulate(model="llama3-8b", hardware=syssim.HardwareConfig(extends="h100-sxm-80gb", estimator="roofline"))
+    assert report.estimator == "the roofline over the hardware's efficiencies"
+
+
+def test_an_id_is_looked_up_as_the_command_line_looks_it_up(tmp_path, monkeypatch):
+    # The id's own folder from the working folder, the hub's cache, the shipped configs: the id
+    # once each, named after the model as `syssim run ORG/NAME` names it.
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=r"^bar: huggingface: foo/bar: no config.json found \(looked in: foo/bar, "):
+        syssim.HFModel("foo/bar", {"seq_length": 1024}).resolve()
+    (tmp_path / "foo" / "foo" / "bar").mkdir(parents=True)
+    (tmp_path / "foo" / "foo" / "bar" / "config.json").write_text("{}")  # not the id's folder
+    with pytest.raises(ValueError, match=r"no config.json found"):
+        syssim.HFModel("foo/bar", {"seq_length": 1024}).resolve()
+
+
 def test_stage_arguments_of_the_wrong_type_are_one_line():
     graph = syssim.stages.trace("llama3-8b")
     with pytest.raises(ValueError, match=r"^timeline: expected bool, got 'yes'$"):

@@ -631,6 +631,21 @@ TEST(Loader, HardwareExtendsAPresetOrAFile) {
             listed + ": key 'extends' must name a hardware preset or YAML file");
 }
 
+TEST(Loader, EstimatorChoosesTheBundleOrTheRoofline) {
+  EXPECT_FALSE(syssim::load_hardware_yaml("h100-sxm-80gb").calibrated_model_dir.empty());  // auto: its bundle
+  const syssim::HardwareConfig roofline =
+      syssim::load_hardware_yaml(write_temp("roofline.yaml", "extends: h100-sxm-80gb\nestimator: roofline\n"));
+  EXPECT_TRUE(roofline.calibrated_model.empty());
+  EXPECT_TRUE(roofline.calibrated_model_dir.empty());
+  EXPECT_TRUE(roofline.calibrated_families.empty());
+  const std::string unknown = write_temp("estimator-typo.yaml", "extends: h100-sxm-80gb\nestimator: calib\n");
+  EXPECT_EQ(error_of([&] { syssim::load_hardware_yaml(unknown); }),
+            unknown + ": key 'estimator' must be one of auto|roofline|calibrated, got 'calib'");
+  const std::string unbundled = write_temp("no-bundle.yaml", std::string(kValidHardware) + "estimator: calibrated\n");
+  EXPECT_EQ(error_of([&] { syssim::load_hardware_yaml(unbundled); }),
+            unbundled + ": key 'estimator' is 'calibrated', but no calibrated_model names a bundle");
+}
+
 TEST(Loader, ErrorsNameAHardwareByItsFileWhereTheFileIsNamedOtherwise) {
   // A preset, a file named as it names itself, and a graph's hardware: the name alone; a copy
   // that keeps the preset's name: the name and the file.

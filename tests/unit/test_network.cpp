@@ -179,6 +179,18 @@ TEST(Collectives, AllToAllWithoutItsOwnShareTakesTheRingsEfficiency) {
               7 * (kGiB / 8 / (450e9 * 0.822) * 1e6 + 1.9), 1e-6);
 }
 
+TEST(Topology, NodesOfOneGpuTakeTheShorthandNetworkWithoutALevelZero) {
+  // A ring reduce-scatter of 4 ranks, one per node: 3/4 of the bytes over the 50 GB/s network,
+  // 3 steps of its latency (0 here).
+  HardwareConfig hw;
+  hw.name = "one-gpu-nodes";
+  hw.peak_tflops_mm = 989, hw.peak_tflops_math = 67, hw.peak_memory_bandwidth_GBps = 3350;
+  hw.gpus_per_node = 1;
+  hw.inter_node_bandwidth_GBps = 50;
+  const CollectiveTime t = collective_time(NcclCollective::reduce_scatter, kGiB, GroupPlacement{4, 1, {}}, hw);
+  EXPECT_NEAR(t.time_us, 3.0 / 4 * kGiB / 50e9 * 1e6, 1e-6);
+}
+
 TEST(Topology, LinksAreTheLevelsAfterEfficiencyAndOversubscription) {
   std::vector<Link> links = network_links(preset("h100-100gbe"));
   ASSERT_EQ(links.size(), 3u);

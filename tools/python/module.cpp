@@ -68,7 +68,13 @@ PYBIND11_MODULE(_syssim, m) {
   });
   // The defaults of the sections' keys, as the library reads a key not given.
   m.def("parallelism_defaults", [] { return syssim::to_json(syssim::ParallelismConfig{}).dump(); });
-  m.def("training_defaults", [] { return syssim::to_json(syssim::TrainingConfig{}).dump(); });
+  // With the keys written only when set, at the value they have unset.
+  m.def("training_defaults", [] {
+    nlohmann::json defaults = syssim::to_json(syssim::TrainingConfig{});
+    for (const auto& [key, unset] : syssim::kTrainingKeysWhenSet)
+      if (!defaults.contains(key)) defaults[key] = unset;
+    return defaults.dump();
+  });
   m.def("parse_hardware", [](const std::string& yaml, const std::string& name) {
     return syssim::to_json(syssim::parse_hardware_yaml(yaml, name)).dump();
   });

@@ -149,8 +149,11 @@ class HFModel:
         # A path is taken from the working folder, as the tools take it (the library takes a
         # relative one from the folder of the file that names it).
         given = os.fspath(self.huggingface)
-        name = os.path.abspath(given) if os.path.exists(given) else given
-        text = json.dumps({"huggingface": name, "overrides": self.overrides})  # JSON is YAML
+        path = os.path.abspath(given) if os.path.exists(given) else given
+        # An id is named after its model, as `syssim run ORG/NAME` names it: a name with a
+        # folder would have the id looked up under that folder.
+        name = path if os.path.exists(given) else os.path.basename(given.rstrip("/"))
+        text = json.dumps({"huggingface": path, "overrides": self.overrides})  # JSON is YAML
         return ModelConfig._checked(_syssim.parse_model(text, name))
 
     def __repr__(self):
@@ -183,7 +186,11 @@ class ParallelismConfig(_Fields):
     account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split) and
     cp_comm_type."""
 
-    _defaults = {k: v for k, v in json.loads(_syssim.parallelism_defaults()).items() if k != "world_size"}
+    # The pipeline's layout and cp_comm_type as syssim run takes them when not given.
+    _defaults = {**{k: v for k, v in json.loads(_syssim.parallelism_defaults()).items() if k != "world_size"},
+                 "pipeline_schedule": None, "pp_layout": None, "decoder_first_pipeline_num_layers": None,
+                 "decoder_last_pipeline_num_layers": None, "account_for_embedding_in_pipeline_split": False,
+                 "account_for_loss_in_pipeline_split": False, "cp_comm_type": "p2p"}
 
     def __init__(self, *, tp=None, dp=None, sp=None, cp=None, pp=None, vpp=None, **more):
         given = {"tp": tp, "dp": dp, "sp": sp, "cp": cp, "pp": pp, "vpp": vpp}
@@ -196,6 +203,10 @@ class ParallelismConfig(_Fields):
     @property
     def world_size(self):
         """tp x dp x cp x pp (read-only)."""
+        for name in ("tp", "dp", "cp", "pp"):
+            size = getattr(self, name)
+            if isinstance(size, bool) or not isinstance(size, int):
+                raise ValueError(f"ParallelismConfig: {name}={size!r} is not a whole number")
         return self.tp * self.dp * self.cp * self.pp
 
 
@@ -208,11 +219,15 @@ class TrainingConfig(_Fields):
 
     def __init__(self, *, micro_batch=None, global_batch=None, dtype=None, recompute=None,
                  use_distributed_optimizer=False, fp16=False, bf16=False, fp8=False, **more):
+        for name, on in (("use_distributed_optimizer", use_distributed_optimizer), ("fp16", fp16), ("bf16", bf16),
+                         ("fp8", fp8)):
+            if not isinstance(on, bool):
+                raise ValueError(f"TrainingConfig: {name}={on!r}: expected True or False")
         flags = [name for name, on in (("fp16", fp16), ("bf16", bf16), ("fp8", fp8)) if on]
         if len(flags) + (dtype is not None) > 1:
             raise ValueError("TrainingConfig: select one precision (dtype= or one of fp16=/bf16=/fp8=)")
         given = {"micro_batch": micro_batch, "global_batch": global_batch,
-                 "dtype": dtype or (flags[0] if flags else None), "recompute": recompute}
+                 "dtype": dtype if dtype is not None else (flags[0] if flags else None), "recompute": recompute}
         fields = {k: v for k, v in given.items() if v is not None}
         if use_distributed_optimizer:
             fields["distributed_optimizer"] = True
