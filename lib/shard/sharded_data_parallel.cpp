@@ -150,9 +150,8 @@ class ShardedDataParallel {
   }
 
   // FSDP2 keeps the root unit's weights (embedding, final norm, output layer: torchtitan's
-  // model-level fully_shard, reshard_after_forward False) whole from forward to backward, and
-  // every layer's under pipeline parallelism (reshard_after_forward off there): the backward
-  // reads what the forward gathered. The unit of the same weights on the forward side.
+  // model-level fully_shard, reshard_after_forward False) whole from forward to backward: the
+  // backward reads what the forward gathered. The unit of the same weights on the forward side.
   std::optional<UnitKey> forward_twin(const UnitKey& key) const {
     const auto [stage, chunk, backward, layer] = key;
     if (!backward) return std::nullopt;
@@ -162,8 +161,8 @@ class ShardedDataParallel {
     return found;
   }
   bool forward_twin_kept(const UnitKey& key) const {
-    if (context_.options.training.fsdp_implementation != FsdpImplementation::fsdp2 || !forward_twin(key)) return false;
-    return std::get<3>(key) < 0 || context_.options.parallelism.pp > 1;
+    return context_.options.training.fsdp_implementation == FsdpImplementation::fsdp2 && forward_twin(key) &&
+           std::get<3>(key) < 0;
   }
 
   void emit() {
@@ -351,6 +350,10 @@ void check_sharded_data_parallel(const ModelConfig& model, const ShardOptions& o
     return;
   }
   const std::string strategy = to_string(t.data_parallel_sharding);
+  if (t.fsdp_implementation == FsdpImplementation::fsdp2 && p.pp > 1)
+    throw UsageError("fsdp_implementation=fsdp2 with pp > 1 is not simulated yet: PyTorch's pipelining keeps FSDP2's "
+                     "units whole across the micro-batches and reduce-scatters once after the last backward, where "
+                     "syssim gathers and reduces each unit in every micro-batch");
   if (pipeline_schedule == ScheduleKind::zb_h1)
     throw UsageError("data_parallel_sharding_strategy=" + strategy +
                      " with the zb-h1 schedule is not simulated yet (its weight pass splits a unit's backward)");

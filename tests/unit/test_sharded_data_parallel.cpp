@@ -670,9 +670,9 @@ TEST(ShardedDataParallel, HybridShardingReduceScattersInAReplicaThenAllReducesAc
 
 // FSDP2 as torchtitan runs it: the root unit (word embeddings; final norm and output layer)
 // stays whole from forward to backward, so its backward gathers nothing and reads what the
-// forward gathered; with pipeline stages every layer stays whole too (reshard_after_forward
-// off), so no backward gather is left at all.
-TEST(ShardedDataParallel, Fsdp2KeepsTheRootUnitAndUnderPipelinesEveryLayerWhole) {
+// forward gathered. With pipeline stages PyTorch's pipelining keeps every unit whole across
+// the micro-batches and reduce-scatters once after the last backward: not simulated yet.
+TEST(ShardedDataParallel, Fsdp2KeepsTheRootUnitWholeAndIsRefusedWithPipelines) {
   ShardOptions options = layout(4, "optim_grads_params");
   options.training.fsdp_implementation = FsdpImplementation::fsdp2;
   const ShardSection shard = sharded(options);
@@ -698,9 +698,10 @@ TEST(ShardedDataParallel, Fsdp2KeepsTheRootUnitAndUnderPipelinesEveryLayerWhole)
   ShardOptions pipelined = options;
   pipelined.parallelism.pp = 2;
   pipelined.training.global_batch = 16;
-  const ShardSection stages = sharded(pipelined);
-  EXPECT_TRUE(fsdp_collectives(stages, "all_gather", "backward").empty());
-  EXPECT_EQ(fsdp_collectives(stages, "all_gather", "forward").size(), 4u);  // 2 layers, embedding, output
+  EXPECT_EQ(usage_error_of(pipelined, tiny_llama()),
+            "fsdp_implementation=fsdp2 with pp > 1 is not simulated yet: PyTorch's pipelining keeps FSDP2's units "
+            "whole across the micro-batches and reduce-scatters once after the last backward, where syssim gathers "
+            "and reduces each unit in every micro-batch");
 
   ShardOptions unsharded = layout(4, "optim");
   unsharded.training.fsdp_implementation = FsdpImplementation::fsdp2;
