@@ -337,6 +337,18 @@ def test_keys_not_given_read_as_their_defaults_and_flags_take_booleans():
         syssim.simulate(model="llama3-8b", hardware="h100-sxm-80gb", training=syssim.TrainingConfig(dtype=""))
 
 
+def test_extends_here_is_a_yaml_s_extends_and_a_report_s_hardware_reads_back(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "hwx.yaml").write_text("extends: h100-sxm-80gb\nname: hwx\ngpu_memory_GB: 100\n")
+    here = syssim.simulate(model="llama3-8b", hardware=syssim.HardwareConfig(extends="h100-sxm-80gb", gpu_memory_GB=100,
+                                                                               name="hwx"), parallelism={"tp": 2})
+    tool = subprocess.run([os.path.join(BINARY_DIR, "bin", "syssim"), "run", "llama3-8b", "--hardware", "hwx.yaml",
+                           "--tp", "2", "--format", "json"], capture_output=True, text=True, check=True).stdout
+    assert here.to_json() == tool
+    again = syssim.simulate(model="llama3-8b", hardware=syssim.HardwareConfig(**here.hardware), parallelism={"tp": 2})
+    assert again.step_time_ms == here.step_time_ms
+
+
 def test_a_hardware_estimator_of_roofline_prices_without_its_bundle():
     report = syssim.simulate(model="llama3-8b", hardware=syssim.HardwareConfig(extends="h100-sxm-80gb", estimator="roofline"))
     assert report.estimator == "the roofline over the hardware's efficiencies"

@@ -122,14 +122,15 @@ class HardwareConfig(_Checked):
     _parse = staticmethod(_syssim.parse_hardware)
 
     def __init__(self, **fields):
-        folder = os.getcwd()
         if "extends" in fields:
             base = load_hardware_yaml(fields.pop("extends"))
-            if "calibrated_model" not in fields:
-                folder = base._folder
-            fields = {**{k: v for k, v in base._fields.items() if k != "name"}, **fields}
+            inherited = {k: v for k, v in base._fields.items() if k != "name"}
+            # The base's bundle by its absolute path, as a YAML's `extends` resolves it.
+            if inherited.get("calibrated_model"):
+                inherited["calibrated_model"] = os.path.normpath(os.path.join(base._folder, inherited["calibrated_model"]))
+            fields = {**inherited, **fields}
         super().__init__(**fields)
-        object.__setattr__(self, "_folder", folder)
+        object.__setattr__(self, "_folder", os.getcwd())
 
     @classmethod
     def _checked(cls, text, folder):
