@@ -349,6 +349,14 @@ def test_extends_here_is_a_yaml_s_extends_and_a_report_s_hardware_reads_back(tmp
     assert again.step_time_ms == here.step_time_ms
 
 
+def test_a_memory_estimate_reads_its_runtime_fields_as_zero_in_its_dict_too():
+    estimate = syssim.estimate_memory(model="llama3-8b", hardware="h100-sxm-80gb")
+    fields = estimate.to_dict()
+    assert (fields["step_time_ms"], fields["mfu"], estimate.mfu) == (0.0, 0.0, 0.0)
+    assert fields["peak_memory_gb"] == estimate.peak_memory_gb > 0
+    assert "mfu" not in json.loads(estimate.to_json())  # the text syssim memory prints
+
+
 def test_a_hardware_estimator_of_roofline_prices_without_its_bundle():
     report = syssim.simulate(model="llama3-8b", hardware=syssim.HardwareConfig(extends="h100-sxm-80gb", estimator="roofline"))
     assert report.estimator == "the roofline over the hardware's efficiencies"

@@ -311,10 +311,13 @@ class SimulationReport:
         raise AttributeError(f"SimulationReport has no field '{name}'")
 
     def to_dict(self):
-        return json.loads(self._json)
+        """The fields as a dict; a memory estimate's runtime fields at zero, as its attributes read."""
+        fields = json.loads(self._json)
+        return {**self._RUNTIME_ZERO, **fields} if self._memory_only else fields
 
     def to_json(self, path=None):
-        """The JSON text `syssim run --format json` prints for the job; also written to path."""
+        """The JSON text `syssim run --format json` prints for the job (`syssim memory --format json`
+        for a memory estimate); also written to path."""
         return _written(self._json, path)
 
     def to_dataframe(self):
