@@ -123,13 +123,16 @@ struct Lifetime {
   size_t last_use = 0;
   bool written = false;
 };
-std::vector<Lifetime> lifetimes(const RankBuffers& buffers, const std::vector<int64_t>& sequence) {
+// Buffers marked in `left_out` (the step's, in a micro-batch's sequence) are not followed.
+std::vector<Lifetime> lifetimes(const RankBuffers& buffers, const std::vector<int64_t>& sequence,
+                                const std::vector<char>* left_out = nullptr) {
   std::vector<int64_t> found(buffers.bytes.size(), -1);  // index into the result
   std::vector<Lifetime> result;
   for (size_t position = 0; position < sequence.size(); ++position) {
     const auto op = static_cast<size_t>(sequence[position]);
     for (uint32_t u = buffers.uses_begin[op]; u < buffers.uses_begin[op + 1]; ++u) {
       const auto [buffer, writes] = buffers.uses[u];
+      if (left_out && (*left_out)[buffer]) continue;
       if (found[buffer] < 0) {
         found[buffer] = static_cast<int64_t>(result.size());
         result.push_back({buffer, 0, position, false});
@@ -156,6 +159,13 @@ std::vector<LiveBytes> live_profile(const RankBuffers& buffers, const std::vecto
   return delta;
 }
 
+// By buffer, whether one of `lives` follows it.
+std::vector<char> buffers_of(const std::vector<Lifetime>& lives, const RankBuffers& buffers) {
+  std::vector<char> followed(buffers.bytes.size(), 0);
+  for (const Lifetime& life : lives) followed[life.buffer] = 1;
+  return followed;
+}
+
 // A micro-batch's part of the rank's step, shared by every micro-batch whose slots come in
 // the same sequence of kinds: the ops of those slots in order, and per slot the highest
 // live bytes of the micro-batch's own buffers (the first op that reaches them), and what it
@@ -171,14 +181,14 @@ struct MicrobatchPattern {
 };
 
 MicrobatchPattern microbatch_pattern(const RankBuffers& buffers, const RankProgram& program,
-                                     const std::vector<size_t>& kinds) {
+                                     const std::vector<size_t>& kinds, const std::vector<char>& step_buffers) {
   MicrobatchPattern pattern;
   for (size_t kind : kinds) {
     const std::vector<int64_t>& ops = program.kind_ops[kind];
     pattern.ops.insert(pattern.ops.end(), ops.begin(), ops.end());
     pattern.slot_end.push_back(pattern.ops.size());
   }
-  pattern.lives = lifetimes(buffers, pattern.ops);
+  pattern.lives = lifetimes(buffers, pattern.ops, &step_buffers);
   const std::vector<LiveBytes> live = live_profile(buffers, pattern.lives, pattern.ops.size());
   size_t begin = 0;
   for (size_t end : pattern.slot_end) {
@@ -220,7 +230,9 @@ MicrobatchPattern microbatch_pattern(const RankBuffers& buffers, const RankProgr
 // A rank's transient buffers over the op instances it runs, in issue order (shard
 // rank_program): the step ops' (step_start ops, then, after every slot, step ops; one nobody
 // writes is live from the rank's first op on) and each micro-batch's, micro-batches grouped
-// by their sequence of slot kinds.
+// by their sequence of slot kinds. A buffer a step op uses is the step's, once, however many
+// micro-batches' ops use it too (FSDP2's weights kept whole across them, and the gradients
+// accumulated for one reduction).
 struct RankLives {
   RankBuffers buffers;
   std::vector<int64_t> step_ops;
@@ -233,6 +245,7 @@ struct RankLives {
       : buffers(shard, transient, rank), step_ops(program.step_start_ops), step_start_count(program.step_start_ops.size()) {
     step_ops.insert(step_ops.end(), program.step_ops.begin(), program.step_ops.end());
     step_lives = lifetimes(buffers, step_ops);
+    const std::vector<char> step_buffers = buffers_of(step_lives, buffers);
     const auto microbatches = static_cast<size_t>(shard.num_microbatches);
     std::vector<std::vector<size_t>> kinds_of(microbatches);
     for (std::vector<size_t>& kinds : kinds_of) kinds.reserve(program.slots.size() / std::max<size_t>(microbatches, 1) + 1);
@@ -242,7 +255,7 @@ struct RankLives {
     pattern_of.resize(microbatches);
     for (size_t m = 0; m < microbatches; ++m) {
       auto [it, added] = pattern_index.emplace(kinds_of[m], patterns.size());
-      if (added) patterns.push_back(microbatch_pattern(buffers, program, kinds_of[m]));
+      if (added) patterns.push_back(microbatch_pattern(buffers, program, kinds_of[m], step_buffers));
       pattern_of[m] = it->second;
     }
   }
@@ -401,7 +414,10 @@ std::vector<double> layer_bytes_kept_for_backward(const ShardSection& shard, siz
                     "backward slots, got pp=" + std::to_string(shard.parallelism.pp) + " and " +
                     std::to_string(program.slots.size()) + " slots");
   const RankBuffers buffers(shard, transient_buffers(shard), 0);
-  const MicrobatchPattern pattern = microbatch_pattern(buffers, program, {program.slots[0].kind, program.slots[1].kind});
+  std::vector<int64_t> step_ops = program.step_start_ops;
+  step_ops.insert(step_ops.end(), program.step_ops.begin(), program.step_ops.end());
+  const MicrobatchPattern pattern = microbatch_pattern(buffers, program, {program.slots[0].kind, program.slots[1].kind},
+                                                       buffers_of(lifetimes(buffers, step_ops), buffers));
   const size_t forward_end = pattern.slot_end[0];
   std::vector<double> kept(layers, 0.0);
   for (const Lifetime& life : pattern.lives) {

@@ -3,7 +3,10 @@
 // weights outside the layers of one virtual stage (embedding; final norm and output layer) one
 // more. In every micro-batch a unit's gradients are reduce-scattered as soon as its backward has
 // written them; under optim_grads_params its weights are all-gathered before its forward and
-// again before its backward (freed after each), one unit ahead of the compute.
+// again before its backward (freed after each), one unit ahead of the compute. FSDP2 under
+// PyTorch's pipelining instead gathers each unit once a step and keeps it whole across the
+// micro-batches, and reduce-scatters the accumulated gradients once, after the stage's last
+// backward.
 #include <algorithm>
 #include <map>
 #include <tuple>
@@ -131,6 +134,11 @@ class ShardedDataParallel {
   // it has finished: two units' weights at most are whole at a time.
   void plan_issue_points() {
     if (!context_.options.training.shards_weights()) return;
+    if (once_a_step()) {  // every unit gathered at the step's start, before its first forward
+      for (const UnitKey& key : order_)
+        if (!forward_twin_kept(key)) gathers_before_[units_.at(key).ops.front()].push_back(key);
+      return;
+    }
     std::map<std::tuple<int64_t, int64_t, bool>, std::vector<UnitKey>> sequences;
     for (const UnitKey& key : order_) sequences[{std::get<0>(key), std::get<1>(key), std::get<2>(key)}].push_back(key);
     for (auto& [side, keys] : sequences) {
@@ -149,9 +157,18 @@ class ShardedDataParallel {
     }
   }
 
+  // PyTorch's pipelining runs FSDP2 modules with reshard_after_backward and gradient sync off
+  // but after the last micro-batch's backward (torch/distributed/pipelining/stage.py,
+  // backward_maybe_with_nosync), and torchtitan turns reshard_after_forward off under it: a
+  // unit is gathered once a step and its accumulated gradients reduced once.
+  bool once_a_step() const {
+    return context_.options.training.fsdp_implementation == FsdpImplementation::fsdp2 && context_.options.parallelism.pp > 1;
+  }
+
   // FSDP2 keeps the root unit's weights (embedding, final norm, output layer: torchtitan's
-  // model-level fully_shard, reshard_after_forward False) whole from forward to backward: the
-  // backward reads what the forward gathered. The unit of the same weights on the forward side.
+  // model-level fully_shard, reshard_after_forward False) whole from forward to backward, and
+  // every unit's once a step: the backward reads what the forward gathered. The unit of the
+  // same weights on the forward side.
   std::optional<UnitKey> forward_twin(const UnitKey& key) const {
     const auto [stage, chunk, backward, layer] = key;
     if (!backward) return std::nullopt;
@@ -162,13 +179,15 @@ class ShardedDataParallel {
   }
   bool forward_twin_kept(const UnitKey& key) const {
     return context_.options.training.fsdp_implementation == FsdpImplementation::fsdp2 && forward_twin(key) &&
-           std::get<3>(key) < 0;
+           (std::get<3>(key) < 0 || once_a_step());
   }
 
   void emit() {
     std::map<int64_t, std::vector<UnitKey>> reduces_after;  // old op id -> units reduced after it
+    const std::map<std::pair<int64_t, int64_t>, int64_t> last_backward = last_backward_ops();
     for (const UnitKey& key : order_)
-      if (units_.at(key).last_grad_writer >= 0) reduces_after[units_.at(key).last_grad_writer].push_back(key);
+      if (const int64_t writer = units_.at(key).last_grad_writer; writer >= 0)
+        reduces_after[once_a_step() ? last_backward.at({std::get<0>(key), std::get<1>(key)}) : writer].push_back(key);
     // Per unit and part: the whole weights gathered, and the whole gradients before their
     // reduction (their memory: syssim-mem counts these transient buffers).
     const std::vector<ShardOp>& old = rewriter_.old_ops();
@@ -202,6 +221,15 @@ class ShardedDataParallel {
       if (reduces != reduces_after.end())
         for (const UnitKey& key : reduces->second) emit_reduces(key, anchor);
     }
+  }
+
+  // By pipeline rank and virtual stage, its last backward op: after it, once a step, FSDP2's
+  // post-backward reduces every unit of the stage.
+  std::map<std::pair<int64_t, int64_t>, int64_t> last_backward_ops() const {
+    std::map<std::pair<int64_t, int64_t>, int64_t> last;
+    for (const ShardOp& op : rewriter_.old_ops())
+      if (op.scope == OpScope::microbatch && backward_side(op)) last[{op.stage, op.chunk}] = op.id;
+    return last;
   }
 
   // A unit's op reads the gathered weights of the parts whose weights it reads, and writes
@@ -248,13 +276,18 @@ class ShardedDataParallel {
       auto gathered = gathered_.find({key, part});
       if (gathered == gathered_.end()) continue;
       ShardOp c = make_collective(context_, Collective::all_gather, group(part).group, shard_.buffers[gathered->second].bytes,
-                                  std::get<2>(key) ? OpPhase::bwd : OpPhase::fwd, OpScope::microbatch);
+                                  std::get<2>(key) ? OpPhase::bwd : OpPhase::fwd,
+                                  once_a_step() ? OpScope::step_start : OpScope::microbatch);
       place_with(issuer, c);
       c.recompute = false;
       c.pass = std::get<2>(key) ? OpPass::backward : OpPass::forward;
       c.layer = std::get<3>(key) < 0 ? std::nullopt : std::optional<int64_t>(std::get<3>(key));
       c.module = unit_module(key, part, "params");
       c.writes = {gathered->second};
+      // Once a step, it reads the shards: the pipeline pass keeps it on the rank holding them.
+      if (once_a_step())
+        for (int64_t w : units_.at(key).part[part].weights)
+          if (shard_.buffers[w].role == TensorRole::param) c.reads.push_back(w);
       std::vector<int64_t> deps;
       auto waits = gather_waits_for_.find(key);
       if (waits != gather_waits_for_.end()) deps.push_back(rewriter_.new_id(waits->second));
@@ -262,22 +295,34 @@ class ShardedDataParallel {
     }
   }
 
-  void emit_reduces(const UnitKey& key, const ShardOp& last_writer) {
+  // After `anchor`: the unit's last gradient writer, or once a step the stage's last backward
+  // op, which the reduction then waits for.
+  void emit_reduces(const UnitKey& key, const ShardOp& anchor) {
     for (int part = 0; part < 2; ++part) {
       auto unreduced = unreduced_.find({key, part});
       if (unreduced == unreduced_.end()) continue;
       const ShardedPart& p = units_.at(key).part[part];
       ShardOp c = make_collective(context_, Collective::reduce_scatter, group(part).group,
-                                  p.grad_params * reduce_bytes_per_param_, OpPhase::bwd, OpScope::microbatch);
-      place_with(last_writer, c);
+                                  p.grad_params * reduce_bytes_per_param_, OpPhase::bwd,
+                                  once_a_step() ? OpScope::step : OpScope::microbatch);
+      place_with(anchor, c);
       c.recompute = false;
       // After the weight-gradient ops (which zero-bubble schedules run apart from backward).
-      c.pass = units_.at(key).weight_pass_grads ? OpPass::weight : OpPass::backward;
+      c.pass = once_a_step()                         ? OpPass::step
+               : units_.at(key).weight_pass_grads ? OpPass::weight
+                                                   : OpPass::backward;
+      c.layer = std::get<3>(key) < 0 ? std::nullopt : std::optional<int64_t>(std::get<3>(key));
       c.module = unit_module(key, part, "grads");
       c.reads = p.grads;
       c.reads.push_back(unreduced->second);
       c.writes = p.grads;
-      rewriter_.add(c);
+      std::vector<int64_t> deps;
+      if (once_a_step()) {
+        // FSDP2 reshards the unit as it reduces it: the whole weights live until then.
+        if (auto gathered = gathered_.find({key, part}); gathered != gathered_.end()) c.reads.push_back(gathered->second);
+        deps.push_back(rewriter_.new_id(anchor.id));
+      }
+      rewriter_.add(c, deps);
       if (part == 0) reduce_across_replicas(c);
     }
   }
@@ -290,7 +335,7 @@ class ShardedDataParallel {
     if (replicas == 1) return;
     ShardOp c = make_collective(context_, Collective::all_reduce, CommGroup::dpr,
                                 scatter.message_bytes / static_cast<double>(scatter.group_size), OpPhase::bwd,
-                                OpScope::microbatch);
+                                scatter.scope);
     place_with(scatter, c);
     c.recompute = false;
     c.pass = scatter.pass;
@@ -350,10 +395,6 @@ void check_sharded_data_parallel(const ModelConfig& model, const ShardOptions& o
     return;
   }
   const std::string strategy = to_string(t.data_parallel_sharding);
-  if (t.fsdp_implementation == FsdpImplementation::fsdp2 && p.pp > 1)
-    throw UsageError("fsdp_implementation=fsdp2 with pp > 1 is not simulated yet: PyTorch's pipelining keeps FSDP2's "
-                     "units whole across the micro-batches and reduce-scatters once after the last backward, where "
-                     "syssim gathers and reduces each unit in every micro-batch");
   if (pipeline_schedule == ScheduleKind::zb_h1)
     throw UsageError("data_parallel_sharding_strategy=" + strategy +
                      " with the zb-h1 schedule is not simulated yet (its weight pass splits a unit's backward)");

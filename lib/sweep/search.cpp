@@ -426,8 +426,11 @@ double sharded_communication_lower_bound_ms(const ModelConfig& model, const Hard
   const double pp = static_cast<double>(p.pp);
   const double dense = std::max(params_total - expert_params - outside_layers, 0.0) / (static_cast<double>(p.tp) * pp);
   const double experts = expert_params / (static_cast<double>(p.ep * p.expert_tp()) * pp);
-  const double microbatches = static_cast<double>(microbatches_per_pipeline(layout));
-  constexpr double kWeightBytes = 2, kGradientBytes = 4;
+  // FSDP2 under pipelining gathers and reduces each unit once a step (shard/sharded_data_parallel.cpp).
+  const bool once_a_step = t.fsdp_implementation == FsdpImplementation::fsdp2 && p.pp > 1;
+  const double microbatches = once_a_step ? 1.0 : static_cast<double>(microbatches_per_pipeline(layout));
+  const double weight_bytes = t.fp8_param_gather ? 1 : 2;  // fp8 parameters gather a byte per element
+  const double gradient_bytes = t.main_grad_bytes();       // fp32, or bf16 with grad_reduce_in_bf16
   // Each group's collectives run one at a time on its stream. A collective of the summed bytes
   // takes no longer than the collectives it sums (their latencies add, their bandwidth does
   // not fall with size), so it bounds that stream's busy time, and the step's.
@@ -439,12 +442,12 @@ double sharded_communication_lower_bound_ms(const ModelConfig& model, const Hard
     collective.group = group;
     collective.group_size = ranks;
     collective.collective = Collective::reduce_scatter;
-    collective.message_bytes = microbatches * params * kGradientBytes;
+    collective.message_bytes = microbatches * params * gradient_bytes;
     try {
       double us = shard_collective_time(collective, p, hardware).time_us;
-      if (t.shards_weights()) {  // gathered before forward and again before backward
+      if (t.shards_weights()) {  // gathered before forward and again before backward, or once
         collective.collective = Collective::all_gather;
-        collective.message_bytes = microbatches * 2 * params * kWeightBytes;
+        collective.message_bytes = microbatches * (once_a_step ? 1 : 2) * params * weight_bytes;
         us += shard_collective_time(collective, p, hardware).time_us;
       }
       bound_us = std::max(bound_us, us);

@@ -670,9 +670,8 @@ TEST(ShardedDataParallel, HybridShardingReduceScattersInAReplicaThenAllReducesAc
 
 // FSDP2 as torchtitan runs it: the root unit (word embeddings; final norm and output layer)
 // stays whole from forward to backward, so its backward gathers nothing and reads what the
-// forward gathered. With pipeline stages PyTorch's pipelining keeps every unit whole across
-// the micro-batches and reduce-scatters once after the last backward: not simulated yet.
-TEST(ShardedDataParallel, Fsdp2KeepsTheRootUnitWholeAndIsRefusedWithPipelines) {
+// forward gathered.
+TEST(ShardedDataParallel, Fsdp2KeepsTheRootUnitWhole) {
   ShardOptions options = layout(4, "optim_grads_params");
   options.training.fsdp_implementation = FsdpImplementation::fsdp2;
   const ShardSection shard = sharded(options);
@@ -695,13 +694,6 @@ TEST(ShardedDataParallel, Fsdp2KeepsTheRootUnitWholeAndIsRefusedWithPipelines) {
   // micro-batch's ops.
   EXPECT_DOUBLE_EQ(message_bytes(fsdp_collectives(shard, "reduce_scatter")), kGradBytes * local_params(1));
 
-  ShardOptions pipelined = options;
-  pipelined.parallelism.pp = 2;
-  pipelined.training.global_batch = 16;
-  EXPECT_EQ(usage_error_of(pipelined, tiny_llama()),
-            "fsdp_implementation=fsdp2 with pp > 1 is not simulated yet: PyTorch's pipelining keeps FSDP2's units "
-            "whole across the micro-batches and reduce-scatters once after the last backward, where syssim gathers "
-            "and reduces each unit in every micro-batch");
 
   ShardOptions unsharded = layout(4, "optim");
   unsharded.training.fsdp_implementation = FsdpImplementation::fsdp2;
@@ -716,6 +708,48 @@ TEST(ShardedDataParallel, Fsdp2KeepsTheRootUnitWholeAndIsRefusedWithPipelines) {
   nlohmann::json unknown = j;
   unknown["fsdp_implementation"] = "fsdp1";
   EXPECT_THROW(training_from_json(unknown, "training"), DataError);
+}
+
+// Under PyTorch's pipelining FSDP2 gathers every unit once a step and keeps it whole across
+// the micro-batches, and reduce-scatters the accumulated gradients once, after the stage's
+// last backward (torch/distributed/pipelining/stage.py, backward_maybe_with_nosync).
+TEST(ShardedDataParallel, Fsdp2UnderPipelinesGathersAndReducesOnceAStep) {
+  ShardOptions options = layout(4, "optim_grads_params");
+  options.training.fsdp_implementation = FsdpImplementation::fsdp2;
+  options.parallelism.pp = 2;
+  options.training.global_batch = 16;  // 4 micro-batches, 2 in flight on the first stage
+  const ShardSection shard = sharded(options);
+  // No collective in the micro-batches: 4 gathers at the step's start (the embedding and layer
+  // 0 on the first stage, layer 1 and the output unit on the second), 2 bytes of every
+  // parameter, and 4 reductions at its end, 4 bytes of every parameter.
+  const auto gathers = fsdp_collectives(shard, "all_gather"), reduces = fsdp_collectives(shard, "reduce_scatter");
+  ASSERT_EQ(gathers.size(), 4u);
+  ASSERT_EQ(reduces.size(), 4u);
+  for (const ShardOp* op : gathers) EXPECT_EQ(op->scope, OpScope::step_start);
+  for (const ShardOp* op : reduces) EXPECT_EQ(op->scope, OpScope::step);
+  EXPECT_DOUBLE_EQ(message_bytes(gathers), kWeightBytes * local_params(1));
+  EXPECT_DOUBLE_EQ(message_bytes(reduces), kGradBytes * local_params(1));
+  // Each reduction waits for its stage's last backward op.
+  for (const ShardOp* reduce : reduces) {
+    int64_t last = -1;
+    for (const ShardOp& op : shard.ops)
+      if (op.scope == OpScope::microbatch && op.stage == reduce->stage && op.pass != OpPass::forward) last = op.id;
+    EXPECT_TRUE(depends_transitively(shard, reduce->id, last)) << reduce->module;
+  }
+  // Memory of the first stage: the 16-bit weights of its P = 262,144 + 983,552 = 1,245,696
+  // parameters are whole over the step, counted once however many micro-batches are in flight:
+  // 2P, exactly what FSDP2's sharding of its fp32 weights saves against optim_grads (2P weights
+  // and 12P/4 of Adam against 4P/4 and 8P/4), so the two peak alike; each keeps the stage's
+  // gradients whole, accumulated, until the step's reduction.
+  auto stage0_peak = [&](const std::string& strategy) {
+    ShardOptions o = options;
+    o.training.data_parallel_sharding = *parse_data_parallel_sharding(strategy);
+    Graph graph;
+    graph.shard = sharded(o);
+    account_memory(graph);
+    return graph.mem->pp_stage_memory_gb[0];
+  };
+  EXPECT_NEAR(stage0_peak("optim_grads_params"), stage0_peak("optim_grads"), 1e-12);
 }
 
 TEST(ShardedDataParallel, Float8WeightsAndBf16GradientsShrinkTheUnitsCollectives) {
