@@ -108,7 +108,9 @@ SweepAxis parse_sweep_axis(const std::string& flag) {
   return make_sweep_axis(flag.substr(0, eq), values);
 }
 
-SweepAxis make_sweep_axis(const std::string& path, const std::vector<std::string>& values) {
+SweepAxis make_sweep_axis(const std::string& given, const std::vector<std::string>& values) {
+  // The spec's name of the distributed optimizer (its TrainingConfig field), as the job names it.
+  const std::string path = given == "training.use_distributed_optimizer" ? "training.distributed_optimizer" : given;
   split_config_path(path);
   if (values.empty()) throw UsageError(path + ": expected at least one value");
   for (const std::string& value : values) yaml_scalar(value, path);  // refuses a list or a mapping before any point runs

@@ -86,6 +86,10 @@ TEST(Sweep, PathsSetTheJobThroughTheConfigReader) {
   EXPECT_THROW(apply_config_path(options, "training.micro_batches", "2"), UsageError);
 }
 
+TEST(Sweep, TheSpecsNameOfTheDistributedOptimizerIsTheJobs) {
+  EXPECT_EQ(parse_sweep_axis("training.use_distributed_optimizer=true,false").path, "training.distributed_optimizer");
+}
+
 TEST(Sweep, DigitsAreADecimalNumberAsOnTheCommandLine) {
   ShardOptions options;
   apply_config_path(options, "training.global_batch", "032");  // YAML 1.1 alone would read octal 26
