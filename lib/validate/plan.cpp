@@ -287,7 +287,9 @@ DataParallelSharding sharding_of(const MeasuredRow& row) {
   if (text.find("megatron-fsdp") != std::string::npos || text.find("full_shard") != std::string::npos ||
       text.find("fully sharded") != std::string::npos || text == "fsdp" || text == "fsdp2" || (has_zero && zero[2] == "3"))
     return DataParallelSharding::optim_grads_params;
-  if (text.find("fsdp") == std::string::npos) return DataParallelSharding::no_shard;
+  // Another FSDP strategy (HYBRID_SHARD without its group size) is skipped below, as text naming FSDP.
+  if (text.find("fsdp") == std::string::npos && text.find("hybrid") == std::string::npos)
+    return DataParallelSharding::no_shard;
   throw Unsupported{"sharding '" + cell(row, "distributed_optimizer") +
                     "' not recognised (FSDP / FULL_SHARD, SHARD_GRAD_OP, FSDP2, megatron-fsdp (sharding group N), "
                     "ZeRO-1, ZeRO-2, ZeRO-3, or the distributed optimizer's 1 / 0)"};
@@ -720,7 +722,8 @@ std::optional<double> number_cell(const MeasuredRow& row, const std::string& col
 std::optional<bool> flag_cell(const MeasuredRow& row, const std::string& column) {
   const std::string text = lowercase_cell(row, column);
   if (text.empty()) return std::nullopt;
-  for (const char* off : {"0", "no", "false", "off", "none"})
+  // NO_SHARD (PyTorch FSDP's) and DDP name plain data parallelism too.
+  for (const char* off : {"0", "no", "false", "off", "none", "no_shard", "ddp"})
     if (text == off) return false;
   return true;
 }

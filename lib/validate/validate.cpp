@@ -73,7 +73,7 @@ std::string render_table(const ValidationResult& result) {
     if (!r.expressed()) continue;
     std::string mem = fixed(r.predicted_peak_mem_gb, 1) + "/" +
                       (r.measured_peak_mem_gb ? fixed(*r.measured_peak_mem_gb, 1) : std::string("-"));
-    lines.push_back({r.source_id, r.model, r.gpu, r.dtype.substr(0, r.dtype.find(' ')), std::to_string(r.gpus),
+    lines.push_back({r.source_id, r.model, r.gpu, r.dtype, std::to_string(r.gpus),
                      r.layout, measured_text(r), fixed(r.predicted_step_s, 3),
                      r.timed() ? signed_pct(r.step_error_pct) : "-", fixed(r.predicted_mfu * kPercent, 1), mem,
                      oom_text(r)});

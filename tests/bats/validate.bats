@@ -50,6 +50,21 @@ CSV
   assert_line "5,B,GPT-tiny,A100-80GB,int8,4,,,,,,,,,,,\"dtype 'int8' not recognised (bf16, fp16, fp8, fp8-cs / current scaling, fp8-ds / delayed scaling, fp8-mx / mxfp8, nvfp4, fp8 tensorwise, fp8 rowwise)\""
 }
 
+@test "validate reads PyTorch FSDP's strategy names: NO_SHARD is plain data parallelism, HYBRID_SHARD without its group skips" {
+  local file="$BATS_TEST_TMPDIR/sharding.csv"
+  cat >"$file" <<'CSV'
+source_id,model,layers,hidden,ffn_hidden,heads,kv_heads,vocab,seq_length,gpu,num_gpus,tp,pp,micro_batch,global_batch,dtype,measured_step_s,distributed_optimizer
+A,Llama-tiny,2,256,512,4,4,1024,128,H100-80GB,4,1,1,1,8,bf16 (amp_bf16),0.5,NO_SHARD
+A,Llama-tiny,2,256,512,4,4,1024,128,H100-80GB,4,1,1,1,8,bf16,0.5,HYBRID_SHARD
+CSV
+  run --separate-stderr syssim validate "$file"
+  assert_success
+  # The first row runs without the distributed optimizer (no sharding in its layout), its dtype
+  # cell as written.
+  assert_line --regexp "^A +Llama-tiny +H100-80GB +bf16 \(amp_bf16\) +4 +tp1 pp1 dp4 mbs1 gbs8 +"
+  assert_output --partial "1  sharding 'HYBRID_SHARD' not recognised"
+}
+
 @test "validate --format json lists the assumptions taken for empty cells" {
   run --separate-stderr syssim validate "$(small_csv)" --format json
   assert_success
