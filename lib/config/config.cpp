@@ -999,7 +999,12 @@ HardwareConfig hardware_from_json(const nlohmann::json& j, const std::string& pa
   if (j.contains("block_scaled_formats"))  // new in graph format 1.2
     hw.block_scaled_formats = require_as<std::vector<std::string>>(j, "block_scaled_formats", path);
   // Both keys are new in graph format 1.2.
-  if (j.contains("efficiency")) hw.efficiency = require_as<std::map<std::string, double>>(j, "efficiency", path);
+  if (j.contains("efficiency")) {
+    hw.efficiency = require_as<std::map<std::string, double>>(j, "efficiency", path);
+    for (const auto& [family, share] : hw.efficiency)  // as a YAML's families, checked there
+      if (std::find(kOpFamilies.begin(), kOpFamilies.end(), family) == kOpFamilies.end())
+        throw DataError(path + "/efficiency/" + family + ": unknown family (" + join(kOpFamilies) + ")");
+  }
   if (j.contains("calibrated_model")) hw.calibrated_model = require_as<std::string>(j, "calibrated_model", path);
   if (j.contains("fp8_gemm_speedup")) hw.fp8_gemm_speedup = require_as<double>(j, "fp8_gemm_speedup", path);  // new in 1.18
   if (j.contains("attention_kernels")) {  // new in graph format 1.18

@@ -53,6 +53,8 @@ void check_network(const CostSection& c, const std::string& path) {
 CostSection cost_from_json(const json& j, const std::string& path) {
   CostSection c;
   c.estimator = require_as<std::string>(j, "estimator", path);
+  if (c.estimator != "roofline" && c.estimator != "calibrated")
+    throw DataError("graph: " + path + "/estimator: expected roofline or calibrated, got '" + c.estimator + "'");
   c.hardware = hardware_from_json(require(j, "hardware", path), path + "/hardware");
   // Format 1.2 graphs have no links and no phases: their collectives take time_us.
   if (j.contains("links")) {

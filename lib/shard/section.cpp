@@ -69,6 +69,15 @@ void check_stated_twice(const ShardSection& s, const json& parallelism, const st
     require_per_rank(s.stage_expert_params_local.size(), "stage_expert_params_local", pp, "one per pipeline rank: pp =");
   require_per_rank(s.pp_layout.size(), "pp_layout", pp * static_cast<size_t>(p.vpp.value_or(1)),
                    "one per virtual stage: pp*vpp =");
+  // The batch and the sequence, which the throughput figures read, as the simulation runs them.
+  const TrainingConfig& t = s.training;
+  if (t.micro_batch * p.dp * s.num_microbatches != t.global_batch)
+    throw DataError("graph: " + path + "/num_microbatches: " + std::to_string(s.num_microbatches) +
+                    ", but global_batch / (micro_batch * dp) = " + std::to_string(t.global_batch) + " / (" +
+                    std::to_string(t.micro_batch) + " * " + std::to_string(p.dp) + ")");
+  if (t.seq_length && *t.seq_length != s.seq_length)
+    throw DataError("graph: " + path + "/seq_length: " + std::to_string(s.seq_length) + ", but training/seq_length is " +
+                    std::to_string(*t.seq_length));
 }
 
 // The chunk of an op or slot at `where`: one of the `chunks` (vpp) model chunks of its rank.

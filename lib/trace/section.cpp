@@ -254,6 +254,12 @@ void check_axes_match_model(const TraceSection& trace, const ModelConfig& model)
       throw DataError("graph: /trace/axes/" + axis + ": " + text_of(traced->second) + ", but the model section gives " +
                       text_of(value) + " (docs/graph-format.md, \"Named axes\"); trace the edited model again");
   }
+  int64_t layers = 0;
+  for (const TraceOp& op : trace.ops)
+    if (op.layer) layers = std::max(layers, *op.layer + 1);
+  if (layers != model.num_layers)
+    throw DataError("graph: /trace/ops: " + std::to_string(layers) + " decoder layers, but the model section gives num_layers=" +
+                    std::to_string(model.num_layers) + "; trace the edited model again");
 }
 
 double traced_parameters(const TraceSection& trace, const AxisValues& axes) {

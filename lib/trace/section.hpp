@@ -55,8 +55,9 @@ struct TraceSection {
 AxisValues architecture_axes(const ModelConfig& model);
 
 // Throws DataError naming /trace/axes/AXIS unless every axis the trace and the model section
-// both give has the model's value: a model section edited after tracing would count one model's
-// FLOPs (MFU) beside another's ops.
+// both give has the model's value, and /trace/ops unless the trace holds the model's decoder
+// layers: a model section edited after tracing would count one model's FLOPs (MFU) beside
+// another's ops.
 void check_axes_match_model(const TraceSection& trace, const ModelConfig& model);
 
 // The parameters of the traced model (its param tensors) at the axis values `axes`: the whole
