@@ -274,6 +274,7 @@ ShardSection small_pipeline() {
   s.parallelism.pp = 2;
   s.parallelism.vpp = 2;
   s.num_microbatches = 2;
+  s.training.global_batch = 2;  // micro-batch 1, dp 1
   ShardOp op;
   op.name = "aten::add";
   op.kind = OpKind::math;
@@ -320,6 +321,9 @@ TEST(ShardSection, RefusesChunksRanksAndSizesNoJobHas) {
   // A rank runs at most 2^20 passes of a micro-batch through a chunk per step: 2^19 with 2 chunks.
   EXPECT_EQ(error_of("/num_microbatches", 1 << 20),
             "graph: /shard/num_microbatches: expected 1 to 524288, got 1048576");
+  // The micro-batches the global batch makes, as the throughput figures read it.
+  EXPECT_EQ(error_of("/num_microbatches", 3),
+            "graph: /shard/num_microbatches: 3, but global_batch / (micro_batch * dp) = 2 / (1 * 1)");
   // An op's kind is one of the six, parsed once here.
   EXPECT_EQ(error_of("/ops/0/kind", "conv"),
             "graph: /shard/ops/0/kind: expected gemm, attention, math, memory, collective, optimizer or host_copy, got \"conv\"");
