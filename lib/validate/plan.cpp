@@ -653,6 +653,16 @@ std::optional<double> measurement_cell(const MeasuredRow& row, const std::string
 // throughput, else recovered from its TFLOP/s per GPU or its MFU with the source's FLOP
 // formula. Sets plan.measured_step_s and plan.measured_from.
 void measured_step_time(const MeasuredRow& row, RowPlan& plan) {
+  // A run that ran out of memory gave no step time: simulated for its OOM verdict alone, and a
+  // measurement beside it is a contradiction, not a sample of the error statistics.
+  if (plan.measured_oom) {
+    for (const char* column : {"measured_step_s", "measured_tokens_per_s_per_gpu", "measured_tflops_per_gpu", "measured_mfu"})
+      if (measurement_cell(row, column))
+        throw Unsupported{std::string("measured_oom is 1, but column '") + column +
+                          "' holds a measurement: a run that ran out of memory has no step time"};
+    plan.measured_from = RowResult::kOutOfMemoryOnly;
+    return;
+  }
   if (std::optional<double> step = measurement_cell(row, "measured_step_s")) {
     plan.measured_step_s = *step;
     plan.measured_from = "measured_step_s";
@@ -669,14 +679,7 @@ void measured_step_time(const MeasuredRow& row, RowPlan& plan) {
   }
   std::optional<double> tflops = measurement_cell(row, "measured_tflops_per_gpu");
   std::optional<double> mfu = measurement_cell(row, "measured_mfu");
-  if (!tflops && !mfu) {
-    // A run that ran out of memory gave no step time: simulated for its OOM verdict alone.
-    if (plan.measured_oom) {
-      plan.measured_from = RowResult::kOutOfMemoryOnly;
-      return;
-    }
-    throw Unsupported{"no measured step time"};
-  }
+  if (!tflops && !mfu) throw Unsupported{"no measured step time"};
   auto convention = kThroughputConventions.find(cell(row, "source_id"));
   if (convention == kThroughputConventions.end())
     throw Unsupported{"no measured step time, and the FLOP formula of source '" + cell(row, "source_id") +

@@ -131,6 +131,12 @@ CSV
   assert_success
   run jq -c '[.rows[] | [.measured_from, .measured_step_s, .step_error_pct, .predicted_oom, .measured_oom]]' <<< "$output"
   assert_output --regexp '^\[\["measured_step_s",0\.5,[-0-9.e]+,false,false\],\["measured_oom",null,null,false,true\],\["measured_oom",null,null,true,true\]\]$'
+  # Out of memory with a step time as well: a contradiction, skipped, not a sample of the statistics.
+  printf 'A,Llama-tiny,,2,256,512,4,4,1024,128,H100-80GB,2,2,1,1,8,bf16,100,1\n' >>"$csv"
+  run syssim validate "$csv"
+  assert_success
+  assert_output --partial "rows: 4, expressed: 3, skipped: 1"
+  assert_output --partial "1  measured_oom is 1, but column 'measured_step_s' holds a measurement: a run that ran out of memory has no step time"
 }
 
 @test "validate rejects a bad format and a file that is not there" {
