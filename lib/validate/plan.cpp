@@ -197,13 +197,14 @@ ModelConfig architecture(const MeasuredRow& row, std::vector<std::string>& assum
   if (std::string config = cell(row, "model_config"); !config.empty()) return configured_model(row, config, assumptions);
   ModelConfig model;
   model.name = name;
-  bool llama = starts_with(name, "Llama");
+  const std::string lower = lowercase(name);  // the families' names in any case, as the other cells
+  bool llama = starts_with(lower, "llama");
   bool nemotron = false;
-  for (const char* prefix : {"Nemotron3", "Nemotron-3", "Nemotron4", "Nemotron-4"}) nemotron |= starts_with(name, prefix);
-  const bool mpt = starts_with(name, "MPT");
-  bool gpt = starts_with(name, "GPT") || starts_with(name, "BLOOM") || mpt;
+  for (const char* prefix : {"nemotron3", "nemotron-3", "nemotron4", "nemotron-4"}) nemotron |= starts_with(lower, prefix);
+  const bool mpt = starts_with(lower, "mpt");
+  bool gpt = starts_with(lower, "gpt") || starts_with(lower, "bloom") || mpt;
   // Other models by their preset: the mixtures of experts (DeepSeek-V3, Qwen3-30B-A3B, GPT-OSS-120B, ...).
-  if (!llama && !nemotron && (!gpt || starts_with(name, "GPT-OSS")))
+  if (!llama && !nemotron && (!gpt || starts_with(lower, "gpt-oss")))
     if (std::optional<std::string> preset = preset_of_model(name)) return configured_model(row, *preset, assumptions);
   if (!llama && !nemotron && !gpt)
     throw Unsupported{"no architecture known for model '" + name +
@@ -509,7 +510,7 @@ void attention_that_ran(const MeasuredRow& row, const std::string& hardware_path
   const int release = dgxc_release(row);
   if (predates_flash_attention(row))
     run("unfused", "the source predates FlashAttention");
-  else if (starts_with(cell(row, "model"), "MPT"))
+  else if (starts_with(lowercase_cell(row, "model"), "mpt"))
     run("triton", "llm-foundry's attn_impl: triton");
   else if (model.multi_latent_attention && blackwell && release > 0 && release <= 2505)
     run("unfused", "Transformer Engine before 2.5 has no fused MLA attention on Blackwell");

@@ -65,6 +65,18 @@ CSV
   assert_output --partial "1  sharding 'HYBRID_SHARD' not recognised"
 }
 
+@test "validate knows a model's family by its name's prefix in any case" {
+  local file="$BATS_TEST_TMPDIR/case.csv"
+  cat >"$file" <<'CSV'
+source_id,model,layers,hidden,ffn_hidden,heads,kv_heads,vocab,seq_length,gpu,num_gpus,tp,pp,micro_batch,global_batch,dtype,measured_step_s
+A,llama-tiny,2,256,512,4,4,1024,128,H100-80GB,2,2,1,1,8,bf16,0.5
+A,LLAMA-tiny,2,256,512,4,4,1024,128,H100-80GB,2,2,1,1,8,bf16,0.5
+CSV
+  run syssim validate "$file" --format csv
+  assert_success
+  [ "$(echo "$output" | awk -F, 'NR > 1 && $10 != ""' | wc -l)" -eq 2 ]  # both rows have an error
+}
+
 @test "validate --format json lists the assumptions taken for empty cells" {
   run --separate-stderr syssim validate "$(small_csv)" --format json
   assert_success
