@@ -54,9 +54,9 @@ json op_event(const TimelineEntry& e, const ShardOp& op, int64_t tid) {
                {"chunk", op.chunk},
                {"pass", to_string(op.pass)},
                {"layer", op.layer ? json(*op.layer) : json()},
-               {"module", op.module},
-               {"flops", op.flops},
-               {"bytes", op.bytes}};
+               {"module", op.module}};
+  // A host row issues the op: its FLOPs and bytes are the GPU instance's, not counted twice.
+  if (!e.host()) args.update({{"flops", op.flops}, {"bytes", op.bytes}});
   json event = {{"name", op.name}, {"cat", e.host() ? to_string(Stream::host) : to_string(op.kind)}, {"ph", "X"},  {"ts", e.start_ms * kUsPerMs},
                 {"dur", (e.end_ms - e.start_ms) * kUsPerMs}, {"pid", e.rank}, {"tid", tid}};
   if (op.kind == OpKind::collective) {

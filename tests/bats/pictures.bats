@@ -80,6 +80,8 @@ jsonschema.Draft7Validator(schema).validate(json.load(open(sys.argv[2])))' "$1" 
   assert_close "$forward_us" "$(jq '.sim.forward_ms * 1000' "$graph")" 1e-9
   collective_us=$(jq '[.traceEvents[] | select(.ph == "X" and .cat == "collective") | .dur] | add' "$trace")
   assert_close "$collective_us" "$(jq '.sim.collective_total_ms * 1000' "$graph")" 1e-9
+  # The FLOPs over the events are the instances' once: the host's issue of an op carries none.
+  jq -e '[.traceEvents[] | select(.ph == "X" and .cat == "host" and (.args | has("flops")))] | length == 0' "$trace"
 }
 
 @test "Chrome trace: rank r's memory counter peaks at pp - r micro-batches of saved activations under 1F1B" {
