@@ -526,13 +526,18 @@ TEST(ValidateRow, MeasuredOomColumnSaysTheRunFailed) {
   std::string csv =
       "source_id,model,layers,hidden,ffn_hidden,heads,kv_heads,vocab,seq_length,gpu,num_gpus,tp,pp,micro_batch,"
       "global_batch,dtype,measured_step_s,measured_oom\n"
-      "T,Llama-tiny,2,256,512,4,4,1024,128,H100-80GB,2,2,1,1,8,bf16,0.5,1\n"
-      "T,Llama-tiny,2,256,512,4,4,1024,128,H100-80GB,2,2,1,1,8,bf16,0.5,0\n";
+      "T,Llama-tiny,2,256,512,4,4,1024,128,H100-80GB,2,2,1,1,8,bf16,,1\n"
+      "T,Llama-tiny,2,256,512,4,4,1024,128,H100-80GB,2,2,1,1,8,bf16,0.5,0\n"
+      "T,Llama-tiny,2,256,512,4,4,1024,128,H100-80GB,2,2,1,1,8,bf16,0.5,1\n";
   ValidationResult result = validate_measured(csv, "t.csv", {std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware", {}});
-  ASSERT_EQ(result.rows.size(), 2u);
+  ASSERT_EQ(result.rows.size(), 3u);
   EXPECT_TRUE(result.rows[0].measured_oom);
   EXPECT_FALSE(result.rows[1].measured_oom);
   EXPECT_FALSE(result.rows[0].predicted_oom);  // a tiny model: the first row is an OOM mismatch
+  // A run out of memory with a step time is a contradiction: skipped, naming the column.
+  EXPECT_EQ(result.rows[2].skip_reason,
+            "measured_oom is 1, but column 'measured_step_s' holds a measurement: a run that ran out of memory has no "
+            "step time");
 }
 
 TEST(ValidateRow, NemotronIsNemosSquaredReluModel) {
