@@ -413,11 +413,9 @@ std::vector<double> layer_bytes_kept_for_backward(const ShardSection& shard, siz
     throw DataError("layer bytes kept for backward: expected one rank running one micro-batch's forward and "
                     "backward slots, got pp=" + std::to_string(shard.parallelism.pp) + " and " +
                     std::to_string(program.slots.size()) + " slots");
-  const RankBuffers buffers(shard, transient_buffers(shard), 0);
-  std::vector<int64_t> step_ops = program.step_start_ops;
-  step_ops.insert(step_ops.end(), program.step_ops.begin(), program.step_ops.end());
-  const MicrobatchPattern pattern = microbatch_pattern(buffers, program, {program.slots[0].kind, program.slots[1].kind},
-                                                       buffers_of(lifetimes(buffers, step_ops), buffers));
+  const RankLives lives(shard, transient_buffers(shard), 0, program);  // one micro-batch: one pattern
+  const RankBuffers& buffers = lives.buffers;
+  const MicrobatchPattern& pattern = lives.patterns.front();
   const size_t forward_end = pattern.slot_end[0];
   std::vector<double> kept(layers, 0.0);
   for (const Lifetime& life : pattern.lives) {

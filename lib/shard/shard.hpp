@@ -79,6 +79,11 @@ double expert_parameters(const TraceSection& trace);
 // others. Empty when the stages outnumber the layers.
 std::vector<int64_t> uneven_pipeline_layout(int64_t layers, int64_t stages);
 
+// Whether a job's sharded data parallelism gathers and reduces each unit once a step: FSDP2
+// under PyTorch's pipelining (docs/parallelism.md, "Sharded data parallelism"); otherwise in
+// every micro-batch.
+bool fsdp_units_once_a_step(const ShardOptions& options);
+
 // The pipeline schedule a layout runs: its own, else the interleaved one with vpp > 1 and
 // 1F1B without.
 ScheduleKind pipeline_schedule_of(const ShardOptions& options);

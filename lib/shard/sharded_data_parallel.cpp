@@ -157,13 +157,7 @@ class ShardedDataParallel {
     }
   }
 
-  // PyTorch's pipelining runs FSDP2 modules with reshard_after_backward and gradient sync off
-  // but after the last micro-batch's backward (torch/distributed/pipelining/stage.py,
-  // backward_maybe_with_nosync), and torchtitan turns reshard_after_forward off under it: a
-  // unit is gathered once a step and its accumulated gradients reduced once.
-  bool once_a_step() const {
-    return context_.options.training.fsdp_implementation == FsdpImplementation::fsdp2 && context_.options.parallelism.pp > 1;
-  }
+  bool once_a_step() const { return fsdp_units_once_a_step(context_.options); }
 
   // FSDP2 keeps the root unit's weights (embedding, final norm, output layer: torchtitan's
   // model-level fully_shard, reshard_after_forward False) whole from forward to backward, and
@@ -184,7 +178,8 @@ class ShardedDataParallel {
 
   void emit() {
     std::map<int64_t, std::vector<UnitKey>> reduces_after;  // old op id -> units reduced after it
-    const std::map<std::pair<int64_t, int64_t>, int64_t> last_backward = last_backward_ops();
+    const std::map<std::pair<int64_t, int64_t>, int64_t> last_backward =
+        once_a_step() ? last_backward_ops() : std::map<std::pair<int64_t, int64_t>, int64_t>{};
     for (const UnitKey& key : order_)
       if (const int64_t writer = units_.at(key).last_grad_writer; writer >= 0)
         reduces_after[once_a_step() ? last_backward.at({std::get<0>(key), std::get<1>(key)}) : writer].push_back(key);
@@ -371,6 +366,14 @@ class ShardedDataParallel {
 };
 
 }  // namespace
+
+// PyTorch's pipelining runs FSDP2 modules with reshard_after_backward and gradient sync off
+// but after the last micro-batch's backward (torch/distributed/pipelining/stage.py,
+// backward_maybe_with_nosync), and torchtitan turns reshard_after_forward off under it: a unit
+// is gathered once a step and its accumulated gradients reduced once.
+bool fsdp_units_once_a_step(const ShardOptions& options) {
+  return options.training.fsdp_implementation == FsdpImplementation::fsdp2 && options.parallelism.pp > 1;
+}
 
 void check_sharded_data_parallel(const ModelConfig& model, const ShardOptions& options, ScheduleKind pipeline_schedule) {
   const TrainingConfig& t = options.training;

@@ -400,7 +400,6 @@ void PointEvaluator::simulate_row(const ShardOptions& options, SweepRow& row, st
   if (use_cache_) cache_put("point", key, to_json(row).dump());
 }
 
-// Every field of ShardOptions is part of the key: a setting left out would return another job's row.
 namespace {
 
 // The calibrated bundle a hardware names, as the cache key holds it: the folder it resolves to
@@ -427,6 +426,7 @@ nlohmann::json bundle_identity(const std::string& folder) {
 
 }  // namespace
 
+// Every field of ShardOptions is part of the key: a setting left out would return another job's row.
 std::string job_cache_key(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options) {
   nlohmann::json hardware_key = to_json(hardware);
   if (!hardware.calibrated_model_dir.empty()) hardware_key["calibrated_model"] = bundle_identity(hardware.calibrated_model_dir);

@@ -426,8 +426,7 @@ double sharded_communication_lower_bound_ms(const ModelConfig& model, const Hard
   const double pp = static_cast<double>(p.pp);
   const double dense = std::max(params_total - expert_params - outside_layers, 0.0) / (static_cast<double>(p.tp) * pp);
   const double experts = expert_params / (static_cast<double>(p.ep * p.expert_tp()) * pp);
-  // FSDP2 under pipelining gathers and reduces each unit once a step (shard/sharded_data_parallel.cpp).
-  const bool once_a_step = t.fsdp_implementation == FsdpImplementation::fsdp2 && p.pp > 1;
+  const bool once_a_step = fsdp_units_once_a_step(layout);
   const double microbatches = once_a_step ? 1.0 : static_cast<double>(microbatches_per_pipeline(layout));
   const double weight_bytes = t.fp8_param_gather ? 1 : 2;  // fp8 parameters gather a byte per element
   const double gradient_bytes = t.main_grad_bytes();       // fp32, or bf16 with grad_reduce_in_bf16
