@@ -232,6 +232,19 @@ figures_unfused_kernels() {
   rm -f "$model"
 }
 
+# docs/calibration.md, "Two clock regimes in the GH200 data": one job's step time by micro-batch
+# on the H100 preset, whose bundle prices a GEMM of over about 3 ms slower per FLOP.
+figures_h100_micro_batch() {
+  echo "| micro-batch | micro-batches per GPU | step ms | GEMM ms |"
+  echo "|---|---|---|---|"
+  local mbs j
+  for mbs in 1 2 4 8; do
+    j=$(json configs/models/llama3-8b.yaml --hardware $H100 --gpus 8 --micro-batch "$mbs" --global-batch 64 \
+      --distributed-optimizer --recompute full)
+    echo "| $mbs | $((8 / mbs)) | $(one "$(jq -r .step_time_ms <<< "$j")") | $(one "$(jq -r .by_op_type_ms.gemm <<< "$j")") |"
+  done
+}
+
 # docs/validation.md, "Measured on the shared set": the median signed step-time error of groups
 # of the table's simulated rows, from one `syssim validate --format json`.
 figures_validation_signed_error() {
