@@ -58,7 +58,7 @@ double host_copy_us(const ShardOp& op, const HardwareConfig& hw) {
 }
 
 Kernel kernel_of(const ShardOp& op) {
-  return Kernel{family_of(op), op.dtype, op.phase == OpPhase::bwd, op.shape, op.flops, op.bytes};
+  return Kernel{family_of(op), op.dtype, op.runs_backward_kernel(), op.shape, op.flops, op.bytes};
 }
 
 // The token rows an expert's GEMM is priced at: its share of the routed tokens (a mean, which
@@ -173,7 +173,7 @@ struct KernelKey {
   uintptr_t kind, name, dtype;
   const KernelShape* shape;
   explicit KernelKey(const ShardOp& op)
-      : flops(op.flops), bytes(op.bytes), backward(op.phase == OpPhase::bwd), kind(static_cast<uintptr_t>(op.kind)),
+      : flops(op.flops), bytes(op.bytes), backward(op.runs_backward_kernel()), kind(static_cast<uintptr_t>(op.kind)),
         name(op.name.identity()), dtype(op.dtype.identity()), shape(&op.shape) {}
   bool operator==(const KernelKey& o) const {
     return std::tie(flops, bytes, backward, kind, name, dtype, *shape) ==
@@ -394,7 +394,7 @@ void CostEstimator::scale_attention(const Graph& g, std::vector<OpCost>& ops) co
   for (size_t i = 0; i < shard_ops.size(); ++i) {
     const ShardOp& op = shard_ops[i];
     if (op.kind != OpKind::attention) continue;
-    ops[i].time_us *= (op.phase == OpPhase::bwd ? time.backward : time.forward) * (triton ? triton_head_padding(op) : 1);
+    ops[i].time_us *= (op.runs_backward_kernel() ? time.backward : time.forward) * (triton ? triton_head_padding(op) : 1);
   }
 }
 

@@ -61,6 +61,8 @@ struct ShardOp {
   int64_t stage = 0;   // pipeline rank that runs it
   int64_t chunk = 0;   // virtual pipeline chunk of that rank
   bool recompute = false;  // a forward op run again in the backward pass
+  // Whether the op runs a backward kernel: a backward op, not a forward op recomputed there.
+  bool runs_backward_kernel() const { return phase == OpPhase::bwd && !recompute; }
   Stream stream = Stream::compute;
   Symbol dtype;   // compute dtype: bf16 | fp16 | fp32 | ...
   IdList deps;  // ops of the same scope (or, for step ops, of any scope) that must finish first

@@ -363,6 +363,34 @@ TEST(AttentionExponentials, SmallHeadDimensionsPayTheirExponentialsAtTheSfuPeak)
   EXPECT_DOUBLE_EQ(time_of(64, false), roofline(64, false));
 }
 
+// A forward attention recomputed in the backward pass (selective or full recomputation) runs
+// the forward kernel again: its time is the forward's, not the backward kernel's. Head
+// dimension 64 with the exponentials above: 1.328 times the roofline, not 1.164; and under the
+// Triton backend of the test above, the forward's factor 2.5, not 3.5.
+TEST(AttentionExponentials, ARecomputedForwardIsPricedAsTheForward) {
+  HardwareConfig hw = test_hardware();
+  hw.sfu_peak = 4;
+  hw.attention_kernels["triton"] = {2.5, 3.5};
+  ShardOp forward = attention_at_head_dim(64, false);
+  ShardOp recomputed = forward;
+  recomputed.phase = OpPhase::bwd;
+  recomputed.pass = OpPass::backward;
+  recomputed.recompute = true;
+  const double roofline = 4096.0 * 4096 / 2 * 32 * 4 * 64 / 1e15 * 1e6;
+  for (const std::string backend : {"flash", "triton"}) {
+    Graph g;
+    g.model = ModelConfig{};
+    g.model->attention_backend = backend;
+    g.shard = ShardSection{};
+    g.shard->ops = {forward, recomputed};
+    for (size_t i = 0; i < g.shard->ops.size(); ++i) g.shard->ops[i].id = static_cast<int64_t>(i);
+    cost_graph(g, hw);
+    const double factor = backend == "triton" ? 2.5 : 1.0;
+    EXPECT_NEAR(g.cost->ops[0].time_us / roofline, factor * (1 + 250.0 / 256) / (1 + 250.0 / 512), 1e-12) << backend;
+    EXPECT_NEAR(g.cost->ops[1].time_us / roofline, factor * (1 + 250.0 / 256) / (1 + 250.0 / 512), 1e-12) << backend;
+  }
+}
+
 // Against cuDNN's attention on an H200 (tests/data/calibration/h200/attention_sdpa.csv): at
 // 8,192 tokens, 64 heads of 64 and 32 heads of 128 run the same FLOPs; the model's ratios of
 // their times with the Hopper presets' sfu_peak (989 TFLOPS / 3.86 T exponentials/s) are within
