@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <boost/graph/adjacency_list.hpp>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <tuple>
 #include <unordered_map>
@@ -13,7 +14,8 @@ namespace syssim {
 namespace {
 
 // Why an instance waited for another; the order breaks ties between equally late ones.
-enum class Wait : uint8_t { dep, stream_order, host };
+// `posted`: a pipeline receive posted after its rank's slot before (receives_after_previous_slot).
+enum class Wait : uint8_t { dep, stream_order, posted, host };
 
 // The timeline's instances, each with edges from what it waited for.
 using WaitGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, boost::no_property, Wait>;
@@ -27,6 +29,7 @@ class PathFinder {
     index_instances();
     add_stream_order();
     add_deps_and_issues();
+    add_receive_posting();
     CriticalPath path;
     path.entries = walk_back(path.waiting_ms);
     attribute(path);
@@ -86,6 +89,52 @@ class PathFinder {
                                      [&](size_t a, size_t b) { return timeline_[a].end_ms < timeline_[b].end_ms; });
         if (last != instances.end()) add_wait(*last, i, Wait::dep);
       }
+    }
+  }
+
+  // Where a pipeline receive is posted only once its rank's compute stream has finished the
+  // slots before its own, it waits for the last of those compute instances to end.
+  void add_receive_posting() {
+    if (!receives_after_previous_slot(shard_)) return;
+    const std::vector<RankProgram> programs = rank_programs(shard_);
+    // By rank: each micro-batch op's kind, and each (kind, micro-batch)'s place in the schedule.
+    std::vector<std::unordered_map<int64_t, size_t>> kind_of_op(programs.size());
+    std::vector<std::map<std::pair<size_t, int64_t>, size_t>> place(programs.size());
+    for (size_t r = 0; r < programs.size(); ++r) {
+      for (size_t kind = 0; kind < programs[r].kind_ops.size(); ++kind)
+        for (int64_t op : programs[r].kind_ops[kind]) kind_of_op[r][op] = kind;
+      for (size_t k = 0; k < programs[r].slots.size(); ++k)
+        place[r][{programs[r].slots[k].kind, programs[r].slots[k].microbatch}] = k;
+    }
+    auto slot_of = [&](const TimelineEntry& e) -> std::optional<size_t> {
+      const size_t r = static_cast<size_t>(e.rank);
+      auto kind = kind_of_op[r].find(e.op);
+      if (e.microbatch < 0 || kind == kind_of_op[r].end()) return std::nullopt;
+      auto at = place[r].find({kind->second, e.microbatch});
+      return at == place[r].end() ? std::nullopt : std::optional(at->second);
+    };
+    // By rank and slot: its compute instance that ends last.
+    std::vector<std::vector<std::optional<size_t>>> last_compute(programs.size());
+    for (size_t r = 0; r < programs.size(); ++r) last_compute[r].resize(programs[r].slots.size());
+    for (size_t i = 0; i < timeline_.size(); ++i) {
+      const TimelineEntry& e = timeline_[i];
+      if (e.stream != Stream::compute) continue;
+      if (const std::optional<size_t> slot = slot_of(e)) {
+        std::optional<size_t>& last = last_compute[static_cast<size_t>(e.rank)][*slot];
+        if (!last || e.end_ms > timeline_[*last].end_ms) last = i;
+      }
+    }
+    for (size_t i = 0; i < timeline_.size(); ++i) {
+      const TimelineEntry& e = timeline_[i];
+      if (e.stream != Stream::pp) continue;
+      const std::optional<size_t> slot = slot_of(e);
+      if (!slot) continue;
+      const std::vector<std::optional<size_t>>& of_rank = last_compute[static_cast<size_t>(e.rank)];
+      for (size_t k = *slot; k-- > 0;)
+        if (of_rank[k]) {
+          add_wait(of_rank[k], i, Wait::posted);
+          break;
+        }
     }
   }
 

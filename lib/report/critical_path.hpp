@@ -28,9 +28,11 @@ struct CriticalPath {
 
 // An instance waits for the instance before it on its stream, for the instances of its op's
 // deps (of its micro-batch; a step op, for the last-finishing instance of each dep), for its
-// host's issue of it, and the host for the instance of `host_waits_for`. The path starts at
-// the instance that ends last and goes back, each time to what the instance waited for that
-// finished last before it started (ties: a dep before the stream's order before the host).
+// host's issue of it, the host for the instance of `host_waits_for`, and where
+// receives_after_previous_slot a pipeline receive for its rank's compute in the slots before
+// its own. The path starts at the instance that ends last and goes back, each time to what the
+// instance waited for that finished last before it started (ties: a dep, the stream's order,
+// the receive's posting, the host).
 // Needs shard and sim with a timeline (need_timeline's errors).
 CriticalPath critical_path(const Graph& g);
 

@@ -227,6 +227,10 @@ RankProgram program_of(const std::vector<const ShardOp*>& rank_ops, int64_t stag
 
 }  // namespace
 
+bool receives_after_previous_slot(const ShardSection& shard) {
+  return !shard.training.overlap_moe_expert_parallel_comm && shard.parallelism.vpp.value_or(1) <= 1;
+}
+
 RankProgram rank_program(const ShardSection& shard, int64_t stage) {
   std::vector<const ShardOp*> rank_ops;
   for (const ShardOp& op : shard.ops)

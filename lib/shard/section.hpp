@@ -140,6 +140,13 @@ RankProgram rank_program(const ShardSection& shard, int64_t stage);
 // Every rank's (parallelism.pp of them), by rank, in one pass over the ops.
 std::vector<RankProgram> rank_programs(const ShardSection& shard);
 
+// Whether a pipeline receive (a micro-batch op of the pp stream) starts only once its rank's
+// compute stream has finished the slots before it (docs/syssim-sim.md, "Pipeline receives"):
+// Megatron's non-interleaved 1F1B posts it after the step before, and gpipe and zb-h1 are
+// taken alike; the interleaved schedule posts it ahead (overlap_p2p_comm), and the combined
+// one runs its pair of slots as one.
+bool receives_after_previous_slot(const ShardSection& shard);
+
 nlohmann::json to_json(const ShardSection& shard);
 ShardSection shard_from_json(const nlohmann::json& j, const std::string& path);
 

@@ -235,7 +235,7 @@ double step_time_lower_bound_ms(const ShardSection& shard, const CostSection& co
   // (docs/syssim-sim.md), where a slot overlaps the one before it on the other side, after the
   // slot two before (the schedule's window) and the previous one only on its own side.
   const bool combined = shard.training.overlap_moe_expert_parallel_comm;
-  const bool receives_after_start = sim_detail::receives_after_previous_slot(shard);
+  const bool receives_after_start = receives_after_previous_slot(shard);
   auto compute_start_us = [combined](const RankState& state, size_t slot) {
     if (!combined) return state.compute_free_us;
     const std::vector<RankProgram::Slot>& slots = state.program.slots;

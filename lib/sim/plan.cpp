@@ -272,10 +272,6 @@ bool host_simulated(const ShardSection& shard, const CostSection& cost) {
          std::any_of(shard.ops.begin(), shard.ops.end(), [](const ShardOp& op) { return op.host_waits_for.has_value(); });
 }
 
-bool receives_after_previous_slot(const ShardSection& shard) {
-  return !shard.training.overlap_moe_expert_parallel_comm && shard.parallelism.vpp.value_or(1) <= 1;
-}
-
 void check_ops(const ShardSection& shard) {
   const int64_t ranks = static_cast<int64_t>(shard.schedule.size());
   if (ranks != shard.parallelism.pp)

@@ -17,12 +17,6 @@ std::string op_path(int64_t id);
 // Whether the step's ops cost the host time or make it wait (docs/syssim-sim.md, "The host").
 bool host_simulated(const ShardSection& shard, const CostSection& cost);
 
-// Whether a pipeline receive starts only once its rank's compute stream has finished the
-// slots before it (docs/syssim-sim.md, "Pipeline receives"): Megatron's non-interleaved 1F1B
-// posts it after the step before, and gpipe and zb-h1 are taken alike; the interleaved
-// schedule posts it ahead (overlap_p2p_comm), and the combined one runs its pair of slots as one.
-bool receives_after_previous_slot(const ShardSection& shard);
-
 // The simulator keeps no list of a step's op instances: each stream queue walks its rank's
 // issue order with a cursor (a slot of the rank and a place among that slot's ops on the
 // queue), and a dep is done once its queue has finished past the dep's place in that queue's

@@ -150,6 +150,39 @@ TEST(CriticalPath, CrossesPipelineRanks) {
   EXPECT_NEAR(g.sim->step_time_ms, 0.090, 1e-12);
 }
 
+// Two ranks, two micro-batches; rank 1 runs 1F1B (F0 B0 F1 B1), its forward receive (2 us) on
+// the pp stream, posted only once its compute stream has run the slot before (docs/syssim-sim.md,
+// "Pipeline receives"). Rank 0: F0 0-10, F1 10-20, B0 52-62, B1 94-104. Rank 1: recv0 10-12,
+// F0 12-22, B0 22-52, recv1 52-54 (posted when B0 ends, although rank 0's F1 ended at 20),
+// F1 54-64, B1 64-94. Back from rank 0's B1: rank 1's B1, F1, recv1, then B0 (the posting, not
+// rank 0's F1), F0, recv0 and rank 0's F0: no waiting; rank 0 holds 20 us, rank 1 84.
+TEST(CriticalPath, APipelineReceiveWaitsForTheSlotBeforeIt) {
+  PipelineSchedule schedule = {
+      {{0, 0, OpPass::forward}, {0, 1, OpPass::forward}, {0, 0, OpPass::backward}, {0, 1, OpPass::backward}},
+      {{0, 0, OpPass::forward}, {0, 0, OpPass::backward}, {0, 1, OpPass::forward}, {0, 1, OpPass::backward}}};
+  Graph g = graph_of({{"f", "gemm", "fwd", "compute", 10, {}, "microbatch", 0, 0},
+                      {"recv", "collective", "fwd", "pp", 2, {0}, "microbatch", 0, 1, "pp"},
+                      {"f", "gemm", "fwd", "compute", 10, {1}, "microbatch", 0, 1},
+                      {"b", "gemm", "bwd", "compute", 30, {2}, "microbatch", 0, 1},
+                      {"b", "gemm", "bwd", "compute", 10, {3}, "microbatch", 0, 0}},
+                     2, schedule);
+  g.shard->pipeline_schedule = ScheduleKind::one_f_one_b;
+  simulate_graph(g, SimOptions{true});
+  EXPECT_NEAR(g.sim->step_time_ms, 0.104, 1e-12);
+  const CriticalPath path = critical_path(g);
+  const std::vector<std::tuple<int64_t, int64_t, int64_t>> expected = {{0, 0, 0}, {1, 1, 0}, {1, 2, 0}, {1, 3, 0},
+                                                                      {1, 1, 1}, {1, 2, 1}, {1, 3, 1}, {0, 4, 1}};
+  ASSERT_EQ(path.entries.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const TimelineEntry& e = (*g.sim->timeline)[path.entries[i]];
+    EXPECT_EQ(std::tuple(e.rank, e.op, e.microbatch), expected[i]) << i;
+  }
+  EXPECT_NEAR(path.waiting_ms, 0, 1e-12);
+  EXPECT_NEAR(path.pp_rank_ms[0], 0.020, 1e-12);
+  EXPECT_NEAR(path.pp_rank_ms[1], 0.084, 1e-12);
+  EXPECT_NEAR(path.communication_ms.at("pp"), 0.004, 1e-12);
+}
+
 // A host-bound rank: each op takes the host 30 us to issue and the GPU 10 us to run. The host
 // issues a0 (0-30), b0 (30-60), a1 (60-90), b1 (90-120); b1 runs 120-130. The path is the host's
 // four issues and b1: 120 us of host, 10 of GPU.
