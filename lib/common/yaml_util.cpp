@@ -97,6 +97,12 @@ template <typename T>
 T yaml_require(const YAML::Node& node, const std::string& key, const std::string& where) {
   YAML::Node value = node[key];
   if (!value || value.IsNull()) throw DataError(where + ": missing required key '" + key + "'");
+  // A quoted scalar is text, which yaml-cpp would read as a number or a truth value ("32",
+  // "false") as the JSON reader never does.
+  if constexpr (std::is_arithmetic_v<T>)
+    if (value.IsScalar() && value.Tag() == "!")
+      throw DataError(where + ": key '" + key + "' must be " + (std::is_same_v<T, bool> ? "true or false" : "a number") +
+                      ", got the quoted text \"" + value.Scalar() + "\"");
   T result;
   try {
     result = value.as<T>();

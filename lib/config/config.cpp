@@ -214,6 +214,9 @@ void parse_moe_and_attention(const YAML::Node& node, const std::string& name, Mo
     m.qk_head_dim = yaml_require<int64_t>(node, "qk_head_dim", name);
     m.qk_pos_emb_head_dim = yaml_require<int64_t>(node, "qk_pos_emb_head_dim", name);
     m.v_head_dim = yaml_require<int64_t>(node, "v_head_dim", name);
+    // The latent attention sets both from its own keys; a value given is still checked.
+    for (const char* key : {"num_query_groups", "kv_channels"})
+      if (node[key]) require_positive(yaml_require<int64_t>(node, key, name), key, name);
     m.kv_channels = m.qk_head_dim + m.qk_pos_emb_head_dim;  // the attention's query/key head width
     m.num_query_groups = m.num_attention_heads;            // MLA has a key and value per head
   } else {
@@ -446,6 +449,8 @@ void validate(const ModelConfig& m, const std::string& where) {
   if (m.window_size > 0) check_pattern(m.sliding_window_pattern, "window_attn_skip_freq");
   if (m.window_size > 0 && !m.flash_attention())
     throw DataError(where + ": sliding-window attention is simulated with a flash attention_backend only");
+  if (m.window_size > 0 && m.multi_latent_attention)
+    throw DataError(where + ": key 'window_size' (sliding-window attention) with multi_latent_attention is not simulated");
   if (m.multi_latent_attention) {
     require_positive(m.kv_lora_rank, "kv_lora_rank", where);
     require_positive(m.qk_head_dim, "qk_head_dim", where);
