@@ -38,13 +38,16 @@ std::vector<int64_t> layers_of_ranks(const ModelConfig& model, const ShardOption
   if (rest < 0 || (others == 0 && rest != 0))
     throw DataError("decoder_first/last_pipeline_num_layers ask for " + str(model.num_layers - rest) +
                     " layers; num_layers=" + str(model.num_layers));
-  if (others > 0 && rest % others != 0) {
+  if (others > 0 && (rest == 0 || rest % others != 0)) {
     std::string given;
     if (first) given = "decoder_first_pipeline_num_layers=" + str(*first);
     if (last) given += (given.empty() ? "" : ", ") + std::string("decoder_last_pipeline_num_layers=") + str(*last);
-    throw DataError(given + ": the " + str(others) + " pipeline ranks besides the " +
-                    (first && last ? "first and last" : first ? "first" : "last") + " do not split the remaining " +
-                    str(rest) + " of num_layers=" + str(model.num_layers) + " evenly");
+    const std::string besides = str(others) + " pipeline ranks besides the " +
+                                (first && last ? "first and last" : first ? "first" : "last");
+    if (rest == 0)
+      throw DataError(given + ": no layers of num_layers=" + str(model.num_layers) + " are left for the " + besides);
+    throw DataError(given + ": the " + besides + " do not split the remaining " + str(rest) + " of num_layers=" +
+                    str(model.num_layers) + " evenly");
   }
   for (int64_t r = 0; r < pp; ++r) {
     if ((r == 0 && first) || (r == pp - 1 && last)) continue;
@@ -115,12 +118,15 @@ std::vector<int64_t> pipeline_layout(const ModelConfig& model, const ShardOption
     layout.assign(stages, model.num_layers / stages);
   }
   // The first virtual stage may hold only the embedding and the last only the output layer;
-  // a middle one without layers would have nothing to pass on.
+  // a middle one without layers would have nothing to pass on. (The split of the ranks
+  // refuses both itself: only a given layout gets here with them.)
   for (int64_t v = 0; v < stages; ++v) {
     if (layout[v] < 0)
-      throw UsageError("virtual pipeline stage " + str(v) + " has " + str(layout[v]) + " layers; a count cannot be negative");
+      throw UsageError("pp_layout: virtual pipeline stage " + str(v) + " has " + str(layout[v]) +
+                       " layers; a count cannot be negative");
     if (layout[v] == 0 && v > 0 && v + 1 < stages)
-      throw UsageError("virtual pipeline stage " + str(v) + " has 0 layers; every stage but the first and last needs at least one");
+      throw UsageError("pp_layout: virtual pipeline stage " + str(v) +
+                       " has 0 layers; every stage but the first and last needs at least one");
   }
   return layout;
 }

@@ -15,9 +15,11 @@ namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
-void require_divides(int64_t divisor, const std::string& divisor_name, int64_t value, const std::string& value_name) {
+void require_divides(int64_t divisor, const std::string& divisor_name, int64_t value, const std::string& value_name,
+                     const std::string& needed_by = "") {
   if (value % divisor != 0)
-    throw DataError(divisor_name + "=" + str(divisor) + " does not divide " + value_name + "=" + str(value));
+    throw DataError(divisor_name + "=" + str(divisor) + " does not divide " + value_name + "=" + str(value) +
+                    (needed_by.empty() ? "" : " (" + needed_by + ")"));
 }
 
 void check_layout(const ModelConfig& model, const ShardOptions& options, int64_t seq) {
@@ -49,9 +51,9 @@ void check_layout(const ModelConfig& model, const ShardOptions& options, int64_t
   // Context parallelism: each rank holds 2 of the 2*cp sequence chunks (Megatron-LM's
   // load-balanced causal split needs seq_length % (2*cp) == 0).
   require_divides(p.cp, "cp", seq, "seq_length");
-  if (p.cp > 1) require_divides(2 * p.cp, "2*cp", seq, "seq_length (load-balanced causal split)");
+  if (p.cp > 1) require_divides(2 * p.cp, "2*cp", seq, "seq_length", "the load-balanced causal split");
   if (p.sp && p.tp > 1)
-    require_divides(p.tp * p.cp, p.cp > 1 ? "tp*cp" : "tp", seq, "seq_length (sequence parallelism)");
+    require_divides(p.tp * p.cp, p.cp > 1 ? "tp*cp" : "tp", seq, "seq_length", "sequence parallelism");
   if (!model.rope && seq > model.max_position_embeddings)
     throw DataError("seq_length=" + str(seq) + " exceeds max_position_embeddings=" + str(model.max_position_embeddings));
   if (p.cp > 1 && (window_slides_at(model, seq) || model.softmax_type != "vanilla"))

@@ -23,10 +23,10 @@ pipe_report() {
   assert_output "syssim-shard: error: cp=3 does not divide seq_length=32768"
   run syssim-shard -i "$(trace_of llama3-8b)" --cp 4 --seq-length 8196
   assert_failure 1
-  assert_output "syssim-shard: error: 2*cp=8 does not divide seq_length (load-balanced causal split)=8196"
+  assert_output "syssim-shard: error: 2*cp=8 does not divide seq_length=8196 (the load-balanced causal split)"
   run syssim-shard -i "$(trace_of llama3-8b)" --tp 8 --sp --cp 4 --seq-length 8200
   assert_failure 1
-  assert_output "syssim-shard: error: tp*cp=32 does not divide seq_length (sequence parallelism)=8200"
+  assert_output "syssim-shard: error: tp*cp=32 does not divide seq_length=8200 (sequence parallelism)"
 }
 
 @test "cp with the unfused attention is refused (Megatron-LM runs CP only in TE attention)" {

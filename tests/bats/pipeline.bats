@@ -151,10 +151,10 @@ f0 f1 f2 f3 b0 f4 b1 f5 b2 f6 b3 f7 b4 b5 b6 b7"
 @test "a pipeline layout with a negative or, in the middle, empty stage is bad usage (exit 2)" {
   run syssim-shard -i "$(trace_of llama3-8b)" --pp 4 --pp-layout -1,17,8,8
   assert_failure 2
-  assert_output "syssim-shard: error: virtual pipeline stage 0 has -1 layers; a count cannot be negative"
+  assert_output "syssim-shard: error: pp_layout: virtual pipeline stage 0 has -1 layers; a count cannot be negative"
   run syssim-shard -i "$(trace_of llama3-8b)" --pp 4 --pp-layout 16,0,8,8
   assert_failure 2
-  assert_output "syssim-shard: error: virtual pipeline stage 1 has 0 layers; every stage but the first and last needs at least one"
+  assert_output "syssim-shard: error: pp_layout: virtual pipeline stage 1 has 0 layers; every stage but the first and last needs at least one"
 }
 
 @test "impossible pipeline layouts are bad data (exit 1) naming the values" {

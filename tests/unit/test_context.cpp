@@ -214,7 +214,7 @@ TEST(ContextParallel, RefusedLayoutsNameTheValues) {
     shard_graph(g, odd_chunks);
     FAIL();
   } catch (const DataError& e) {
-    EXPECT_STREQ(e.what(), "2*cp=8 does not divide seq_length (load-balanced causal split)=8196");
+    EXPECT_STREQ(e.what(), "2*cp=8 does not divide seq_length=8196 (the load-balanced causal split)");
   }
   EXPECT_THROW(shard_graph(g, context_parallel(2, "a2a")), UsageError);
   Graph unfused = attention_graph();
