@@ -254,8 +254,8 @@ std::string mfu_text(double fraction, MfuConvention convention) {
   if (fraction <= 1) return percent(fraction);
   if (convention == MfuConvention::kCausal) return percent(fraction) + " (above 100%: the model's FLOPs exceed the peak)";
   return percent(fraction) +
-         " (above 100%: the FLOP count takes attention in full, the simulated kernels its causal half; "
-         "--mfu-convention causal counts half)";
+         " (above 100%: the FLOP count takes attention over the whole sequence, the simulated kernels the "
+         "causal half or the window; --mfu-convention causal counts what they compute)";
 }
 
 // The time to train on a number of tokens at the simulated step, whole steps or not.

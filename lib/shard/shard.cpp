@@ -55,7 +55,8 @@ void check_layout(const ModelConfig& model, const ShardOptions& options, int64_t
   if (p.sp && p.tp > 1)
     require_divides(p.tp * p.cp, p.cp > 1 ? "tp*cp" : "tp", seq, "seq_length", "sequence parallelism");
   if (!model.rope && seq > model.max_position_embeddings)
-    throw DataError("seq_length=" + str(seq) + " exceeds max_position_embeddings=" + str(model.max_position_embeddings));
+    throw DataError(model.name + ": seq_length=" + str(seq) + " exceeds its max_position_embeddings=" +
+                    str(model.max_position_embeddings) + " (learned positions)");
   if (p.cp > 1 && (window_slides_at(model, seq) || model.softmax_type != "vanilla"))
     throw UsageError("cp=" + str(p.cp) + " with sliding-window attention or attention sinks is not simulated");
   if (p.cp > 1 && model.multi_latent_attention)
