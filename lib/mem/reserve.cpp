@@ -31,7 +31,7 @@ constexpr double kNetworkPoolBytesPerChannel = 16 * 128 * 1024.0;
 // network send.
 double ring_bytes(const GroupPlacement& group, const HardwareConfig::NcclChannels& channels) {
   const auto r = static_cast<double>(group.ranks_per_node);
-  if (group.nodes() > 1)
+  if (group.nodes > 1)
     return static_cast<double>(channels.coll_across_nodes) * (r * kReceiveBytes + (r - 1) * kNvlinkSendBytes + kNetworkSendBytes) / r;
   double bytes = static_cast<double>(channels.coll_in_node) * (kReceiveBytes + kNvlinkSendBytes);
   if (channels.nvls > 0 && group.size > 2)  // NCCL's NVLS needs more than 2 GPUs
@@ -73,11 +73,11 @@ struct RankCommunicators {
     // neighbours.
     for (const auto& [key, op] : all_to_alls) {
       const GroupPlacement group = placed(*op);
-      bytes += p2p_bytes(group.ranks_per_node - 1, group.nodes() > 1, channels);
+      bytes += p2p_bytes(group.ranks_per_node - 1, group.nodes > 1, channels);
     }
     for (const auto& [key, op] : ring_exchanges) {
       const GroupPlacement group = placed(*op);
-      bytes += p2p_bytes(std::min<int64_t>(2, group.ranks_per_node - 1), group.nodes() > 1, channels);
+      bytes += p2p_bytes(std::min<int64_t>(2, group.ranks_per_node - 1), group.nodes > 1, channels);
     }
     // The pipeline's neighbours: an NVLink peer where both ranks share a node.
     std::set<int64_t> nvlink_peers, network_peers;

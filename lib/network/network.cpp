@@ -21,7 +21,7 @@ namespace {
 
 std::string describe(const GroupPlacement& group) {
   return "a group of " + std::to_string(group.size) + " ranks" +
-         (group.nodes() > 1 ? " over " + std::to_string(group.nodes()) + " nodes" : " in one node");
+         (group.nodes > 1 ? " over " + std::to_string(group.nodes) + " nodes" : " in one node");
 }
 
 // The levels of the hardware's network, innermost first: `topology.levels`, or level 0 and
@@ -67,7 +67,7 @@ struct Route {
       : hw(hardware), group(placement), levels(network_levels(hardware)), links(links_of(levels)) {
     if (links.empty())
       throw DataError("hardware " + hw.label() + ": topology.levels[0] is required by " + describe(group));
-    if (group.nodes() > 1 && links.size() < 2)
+    if (group.nodes > 1 && links.size() < 2)
       throw DataError("hardware " + hw.label() + ": a scale-out network (topology.levels[1] or inter_node_bandwidth_GBps) is required: " +
                       describe(group) + " crosses nodes (gpus_per_node=" + std::to_string(hw.gpus_per_node) + ")");
     while (top + 1 < links.size() && domains_below(top + 1) > 1) ++top;
@@ -75,7 +75,7 @@ struct Route {
 
   // Domains of level `level - 1` the group spans (nodes for level 1).
   int64_t domains_below(size_t level) const {
-    if (level == 1) return group.nodes();
+    if (level == 1) return group.nodes;
     size_t index = level - 2;
     return index < group.outer_domains.size() ? group.outer_domains[index] : 1;
   }
@@ -112,7 +112,7 @@ struct Route {
   // spans once, so a level above the NICs carries (domains spanned / nodes) of their bytes.
   Phase ring_across_nodes(double nic_bytes, double latency_us, double nvlink_load) const {
     return across_nodes(nic_bytes, latency_us, nvlink_load,
-                        [this](size_t level) { return static_cast<double>(domains_below(level)) / group.nodes(); });
+                        [this](size_t level) { return static_cast<double>(domains_below(level)) / group.nodes; });
   }
   // The phase as NCCL's all-to-all runs it: it reaches less of a link than the rings
   // (alltoall_efficiency against efficiency), so each of its bytes occupies the link as that
@@ -139,8 +139,8 @@ struct Route {
 std::vector<Phase> ring(double passes, double bytes, const Route& route) {
   const double n = static_cast<double>(route.group.size), r = static_cast<double>(route.group.ranks_per_node);
   const double ring_bytes = passes * (n - 1) / n * bytes;
-  if (route.group.nodes() == 1) return {route.in_node(ring_bytes, passes * (n - 1))};
-  const double nodes = static_cast<double>(route.group.nodes());
+  if (route.group.nodes == 1) return {route.in_node(ring_bytes, passes * (n - 1))};
+  const double nodes = static_cast<double>(route.group.nodes);
   return {route.ring_across_nodes(ring_bytes / r, route.latency_us(passes * (n - 1), passes * (nodes - 1)), r - 1)};
 }
 
@@ -151,8 +151,8 @@ std::vector<Phase> tree_all_reduce(double bytes, const Route& route) {
   const double r = static_cast<double>(route.group.ranks_per_node);
   // Latency as NCCL's model: up and down the chain of a node's r ranks, and log2(nodes) levels
   // of the tree between nodes (log2i: rounded down).
-  const double depth = std::floor(std::log2(static_cast<double>(route.group.nodes())));
-  if (route.group.nodes() == 1) return {route.in_node(2 * bytes, 2 * (r - 1))};
+  const double depth = std::floor(std::log2(static_cast<double>(route.group.nodes)));
+  if (route.group.nodes == 1) return {route.in_node(2 * bytes, 2 * (r - 1))};
   return {route.ring_across_nodes(2 * bytes / r, route.latency_us(2 * (r - 1 + depth), 2 * depth), r - 1)};
 }
 
@@ -167,14 +167,14 @@ std::vector<Phase> nvls_all_reduce(double bytes, const Route& route) {
 }
 
 bool nvls_applies(const GroupPlacement& group, const HardwareConfig& hw) {
-  return group.nodes() == 1 && !hw.topology.empty() && hw.topology[0].nvls_bus_bandwidth_GBps &&
+  return group.nodes == 1 && !hw.topology.empty() && hw.topology[0].nvls_bus_bandwidth_GBps &&
          group.size == hw.topology[0].size;
 }
 
 // Intra-node reduce-scatter, a ring all-reduce of the node's 1/r share between nodes (each of
 // the r local ranks in its own ring, on its own NIC share), intra-node all-gather.
 std::vector<Phase> hierarchical_all_reduce(double bytes, const Route& route) {
-  const double r = static_cast<double>(route.group.ranks_per_node), nodes = static_cast<double>(route.group.nodes());
+  const double r = static_cast<double>(route.group.ranks_per_node), nodes = static_cast<double>(route.group.nodes);
   Phase in_node = route.in_node((r - 1) / r * bytes, r - 1);
   const double ring_steps = 2 * (nodes - 1);  // all between nodes
   return {in_node, route.ring_across_nodes(2 * (nodes - 1) / nodes * bytes / r, route.latency_us(ring_steps, ring_steps), 0),
@@ -187,7 +187,7 @@ std::vector<Phase> hierarchical_all_reduce(double bytes, const Route& route) {
 std::vector<Phase> pairwise_alltoall(double bytes, const Route& route) {
   const GroupPlacement& g = route.group;
   const double n = static_cast<double>(g.size), r = static_cast<double>(g.ranks_per_node);
-  if (g.nodes() == 1) return {route.at_alltoall_share(route.in_node((n - 1) / n * bytes, n - 1))};
+  if (g.nodes == 1) return {route.at_alltoall_share(route.in_node((n - 1) / n * bytes, n - 1))};
   Phase exchange = route.across_nodes((n - r) / n * bytes, route.latency_us(n - 1, n - 1), (r - 1) / (n - r),
                                       [&](size_t level) { return route.remote_outside_domain(level); });
   return {route.at_alltoall_share(exchange)};
@@ -204,9 +204,9 @@ std::vector<Phase> pairwise_alltoall(double bytes, const Route& route) {
 std::vector<Phase> flex_alltoall(double bytes, const Routing& routing, const Route& route) {
   const GroupPlacement& g = route.group;
   const double n = static_cast<double>(g.size), r = static_cast<double>(g.ranks_per_node);
-  const double nodes = static_cast<double>(g.nodes());
+  const double nodes = static_cast<double>(g.nodes);
   const double gpu_share = holding_share(routing, routing.experts / n);
-  if (g.nodes() == 1) return {route.in_node(bytes * gpu_share * (n - 1), n - 1)};
+  if (g.nodes == 1) return {route.in_node(bytes * gpu_share * (n - 1), n - 1)};
   const double node_share = holding_share(routing, routing.experts / nodes);
   const double nvlink_load = gpu_share * (r - 1) * nodes / (node_share * (nodes - 1));
   return {route.across_nodes(bytes * node_share * (nodes - 1), route.latency_us(n - 1, n - 1), nvlink_load,
@@ -216,14 +216,14 @@ std::vector<Phase> flex_alltoall(double bytes, const Routing& routing, const Rou
 // Broadcast: the message pipelined along a ring in small chunks; the last rank waits n-1 hops.
 std::vector<Phase> ring_broadcast(double bytes, const Route& route) {
   const double n = static_cast<double>(route.group.size), r = static_cast<double>(route.group.ranks_per_node);
-  if (route.group.nodes() == 1) return {route.in_node(bytes, n - 1)};
-  const double nodes = static_cast<double>(route.group.nodes());
+  if (route.group.nodes == 1) return {route.in_node(bytes, n - 1)};
+  const double nodes = static_cast<double>(route.group.nodes);
   return {route.ring_across_nodes(bytes / r, route.latency_us(n - 1, nodes - 1), r - 1)};
 }
 
 // Send/receive: each rank sends M to its peer and receives M, one direction of its link each.
 std::vector<Phase> sendrecv(double bytes, const Route& route) {
-  if (route.group.nodes() == 1) return {route.in_node(bytes, 1)};
+  if (route.group.nodes == 1) return {route.in_node(bytes, 1)};
   return {route.across_nodes(bytes, route.latency_us(1, 1), 0, [](size_t) { return 1.0; })};
 }
 
@@ -334,7 +334,7 @@ std::vector<Candidate> candidates(NcclCollective collective, double bytes, const
       return {{A::ring, true, [&, bytes] { return ring(2, bytes, route); }},
               {A::tree, true, [&, bytes] { return tree_all_reduce(bytes, route); }},
               {A::nvls, nvls_applies(group, route.hw), [&, bytes] { return nvls_all_reduce(bytes, route); }},
-              {A::hierarchical, group.nodes() > 1 && group.ranks_per_node > 1,
+              {A::hierarchical, group.nodes > 1 && group.ranks_per_node > 1,
                [&, bytes] { return hierarchical_all_reduce(bytes, route); }}};
     case NcclCollective::all_gather:
     case NcclCollective::reduce_scatter: return {{A::ring, true, [&, bytes] { return ring(1, bytes, route); }}};
@@ -356,9 +356,11 @@ CollectiveTime timed(CollectiveAlgorithm algorithm, std::vector<Phase> phases) {
 std::vector<Link> network_links(const HardwareConfig& hw) { return links_of(network_levels(hw)); }
 
 GroupPlacement place_ranks(const std::vector<int64_t>& ranks, const HardwareConfig& hw) {
-  auto node_of = [&](int64_t rank) { return rank / hw.gpus_per_node; };
-  GroupPlacement group{static_cast<int64_t>(ranks.size()), 0, {}};
-  for (int64_t rank : ranks) group.ranks_per_node += node_of(rank) == node_of(ranks.front());
+  std::map<int64_t, int64_t> ranks_of_node;
+  for (int64_t rank : ranks) ++ranks_of_node[rank / hw.gpus_per_node];
+  GroupPlacement group{static_cast<int64_t>(ranks.size()), static_cast<int64_t>(ranks.size()),
+                       static_cast<int64_t>(ranks_of_node.size()), {}};
+  for (const auto& [node, count] : ranks_of_node) group.ranks_per_node = std::min(group.ranks_per_node, count);
   const std::vector<TopologyLevel> levels = network_levels(hw);
   for (size_t level = 1; level + 1 < levels.size(); ++level) {
     const int64_t size = levels[level].size;
@@ -516,7 +518,7 @@ std::string collective_report(const CollectiveRequest& request, const HardwareCo
   char line[160];
   if (request.format == "table") {
     out << "# syssim collective: " << request.collective << " on " << request.gpus << " GPUs of " << hw.name << " ("
-        << group.ranks_per_node << " per node, " << group.nodes() << (group.nodes() == 1 ? " node" : " nodes")
+        << group.ranks_per_node << " per node, " << group.nodes << (group.nodes == 1 ? " node" : " nodes")
         << ")\n";
     std::snprintf(line, sizeof line, "#%13s %12s %11s %11s  %s\n", "size", "time_us", "algbw_GBps", "busbw_GBps",
                   "algorithm");

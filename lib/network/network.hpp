@@ -39,14 +39,16 @@ struct Phase {
 // shorthand inter_node_bandwidth_GBps / inter_node_latency_us as one scale-out level.
 std::vector<Link> network_links(const HardwareConfig& hw);
 
-// Where a group's ranks lie: `size` ranks, `ranks_per_node` of them in each node they use, and
-// for each scale-out level above the first the number of that level's domains below it they
-// span (outer_domains[0]: leaf groups of level 1, ...); empty: one.
+// Where a group's ranks lie: `size` ranks over `nodes` nodes, `ranks_per_node` of them in each
+// (in the node that holds the fewest where they are spread unevenly: its NICs carry the most of
+// the node's share of the traffic), and for each scale-out level above the first the number of
+// that level's domains below it they span (outer_domains[0]: leaf groups of level 1, ...);
+// empty: one.
 struct GroupPlacement {
   int64_t size = 1;
   int64_t ranks_per_node = 1;
+  int64_t nodes = 1;
   std::vector<int64_t> outer_domains;
-  int64_t nodes() const { return size / ranks_per_node; }
 };
 
 // The placement of the group of these global ranks on the hardware's levels.

@@ -35,7 +35,7 @@ TEST(H100, AllGatherOfOneNodeReachesTheNvlinkBusBandwidth) {
   // NCCL maintainer, nccl-tests issue 212: 370 GB/s effective of the 450 GB/s line rate.
   // The ring: 7/8 * 2^30 B / (450e9 * 0.822) s + 7 * 1.9 us.
   HardwareConfig hw = h100();
-  CollectiveTime t = collective_time(NcclCollective::all_gather, kGiB, GroupPlacement{8, 8, {}}, hw);
+  CollectiveTime t = collective_time(NcclCollective::all_gather, kGiB, GroupPlacement{8, 8, 1, {}}, hw);
   EXPECT_EQ(t.algorithm, CollectiveAlgorithm::ring);
   EXPECT_NEAR(t.time_us, 7.0 / 8 * kGiB / (450e9 * 0.822) * 1e6 + 7 * 1.9, 1e-6);
   EXPECT_NEAR(busbw_GBps(NcclCollective::all_gather, kGiB, 8, t), 450 * 0.822, 0.01 * 450 * 0.822);
@@ -44,12 +44,12 @@ TEST(H100, AllGatherOfOneNodeReachesTheNvlinkBusBandwidth) {
 TEST(H100, AllReduceOfTheWholeNodeTakesNvlsAt480) {
   // Same issue: "On 8 GPUs, you should reach a peak busBw of ~480GB/s (algbw ~275GB/s)".
   HardwareConfig hw = h100();
-  CollectiveTime t = collective_time(NcclCollective::all_reduce, kGiB, GroupPlacement{8, 8, {}}, hw);
+  CollectiveTime t = collective_time(NcclCollective::all_reduce, kGiB, GroupPlacement{8, 8, 1, {}}, hw);
   EXPECT_EQ(t.algorithm, CollectiveAlgorithm::nvls);
   EXPECT_NEAR(busbw_GBps(NcclCollective::all_reduce, kGiB, 8, t), 480, 4.8);
   EXPECT_NEAR(kGiB / (t.time_us * 1e3), 275, 2.75);
   // A group smaller than the NVLink domain keeps the ring (or the tree).
-  EXPECT_EQ(collective_time(NcclCollective::all_reduce, kGiB, GroupPlacement{4, 4, {}}, hw).algorithm, CollectiveAlgorithm::ring);
+  EXPECT_EQ(collective_time(NcclCollective::all_reduce, kGiB, GroupPlacement{4, 4, 1, {}}, hw).algorithm, CollectiveAlgorithm::ring);
 }
 
 TEST(H100, RingAllReduceAcrossTwoNodesReachesThePublishedBusBandwidth) {
@@ -61,7 +61,7 @@ TEST(H100, RingAllReduceAcrossTwoNodesReachesThePublishedBusBandwidth) {
   HardwareConfig hw = h100();
   hw.collective_algorithm[NcclCollective::all_reduce] = CollectiveAlgorithm::ring;
   const double bytes = 8 * kGiB;
-  CollectiveTime t = collective_time(NcclCollective::all_reduce, bytes, GroupPlacement{16, 8, {}}, hw);
+  CollectiveTime t = collective_time(NcclCollective::all_reduce, bytes, GroupPlacement{16, 8, 2, {}}, hw);
   EXPECT_EQ(t.algorithm, CollectiveAlgorithm::ring);
   EXPECT_NEAR(t.time_us, 2 * 15.0 / 16 * bytes / 8 / 47e9 * 1e6 + 2 * 4.0 + 28 * 1.9, 1e-6);
   double busbw = busbw_GBps(NcclCollective::all_reduce, bytes, 16, t);
@@ -77,40 +77,40 @@ TEST(H100, HierarchicalAllReduceByHand) {
   const double nvlink = 450e9 * 0.822;
   double rs_us = 7.0 / 8 * kGiB / nvlink * 1e6 + 7 * 1.9;
   double inter_us = 2 * 0.5 * (kGiB / 8) / 47e9 * 1e6 + 2 * 4.0;
-  CollectiveTime t = collective_time(NcclCollective::all_reduce, kGiB, GroupPlacement{16, 8, {}}, hw);
+  CollectiveTime t = collective_time(NcclCollective::all_reduce, kGiB, GroupPlacement{16, 8, 2, {}}, hw);
   EXPECT_EQ(t.algorithm, CollectiveAlgorithm::hierarchical);
   EXPECT_NEAR(t.time_us, 2 * rs_us + inter_us, 1e-6);
   ASSERT_EQ(t.phases.size(), 3u);
   EXPECT_EQ(t.phases[1].links, (std::vector<int64_t>{1}));
   // Unforced, the flat ring is faster: its NVLink and NIC hops run at once.
-  EXPECT_EQ(collective_time(NcclCollective::all_reduce, kGiB, GroupPlacement{16, 8, {}}, h100()).algorithm, CollectiveAlgorithm::ring);
+  EXPECT_EQ(collective_time(NcclCollective::all_reduce, kGiB, GroupPlacement{16, 8, 2, {}}, h100()).algorithm, CollectiveAlgorithm::ring);
 }
 
 TEST(Choice, TreeWinsSmallMessagesBetweenNodesRingInOne) {
   // In one node NCCL's tree is a chain: 2(n-1) steps, as many as the ring's, with 2M on the
   // link where the ring has 1.5M (4 GPUs): the ring wins at every size. 8 bytes: 1.5 * 8 / B + 6 λ.
   HardwareConfig hw = h100();
-  CollectiveTime small = collective_time(NcclCollective::all_reduce, 8, GroupPlacement{4, 4, {}}, hw);
+  CollectiveTime small = collective_time(NcclCollective::all_reduce, 8, GroupPlacement{4, 4, 1, {}}, hw);
   EXPECT_EQ(small.algorithm, CollectiveAlgorithm::ring);
   EXPECT_NEAR(small.time_us, 1.5 * 8 / (450e9 * 0.822) * 1e6 + 6 * 1.9, 1e-9);
   // Across 2 nodes, 8 bytes (NCCL's model, src/graph/tuning.cc): the tree's chain of 7 in each
   // node and log2(2) = 1 step between them, up and down, 2 * (7 * 1.9 + 4) = 34.6 us, beats the
   // ring's 28 * 1.9 + 2 * 4 = 61.2 us; 8 nodes: 2 * (7 * 1.9 + 3 * 4) = 50.6 us.
-  CollectiveTime across = collective_time(NcclCollective::all_reduce, 8, GroupPlacement{16, 8, {}}, hw);
+  CollectiveTime across = collective_time(NcclCollective::all_reduce, 8, GroupPlacement{16, 8, 2, {}}, hw);
   EXPECT_EQ(across.algorithm, CollectiveAlgorithm::tree);
   EXPECT_NEAR(across.time_us, 34.6, 1e-3);
-  EXPECT_NEAR(collective_time(NcclCollective::all_reduce, 8, GroupPlacement{64, 8, {}}, hw).time_us, 50.6, 1e-3);
+  EXPECT_NEAR(collective_time(NcclCollective::all_reduce, 8, GroupPlacement{64, 8, 8, {}}, hw).time_us, 50.6, 1e-3);
   // A gigabyte: the ring, 2 * 15/16 * M / 8 on each NIC where the tree has 2 * M / 8.
-  EXPECT_EQ(collective_time(NcclCollective::all_reduce, kGiB, GroupPlacement{16, 8, {}}, hw).algorithm, CollectiveAlgorithm::ring);
+  EXPECT_EQ(collective_time(NcclCollective::all_reduce, kGiB, GroupPlacement{16, 8, 2, {}}, hw).algorithm, CollectiveAlgorithm::ring);
 }
 
 TEST(Choice, HardwareKeyForcesAnAlgorithm) {
   HardwareConfig hw = h100();
   hw.collective_algorithm[NcclCollective::all_reduce] = CollectiveAlgorithm::tree;
-  EXPECT_EQ(collective_time(NcclCollective::all_reduce, kGiB, GroupPlacement{8, 8, {}}, hw).algorithm, CollectiveAlgorithm::tree);
+  EXPECT_EQ(collective_time(NcclCollective::all_reduce, kGiB, GroupPlacement{8, 8, 1, {}}, hw).algorithm, CollectiveAlgorithm::tree);
   hw.collective_algorithm[NcclCollective::all_reduce] = CollectiveAlgorithm::nvls;
   try {
-    collective_time(NcclCollective::all_reduce, kGiB, GroupPlacement{4, 4, {}}, hw);
+    collective_time(NcclCollective::all_reduce, kGiB, GroupPlacement{4, 4, 1, {}}, hw);
     FAIL() << "expected DataError";
   } catch (const DataError& e) {
     EXPECT_STREQ(e.what(),
@@ -124,12 +124,12 @@ TEST(Collectives, AllToAllBroadcastSendRecvClosedForms) {
   const double nvlink = 450e9 * 0.822;
   // All-to-all: 7 pairwise steps of M/8, each with its latency, at the all-to-all's share of
   // the line rate (0.711, not the rings' 0.822).
-  EXPECT_NEAR(collective_time(NcclCollective::alltoall, kGiB, GroupPlacement{8, 8, {}}, hw).time_us,
+  EXPECT_NEAR(collective_time(NcclCollective::alltoall, kGiB, GroupPlacement{8, 8, 1, {}}, hw).time_us,
               7 * (kGiB / 8 / (450e9 * 0.711) * 1e6 + 1.9), 1e-6);
   // Broadcast: M pipelined along the ring, 7 hops of latency.
-  EXPECT_NEAR(collective_time(NcclCollective::broadcast, kGiB, GroupPlacement{8, 8, {}}, hw).time_us, kGiB / nvlink * 1e6 + 7 * 1.9, 1e-6);
+  EXPECT_NEAR(collective_time(NcclCollective::broadcast, kGiB, GroupPlacement{8, 8, 1, {}}, hw).time_us, kGiB / nvlink * 1e6 + 7 * 1.9, 1e-6);
   // Send/receive across nodes: M on the NIC (47 GB/s) plus one hop.
-  EXPECT_NEAR(collective_time(NcclCollective::sendrecv, kGiB, GroupPlacement{2, 1, {}}, hw).time_us, kGiB / 47e9 * 1e6 + 4.0, 1e-6);
+  EXPECT_NEAR(collective_time(NcclCollective::sendrecv, kGiB, GroupPlacement{2, 1, 2, {}}, hw).time_us, kGiB / 47e9 * 1e6 + 4.0, 1e-6);
 }
 
 HardwareConfig preset(const std::string& name) {
@@ -175,7 +175,7 @@ TEST(Collectives, AllToAllWithoutItsOwnShareTakesTheRingsEfficiency) {
   // 7 steps of M/8 at 450 x 0.822 GB/s, each with its latency.
   HardwareConfig hw = h100();
   hw.topology[0].alltoall_efficiency.reset();
-  EXPECT_NEAR(collective_time(NcclCollective::alltoall, kGiB, GroupPlacement{8, 8, {}}, hw).time_us,
+  EXPECT_NEAR(collective_time(NcclCollective::alltoall, kGiB, GroupPlacement{8, 8, 1, {}}, hw).time_us,
               7 * (kGiB / 8 / (450e9 * 0.822) * 1e6 + 1.9), 1e-6);
 }
 
@@ -187,7 +187,7 @@ TEST(Topology, NodesOfOneGpuTakeTheShorthandNetworkWithoutALevelZero) {
   hw.peak_tflops_mm = 989, hw.peak_tflops_math = 67, hw.peak_memory_bandwidth_GBps = 3350;
   hw.gpus_per_node = 1;
   hw.inter_node_bandwidth_GBps = 50;
-  const CollectiveTime t = collective_time(NcclCollective::reduce_scatter, kGiB, GroupPlacement{4, 1, {}}, hw);
+  const CollectiveTime t = collective_time(NcclCollective::reduce_scatter, kGiB, GroupPlacement{4, 1, 4, {}}, hw);
   EXPECT_NEAR(t.time_us, 3.0 / 4 * kGiB / 50e9 * 1e6, 1e-6);
 }
 
@@ -219,8 +219,23 @@ TEST(Topology, PlacementCountsNodesAndLeaves) {
   EXPECT_EQ(g.outer_domains, (std::vector<int64_t>{1}));
   g = place_ranks({0, 1, 128, 129}, hw);
   EXPECT_EQ(g.ranks_per_node, 2);
-  EXPECT_EQ(g.nodes(), 2);
+  EXPECT_EQ(g.nodes, 2);
   EXPECT_EQ(g.outer_domains, (std::vector<int64_t>{2}));
+}
+
+// A group that fills its nodes unevenly (tp 4, dp 3 on 8-GPU nodes: ranks 0 and 4 in the first
+// node, 8 in the second) crosses the network, priced at the node holding the fewest of its
+// ranks: one rank's NIC share carries the node's whole ring crossing. The ring all-gather of M:
+// 2/3 M through that share, one of its two steps between nodes (4 us) and one on NVLink (1.9 us).
+TEST(Topology, AGroupSpreadUnevenlyIsPricedAtItsSparsestNode) {
+  HardwareConfig hw = preset("h100-100gbe");
+  GroupPlacement g = place_ranks({0, 4, 8}, hw);
+  EXPECT_EQ(g.size, 3);
+  EXPECT_EQ(g.ranks_per_node, 1);
+  EXPECT_EQ(g.nodes, 2);
+  const double nic_GBps = network_links(hw)[1].bandwidth_GBps;
+  CollectiveTime t = collective_time(NcclCollective::all_gather, kGiB, g, hw);
+  EXPECT_NEAR(t.time_us, 2.0 / 3 * kGiB / (nic_GBps * 1e3) + 4.0 + 1.9, 1e-6);
 }
 
 // The data-parallel reduce-scatter of tp=8 (one rank per node) on 8 nodes: 7/8 of M per rank on
