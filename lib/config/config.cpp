@@ -52,7 +52,7 @@ const std::vector<std::string> kHardwareKeys = {
     "inter_node_bandwidth_GBps", "host_link_GBps", "compute_slowdown_under_communication", "inter_node_latency_us", "kernel_launch_us", "host", "topology",
     "cuda_context_GB", "nccl_channels",
     "estimator", "calibrated_model", "calibrated_families", "efficiency", "attention_kernels",
-    "fp8_gemm_speedup", "block_scaled_formats", "collective_algorithm"};
+    "fp8_gemm_speedup", "fp4_gemm_speedup", "block_scaled_formats", "collective_algorithm"};
 
 // A kernel eleven times as long beside communication is far past anything measured (twice as
 // long beside a copy kernel on half the SMs, tests/data/calibration/h200/interference.csv).
@@ -569,6 +569,7 @@ HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& n
     }
   }
   hw.fp8_gemm_speedup = optional_double(node, "fp8_gemm_speedup", name);
+  hw.fp4_gemm_speedup = optional_double(node, "fp4_gemm_speedup", name);
   hw.calibrated_model = yaml_get<std::string>(node, "calibrated_model", name, "");
   hw.calibrated_families = yaml_get<std::vector<std::string>>(node, "calibrated_families", name, {});
   for (const std::string& family : hw.calibrated_families)
@@ -785,6 +786,16 @@ void validate(const HardwareConfig& hw, const std::string& where) {
     if (!(share > 0 && share <= 1))
       throw DataError(where + ": efficiency." + family + ": expected a share in (0, 1], got " + text_of(share));
   if (hw.fp8_gemm_speedup) require_positive(*hw.fp8_gemm_speedup, "fp8_gemm_speedup", where);
+  if (hw.fp4_gemm_speedup) {
+    require_positive(*hw.fp4_gemm_speedup, "fp4_gemm_speedup", where);
+    if (!hw.peak_tflops_mm_fp4 || !hw.peak_tflops_mm_fp8)
+      throw DataError(where + ": key 'fp4_gemm_speedup' needs peak_tflops_mm_fp4 and peak_tflops_mm_fp8");
+    // Above the peaks' ratio an FP4 GEMM would beat its own roofline.
+    if (*hw.fp4_gemm_speedup > *hw.peak_tflops_mm_fp4 / *hw.peak_tflops_mm_fp8)
+      throw DataError(where + ": fp4_gemm_speedup=" + text_of(*hw.fp4_gemm_speedup) +
+                      " exceeds peak_tflops_mm_fp4 / peak_tflops_mm_fp8 = " +
+                      text_of(*hw.peak_tflops_mm_fp4 / *hw.peak_tflops_mm_fp8));
+  }
   for (const auto& [kernel, time] : hw.attention_kernels) {
     require_positive(time.forward, "attention_kernels." + kernel + ".forward", where);
     require_positive(time.backward, "attention_kernels." + kernel + ".backward", where);
@@ -977,6 +988,7 @@ nlohmann::json to_json(const HardwareConfig& hw) {
   for (const auto& [kernel, time] : hw.attention_kernels)  // new in 1.18
     j["attention_kernels"][kernel] = {{"forward", time.forward}, {"backward", time.backward}};
   if (hw.fp8_gemm_speedup) j["fp8_gemm_speedup"] = *hw.fp8_gemm_speedup;  // new in 1.18
+  if (hw.fp4_gemm_speedup) j["fp4_gemm_speedup"] = *hw.fp4_gemm_speedup;  // new in 1.23
   if (hw.nccl_channels.given()) {  // new in 1.15
     const auto fields = nccl_channel_fields(hw.nccl_channels);
     for (size_t i = 0; i < fields.size(); ++i) j["nccl_channels"][kNcclChannelKeys[i]] = *fields[i];
@@ -1013,6 +1025,7 @@ HardwareConfig hardware_from_json(const nlohmann::json& j, const std::string& pa
   }
   if (j.contains("calibrated_model")) hw.calibrated_model = require_as<std::string>(j, "calibrated_model", path);
   if (j.contains("fp8_gemm_speedup")) hw.fp8_gemm_speedup = require_as<double>(j, "fp8_gemm_speedup", path);  // new in 1.18
+  if (j.contains("fp4_gemm_speedup")) hw.fp4_gemm_speedup = require_as<double>(j, "fp4_gemm_speedup", path);  // new in 1.23
   if (j.contains("attention_kernels")) {  // new in graph format 1.18
     const std::string kernels_path = path + "/attention_kernels";
     for (const auto& [kernel, time] : require(j, "attention_kernels", path).items()) {

@@ -214,6 +214,9 @@ struct HardwareConfig {
   // FP8 GEMMs priced without a bundle: their 16-bit time over this measured speed-up, instead
   // of the time at the FP8 peak (docs/syssim-cost.md); none: the FP8 peak.
   std::optional<double> fp8_gemm_speedup;
+  // FP4 GEMMs priced from their FP8 twin's calibrated time: that time over this measured
+  // speed-up, instead of over the ratio of the two peaks (docs/syssim-cost.md).
+  std::optional<double> fp4_gemm_speedup;
   std::string calibrated_model;      // as written in the YAML (relative to its folder), or ""
   std::string calibrated_model_dir;  // that path resolved when the YAML was read; not in the graph
   // The families priced with the bundle (empty: every family it has); the others use efficiency.

@@ -288,13 +288,15 @@ std::optional<std::pair<Kernel, double>> CostEstimator::bundle_kernel(const Kern
                                                                        const ShardOp& op) const {
   if (!calibrated_ || kernel.dims.empty() || !priced_by_bundle(kernel.family)) return std::nullopt;
   if (calibrated_->covers(kernel)) return std::pair{kernel, 1.0};
-  // An FP4 GEMM the bundle has not measured: its FP8 twin's calibrated time over the two
-  // rooflines, so that it is never faster than FP8 by more than the peaks allow (the FP4
-  // roofline over the gemm efficiency gave it a better share of peak than measured FP8).
+  // An FP4 GEMM the bundle has not measured: its FP8 twin's calibrated time over the
+  // hardware's measured FP4 speed-up, else over the two rooflines, so that it is never faster
+  // than FP8 by more than the peaks allow (the FP4 roofline over the gemm efficiency gave it a
+  // better share of peak than measured FP8).
   if (kernel.family != "gemm" || kernel.dtype != "fp4") return std::nullopt;
   Kernel twin = kernel_in_dtype(kernel, "fp8");
   if (!calibrated_->covers(twin)) return std::nullopt;
-  const double factor = roofline / roofline_of(twin, op, hardware_);
+  const double factor = hardware_.fp4_gemm_speedup ? 1 / *hardware_.fp4_gemm_speedup
+                                                   : roofline / roofline_of(twin, op, hardware_);
   return std::pair{std::move(twin), factor};
 }
 

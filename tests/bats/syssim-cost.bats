@@ -25,7 +25,7 @@ roofline_graph() {
 @test "syssim-cost --version prints the graph format version" {
   run syssim-cost --version
   assert_success
-  assert_output --regexp "^syssim-cost [0-9.]+ \(graph format 1\.22\)$"
+  assert_output --regexp "^syssim-cost [0-9.]+ \(graph format 1\.23\)$"
 }
 
 @test "an unknown flag is bad usage (exit 2, one line)" {

@@ -17,7 +17,7 @@ ONE=(--seq-length 1024)
 @test "syssim-mem --version prints the graph format version" {
   run syssim-mem --version
   assert_success
-  assert_output --regexp "^syssim-mem [0-9.]+ \(graph format 1\.22\)$"
+  assert_output --regexp "^syssim-mem [0-9.]+ \(graph format 1\.23\)$"
 }
 
 @test "an unknown flag is bad usage (exit 2, one line)" {

@@ -115,7 +115,7 @@ text_from_json() {
 @test "syssim-report --version prints the graph format version" {
   run syssim-report --version
   assert_success
-  assert_output --regexp "^syssim-report [0-9.]+ \(graph format 1\.22\)$"
+  assert_output --regexp "^syssim-report [0-9.]+ \(graph format 1\.23\)$"
 }
 
 @test "an unknown flag is bad usage (exit 2, one line)" {

@@ -11,7 +11,7 @@ load common
 @test "syssim-shard --version prints the graph format version" {
   run syssim-shard --version
   assert_success
-  assert_output --regexp "^syssim-shard [0-9.]+ \(graph format 1\.22\)$"
+  assert_output --regexp "^syssim-shard [0-9.]+ \(graph format 1\.23\)$"
 }
 
 @test "an unknown flag is bad usage (exit 2, one line)" {

@@ -26,7 +26,7 @@ simjq() { # simjq GRAPH FILTER: run FILTER with the helpers above and $n bound.
 @test "syssim-sim --version prints the graph format version" {
   run syssim-sim --version
   assert_success
-  assert_output --regexp "^syssim-sim [0-9.]+ \(graph format 1\.22\)$"
+  assert_output --regexp "^syssim-sim [0-9.]+ \(graph format 1\.23\)$"
 }
 
 @test "an unknown flag is bad usage (exit 2, one line)" {

@@ -19,7 +19,7 @@ model_with() {
 @test "syssim-trace --version prints the graph format version" {
   run syssim-trace --version
   assert_success
-  assert_output --regexp "^syssim-trace [0-9.]+ \(graph format 1\.22\)$"
+  assert_output --regexp "^syssim-trace [0-9.]+ \(graph format 1\.23\)$"
 }
 
 @test "an unknown flag is bad usage (exit 2, one line)" {
@@ -99,7 +99,7 @@ model_with() {
 
 @test "the graph has the format tag, the version, the model and trace sections and one provenance entry" {
   run jq -c '[.format, .version, keys, [.provenance[].tool], .provenance[0].args]' "$(trace_of llama3-8b)"
-  assert_output "[\"syssim-graph\",\"1.22\",[\"format\",\"model\",\"provenance\",\"trace\",\"version\"],[\"syssim-trace\"],[\"$MODELS/llama3-8b.yaml\",\"-o\",\"$BATS_FILE_TMPDIR/llama3-8b.graph\"]]"
+  assert_output "[\"syssim-graph\",\"1.23\",[\"format\",\"model\",\"provenance\",\"trace\",\"version\"],[\"syssim-trace\"],[\"$MODELS/llama3-8b.yaml\",\"-o\",\"$BATS_FILE_TMPDIR/llama3-8b.graph\"]]"
 }
 
 @test "llama3-8b: the axes are the architecture's (b and s stay free)" {
