@@ -1,6 +1,7 @@
 #include "tool.hpp"
 
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 #include <new>
 #include <string>
@@ -103,6 +104,10 @@ int guarded_main(const std::string& name, CLI::App& app, int argc, char** argv, 
     return 1;
   } catch (const std::bad_alloc&) {
     std::cerr << name << ": error: not enough memory on this machine\n";
+    return 1;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the file system refuses to look at (a folder the user may not enter): bad input.
+    std::cerr << name << ": error: " << e.path1().string() << ": " << e.code().message() << "\n";
     return 1;
   } catch (const std::exception& e) {
     // Every bad input is a DataError or UsageError naming its place; anything else is a bug.
