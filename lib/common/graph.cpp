@@ -41,7 +41,9 @@ std::string write_graph(const Graph& g) {
 
 Graph read_graph(const std::string& text, const std::string& source) {
   const size_t first = text.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) throw DataError(source + ": empty input, expected a syssim graph");
+  if (first == std::string::npos)  // in a pipe, most likely what the stage before left after its error
+    throw DataError(source + ": empty input, expected a syssim graph" +
+                    (source == "<stdin>" ? std::string(" (did the stage before it in the pipe fail?)") : std::string()));
   if (text[first] != '{')  // a model YAML given to a stage, say
     throw DataError(source + ": not a syssim graph (a JSON object that syssim-trace or a later stage writes); "
                     "a model goes to syssim-trace");
@@ -69,6 +71,7 @@ Graph read_graph(const std::string& text, const std::string& source) {
     if (g.model && g.trace) check_axes_match_model(*g.trace, *g.model);
     if (j.contains("shard")) g.shard = shard_from_json(j["shard"], "/shard");
     if (j.contains("cost")) g.cost = cost_from_json(j["cost"], "/cost");
+    if (g.shard && g.cost) check_matches_shard(*g.cost, *g.shard, "graph: /cost");
     if (j.contains("sim")) g.sim = sim_from_json(j["sim"], "/sim");
     if (j.contains("mem")) g.mem = mem_from_json(j["mem"], "/mem");
   } catch (const DataError& e) {

@@ -24,6 +24,16 @@ json to_json(const CostSection& c) {
   return {{"estimator", c.estimator}, {"hardware", to_json(c.hardware)}, {"links", links}, {"ops", ops}};
 }
 
+void check_matches_shard(const CostSection& cost, const ShardSection& shard, const std::string& path) {
+  if (cost.ops.size() != shard.ops.size())
+    throw DataError(path + "/ops: " + std::to_string(cost.ops.size()) + " ops for " + std::to_string(shard.ops.size()) +
+                    " shard ops; rerun syssim-cost on this shard section");
+  for (size_t i = 0; i < cost.ops.size(); ++i)
+    if (!cost.ops[i].phases.empty() && shard.ops[i].kind != OpKind::collective)
+      throw DataError(path + "/ops/" + std::to_string(i) + "/phases: shard op " + std::to_string(i) + " is a " +
+                      to_string(shard.ops[i].kind) + " op; only collectives have network phases");
+}
+
 void check_network(const CostSection& c, const std::string& path) {
   for (size_t i = 0; i < c.links.size(); ++i)
     if (!(c.links[i].bandwidth_GBps > 0))

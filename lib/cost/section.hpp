@@ -41,6 +41,11 @@ struct CostSection {
 // sizes); throws DataError naming the path under `path` (e.g. "/cost").
 void check_network(const CostSection& cost, const std::string& path);
 
+// A cost section describes the shard section beside it: one cost per shard op, in order, and
+// network phases on collectives only (a copy to or from host memory has none either). Throws
+// DataError naming the path under `path` (e.g. "/cost").
+void check_matches_shard(const CostSection& cost, const ShardSection& shard, const std::string& path);
+
 nlohmann::json to_json(const CostSection& cost);
 CostSection cost_from_json(const nlohmann::json& j, const std::string& path);
 

@@ -129,9 +129,7 @@ SimSection sim_section(const ShardSection& shard, const CostSection& cost, const
 SimStats simulate_graph(Graph& g, const SimOptions& options) {
   const ShardSection& shard = need_section(g.shard, "shard", "syssim-shard");
   const CostSection& cost = need_section(g.cost, "cost", "syssim-cost");
-  if (cost.ops.size() != shard.ops.size())
-    throw DataError("/cost/ops: " + std::to_string(cost.ops.size()) + " ops for " + std::to_string(shard.ops.size()) +
-                    " shard ops; rerun syssim-cost on this shard section");
+  check_matches_shard(cost, shard, "/cost");
   if (shard.num_microbatches < 1)
     throw DataError("/shard/num_microbatches: expected at least 1, got " + std::to_string(shard.num_microbatches));
   check_ops(shard);

@@ -43,7 +43,7 @@ roofline_graph() {
 @test "empty input is bad data" {
   run syssim-cost --hardware "$H100" < /dev/null
   assert_failure 1
-  assert_output "syssim-cost: error: <stdin>: empty input, expected a syssim graph"
+  assert_output "syssim-cost: error: <stdin>: empty input, expected a syssim graph (did the stage before it in the pipe fail?)"
 }
 
 @test "a graph without a shard section names the stage to run" {

@@ -29,7 +29,7 @@ ONE=(--seq-length 1024)
 @test "empty input is bad data" {
   run syssim-mem < /dev/null
   assert_failure 1
-  assert_output "syssim-mem: error: <stdin>: empty input, expected a syssim graph"
+  assert_output "syssim-mem: error: <stdin>: empty input, expected a syssim graph (did the stage before it in the pipe fail?)"
 }
 
 @test "a graph without a shard section names the stage to run" {

@@ -133,7 +133,7 @@ text_from_json() {
 @test "empty input is bad data" {
   run syssim-report < /dev/null
   assert_failure 1
-  assert_output "syssim-report: error: <stdin>: empty input, expected a syssim graph"
+  assert_output "syssim-report: error: <stdin>: empty input, expected a syssim graph (did the stage before it in the pipe fail?)"
 }
 
 @test "a graph without a sim or mem section names the stage to run" {

@@ -107,7 +107,7 @@ load common
 @test "empty and truncated input are errors, not crashes" {
   run syssim-shard < /dev/null
   assert_failure 1
-  assert_output "syssim-shard: error: <stdin>: empty input, expected a syssim graph"
+  assert_output "syssim-shard: error: <stdin>: empty input, expected a syssim graph (did the stage before it in the pipe fail?)"
   head -c 100 "$(trace_of llama3-8b)" > "$BATS_TEST_TMPDIR/cut.graph"
   run syssim-shard -i "$BATS_TEST_TMPDIR/cut.graph"
   assert_failure 1

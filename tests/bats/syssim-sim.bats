@@ -38,7 +38,7 @@ simjq() { # simjq GRAPH FILTER: run FILTER with the helpers above and $n bound.
 @test "empty input is bad data" {
   run syssim-sim < /dev/null
   assert_failure 1
-  assert_output "syssim-sim: error: <stdin>: empty input, expected a syssim graph"
+  assert_output "syssim-sim: error: <stdin>: empty input, expected a syssim graph (did the stage before it in the pipe fail?)"
 }
 
 @test "a graph without a cost section names the stage to run" {

@@ -242,7 +242,7 @@ TEST(GraphDocument, IntegerFieldsAreWholeAndInRange) {
 }
 
 TEST(GraphDocument, RefusesBadInputWithOneLine) {
-  EXPECT_EQ(error_of(""), "<stdin>: empty input, expected a syssim graph");
+  EXPECT_EQ(error_of(""), "<stdin>: empty input, expected a syssim graph (did the stage before it in the pipe fail?)");
   EXPECT_EQ(error_of("{\"format\": \"syssim-gr"), "<stdin>: truncated JSON: input ends after 21 bytes");
   EXPECT_EQ(error_of("{\"format\" = 1}"), "<stdin>: not valid JSON at byte 11");
   EXPECT_EQ(error_of("name: llama\nnum_layers: 2\n"),
