@@ -154,6 +154,9 @@ void check_outputs_differ(const std::vector<std::pair<std::string, std::string>>
   };
   for (size_t a = 0; a < flag_paths.size(); ++a) {
     const auto& [flag, path] = flag_paths[a];
+    std::error_code error;
+    if (!is_stdout(path) && fs::is_directory(path, error))  // refused before the work, not after it
+      throw UsageError(flag + " " + path + ": is a directory, expected a file");
     for (size_t b = a + 1; b < flag_paths.size(); ++b)
       if (same_file(path, flag_paths[b].second))
         throw UsageError(flag + " and " + flag_paths[b].first + " both name " + path + ": give each output its own file");

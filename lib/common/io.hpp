@@ -37,9 +37,9 @@ bool is_stdout(const std::string& path);
 // (a temporary file beside the target, then rename) so a failure leaves nothing half-written.
 void write_output(const std::string& path, const std::string& text);
 
-// UsageError when two of the outputs a command was given, as (flag, path), name the same file
-// (standard output, "-", aside): each would overwrite the other; or when an output names one of
-// the `inputs` (flag, path), which it would replace.
+// UsageError when an output a command was given, as (flag, path), names a folder; when two of
+// them name the same file (standard output, "-", aside): each would overwrite the other; or when
+// an output names one of the `inputs` (flag, path), which it would replace.
 void check_outputs_differ(const std::vector<std::pair<std::string, std::string>>& flag_paths,
                           const std::vector<std::pair<std::string, std::string>>& inputs = {});
 

@@ -238,3 +238,16 @@ loads='def link_loads: [[.shard.ops, .cost.ops] | transpose[] | select(.[1].phas
   assert_failure 1
   assert_output --partial "/shard/num_microbatches: expected a whole number that fits 64 bits, got 2.5"
 }
+
+@test "a stage refuses a terminal as its input (exit 2) instead of waiting for a graph typed there" {
+  # script(1) gives the stage a pseudo-terminal for its standard input.
+  run script -qec "syssim-sim" /dev/null < /dev/null
+  assert_failure 2
+  assert_output --partial "syssim-sim: error: no graph on standard input (a terminal): pipe one in, or give -i FILE"
+}
+
+@test "an output that names a folder is bad usage (exit 2), refused before the stage runs" {
+  run syssim-sim -i "$ROOT/tests/golden/tiny.cost.graph" -o "$BATS_TEST_TMPDIR"
+  assert_failure 2
+  assert_output "syssim-sim: error: -o $BATS_TEST_TMPDIR: is a directory, expected a file"
+}

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <new>
 #include <string>
+#include <unistd.h>
 
 #include "common/error.hpp"
 #include "common/flag_text.hpp"
@@ -133,6 +134,10 @@ int run_filter(Tool tool, int argc, char** argv, const std::function<void(CLI::A
   add_flags(app);
   tool.args = args_of(argc, argv);
   return guarded_main(tool.name, app, argc, argv, [&] {
+    check_outputs_differ({{"-o", tool.output}});  // a stage may write over its input: the write is atomic
+    // A stage run by hand would otherwise wait, silent, for a graph typed at the terminal.
+    if ((tool.input.empty() || tool.input == "-") && isatty(STDIN_FILENO))
+      throw UsageError("no graph on standard input (a terminal): pipe one in, or give -i FILE");
     with_graph(tool.input, [&](Graph& graph) {
       stage(graph);
       graph.provenance.push_back(Provenance{tool.name, kSyssimVersion, tool.args});
@@ -147,7 +152,10 @@ int run_command(Tool tool, int argc, char** argv, const std::function<void(CLI::
   add_common_flags(app, tool, false);
   add_flags(app);
   tool.args = args_of(argc, argv);
-  return guarded_main(tool.name, app, argc, argv, [&] { write_output(tool.output, produce(tool)); });
+  return guarded_main(tool.name, app, argc, argv, [&] {
+    check_outputs_differ({{"-o", tool.output}}, {});
+    write_output(tool.output, produce(tool));
+  });
 }
 
 }  // namespace syssim::tool
