@@ -415,18 +415,20 @@ TEST(AttentionExponentials, HopperRatiosOfHeadDimension64To128MatchCudnnOnAnH200
   }
 }
 
+// An 8192 x 28672 x 4096 GEMM in `dtype` (fp8 or fp4) on the hardware, its bytes at the dtype's width.
+double large_gemm_us(const HardwareConfig& hw, const std::string& dtype) {
+  const double m = 8192, n = 28672, k = 4096, width = dtype == "fp8" ? 1 : 0.5;
+  ShardOp op = compute_op("gemm", 2 * m * n * k, (m * k + n * k + m * n) * width, dtype);
+  op.shape = {{"m", m}, {"n", n}, {"k", k}};
+  return cost_of_one(op, {}, hw).time_us;
+}
+
 TEST(Fp4Gemms, TakeTheirFp8TwinsCalibratedTimeOverThePeaks) {
   // B200: dense FP8 4.5 PFLOPS, FP4 9 (its datasheet); its bundle measured FP8, not FP4. A
   // compute-bound FP4 GEMM takes its FP8 twin's time over 2, never the FP4 roofline over the
   // 0.72 gemm efficiency, which made it 2.35x faster than FP8.
   const HardwareConfig b200 = load_hardware_yaml(std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware/b200.yaml");
-  auto gemm_us = [&](const std::string& dtype) {
-    const double m = 8192, n = 28672, k = 4096, width = dtype == "fp8" ? 1 : 0.5;
-    ShardOp op = compute_op("gemm", 2 * m * n * k, (m * k + n * k + m * n) * width, dtype);
-    op.shape = {{"m", m}, {"n", n}, {"k", k}};
-    return cost_of_one(op, {}, b200).time_us;
-  };
-  EXPECT_NEAR(gemm_us("fp4"), gemm_us("fp8") / 2, 1e-9 * gemm_us("fp8"));
+  EXPECT_NEAR(large_gemm_us(b200, "fp4"), large_gemm_us(b200, "fp8") / 2, 1e-9 * large_gemm_us(b200, "fp8"));
 }
 
 // B300: FP8 4.5 PFLOPS dense, FP4 13.5, but Transformer Engine's profiling guide measures its
@@ -436,13 +438,7 @@ TEST(Fp4Gemms, TakeTheirFp8TwinsCalibratedTimeOverThePeaks) {
 TEST(Fp4Gemms, TakeTheirFp8TwinsCalibratedTimeOverTheMeasuredSpeedup) {
   HardwareConfig b300 = load_hardware_yaml(std::string(SYSSIM_SOURCE_DIR) + "/configs/hardware/b300.yaml");
   ASSERT_EQ(b300.fp4_gemm_speedup, 1.90);
-  auto gemm_us = [&](const std::string& dtype) {
-    const double m = 8192, n = 28672, k = 4096, width = dtype == "fp8" ? 1 : 0.5;
-    ShardOp op = compute_op("gemm", 2 * m * n * k, (m * k + n * k + m * n) * width, dtype);
-    op.shape = {{"m", m}, {"n", n}, {"k", k}};
-    return cost_of_one(op, {}, b300).time_us;
-  };
-  EXPECT_NEAR(gemm_us("fp4"), gemm_us("fp8") / 1.90, 1e-9 * gemm_us("fp8"));
+  EXPECT_NEAR(large_gemm_us(b300, "fp4"), large_gemm_us(b300, "fp8") / 1.90, 1e-9 * large_gemm_us(b300, "fp8"));
   b300.fp4_gemm_speedup = 3.5;
   try {
     validate(b300, "b300.yaml");
