@@ -9,7 +9,8 @@
 #   examples/parallel-sweep.sh OUT_DIR > sweep.txt
 #
 # leaves OUT_DIR/jobs.txt (the commands), OUT_DIR/jobs/point-NNNN.json (their results) and
-# OUT_DIR/sweep.svg (MFU per point). PARALLEL_ARGS goes to parallel: e.g. "--jobs 4", or
+# OUT_DIR/sweep.svg (MFU per point). OUT_DIR/jobs must not hold an earlier run's points:
+# `--emit-jobs` refuses a folder that is not empty, so give each run a new OUT_DIR. PARALLEL_ARGS goes to parallel: e.g. "--jobs 4", or
 # "--sshlogin host1,host2" to run on other machines that see the same paths (a shared
 # filesystem) and have syssim on their PATH. MODEL and HARDWARE select another job. The tools
 # come from PATH, or from build/bin when they are not on it.
