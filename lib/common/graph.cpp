@@ -51,8 +51,9 @@ Graph read_graph(const std::string& text, const std::string& source) {
   if (!j.is_object() || !j.contains("format") || j["format"] != kFormat)
     throw DataError(source + ": /format: expected \"syssim-graph\", got " +
                     (j.is_object() && j.contains("format") ? j["format"].dump() : std::string("nothing")));
-  if (!j.contains("version") || !j["version"].is_string())
-    throw DataError(source + ": /version: missing or not a string");
+  if (!j.contains("version")) throw DataError(source + ": /version: missing");
+  if (!j["version"].is_string())
+    throw DataError(source + ": /version: expected a string \"MAJOR.MINOR\", got " + j["version"].dump());
   std::string version = j["version"];
   int ours = major_of(kGraphFormatVersion, "syssim");
   if (major_of(version, source) != ours)

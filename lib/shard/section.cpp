@@ -328,7 +328,8 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
     ShardBuffer b{require_as<int64_t>(buffers[i], "id", p), require_at_least(buffers[i], "bytes", p, 0),
                   require_enum<TensorRole>(buffers[i], "role", p), require_as<std::string>(buffers[i], "param", p),
                   read_nullable<int64_t>(buffers[i], "producer", p)};
-    if (b.id != static_cast<int64_t>(i)) throw DataError("graph: " + p + "/id: expected " + std::to_string(i));
+    if (b.id != static_cast<int64_t>(i))
+      throw DataError("graph: " + p + "/id: expected " + std::to_string(i) + ", got " + std::to_string(b.id));
     s.buffers.push_back(b);
   }
   const json& ops = require(j, "ops", path);
@@ -343,7 +344,8 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
     const json& o = ops[i];
     ShardOp op;
     op.id = require_as<int64_t>(o, "id", p);
-    if (op.id != static_cast<int64_t>(i)) throw DataError("graph: " + p + "/id: expected " + std::to_string(i));
+    if (op.id != static_cast<int64_t>(i))
+      throw DataError("graph: " + p + "/id: expected " + std::to_string(i) + ", got " + std::to_string(op.id));
     op.trace_op = read_nullable<int64_t>(o, "trace_op", p);
     op.name = require_as<std::string>(o, "name", p);
     op.kind = require_enum<OpKind>(o, "kind", p);

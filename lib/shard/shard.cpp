@@ -38,8 +38,12 @@ void check_layout(const ModelConfig& model, const ShardOptions& options, int64_t
   check_low_precision(options);
   check_expert_parallel(model, options);
   check_cuda_graphs(model, options);
-  if (options.gpus && *options.gpus != p.world_size())
+  if (options.gpus && *options.gpus != p.world_size()) {
+    const int64_t model_parallel = p.tp * p.cp * p.pp;  // no dp fills the GPUs: say why
+    if (*options.gpus % model_parallel != 0)
+      throw DataError("gpus=" + str(*options.gpus) + " is not a multiple of tp*cp*pp=" + str(model_parallel));
     throw DataError("tp*cp*pp*dp=" + str(p.world_size()) + " does not match gpus=" + str(*options.gpus));
+  }
   rank_order(p);  // refuses an order that names an unknown dimension or leaves one out
   require_divides(p.tp, "tp", model.num_attention_heads, "num_attention_heads");
   if (!tp_splits_query_groups(model, p.tp))

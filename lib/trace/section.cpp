@@ -304,7 +304,8 @@ TraceSection trace_from_json(const json& j, const std::string& path) {
                                     polys.dims(x, p),
                                     require_dtype(x, p), require_enum<TensorRole>(x, "role", p, {TensorRole::param, TensorRole::grad, TensorRole::input, TensorRole::activation}),
                                     require_as<std::string>(x, "param", p)});
-    if (t.tensors.back().id != static_cast<int64_t>(i)) throw DataError("graph: " + p + "/id: expected " + std::to_string(i));
+    if (t.tensors.back().id != static_cast<int64_t>(i))
+      throw DataError("graph: " + p + "/id: expected " + std::to_string(i) + ", got " + std::to_string(t.tensors.back().id));
   }
   const json& ops = require(j, "ops", path);
   if (!ops.is_array() || ops.empty()) throw DataError("graph: " + path + "/ops: expected the traced ops, got " + ops.dump());
@@ -314,7 +315,8 @@ TraceSection trace_from_json(const json& j, const std::string& path) {
     const json& o = ops[i];
     TraceOp op;
     op.id = require_as<int64_t>(o, "id", p);
-    if (op.id != static_cast<int64_t>(i)) throw DataError("graph: " + p + "/id: expected " + std::to_string(i));
+    if (op.id != static_cast<int64_t>(i))
+      throw DataError("graph: " + p + "/id: expected " + std::to_string(i) + ", got " + std::to_string(op.id));
     op.name = require_as<std::string>(o, "name", p);
     op.kind = require_enum<OpKind>(o, "kind", p, {OpKind::gemm, OpKind::attention, OpKind::math, OpKind::memory});
     op.phase = require_enum<OpPhase>(o, "phase", p, {OpPhase::fwd, OpPhase::bwd});
