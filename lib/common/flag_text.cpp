@@ -1,6 +1,8 @@
 #include "common/flag_text.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <regex>
 
 namespace syssim {
@@ -14,6 +16,14 @@ std::string normalize_whole_number(std::string& text) {
   if (digits.size() > 18) return "expected a whole number under 10^18, got '" + text + "'";
   text = (text[0] == '-' ? "-" : "") + digits;
   return "";
+}
+
+std::string finite_number_message(const std::string& text) {
+  // As CLI11 reads a number: strtod over the whole text.
+  char* end = nullptr;
+  const double value = text.empty() ? 0 : std::strtod(text.c_str(), &end);
+  const bool read = !text.empty() && end == text.c_str() + text.size();
+  return read && std::isfinite(value) ? "" : "expected a number, got '" + text + "'";
 }
 
 std::string parse_error_text(const std::string& cli11_message) {

@@ -9,6 +9,9 @@ namespace syssim {
 // Returns the message for text that is none, "" otherwise.
 std::string normalize_whole_number(std::string& text);
 
+// A number flag's text: the message for text that is no finite number, "" otherwise.
+std::string finite_number_message(const std::string& text);
+
 // CLI11's message of a parse error, but for a value flag given twice, which it words as a count
 // mismatch ("--ep: At Most 1 required but received 2"): "--ep is given 2 times; give it once".
 std::string parse_error_text(const std::string& cli11_message);

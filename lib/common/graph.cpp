@@ -1,6 +1,7 @@
 #include "common/graph.hpp"
 
 #include <regex>
+#include <unistd.h>
 
 #include "common/io.hpp"
 #include "common/json_util.hpp"
@@ -87,7 +88,12 @@ Graph read_graph(const std::string& text, const std::string& source) {
 
 std::string graph_source(const std::string& path) { return path == "-" || path.empty() ? "<stdin>" : path; }
 
-Graph read_graph_file(const std::string& path) { return read_graph(read_input(path), graph_source(path)); }
+Graph read_graph_file(const std::string& path) {
+  // A stage run by hand would otherwise wait, silent, for a graph typed at the terminal.
+  if (graph_source(path) == "<stdin>" && isatty(STDIN_FILENO))
+    throw UsageError("no graph on standard input (a terminal): pipe one in, or give -i FILE");
+  return read_graph(read_input(path), graph_source(path));
+}
 
 std::string in_graph_source(const std::string& message, const std::string& path) {
   if (message.rfind("graph ", 0) == 0 || message.rfind("graph: ", 0) == 0) return graph_source(path) + ": " + message;

@@ -144,7 +144,7 @@ class Temporaries {
 
 void write_output(const std::string& path, const std::string& text) { write_outputs({{path, text}}); }
 
-void check_outputs_differ(const std::vector<std::pair<std::string, std::string>>& flag_paths,
+void check_outputs(const std::vector<std::pair<std::string, std::string>>& flag_paths,
                           const std::vector<std::pair<std::string, std::string>>& inputs) {
   namespace fs = std::filesystem;
   auto same_file = [](const std::string& a, const std::string& b) {

@@ -40,7 +40,7 @@ void write_output(const std::string& path, const std::string& text);
 // UsageError when an output a command was given, as (flag, path), names a folder; when two of
 // them name the same file (standard output, "-", aside): each would overwrite the other; or when
 // an output names one of the `inputs` (flag, path), which it would replace.
-void check_outputs_differ(const std::vector<std::pair<std::string, std::string>>& flag_paths,
+void check_outputs(const std::vector<std::pair<std::string, std::string>>& flag_paths,
                           const std::vector<std::pair<std::string, std::string>>& inputs = {});
 
 // Writes several outputs (path, text), all or none: every file goes to its temporary first,

@@ -102,6 +102,15 @@ inline void check_at_least(double value, double least, const std::string& where,
     throw DataError(where + ": expected a number of at least " + text_of(least) + ", got " + given.dump());
 }
 
+// The id at j[key] of the element at `path`, the list's `position`-th: a graph's tensors, buffers
+// and ops are numbered by their place. Throws DataError "graph: PATH/id: expected P, got ID".
+inline int64_t require_position_id(const json& j, size_t position, const std::string& path) {
+  const int64_t id = require_as<int64_t>(j, "id", path);
+  if (id != static_cast<int64_t>(position))
+    throw DataError("graph: " + path + "/id: expected " + std::to_string(position) + ", got " + std::to_string(id));
+  return id;
+}
+
 // The number at j[key], as check_at_least asks.
 inline double require_at_least(const json& j, const std::string& key, const std::string& path, double least,
                                const std::string& document = "graph") {

@@ -101,9 +101,7 @@ void require_non_negative(double value, const std::string& key, const std::strin
 
 // A dropout probability: 0 <= p < 1 (p = 1 would drop everything).
 void require_probability(double value, const std::string& key, const std::string& where) {
-  std::ostringstream text;
-  text << value;
-  if (!(value >= 0 && value < 1)) throw DataError(where + ": key '" + key + "' must be in [0, 1), got " + text.str());
+  if (!(value >= 0 && value < 1)) throw DataError(where + ": key '" + key + "' must be in [0, 1), got " + text_of(value));
 }
 
 std::optional<double> optional_double(const YAML::Node& node, const std::string& key, const std::string& where) {

@@ -78,10 +78,8 @@ CostSection cost_from_json(const json& j, const std::string& path) {
   const json& ops = require(j, "ops", path);
   for (size_t i = 0; i < ops.size(); ++i) {
     std::string p = path + "/ops/" + std::to_string(i);
-    OpCost op{require_as<int64_t>(ops[i], "id", p), require_at_least(ops[i], "time_us", p, 0),
+    OpCost op{require_position_id(ops[i], i, p), require_at_least(ops[i], "time_us", p, 0),
               require_enum<OpBound>(ops[i], "bound", p), {}};
-    if (op.id != static_cast<int64_t>(i))
-      throw DataError("graph: " + p + "/id: expected " + std::to_string(i) + ", got " + std::to_string(op.id));
     if (ops[i].contains("host_us")) {  // new in graph format 1.8
       op.host_us = require_at_least(ops[i], "host_us", p, 0);
     }

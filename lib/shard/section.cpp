@@ -325,11 +325,9 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
   const json& buffers = require(j, "buffers", path);
   for (size_t i = 0; i < buffers.size(); ++i) {
     std::string p = path + "/buffers/" + std::to_string(i);
-    ShardBuffer b{require_as<int64_t>(buffers[i], "id", p), require_at_least(buffers[i], "bytes", p, 0),
+    ShardBuffer b{require_position_id(buffers[i], i, p), require_at_least(buffers[i], "bytes", p, 0),
                   require_enum<TensorRole>(buffers[i], "role", p), require_as<std::string>(buffers[i], "param", p),
                   read_nullable<int64_t>(buffers[i], "producer", p)};
-    if (b.id != static_cast<int64_t>(i))
-      throw DataError("graph: " + p + "/id: expected " + std::to_string(i) + ", got " + std::to_string(b.id));
     s.buffers.push_back(b);
   }
   const json& ops = require(j, "ops", path);
@@ -343,9 +341,7 @@ ShardSection shard_from_json(const json& j, const std::string& path) {
     std::string p = path + "/ops/" + std::to_string(i);
     const json& o = ops[i];
     ShardOp op;
-    op.id = require_as<int64_t>(o, "id", p);
-    if (op.id != static_cast<int64_t>(i))
-      throw DataError("graph: " + p + "/id: expected " + std::to_string(i) + ", got " + std::to_string(op.id));
+    op.id = require_position_id(o, i, p);
     op.trace_op = read_nullable<int64_t>(o, "trace_op", p);
     op.name = require_as<std::string>(o, "name", p);
     op.kind = require_enum<OpKind>(o, "kind", p);

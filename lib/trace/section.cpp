@@ -300,12 +300,10 @@ TraceSection trace_from_json(const json& j, const std::string& path) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     std::string p = path + "/tensors/" + std::to_string(i);
     const json& x = tensors[i];
-    t.tensors.push_back(TraceTensor{require_as<int64_t>(x, "id", p),
+    t.tensors.push_back(TraceTensor{require_position_id(x, i, p),
                                     polys.dims(x, p),
                                     require_dtype(x, p), require_enum<TensorRole>(x, "role", p, {TensorRole::param, TensorRole::grad, TensorRole::input, TensorRole::activation}),
                                     require_as<std::string>(x, "param", p)});
-    if (t.tensors.back().id != static_cast<int64_t>(i))
-      throw DataError("graph: " + p + "/id: expected " + std::to_string(i) + ", got " + std::to_string(t.tensors.back().id));
   }
   const json& ops = require(j, "ops", path);
   if (!ops.is_array() || ops.empty()) throw DataError("graph: " + path + "/ops: expected the traced ops, got " + ops.dump());
@@ -314,9 +312,7 @@ TraceSection trace_from_json(const json& j, const std::string& path) {
     std::string p = path + "/ops/" + std::to_string(i);
     const json& o = ops[i];
     TraceOp op;
-    op.id = require_as<int64_t>(o, "id", p);
-    if (op.id != static_cast<int64_t>(i))
-      throw DataError("graph: " + p + "/id: expected " + std::to_string(i) + ", got " + std::to_string(op.id));
+    op.id = require_position_id(o, i, p);
     op.name = require_as<std::string>(o, "name", p);
     op.kind = require_enum<OpKind>(o, "kind", p, {OpKind::gemm, OpKind::attention, OpKind::math, OpKind::memory});
     op.phase = require_enum<OpPhase>(o, "phase", p, {OpPhase::fwd, OpPhase::bwd});

@@ -1,11 +1,9 @@
 #include "tool.hpp"
 
-#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <new>
 #include <string>
-#include <unistd.h>
 
 #include "common/error.hpp"
 #include "common/flag_text.hpp"
@@ -35,13 +33,7 @@ std::vector<std::string> args_of(int argc, char** argv) { return std::vector<std
 void read_values_as_written(CLI::App& app) {
   const CLI::Validator text([](std::string& value) { return value.empty() ? "expected a value, got ''" : ""; }, "");
   const CLI::Validator integer(normalize_whole_number, "");
-  const CLI::Validator number(
-      [](std::string& text) -> std::string {
-        double value = 0;
-        return CLI::detail::lexical_cast(text, value) && std::isfinite(value) ? ""
-                                                                                : "expected a number, got '" + text + "'";
-      },
-      "");
+  const CLI::Validator number(finite_number_message, "");
   for (CLI::Option* option : app.get_options()) {
     const std::string full = option->get_type_name();  // "INT", or "INT:> 0" with a check's description
     const std::string type = full.substr(0, full.find(':'));
@@ -134,10 +126,7 @@ int run_filter(Tool tool, int argc, char** argv, const std::function<void(CLI::A
   add_flags(app);
   tool.args = args_of(argc, argv);
   return guarded_main(tool.name, app, argc, argv, [&] {
-    check_outputs_differ({{"-o", tool.output}});  // a stage may write over its input: the write is atomic
-    // A stage run by hand would otherwise wait, silent, for a graph typed at the terminal.
-    if ((tool.input.empty() || tool.input == "-") && isatty(STDIN_FILENO))
-      throw UsageError("no graph on standard input (a terminal): pipe one in, or give -i FILE");
+    check_outputs({{"-o", tool.output}});  // a stage may write over its input: the write is atomic
     with_graph(tool.input, [&](Graph& graph) {
       stage(graph);
       graph.provenance.push_back(Provenance{tool.name, kSyssimVersion, tool.args});
@@ -153,7 +142,7 @@ int run_command(Tool tool, int argc, char** argv, const std::function<void(CLI::
   add_flags(app);
   tool.args = args_of(argc, argv);
   return guarded_main(tool.name, app, argc, argv, [&] {
-    check_outputs_differ({{"-o", tool.output}}, {});
+    check_outputs({{"-o", tool.output}});
     write_output(tool.output, produce(tool));
   });
 }

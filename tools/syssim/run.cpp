@@ -52,7 +52,7 @@ std::vector<Subcommand> add_run_and_memory(CLI::App& app) {
       request.timeline = !memory_only && !settings->timeline.empty();
       if (ends_with(settings->timeline, ".svg")) request.timeline_format = "svg";
       request.critical_path = !memory_only && !settings->critical_path.empty();
-      check_outputs_differ({{"-o", settings->output}, {"--timeline", settings->timeline},
+      check_outputs({{"-o", settings->output}, {"--timeline", settings->timeline},
                             {"--critical-path", settings->critical_path}});
       RunOutput result = syssim::run(request);
       std::vector<std::pair<std::string, std::string>> outputs = {{settings->output, result.report}};

@@ -35,7 +35,7 @@ Subcommand add_sweep(CLI::App& app, int argc, char** argv) {
             request.options.training.global_batch = base.training.global_batch;
             request.use_cache = !settings->flags.no_cache;
             request.plot = !settings->flags.plot.empty();
-            check_outputs_differ({{"-o", settings->flags.output}, {"--plot", settings->flags.plot}});
+            check_outputs({{"-o", settings->flags.output}, {"--plot", settings->flags.plot}});
             request.command_line.assign(argv, argv + argc);
             SweepOutput result = sweep_command(request, terminal_progress());
             std::vector<std::pair<std::string, std::string>> outputs = {{settings->flags.output, result.text}};

@@ -21,7 +21,7 @@ Subcommand add_validate(CLI::App& app) {
   validate->add_option("--bands-out", request->bands_out,
                        "Also write the step-time bands fitted on the rows, as the report reads them (docs/validation.md)");
   return {validate, [request] {
-            check_outputs_differ({{"-o", request->output}, {"--bands-out", request->bands_out}},
+            check_outputs({{"-o", request->output}, {"--bands-out", request->bands_out}},
                                  {{"measured table", request->measured}});
             const ValidateRun run = validate_command(*request);
             for (const std::string& warning : run.warnings) std::cerr << "syssim: warning: " << warning << "\n";
