@@ -142,7 +142,11 @@ RunOutput run(const RunRequest& request) {
     graph = estimate_memory(model, hardware, request.options, request.mem_options);
     output.report = render_memory_report(graph, request.format);
   } else {
-    graph = simulate(model, hardware, request.options, SimOptions{request.timeline || request.critical_path},
+    SimOptions sim_options;
+    sim_options.record_timeline = request.timeline || request.critical_path;
+    sim_options.extrapolate_microbatches = !request.every_microbatch;
+    graph = simulate(model, trace_of(model, request.options.training.seq_length),
+                     CostEstimator(hardware, request.cost_options), request.options, sim_options, nullptr,
                      request.mem_options);
     ReportOptions report_options = request.report_options;
     if (request.timeline) report_options.timeline_window = {};  // --timeline's, not the report's

@@ -28,6 +28,8 @@ struct RunRequest {
   bool critical_path = false;   // also the step's critical path (report/critical_path.hpp)
   MemOptions mem_options;       // the caching allocator's replay
   ReportOptions report_options;  // MFU convention, training time
+  CostOptions cost_options;     // the estimator: syssim-cost's --roofline and --calibrated
+  bool every_microbatch = false;  // syssim-sim's --every-microbatch: no extrapolated periods
 };
 
 // The trace of a model at a sequence length (the model's by default), traced once per process

@@ -58,6 +58,18 @@ pipe_report() {
   done
 }
 
+@test "syssim run --roofline and --every-microbatch print the pipe's report with syssim-cost --roofline and syssim-sim --every-microbatch (plumbing)" {
+  args=(--tp 8 --sp --pp 4 --dp 2 --micro-batch 1 --global-batch 64 --seq-length 4096)
+  expected=$(syssim-shard -i "$(trace_of llama3-70b)" "${args[@]}" | syssim-cost --hardware "$H100" --roofline \
+    | syssim-sim --every-microbatch | syssim-mem | syssim-report)
+  run syssim run "$MODELS/llama3-70b.yaml" --hardware "$H100" "${args[@]}" --roofline --every-microbatch
+  assert_success
+  assert_output "$expected"
+  assert_output --partial "the roofline at the bare peaks"
+  run syssim run "$MODELS/llama3-70b.yaml" --hardware "$H100" --roofline --calibrated "$BATS_TEST_TMPDIR"
+  assert_failure 2
+}
+
 @test "syssim run: one trace on disk per architecture, whatever the seq_length" {
   export SYSSIM_CACHE_DIR="$BATS_TEST_TMPDIR/cache"
   run syssim run "$MODELS/llama3-8b.yaml" --hardware "$H100" --tp 8 --seq-length 4096

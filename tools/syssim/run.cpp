@@ -6,6 +6,7 @@
 #include "common/text.hpp"
 #include "default_job.hpp"
 #include "driver/driver.hpp"
+#include "estimator_flags.hpp"
 #include "layout_flags.hpp"
 #include "report_flags.hpp"
 #include "subcommands.hpp"
@@ -34,6 +35,9 @@ std::vector<Subcommand> add_run_and_memory(CLI::App& app) {
                       "Also replay PyTorch's caching allocator for the memory it reserves (reserved_memory_gb)");
   }
   add_report_flags(*run, settings->request.report_options);
+  add_estimator_flags(*run, settings->request.cost_options);
+  run->add_flag("--every-microbatch", settings->request.every_microbatch,
+                "Simulate every micro-batch instead of jumping over steady-state periods");
   run->add_option("--timeline", settings->timeline,
                   "Also write the simulated timeline to FILE: a Chrome trace (Perfetto, chrome://tracing), or the "
                   "pipeline's SVG where FILE ends in .svg");
