@@ -29,12 +29,54 @@ using json = nlohmann::json;
 // destruction recurse, and no syssim document nests beyond a few levels.
 void check_json_depth(const std::string& text, const std::string& source);
 
-// Parses JSON text (json or ordered_json), failures as throw_json_error says.
+// The parser's callback refusing an object that names a key twice, which the parser would
+// take silently with the last value: DataError "SOURCE: PATH: key 'K' appears twice".
+class DuplicateKeyCheck {
+ public:
+  explicit DuplicateKeyCheck(const std::string& source) : source_(source) {}
+  template <typename Event, typename Json>
+  bool operator()(int /*depth*/, Event event, Json& parsed) {
+    if (event == Event::object_start || event == Event::array_start) {
+      levels_.push_back({event == Event::array_start, 0, {}, {}});
+    } else if (event == Event::key) {
+      Level& object = levels_.back();
+      const std::string& key = parsed.template get_ref<const std::string&>();
+      if (std::find(object.keys.begin(), object.keys.end(), key) != object.keys.end())
+        throw DataError(source_ + ": " + path() + ": key '" + key + "' appears twice");
+      object.keys.push_back(key);
+      object.key = key;
+    } else {  // a value ends, or an object or array: the next element of an array
+      if (event == Event::object_end || event == Event::array_end) levels_.pop_back();
+      if (!levels_.empty() && levels_.back().array) ++levels_.back().index;
+    }
+    return true;
+  }
+
+ private:
+  struct Level {
+    bool array = false;
+    size_t index = 0;               // an array's element being read
+    std::string key;                // an object's key being read
+    std::vector<std::string> keys;  // an object's keys so far (few: a linear search)
+  };
+  // The JSON pointer of the object being read ("/" at the top).
+  std::string path() const {
+    std::string text;
+    for (size_t i = 0; i + 1 < levels_.size(); ++i)
+      text += "/" + (levels_[i].array ? std::to_string(levels_[i].index) : levels_[i].key);
+    return text.empty() ? "/" : text;
+  }
+  const std::string& source_;
+  std::vector<Level> levels_;
+};
+
+// Parses JSON text (json or ordered_json), failures as throw_json_error and DuplicateKeyCheck
+// say.
 template <typename Json = json>
 Json parse_json(const std::string& text, const std::string& source) {
   check_json_depth(text, source);
   try {
-    return Json::parse(text);
+    return Json::parse(text, DuplicateKeyCheck(source));
   } catch (const json::exception& error) {
     throw_json_error(error, text, source);
   }
