@@ -47,10 +47,7 @@ Job job_of(const std::string& model, const std::string& hardware, const std::str
   return job;
 }
 
-std::pair<std::string, std::string> simulate(const std::string& model, const std::string& hardware,
-                                             const std::string& hardware_dir, const std::string& parallelism,
-                                             const std::string& training, bool memory_only) {
-  Job job = job_of(model, hardware, hardware_dir, parallelism, training);
+std::pair<std::string, std::string> simulate(const Job& job, bool memory_only) {
   if (memory_only) {
     syssim::Graph graph = syssim::estimate_memory(job.model, job.hardware, job.options);
     return {syssim::render_memory_report(graph, "json"), syssim::render_memory_report(graph, "text")};

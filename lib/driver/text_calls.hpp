@@ -27,11 +27,9 @@ struct Job {
 Job job_of(const std::string& model, const std::string& hardware, const std::string& hardware_dir,
            const std::string& parallelism, const std::string& training);
 
-// The report as JSON and as text, rendered from one simulated graph (`memory_only`: the
+// The job's report as JSON and as text, rendered from one simulated graph (`memory_only`: the
 // memory fields, no simulation).
-std::pair<std::string, std::string> simulate(const std::string& model, const std::string& hardware,
-                                             const std::string& hardware_dir, const std::string& parallelism,
-                                             const std::string& training, bool memory_only);
+std::pair<std::string, std::string> simulate(const Job& job, bool memory_only);
 
 // The stages on a graph's text, as their tools run them: the graph read and checked, the stage
 // applied, a provenance entry naming the Python function (syssim.stages.NAME) and its

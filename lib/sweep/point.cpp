@@ -225,7 +225,13 @@ void apply_config_settings(ShardOptions& options, const std::vector<ConfigSettin
 }
 
 void apply_config_path(ShardOptions& options, const std::string& path, const std::string& value) {
-  apply_config_settings(options, {ConfigSetting{path, value, yaml_scalar(value, path)}});
+  apply_config_paths(options, {{path, value}});
+}
+
+void apply_config_paths(ShardOptions& options, const std::vector<std::pair<std::string, std::string>>& settings) {
+  std::vector<ConfigSetting> parsed;
+  for (const auto& [path, value] : settings) parsed.push_back(ConfigSetting{path, value, yaml_scalar(value, path)});
+  apply_config_settings(options, parsed);
 }
 
 std::vector<SweepRow> run_sweep(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& base,

@@ -35,6 +35,8 @@ std::vector<std::vector<std::string>> cartesian_product(const std::vector<SweepA
 // so names and types are exactly theirs. UsageError for a path that names no key; DataError
 // for a value of the wrong type.
 void apply_config_path(ShardOptions& options, const std::string& path, const std::string& value);
+// Several, as one sweep point's (path, value) settings.
+void apply_config_paths(ShardOptions& options, const std::vector<std::pair<std::string, std::string>>& settings);
 // One setting of a sweep point: a config path, the YAML scalar as given, and its value.
 struct ConfigSetting {
   std::string path;

@@ -294,6 +294,15 @@ def test_a_sweep_row_reports_the_job_as_swept():
                         training=dict(global_batch=64), over={"training.recompute": ["full,selective", "null"]})
     assert [row.inputs["training.recompute"] for row in rows] == ["full,selective", "null"]
     assert [row.status for row in rows] == ["invalid", "invalid"]
+    # A value the sweep rewrites (a strategy's alias; a list key's one name) is the job the sweep
+    # simulated: zero3 is optim_grads_params (docs/syssim-sweep.md).
+    job = dict(model="llama3-8b", hardware="h100-sxm-80gb", parallelism=dict(dp=8))
+    rows = syssim.sweep(**job, training=dict(global_batch=64, recompute="selective"),
+                        over={"training.data_parallel_sharding_strategy": ["zero3"],
+                              "training.recompute_modules": ["mlp"]})
+    named = syssim.simulate(**job, training=dict(global_batch=64, recompute="selective", recompute_modules=["mlp"],
+                                                 data_parallel_sharding_strategy="optim_grads_params"))
+    assert next(iter(rows)).report.to_json() == named.to_json()
 
 
 def test_config_objects_take_back_what_reports_and_traces_give():
@@ -309,6 +318,18 @@ def test_config_objects_take_back_what_reports_and_traces_give():
     assert training.to_dict() == {"distributed_optimizer": True}
     traced = syssim.trace(model="llama3-8b", parallelism=dict(tp=2, sp=True), training=dict(global_batch=4))
     assert (traced.model.name, traced.parallelism.tp, traced.training.global_batch) == ("llama3-8b", 2, 4)
+    # The pipeline's layout and schedule and the CP exchange come back as given.
+    parallelism = syssim.ParallelismConfig(tp=2, sp=True, cp=2, pp=2, pp_layout=[14, 18], pipeline_schedule="gpipe",
+                                           cp_comm_type="all_gather")
+    assert syssim.trace(model="llama3-8b", parallelism=parallelism, training=dict(global_batch=4)).parallelism == \
+        parallelism
+    # Printing a graph never fails; a text that is no graph is refused in one line.
+    assert repr(syssim.stages.Graph("null")) == "Graph(not a graph, 4 characters)"
+    with pytest.raises(ValueError, match=r"^Graph: not valid JSON"):
+        syssim.stages.Graph("garbage").sections()
+    # JSON has no inf: the key is named.
+    with pytest.raises(ValueError, match=r"^training: key 'clip_grad' must be finite, got inf$"):
+        syssim.simulate(model="llama3-8b", hardware="h100-sxm-80gb", training=dict(clip_grad=float("inf")))
 
 
 def test_a_config_json_path_is_taken_from_the_working_folder(tmp_path, monkeypatch):
@@ -317,7 +338,12 @@ def test_a_config_json_path_is_taken_from_the_working_folder(tmp_path, monkeypat
     (folder / "config.json").write_text(open(os.path.join(SOURCE_DIR, "configs/hf/Qwen/Qwen3-8B/config.json")).read())
     monkeypatch.chdir(tmp_path)
     # Qwen3-8B's config.json: 36 layers.
-    assert syssim.HFModel("mine/qwen/config.json", {"seq_length": 4096}).resolve().num_layers == 36
+    model = syssim.HFModel("mine/qwen/config.json", {"seq_length": 4096}).resolve()
+    assert model.num_layers == 36
+    # Named as syssim run names it: a config.json after its folder, an id after its model,
+    # whole (a dot is no extension).
+    assert model.name == "qwen"
+    assert syssim.HFModel("meta-llama/Llama-3.1-8B", {"seq_length": 4096}).resolve().name == "Llama-3.1-8B"
 
 
 def test_keys_not_given_read_as_their_defaults_and_flags_take_booleans():

@@ -85,8 +85,13 @@ PYBIND11_MODULE(_syssim, m) {
                           std::filesystem::path(path).parent_path().string());
   });
   m.def("simulate", [](const std::string& model, const std::string& hardware, const std::string& hardware_dir,
-                       const std::string& parallelism, const std::string& training, bool memory_only) {
-    return released([&] { return simulate(model, hardware, hardware_dir, parallelism, training, memory_only); });
+                       const std::string& parallelism, const std::string& training, bool memory_only,
+                       const std::vector<std::pair<std::string, std::string>>& settings) {
+    return released([&] {
+      Job job = job_of(model, hardware, hardware_dir, parallelism, training);
+      syssim::apply_config_paths(job.options, settings);  // a sweep point's, as the sweep applies them
+      return simulate(job, memory_only);
+    });
   });
   // The stages on graph-format text (syssim/stages.py).
   m.def("trace_stage", [](const std::string& model) { return released([&] { return trace_stage(model); }); });

@@ -6,6 +6,7 @@ module ``syssim._syssim``), the code the command-line tools run.
 
 import copy
 import json
+import math
 import os
 
 from . import _location
@@ -150,12 +151,14 @@ class HFModel:
         # A path is taken from the working folder, as the tools take it (the library takes a
         # relative one from the folder of the file that names it).
         given = os.fspath(self.huggingface)
-        path = os.path.abspath(given) if os.path.exists(given) else given
-        # An id is named after its model, as `syssim run ORG/NAME` names it: a name with a
-        # folder would have the id looked up under that folder.
-        name = path if os.path.exists(given) else os.path.basename(given.rstrip("/"))
-        text = json.dumps({"huggingface": path, "overrides": self.overrides})  # JSON is YAML
-        return ModelConfig._checked(_syssim.parse_model(text, name))
+        local = os.path.exists(given)
+        path = os.path.normpath(os.path.abspath(given)) if local else given
+        # Named as `syssim run` names it: an id and a folder after the model's folder, a
+        # config.json after the folder holding it. Errors name the config.json read, or the id.
+        name = os.path.basename(os.path.dirname(path) if os.path.isfile(path) else path.rstrip("/"))
+        where = (path if os.path.isfile(path) else os.path.join(path, "config.json")) if local else name
+        text = json.dumps({"name": name, "huggingface": path, "overrides": self.overrides})  # JSON is YAML
+        return ModelConfig._checked(_syssim.parse_model(text, where))
 
     def __repr__(self):
         return f"HFModel({self.huggingface!r}, overrides={self.overrides!r})"
@@ -279,7 +282,17 @@ def _job(model, hardware, parallelism, training):
     parallelism = _config_of(parallelism, ParallelismConfig, "parallelism")
     training = _config_of(training, TrainingConfig, "training")
     return (json.dumps(_model_of(model).to_dict()), json.dumps(hardware.to_dict()), hardware._folder,
-            json.dumps(parallelism.to_dict()), json.dumps(training.to_dict()))
+            _json_of(parallelism, "parallelism"), _json_of(training, "training"))
+
+
+def _json_of(config, section):
+    """A ParallelismConfig's or TrainingConfig's fields as the JSON text the library reads. JSON
+    has no inf or nan: a field holding one is refused by name, as the library refuses a bad value."""
+    fields = config.to_dict()
+    for key, value in fields.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{section}: key '{key}' must be finite, got {value!r}")
+    return json.dumps(fields)
 
 
 class SimulationReport:
@@ -333,12 +346,13 @@ class SimulationReport:
 
 def simulate(*, model, hardware, parallelism=None, training=None, workdir=None):
     """Trace, shard, price and simulate one training step (docs/python.md)."""
-    return SimulationReport(*_syssim.simulate(*_job(model, hardware, parallelism, training), False))
+    return SimulationReport(*_syssim.simulate(*_job(model, hardware, parallelism, training), False, []))
 
 
 def estimate_memory(*, model, hardware, parallelism=None, training=None, workdir=None):
     """Per-GPU memory only: no discrete-event simulation."""
-    return SimulationReport(*_syssim.simulate(*_job(model, hardware, parallelism, training), True), memory_only=True)
+    return SimulationReport(*_syssim.simulate(*_job(model, hardware, parallelism, training), True, []),
+                            memory_only=True)
 
 
 def _axis_value(value):
@@ -371,13 +385,10 @@ class SweepRow:
     @property
     def report(self):
         if self._report is None and self.status != "invalid":
-            model, hardware, parallelism, training = self._job
-            parallelism, training = dict(parallelism), dict(training)
-            for path, value in self.inputs.items():
-                section, key = path.split(".", 1)
-                (parallelism if section == "parallelism" else training)[key] = value
-            self._report = simulate(model=model, hardware=hardware, parallelism=ParallelismConfig(**parallelism),
-                                    training=TrainingConfig(**training))
+            # The point's settings applied as the sweep applied them (a strategy's alias, a
+            # list key's one name).
+            settings = [(path, _axis_value(value)) for path, value in self.inputs.items()]
+            self._report = SimulationReport(*_syssim.simulate(*self._job, False, settings))
         return self._report
 
     def __repr__(self):
@@ -428,9 +439,9 @@ def sweep(*, model, hardware, parallelism=None, training=None, over, workdir=Non
     # recompute=None is no recomputation, as TrainingConfig(recompute=None) takes it.
     axes = [(path, [_axis_value("none" if v is None and path == "training.recompute" else v) for v in values])
             for path, values in over.items()]
-    text = _syssim.sweep(*_job(model, hardware, parallelism, training), axes, threads, use_cache)
-    # The job as swept: a row's report must not follow later changes to the objects given.
-    job = (copy.deepcopy(model), copy.deepcopy(hardware), parallelism.to_dict(), training.to_dict())
+    # The job as swept, as text: a row's report must not follow later changes to the objects given.
+    job = _job(model, hardware, parallelism, training)
+    text = _syssim.sweep(*job, axes, threads, use_cache)
     return Sweep([SweepRow(row, job) for row in json.loads(text)])
 
 
@@ -451,7 +462,15 @@ class Trace:
 
     @property
     def parallelism(self):
-        return ParallelismConfig(**self.graph.to_dict()["shard"]["parallelism"])
+        # As syssim.stages.shard was given it; a graph sharded otherwise: its sizes, and the
+        # pipeline as the shard stage laid it out (which resolves decoder_first/last and account_for_*).
+        graph = self.graph.to_dict()
+        given = [p["args"][0] for p in graph.get("provenance", []) if p.get("tool") == "syssim.stages.shard"]
+        if given:
+            return ParallelismConfig(**json.loads(given[-1]))
+        shard = graph["shard"]
+        return ParallelismConfig(**shard["parallelism"], pipeline_schedule=shard["pipeline_schedule"],
+                                 pp_layout=shard["pp_layout"])
 
     @property
     def training(self):

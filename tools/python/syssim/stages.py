@@ -8,7 +8,7 @@ be swapped for a user's own.
 
 import json
 
-from . import _syssim, _config_of, _hardware_of, _model_of, _written, ParallelismConfig, TrainingConfig
+from . import _syssim, _config_of, _hardware_of, _json_of, _model_of, _written, ParallelismConfig, TrainingConfig
 
 __all__ = ["Graph", "trace", "shard", "cost", "simulate", "memory", "report"]
 
@@ -31,7 +31,14 @@ class Graph:
         return cls(json.dumps(fields))
 
     def to_dict(self):
-        return json.loads(self._text)
+        """The graph's JSON object; ValueError when the text is not one."""
+        try:
+            fields = json.loads(self._text)
+        except ValueError as error:
+            raise ValueError(f"Graph: not valid JSON: {error}") from None
+        if not isinstance(fields, dict):
+            raise ValueError(f"Graph: expected a JSON object, got {type(fields).__name__}")
+        return fields
 
     def to_json(self, path=None):
         """The graph's text, as the tools write it; also written to path."""
@@ -43,7 +50,10 @@ class Graph:
         return [name for name in ("model", "trace", "shard", "cost", "sim", "mem") if fields.get(name) is not None]
 
     def __repr__(self):
-        return f"Graph(sections={self.sections()!r})"
+        try:
+            return f"Graph(sections={self.sections()!r})"
+        except ValueError:  # printing never fails: a text that is no graph says so
+            return f"Graph(not a graph, {len(self._text)} characters)"
 
 
 def _of_type(value, kinds, name):
@@ -70,8 +80,8 @@ def shard(graph, parallelism=None, training=None):
     """syssim-shard: the traced graph under a layout and training settings."""
     parallelism = _config_of(parallelism, ParallelismConfig, "parallelism")
     training = _config_of(training, TrainingConfig, "training")
-    return Graph(_syssim.shard_stage(_text_of(graph), json.dumps(parallelism.to_dict()),
-                                     json.dumps(training.to_dict())))
+    return Graph(_syssim.shard_stage(_text_of(graph), _json_of(parallelism, "parallelism"),
+                                     _json_of(training, "training")))
 
 
 def cost(graph, hardware, estimator="auto"):
