@@ -201,9 +201,12 @@ std::string render_search(const SearchResult& result, const std::string& format)
   for (const auto& [name, count] : counts.items()) text += " " + name + " " + count.dump() + ",";
   text.back() = '\n';
   // An empty front, said as the point sweeps say it (best_line), with the reason the counts give.
-  if (result.front.empty())
-    text += result.invalid == result.enumerated ? "front: none (no layout is valid for this model on these GPUs)\n"
-                                                : "front: none (no valid layout fits in the GPUs' memory)\n";
+  if (result.front.empty()) {
+    std::string why = result.invalid == result.enumerated ? "no layout is valid for this model on these GPUs"
+                                                          : "no valid layout fits in the GPUs' memory";
+    if (!result.first_refusal.empty()) why += "; the first layout refused: " + result.first_refusal;
+    text += "front: none (" + why + ")\n";
+  }
   return text;
 }
 

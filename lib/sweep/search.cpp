@@ -90,7 +90,10 @@ std::vector<ShardOptions> enumerate_layouts(const ModelConfig& model, const Hard
   // No sharding and the distributed optimizer; the per-layer strategies up to the base job's.
   // Their layouts use the least memory and are often far slower (collectives in every
   // micro-batch), so each joins the Pareto front and is simulated: a search asks for them.
+  // Where the base job needs the distributed optimizer (its parameter gathers), no sharding is
+  // not a layout of it.
   std::vector<DataParallelSharding> shardings = {DataParallelSharding::no_shard, DataParallelSharding::optim};
+  if (base.training.overlap_param_gather || base.training.fp8_param_gather) shardings.erase(shardings.begin());
   for (DataParallelSharding more : {DataParallelSharding::optim_grads, DataParallelSharding::optim_grads_params})
     if (base.training.data_parallel_sharding >= more) shardings.push_back(more);
   std::vector<ShardOptions> layouts;
@@ -127,12 +130,12 @@ std::vector<ShardOptions> enumerate_layouts(const ModelConfig& model, const Hard
                     ParallelismConfig& p = layout.parallelism;
                     p.tp = tp, p.pp = pp, p.cp = cp, p.dp = dp, p.vpp = vpp, p.sp = tp > 1, p.ep = ep, p.etp = etp;
                     // Shards over one rank (dp x cp ranks; an MoE's experts over expert-dp ranks):
-                    // the same job as no_shard.
-                    if (sharding != DataParallelSharding::no_shard && dp * cp == 1 &&
-                        (!model.is_moe() || p.expert_dp() == 1))
+                    // the same job as the least sharding.
+                    if (sharding != shardings.front() && dp * cp == 1 && (!model.is_moe() || p.expert_dp() == 1))
                       continue;
                     p.dp_replicate = replicas;
                     if (!even) layout.pp_layout = uneven_pipeline_layout(model.num_layers, pp);
+                    if (pp == 1) layout.pipeline_schedule.reset();  // a schedule is of pipeline ranks
                     layout.training.micro_batch = micro_batch;
                     layout.training.recompute = recompute;
                     layout.training.data_parallel_sharding = sharding;
@@ -198,8 +201,10 @@ nlohmann::json memory_estimate(PointEvaluator& evaluate, const ShardOptions& lay
     estimated = {{"status", graph.mem->oom ? "oom" : "fits"},
                  {"peak_memory_gb", graph.mem->peak_memory_gb},
                  {"step_bound_ms", step_time_lower_bound_ms(*graph.shard, *graph.cost)}};
-  } catch (const DataError&) {
-  } catch (const UsageError&) {
+  } catch (const DataError& error) {
+    estimated["reason"] = error.what();
+  } catch (const UsageError& error) {
+    estimated["reason"] = error.what();
   }
   if (use_cache) cache_put("estimate", key, estimated.dump());
   return estimated;
@@ -491,6 +496,7 @@ class LayoutSearch {
         layouts_(enumerate_layouts(model, hardware, base)),
         evaluate_(model, hardware, settings.use_cache),
         outcome_(layouts_.size(), Outcome::kOpen),
+        refusal_(layouts_.size()),
         known_(layouts_.size()),
         group_of_(layouts_.size()),
         communication_bound_ms_(layouts_.size(), 0),
@@ -613,6 +619,7 @@ class LayoutSearch {
       result.pruned_by_bound += o == Outcome::kPrunedByBound;
       result.simulated += o == Outcome::kSimulated;
     }
+    for (size_t i = 0; i < layouts_.size() && result.first_refusal.empty(); ++i) result.first_refusal = refusal_[i];
     result.front = front_;
     std::stable_sort(result.front.begin(), result.front.end(), [](const SweepRow& a, const SweepRow& b) {
       return a.step_time_ms != b.step_time_ms ? a.step_time_ms < b.step_time_ms : a.peak_memory_gb < b.peak_memory_gb;
@@ -650,6 +657,7 @@ class LayoutSearch {
     known_[i].estimated = true;
     if (status == "invalid") {
       outcome_[i] = Outcome::kInvalid;
+      refusal_[i] = estimated.value("reason", "");
       return;
     }
     known_[i].peak_memory_gb = estimated["peak_memory_gb"];
@@ -737,6 +745,7 @@ class LayoutSearch {
   const std::vector<ShardOptions> layouts_;
   PointEvaluator evaluate_;
   std::vector<Outcome> outcome_;
+  std::vector<std::string> refusal_;  // by layout: why the shard stage refused it
   std::vector<Candidate> known_;
   std::vector<std::vector<size_t>> groups_;  // by micro-batch group, its layouts
   std::vector<size_t> group_of_;

@@ -95,6 +95,7 @@ struct SearchResult {
   int64_t pruned_by_memory = 0;  // out of memory, by the model-state bound or the memory estimate
   int64_t pruned_by_bound = 0;   // dominated by a simulated layout, by lower bounds on memory and step time
   int64_t simulated = 0;
+  std::string first_refusal;     // why the shard stage refused the first refused layout
 };
 
 // Every layout of options.gpus GPUs (tp, pp, vpp, cp, dp, micro_batch, recompute, distributed

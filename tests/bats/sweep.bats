@@ -227,6 +227,27 @@ sweep_tiny() {
   assert_line "front: none (no valid layout fits in the GPUs' memory)"
 }
 
+@test "a search names the shard stage's reason for the first layout it refused" {
+  run syssim sweep llama3-8b --hardware "$H100" --search --gpus 8 --global-batch 16 --seq-length 4096 --clip-grad -1
+  assert_success
+  assert_line "front: none (no valid layout fits in the GPUs' memory; the first layout refused: clip_grad=-1 must be 0 or more and finite (0 disables clipping))"
+}
+
+@test "a search keeps the layouts the base job's pipeline schedule and parameter gather leave valid" {
+  # Megatron-LM takes the distributed optimizer over one data-parallel rank: with
+  # --fp8-param-gather (which needs it) tp 8 on 8 GPUs is a layout, sharded as optim.
+  run syssim sweep llama3-8b --hardware "$H100" --search --gpus 8 --global-batch 16 --seq-length 4096 \
+    --dtype fp8 --fp8-param-gather --format json
+  assert_success
+  jq -e '[.front[].inputs] | any(.["parallelism.dp"] == 1 and .["training.data_parallel_sharding_strategy"] == "optim")
+         and all(.["training.data_parallel_sharding_strategy"] != "no_shard")' <<< "$output"
+  # A schedule is of pipeline ranks: with zb-h1 the layouts without a pipeline stay.
+  run syssim sweep llama3-8b --hardware "$H100" --search --gpus 8 --global-batch 16 --seq-length 4096 \
+    --pipeline-schedule zb-h1 --format json
+  assert_success
+  jq -e '[.front[].inputs] | any(.["parallelism.pp"] == 1) and any(.["parallelism.pp"] > 1)' <<< "$output"
+}
+
 @test "syssim sweep --plot draws one bar per simulated point as well-formed SVG" {
   run sweep_tiny --gpus 4 --global-batch 4 --over parallelism.tp=1,2,3 --plot "$BATS_TEST_TMPDIR/sweep.svg"
   assert_success
