@@ -296,6 +296,13 @@ void check_expert_parallel(const ModelConfig& model, const ShardOptions& options
     throw DataError("ep*etp=" + str(p.ep * etp) + " does not divide the tp*cp*dp=" + str(attention_ranks) +
                     " ranks of a pipeline stage (Megatron-Core's parallel folding" + (p.etp ? ")" : "; etp defaults to tp)"));
   expert_rank_order(p);  // refuses an order that leaves out ep, as the decoder's order check does
+  // Megatron-Core orders the expert layers' ranks as the dense layers'; unless pp varies
+  // slowest, their pipeline groups agree only where both data-parallel sizes do
+  // (parallel_state.initialize_model_parallel refuses the rest).
+  if (p.pp > 1 && !ends_with(p.order, "-pp") && p.expert_dp() != p.dp)
+    throw UsageError("order=" + p.order + " does not put pp last, which needs the expert layers' data-parallel size (" +
+                     str(p.expert_dp()) + " = tp*cp*dp/(ep*etp)) to equal dp=" + str(p.dp) +
+                     ", as Megatron-Core's parallel_state requires");
   // Megatron-Core's MoELayer refuses to train with TP but without sequence parallelism.
   if (p.tp > 1 && !p.sp)
     throw UsageError("tp=" + str(p.tp) + " with experts needs --sp (Megatron-Core's MoE layer requires sequence "
