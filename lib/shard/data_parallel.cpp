@@ -287,11 +287,12 @@ class StepOps {
   }
 
   // Each bucket is reduced once its gradients are final: with --overlap-grad-reduce as soon as
-  // backward has written them (the deps its reads give), otherwise after the whole backward.
-  // Gradients sharded by layer (optim_grads, optim_grads_params) were reduce-scattered in each
-  // micro-batch already.
+  // backward has written them (the deps its reads give), otherwise after the whole backward,
+  // the dense buckets' then the experts', one after another (Megatron-LM's finish_grad_sync:
+  // synchronous collectives). Gradients sharded by layer (optim_grads, optim_grads_params)
+  // were reduce-scattered in each micro-batch already.
   void reduce_buckets() {
-    const std::vector<int64_t> wait_for = t_.overlap_grad_reduce ? std::vector<int64_t>{} : end_of_backward(shard_.ops);
+    std::vector<int64_t> wait_for = t_.overlap_grad_reduce ? std::vector<int64_t>{} : end_of_backward(shard_.ops);
     const Collective reduction = t_.distributed_optimizer ? Collective::reduce_scatter : Collective::all_reduce;
     for (const BucketGroup& group : bucket_groups_) {
       if (group.ranks == 1 || t_.shards_gradients()) continue;
@@ -300,7 +301,8 @@ class StepOps {
         ShardOp c = step_collective(context_, reduction, group.group, group.buckets[i].params * t_.main_grad_bytes(),
                                     bucket_module(group.prefix + "data_parallel_grads", i));
         c.reads = c.writes = group.buckets[i].grads;
-        rewriter_.add(c, wait_for);
+        const int64_t id = rewriter_.add(c, wait_for);
+        if (!t_.overlap_grad_reduce) wait_for = {id};
       }
     }
   }
@@ -343,14 +345,16 @@ class StepOps {
     optimizer_step_ = {rewriter_.add(adam)};
   }
 
-  // Without --overlap-param-gather the gathers follow Adam, in bucket order.
+  // Without --overlap-param-gather the gathers follow Adam, in bucket order, the dense buckets'
+  // then the experts', one after another (Megatron-LM's start_param_sync(force_sync=True)).
   void gather_params_after_step() {
     if (!gathers_after_step() || t_.overlap_param_gather) return;
     for (const BucketGroup& group : bucket_groups_)
       if (group.ranks > 1)
         for (size_t i = 0; i < group.buckets.size(); ++i)
           if (!group.buckets[i].grads.empty())
-            optimizer_step_.push_back(rewriter_.add(param_gather(context_, group, i, OpScope::step), {optimizer_step_[0]}));
+            optimizer_step_.push_back(
+                rewriter_.add(param_gather(context_, group, i, OpScope::step), {optimizer_step_.back()}));
   }
 
   // Megatron-LM zeroes the main gradient buffer at the start of each step (zero_grad_buffer):

@@ -477,6 +477,27 @@ TEST(Experts, ExpertGradientsAreReducedOverTheExpertDataParallelGroup) {
   EXPECT_DOUBLE_EQ(reduced("dp"), (shard.params_local - shard.stage_expert_params_local[0]) * 4);
 }
 
+TEST(Experts, WithoutOverlapTheExpertGradientsAndWeightsSyncAfterTheDenseOnes) {
+  // Megatron-LM's finish_grad_sync and start_param_sync walk the dense bucket groups, then the
+  // expert ones, each collective synchronous: the edp reduce-scatter waits for the dp one, and
+  // the edp all-gather after Adam for the dp one.
+  ShardOptions options = layout(1, 8, 4);
+  options.training.distributed_optimizer = true;
+  ShardSection shard = sharded(options);
+  auto step_collective = [&](const std::string& group, Collective collective) {
+    for (const ShardOp& op : shard.ops)
+      if (op.kind == OpKind::collective && to_string(op.group) == group && op.collective == collective &&
+          op.scope == OpScope::step)
+        return op;
+    ADD_FAILURE() << "no " << group << " collective";
+    return ShardOp{};
+  };
+  for (Collective collective : {Collective::reduce_scatter, Collective::all_gather}) {
+    const ShardOp dense = step_collective("dp", collective), expert = step_collective("edp", collective);
+    EXPECT_EQ(std::count(expert.deps.begin(), expert.deps.end(), dense.id), 1);
+  }
+}
+
 TEST(Experts, OneExpertRankExchangesNothing) {
   // ep 1 and etp 1: Megatron-Core's _AllToAll returns its input over a group of one rank, and so
   // do the allgather dispatcher's gathers over etp x ep = 1: no collective, no buffer.
