@@ -511,8 +511,11 @@ std::string HardwareConfig::label() const {
   return file.empty() || stem_of(file) == name ? name : name + " (" + file + ")";
 }
 
-HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& name, const std::string& base_dir) {
-  YAML::Node node = load_yaml_text(text, name);
+namespace {
+
+// The hardware of a loaded YAML mapping, read from the node itself: a dumped and parsed
+// copy would lose what the reader refuses (a quoted number is text).
+HardwareConfig hardware_from_node(const YAML::Node& node, const std::string& name, const std::string& base_dir) {
   check_keys(node, kHardwareKeys, name);
   HardwareConfig hw;
   hw.name = yaml_get<std::string>(node, "name", name, stem_of(name));
@@ -618,6 +621,12 @@ HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& n
   return hw;
 }
 
+}  // namespace
+
+HardwareConfig parse_hardware_yaml(const std::string& text, const std::string& name, const std::string& base_dir) {
+  return hardware_from_node(load_yaml_text(text, name), name, base_dir);
+}
+
 double tensor_core_peak_tflops(const HardwareConfig& hw, const std::string& dtype) {
   auto required = [&](const std::optional<double>& peak, const char* key) {
     if (!peak) throw DataError("hardware " + hw.label() + ": " + key + " is required by " + dtype + " GEMM and attention");
@@ -703,7 +712,7 @@ YAML::Node hardware_node(const std::string& path, int depth) {
 
 HardwareConfig load_hardware_yaml(const std::string& name_or_path) {
   const std::string path = preset_file(PresetKind::kHardware, name_or_path);
-  return parse_hardware_yaml(YAML::Dump(hardware_node(path, 0)), path);
+  return hardware_from_node(hardware_node(path, 0), path, "");
 }
 
 void validate(const HardwareConfig& hw, const std::string& where) {
@@ -742,6 +751,9 @@ void validate(const HardwareConfig& hw, const std::string& where) {
                     " must equal gpus_per_node=" + std::to_string(hw.gpus_per_node));
   if (hw.topology.size() > 1 && hw.inter_node_bandwidth_GBps)
     throw DataError(where + ": give the scale-out network either as topology.levels[1..] or as inter_node_bandwidth_GBps, not both");
+  if (hw.topology.size() > 1 && hw.inter_node_latency_us != 0)  // the levels' latency_us replace it
+    throw DataError(where + ": give the scale-out latency as topology.levels[1..].latency_us; inter_node_latency_us=" +
+                    text_of(hw.inter_node_latency_us) + " is for the inter_node_bandwidth_GBps shorthand");
   for (size_t i = 0; i < hw.topology.size(); ++i) {
     const TopologyLevel& level = hw.topology[i];
     const std::string at = where + ": topology.levels[" + std::to_string(i) + "]";

@@ -746,6 +746,9 @@ TEST(Loader, ScaleOutLevelsAreCheckedWithTheirIndex) {
   const std::vector<std::array<std::string, 3>> cases = {
       {"both.yaml", leaf + "inter_node_bandwidth_GBps: 50\n",
        "both.yaml: give the scale-out network either as topology.levels[1..] or as inter_node_bandwidth_GBps, not both"},
+      {"latency.yaml", leaf + "inter_node_latency_us: 50\n",
+       "latency.yaml: give the scale-out latency as topology.levels[1..].latency_us; inter_node_latency_us=50 is for "
+       "the inter_node_bandwidth_GBps shorthand"},
       {"uneven.yaml", "    - kind: leaf\n      size: 12\n      bandwidth_GBps: 50\n",
        "uneven.yaml: topology.levels[1].size=12: expected a multiple of the level below's size 8, or none "
        "(the whole cluster)"},
