@@ -270,12 +270,12 @@ CostEstimator::CostEstimator(HardwareConfig hardware, const CostOptions& options
 
 // The roofline an uncalibrated kernel's efficiency applies to: an FP8 GEMM on hardware with a
 // measured FP8 speed-up takes its 16-bit twin's over it, never less than its own at the FP8
-// peak, and the bare roofline (--roofline) the peak's; an attention kernel's counts its
-// exponentials against its head dimension's.
+// peak; an attention kernel's counts its exponentials against its head dimension's. The bare
+// roofline (--roofline) is the peaks' alone.
 double CostEstimator::uncalibrated_roofline(const Kernel& kernel, double roofline) const {
+  if (options_.estimator == "roofline") return roofline;
   if (kernel.family == "attention") return roofline * attention_exponential_factor(kernel, hardware_);
-  if (kernel.family != "gemm" || kernel.dtype != "fp8" || !hardware_.fp8_gemm_speedup || options_.estimator == "roofline")
-    return roofline;
+  if (kernel.family != "gemm" || kernel.dtype != "fp8" || !hardware_.fp8_gemm_speedup) return roofline;
   return std::max(roofline, roofline_us(kernel_in_dtype(kernel, "bf16"), hardware_) / *hardware_.fp8_gemm_speedup);
 }
 

@@ -359,6 +359,12 @@ TEST(AttentionExponentials, SmallHeadDimensionsPayTheirExponentialsAtTheSfuPeak)
     EXPECT_DOUBLE_EQ(time_of(128, backward), roofline(128, backward));
     EXPECT_DOUBLE_EQ(time_of(192, backward), roofline(192, backward));
   }
+  // --roofline is the bare peaks': the FLOPs at the tensor-core peak at every head dimension.
+  Graph bare;
+  bare.shard = ShardSection{};
+  bare.shard->ops = {attention_at_head_dim(64, false)};
+  cost_graph(bare, hw, CostOptions{"roofline", ""});
+  EXPECT_DOUBLE_EQ(bare.cost->ops[0].time_us, roofline(64, false));
   hw.sfu_peak.reset();  // without sfu_peak: the roofline at every head dimension
   EXPECT_DOUBLE_EQ(time_of(64, false), roofline(64, false));
 }
