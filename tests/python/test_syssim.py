@@ -316,6 +316,12 @@ def test_config_objects_take_back_what_reports_and_traces_give():
     assert (training.micro_batch, training.global_batch, training.dtype, training.recompute) == (1, 1, "bf16", "none")
     training.use_distributed_optimizer = True
     assert training.to_dict() == {"distributed_optimizer": True}
+    # A strategy sharding the optimizer state implies it (docs/graph-format.md); the two names
+    # of one key may not disagree; a size written 2.0 is 2, as the library reads it.
+    assert syssim.TrainingConfig(data_parallel_sharding_strategy="optim_grads").use_distributed_optimizer
+    with pytest.raises(ValueError, match=r"distributed_optimizer and use_distributed_optimizer .* disagree"):
+        syssim.TrainingConfig(distributed_optimizer=True, use_distributed_optimizer=False)
+    assert syssim.ParallelismConfig(tp=2.0, dp=4).world_size == 8
     traced = syssim.trace(model="llama3-8b", parallelism=dict(tp=2, sp=True), training=dict(global_batch=4))
     assert (traced.model.name, traced.parallelism.tp, traced.training.global_batch) == ("llama3-8b", 2, 4)
     # The pipeline's layout and schedule and the CP exchange come back as given.

@@ -207,11 +207,15 @@ class ParallelismConfig(_Fields):
     @property
     def world_size(self):
         """tp x dp x cp x pp (read-only)."""
+        sizes = []
         for name in ("tp", "dp", "cp", "pp"):
             size = getattr(self, name)
+            if isinstance(size, float) and size.is_integer():  # 2.0 is 2, as the library reads it
+                size = int(size)
             if isinstance(size, bool) or not isinstance(size, int):
                 raise ValueError(f"ParallelismConfig: {name}={size!r} is not a whole number")
-        return self.tp * self.dp * self.cp * self.pp
+            sizes.append(size)
+        return sizes[0] * sizes[1] * sizes[2] * sizes[3]
 
 
 class TrainingConfig(_Fields):
@@ -222,11 +226,15 @@ class TrainingConfig(_Fields):
     _defaults = json.loads(_syssim.training_defaults())
 
     def __init__(self, *, micro_batch=None, global_batch=None, dtype=None, recompute=None,
-                 use_distributed_optimizer=False, fp16=False, bf16=False, fp8=False, **more):
+                 use_distributed_optimizer=None, fp16=False, bf16=False, fp8=False, **more):
         for name, on in (("use_distributed_optimizer", use_distributed_optimizer), ("fp16", fp16), ("bf16", bf16),
                          ("fp8", fp8)):
-            if not isinstance(on, bool):
+            if not isinstance(on, bool) and not (name == "use_distributed_optimizer" and on is None):
                 raise ValueError(f"TrainingConfig: {name}={on!r}: expected True or False")
+        if use_distributed_optimizer is not None and "distributed_optimizer" in more and \
+                more["distributed_optimizer"] != use_distributed_optimizer:
+            raise ValueError("TrainingConfig: distributed_optimizer and use_distributed_optimizer (its spec name) "
+                             "disagree")
         flags = [name for name, on in (("fp16", fp16), ("bf16", bf16), ("fp8", fp8)) if on]
         if len(flags) + (dtype is not None) > 1:
             raise ValueError("TrainingConfig: select one precision (dtype= or one of fp16=/bf16=/fp8=)")
@@ -239,8 +247,8 @@ class TrainingConfig(_Fields):
 
     @property
     def use_distributed_optimizer(self):
-        """The spec's name of distributed_optimizer."""
-        return bool(self.distributed_optimizer)
+        """The spec's name of distributed_optimizer, which a sharding strategy beyond no_shard implies."""
+        return bool(self.distributed_optimizer) or self.data_parallel_sharding_strategy not in (None, "no_shard")
 
     @use_distributed_optimizer.setter
     def use_distributed_optimizer(self, on):
