@@ -32,8 +32,9 @@ SweepOutput sweep_command(const SweepRequest& r, const SweepProgress& progress) 
   if (merge) {
     require(r.model_path.empty() && r.hardware_path.empty() && r.over.empty(),
             "--merge joins result files: give no model, --hardware or --over");
-    std::vector<SweepRow> rows = merge_sweep_files(r.merge_files);
-    output.text = render_sweep(rows, r.metric, r.top, r.format);
+    SweepJobNames job;
+    std::vector<SweepRow> rows = merge_sweep_files(r.merge_files, &job);
+    output.text = render_sweep(rows, r.metric, r.top, r.format, job);
     if (r.plot) output.plot_svg = plot_sweep(rows, r.metric);
     return output;
   }
@@ -60,7 +61,7 @@ SweepOutput sweep_command(const SweepRequest& r, const SweepProgress& progress) 
   const std::vector<SweepAxis> axes = axes_of(r.over);
   require(!axes.empty(), "syssim sweep needs at least one --over PATH=V1,V2,... (or --search, or --merge)");
   std::vector<SweepRow> rows = run_sweep(model, hardware, r.options, axes, settings);
-  output.text = render_sweep(rows, r.metric, r.top, r.format);
+  output.text = render_sweep(rows, r.metric, r.top, r.format, {model.name, hardware.name});
   if (r.plot) output.plot_svg = plot_sweep(rows, r.metric);
   return output;
 }

@@ -169,7 +169,7 @@ std::vector<size_t> rank_rows(const std::vector<SweepRow>& rows, const std::stri
 }
 
 std::string render_sweep(const std::vector<SweepRow>& rows, const std::string& metric, std::optional<int64_t> top,
-                         const std::string& format) {
+                         const std::string& format, const SweepJobNames& job) {
   check_format(format);
   std::vector<size_t> ranked = rank_rows(rows, metric);
   std::vector<SweepRow> shown = rows;
@@ -183,7 +183,12 @@ std::string render_sweep(const std::vector<SweepRow>& rows, const std::string& m
   if (format == "json") {
     // The index of the best point among those shown: the first under --top.
     ordered_json best = ranked.empty() ? ordered_json() : ordered_json(top ? 0 : ranked.front());
-    return ordered_json{{"metric", metric}, {"points", rows_json(shown)}, {"best", best}}.dump(2) + "\n";
+    ordered_json document = ordered_json::object();
+    if (!job.model.empty()) document["model"] = job.model, document["hardware"] = job.hardware;
+    document["metric"] = metric;
+    document["points"] = rows_json(shown);
+    document["best"] = best;
+    return document.dump(2) + "\n";
   }
   return render_table(shown, columns, true) + best_line(rows, ranked, metric);
 }
@@ -210,18 +215,33 @@ std::string render_search(const SearchResult& result, const std::string& format)
   return text;
 }
 
-std::vector<SweepRow> merge_sweep_files(const std::vector<std::string>& paths) {
+std::vector<SweepRow> merge_sweep_files(const std::vector<std::string>& paths, SweepJobNames* job) {
   std::vector<SweepRow> rows;
+  SweepJobNames first;
+  std::string first_path;
   for (const std::string& path : paths) {
     const ordered_json document = parse_json<ordered_json>(read_input(path), path);
     if (document.is_object() && document.contains("front"))  // a front's rows are not points of one product
       throw DataError(path + ": a --search result (its \"front\") does not merge; merge sweeps' JSON outputs");
     if (!document.is_object() || !document.contains("points") || !document.at("points").is_array())
       throw DataError(path + ": expected the JSON output of syssim sweep (an object with \"points\")");
+    // Points of other jobs are not points of one product (a sweep's JSON before the names: any).
+    if (document.contains("model")) {
+      for (const char* key : {"model", "hardware"})
+        if (!document.contains(key) || !document.at(key).is_string())
+          throw DataError(path + ": /" + key + ": expected the name of the sweep's " + key);
+      const SweepJobNames names{document.at("model"), document.at("hardware")};
+      if (first_path.empty())
+        first = names, first_path = path;
+      else if (names.model != first.model || names.hardware != first.hardware)
+        throw DataError(path + ": a sweep of " + names.model + " on " + names.hardware + ", where " + first_path +
+                        " is of " + first.model + " on " + first.hardware + ": merge the sweeps of one job");
+    }
     const ordered_json& points = document.at("points");
     for (size_t i = 0; i < points.size(); ++i)
       rows.push_back(sweep_row_from_json(points[i], path + ": /points/" + std::to_string(i)));
   }
+  if (job) *job = first;
   return rows;
 }
 

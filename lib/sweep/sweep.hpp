@@ -130,12 +130,19 @@ struct SweepOutput {
 
 SweepOutput sweep_command(const SweepRequest& request, const SweepProgress& progress = {});
 
-// Renders rows (all of them, or the `top` best valid ones, best first) as table, csv or json.
-std::string render_sweep(const std::vector<SweepRow>& rows, const std::string& metric, std::optional<int64_t> top,
-                         const std::string& format);
+// The model and hardware a sweep's points ran on, by name; empty: not known.
+struct SweepJobNames {
+  std::string model, hardware;
+};
 
-// Joins the JSON outputs of sweeps (`--format json`) into one list of rows, in file order.
-std::vector<SweepRow> merge_sweep_files(const std::vector<std::string>& paths);
+// Renders rows (all of them, or the `top` best valid ones, best first) as table, csv or json
+// (which names `job`'s model and hardware when known).
+std::string render_sweep(const std::vector<SweepRow>& rows, const std::string& metric, std::optional<int64_t> top,
+                         const std::string& format, const SweepJobNames& job = {});
+
+// Joins the JSON outputs of sweeps (`--format json`) into one list of rows, in file order, and
+// sets `job` to the model and hardware they name; DataError for files naming different ones.
+std::vector<SweepRow> merge_sweep_files(const std::vector<std::string>& paths, SweepJobNames* job = nullptr);
 
 // The shell commands of --emit-jobs: one single-point `syssim sweep` per point of the axes,
 // writing DIR/point-NNNN.json. `command_line` is the emitting command line; its --over,

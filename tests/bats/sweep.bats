@@ -133,6 +133,12 @@ sweep_tiny() {
     merged=$(syssim sweep --merge "$BATS_TEST_TMPDIR"/jobs/point-*.json --format "$format" --metric step_time_ms)
     assert_equal "$merged" "$expected"
   done
+  # A sweep of another hardware is no point of this one.
+  syssim sweep "$TINY" --hardware "$H100" --gpus 4 --global-batch 8 --over parallelism.tp=1 --format json \
+    -o "$BATS_TEST_TMPDIR/h100.json"
+  run syssim sweep --merge "$BATS_TEST_TMPDIR/jobs/point-0000.json" "$BATS_TEST_TMPDIR/h100.json"
+  assert_failure 1
+  assert_output "syssim: error: $BATS_TEST_TMPDIR/h100.json: a sweep of tiny on h100-sxm-80gb, where $BATS_TEST_TMPDIR/jobs/point-0000.json is of tiny on a100-sxm-80gb: merge the sweeps of one job"
 }
 
 @test "a rerun reads every point from the cache; --no-cache simulates again" {
