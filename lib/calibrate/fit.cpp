@@ -451,6 +451,14 @@ std::vector<FamilyFit> calibrate(const CalibrateOptions& options) {
     fits.push_back(family.fit);
   }
   if (fits.empty()) throw DataError(options.data_dir + ": none of the calibration files " + join(known, ","));
+  // A folder given for a family that holds none of its files would leave the family out unsaid.
+  for (const auto& [family, folder] : options.family_data_dirs)
+    if (!manifest["families"].contains(family)) {
+      std::vector<std::string> files_of_family;
+      for (const Source& source : sources())
+        if (source.family == family) files_of_family.push_back(source.file);
+      throw DataError(folder + ": --family-data " + family + " names a folder holding none of " + join(files_of_family, ","));
+    }
   if (!options.fp8_speedup_dir.empty() &&
       !(manifest["families"].contains("gemm") && manifest["families"]["gemm"].contains("fp8_speedup")))
     throw UsageError("--fp8-speedup-data: this bundle does not transfer FP8 GEMMs from 16-bit ones (it measures "

@@ -257,10 +257,24 @@ CostEstimator::CostEstimator(HardwareConfig hardware, const CostOptions& options
                     " (a copy of a preset keeps the preset's bundle with `extends: PRESET` instead)");
   if (options_.estimator != "roofline" && !bundle.empty()) {
     calibrated_ = std::make_shared<CalibratedModel>(CalibratedModel::load(bundle, hardware_));
-    // A family the bundle has no model of would be priced by the roofline and reported as calibrated.
     const std::vector<std::string> fitted = calibrated_->families();
+    auto fits = [&](const std::string& family) { return std::find(fitted.begin(), fitted.end(), family) != fitted.end(); };
+    if (!options_.calibrated_model.empty()) {
+      // A bundle given for the job: the hardware's calibrated families it fits, the others
+      // priced as a hardware without a bundle prices them; reported as the bundle given.
+      std::vector<std::string>& families = hardware_.calibrated_families;
+      if (families.empty()) families = fitted;
+      families.erase(std::remove_if(families.begin(), families.end(), [&](const std::string& f) { return !fits(f); }),
+                     families.end());
+      if (families.empty())
+        throw DataError(bundle + ": fits " + join(fitted) + ", none of the families hardware " + hardware_.label() +
+                        " prices from a bundle");
+      hardware_.calibrated_model = hardware_.calibrated_model_dir = bundle;
+    }
+    // A family the hardware's own bundle has no model of would be priced by the roofline and
+    // reported as calibrated.
     for (const std::string& family : hardware_.calibrated_families)
-      if (std::find(fitted.begin(), fitted.end(), family) == fitted.end())
+      if (!fits(family))
         throw DataError("hardware " + hardware_.label() + ": key 'calibrated_families' lists '" + family +
                         "', which its bundle " + std::filesystem::path(bundle).filename().string() +
                         " has no model of (it fits " + join(fitted) + ")");

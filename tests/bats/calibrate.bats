@@ -111,7 +111,23 @@ small_data() {
     --family-overhead-us attention=x
   assert_failure 2
   assert_output "syssim: error: --family-overhead-us=attention=x: expected a number of us >= 0"
+  # A family's folder without its file would leave the family out of the bundle unsaid.
+  mkdir -p "$BATS_TEST_TMPDIR/no-attention"
+  run syssim calibrate --data "$(small_data)" --hardware "$H100" -o "$BATS_TEST_TMPDIR/out" \
+    --family-data attention="$BATS_TEST_TMPDIR/no-attention"
+  assert_failure 1
+  assert_output "syssim: error: $BATS_TEST_TMPDIR/no-attention: --family-data attention names a folder holding none of attention.csv"
   [ ! -e "$BATS_TEST_TMPDIR/out" ]
+}
+
+@test "a bundle of GEMMs alone given to syssim run prices the GEMMs, is named in the report, and leaves attention to the efficiencies" {
+  mkdir -p "$BATS_TEST_TMPDIR/gemm-only"
+  cp "$(small_data)/gemm.csv" "$BATS_TEST_TMPDIR/gemm-only/"
+  syssim calibrate --data "$BATS_TEST_TMPDIR/gemm-only" --dtype fp16 --hardware "$H100" -o "$BATS_TEST_TMPDIR/bundle" >/dev/null
+  run syssim run llama3-8b --hardware "$H100" --calibrated "$BATS_TEST_TMPDIR/bundle" --format json
+  assert_success
+  jq -e --arg bundle "$BATS_TEST_TMPDIR/bundle" '.estimator == "calibrated gemm from \($bundle), the rest the roofline over the hardware'"'"'s efficiencies"
+    and .hardware.calibrated_model == $bundle' <<< "$output"
 }
 
 @test "calibrate refuses a bad dtype and holdout, and will not replace a folder that is not a bundle" {
