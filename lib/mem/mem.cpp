@@ -437,16 +437,20 @@ TrainingStateBytes training_state_bytes(double params, const ParallelismConfig& 
   TrainingStateBytes states;
   states.grad_bytes = (training.shards_gradients() ? shard_params : params) * training.main_grad_bytes();
   states.optimizer_state_bytes = shard_params * training.optimizer_state_bytes();
+  if (training.grad_reduce_in_bf16) states.fp32_grad_copy_bytes = shard_params * kFp32Bytes;
+  if (training.shards_weights() && params > 0) states.weight_share = shard_params / params;
   // FSDP2 (torchtitan) shards the fp32 parameters themselves: the optimizer updates them in
-  // place, as its master weights, and they are cast to 16 bits as they are gathered
-  // (MixedPrecisionPolicy's param_dtype).
+  // place, as its master weights, and they are cast to 16 bits (or to fp8 by torchao's float8
+  // all-gather) as they are gathered (MixedPrecisionPolicy's param_dtype). A reduced gradient
+  // is cast back to its sharded parameter's dtype whatever the reduce dtype (foreach_reduce,
+  // torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py), and Adam reads it in place.
   if (training.shards_weights() && training.fsdp_implementation == FsdpImplementation::fsdp2 &&
       training.master_weight_bytes() == kFp32Bytes) {
     states.optimizer_state_bytes -= shard_params * kFp32Bytes;
-    states.weight_bytes_factor = kFp32Bytes / 2;
+    states.fp32_weight_shard_bytes = shard_params * kFp32Bytes;
+    states.grad_bytes = shard_params * kFp32Bytes;
+    states.fp32_grad_copy_bytes = 0;
   }
-  if (training.grad_reduce_in_bf16) states.fp32_grad_copy_bytes = shard_params * kFp32Bytes;
-  if (training.shards_weights() && params > 0) states.weight_share = shard_params / params;
   return states;
 }
 
@@ -478,7 +482,7 @@ void account_memory(Graph& g, const MemOptions& options) {
     const WeightBytes weights = weight_bytes(shard, rank);
     const double expert_params = shard.stage_expert_params_local.empty() ? 0 : shard.stage_expert_params_local.at(rank);
     TrainingStateBytes states = training_state_bytes(params, shard.parallelism, shard.training, expert_params);
-    stage.param_bytes = (weights.params * states.weight_bytes_factor + weights.quantized) * states.weight_share;
+    stage.param_bytes = states.fp32_weight_shard_bytes.value_or((weights.params + weights.quantized) * states.weight_share);
     stage.grad_bytes = states.grad_bytes;
     stage.optimizer_state_bytes = states.optimizer_state_bytes;
     RankLives lives(shard, transient, rank, programs[rank]);

@@ -1,5 +1,6 @@
 // Memory accounting (docs/syssim-mem.md): the peak memory of one GPU in a training step.
 #pragma once
+#include <optional>
 #include <vector>
 
 #include "common/graph.hpp"
@@ -36,9 +37,9 @@ struct TrainingStateBytes {
   double grad_bytes = 0;
   double optimizer_state_bytes = 0;
   double weight_share = 1;
-  // The 16-bit weights' bytes as held over their 2: FSDP2 keeps each shard in fp32 (2), as the
-  // master weight itself, which Adam's state then leaves out.
-  double weight_bytes_factor = 1;
+  // FSDP2's fp32 shards of the weights, the master weights themselves (which Adam's state then
+  // leaves out), held in place of the 16-bit weights' share; none otherwise.
+  std::optional<double> fp32_weight_shard_bytes;
   // bf16 main gradients: the fp32 copy of the rank's optimizer shard that the optimizer step
   // reads (Megatron-LM's _copy_model_grads_to_main_grads, main_grad.float()), from the copy to
   // Adam; 0 with fp32 main gradients, which the optimizer reads in place.

@@ -160,9 +160,10 @@ class ShardedDataParallel {
   bool once_a_step() const { return fsdp_units_once_a_step(context_.options); }
 
   // FSDP2 keeps the root unit's weights (embedding, final norm, output layer: torchtitan's
-  // model-level fully_shard, reshard_after_forward False) whole from forward to backward, and
-  // every unit's once a step: the backward reads what the forward gathered. The unit of the
-  // same weights on the forward side.
+  // model-level fully_shard, reshard_after_forward False) and, without pipelining, the last
+  // decoder layer's (torchtitan's apply_fsdp: reshard_after_forward = layer_id < len(layers) - 1)
+  // whole from forward to backward, and every unit's once a step: the backward reads what the
+  // forward gathered. The unit of the same weights on the forward side.
   std::optional<UnitKey> forward_twin(const UnitKey& key) const {
     const auto [stage, chunk, backward, layer] = key;
     if (!backward) return std::nullopt;
@@ -172,8 +173,9 @@ class ShardedDataParallel {
     return found;
   }
   bool forward_twin_kept(const UnitKey& key) const {
+    const int64_t layer = std::get<3>(key);
     return context_.options.training.fsdp_implementation == FsdpImplementation::fsdp2 && forward_twin(key) &&
-           (std::get<3>(key) < 0 || once_a_step());
+           (layer < 0 || once_a_step() || layer == context_.model.num_layers - 1);
   }
 
   void emit() {
@@ -398,6 +400,17 @@ void check_sharded_data_parallel(const ModelConfig& model, const ShardOptions& o
     return;
   }
   const std::string strategy = to_string(t.data_parallel_sharding);
+  if (t.fsdp_implementation == FsdpImplementation::fsdp2) {
+    // FSDP2's ZeRO-2 (reshard_after_forward=False) gathers the weights in every micro-batch's
+    // forward and keeps them to its backward, a schedule of neither Megatron-FSDP's nor the
+    // pipelined once-a-step one syssim simulates.
+    if (!t.shards_weights() && p.pp == 1)
+      throw UsageError("fsdp_implementation=fsdp2 with data_parallel_sharding_strategy=" + strategy +
+                       " (reshard_after_forward=False) is not simulated without pipeline stages; give optim_grads_params");
+    if (t.store_param_remainders)
+      throw UsageError("store_param_remainders is Megatron-LM's; fsdp_implementation=fsdp2 keeps the fp32 shards as the "
+                       "master weights");
+  }
   if (pipeline_schedule == ScheduleKind::zb_h1)
     throw UsageError("data_parallel_sharding_strategy=" + strategy +
                      " with the zb-h1 schedule is not simulated yet (its weight pass splits a unit's backward)");

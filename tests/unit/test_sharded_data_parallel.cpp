@@ -437,7 +437,7 @@ TEST(ShardedDataParallel, TrainingStateIsShardedOverTheDataParallelRanks) {
     EXPECT_DOUBLE_EQ(params.grad_bytes, kGradBytes * P / 4);
     EXPECT_DOUBLE_EQ(params.optimizer_state_bytes, kOptimizerBytes * P / 4);
     EXPECT_DOUBLE_EQ(params.weight_share, 0.25);
-    EXPECT_DOUBLE_EQ(params.weight_bytes_factor, 1);
+    EXPECT_FALSE(params.fp32_weight_shard_bytes.has_value());
   }
   // FSDP2 holds the fp32 shards as the master weights: 4 bytes of weights (twice the 16-bit
   // ones) and Adam's two moments, 8, on each of the P/4 parameters: 16P/4 with the gradients.
@@ -445,9 +445,15 @@ TEST(ShardedDataParallel, TrainingStateIsShardedOverTheDataParallelRanks) {
   fsdp2.training.fsdp_implementation = FsdpImplementation::fsdp2;
   normalize_sharding(fsdp2.training);
   TrainingStateBytes torchtitan = training_state_bytes(P, fsdp2.parallelism, fsdp2.training);
-  EXPECT_DOUBLE_EQ(torchtitan.weight_share * torchtitan.weight_bytes_factor * 2 * P, 4 * P / 4);
+  EXPECT_DOUBLE_EQ(torchtitan.fp32_weight_shard_bytes.value_or(0), 4 * P / 4);
   EXPECT_DOUBLE_EQ(torchtitan.optimizer_state_bytes, 8 * P / 4);
   EXPECT_DOUBLE_EQ(torchtitan.grad_bytes, 4 * P / 4);
+  // A bf16 reduction is cast back to the fp32 shard (FSDP2's foreach_reduce): still 4 bytes a
+  // gradient, read by Adam in place (no fp32 copy).
+  fsdp2.training.grad_reduce_in_bf16 = true;
+  TrainingStateBytes bf16_reduced = training_state_bytes(P, fsdp2.parallelism, fsdp2.training);
+  EXPECT_DOUBLE_EQ(bf16_reduced.grad_bytes, 4 * P / 4);
+  EXPECT_DOUBLE_EQ(bf16_reduced.fp32_grad_copy_bytes, 0);
   // --grad-reduce-in-bf16: 2 bytes per main gradient, 2P = 4,983,296 whole and P/2 = 1,245,824
   // sharded; Adam's fp32 states unchanged.
   ShardOptions bf16 = layout(4, "no_shard", 1, 1);
@@ -669,17 +675,20 @@ TEST(ShardedDataParallel, HybridShardingReduceScattersInAReplicaThenAllReducesAc
 }
 
 // FSDP2 as torchtitan runs it: the root unit (word embeddings; final norm and output layer)
-// stays whole from forward to backward, so its backward gathers nothing and reads what the
-// forward gathered.
-TEST(ShardedDataParallel, Fsdp2KeepsTheRootUnitWhole) {
+// and, without pipelining, the last decoder layer stay whole from forward to backward
+// (torchtitan's apply_fsdp), so their backward gathers nothing and reads what the forward
+// gathered.
+TEST(ShardedDataParallel, Fsdp2KeepsTheRootUnitAndTheLastLayerWhole) {
   ShardOptions options = layout(4, "optim_grads_params");
   options.training.fsdp_implementation = FsdpImplementation::fsdp2;
   const ShardSection shard = sharded(options);
-  // Backward: the two layers only (Megatron-FSDP's schedule gathers the output layer and the
-  // final norm again, 3 gathers; the embedding's backward reads no weight).
+  // Backward: the first of the two layers only (Megatron-FSDP's schedule gathers the second
+  // layer, the output layer and the final norm again, 3 gathers; the embedding's backward reads
+  // no weight).
   const auto backward = fsdp_collectives(shard, "all_gather", "backward");
-  EXPECT_EQ(backward.size(), 2u);
-  EXPECT_DOUBLE_EQ(message_bytes(backward), kWeightBytes * 2 * layer_params(1));
+  ASSERT_EQ(backward.size(), 1u);
+  EXPECT_EQ(backward[0]->module, "decoder.layers.0.fsdp_params");
+  EXPECT_DOUBLE_EQ(message_bytes(backward), kWeightBytes * layer_params(1));
   EXPECT_EQ(fsdp_collectives(sharded(layout(4, "optim_grads_params")), "all_gather", "backward").size(), 3u);
   // The output layer's data gradient waits for the forward's gather of it.
   const auto forward_output = ops_where(shard, [](const ShardOp& op) {

@@ -112,7 +112,7 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
          "--fsdp-implementation",
          [&t](const std::string& name) { t.fsdp_implementation = *parse_fsdp_implementation(name); },
          "Whose schedule the sharded strategies follow: megatron (Megatron-FSDP's, also PyTorch FSDP1's; default) "
-         "or fsdp2 (torchtitan's: the root unit kept whole from forward to backward; with --pp, every unit gathered and reduced once a step)")
+         "or fsdp2 (torchtitan's: the root unit and the last layer kept whole from forward to backward; with --pp, every unit gathered and reduced once a step)")
       ->check(CLI::IsMember({"megatron", "fsdp2"}));
   app.add_flag("--overlap-grad-reduce", t.overlap_grad_reduce, "Reduce gradients per bucket during the backward pass");
   app.add_flag("--overlap-param-gather", t.overlap_param_gather,
