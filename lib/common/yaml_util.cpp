@@ -26,6 +26,8 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
+}  // namespace
+
 std::string scalar_text(const YAML::Node& node) {
   if (node.IsScalar()) return "'" + node.Scalar() + "'";
   std::ostringstream out;
@@ -34,8 +36,6 @@ std::string scalar_text(const YAML::Node& node) {
   std::replace(text.begin(), text.end(), '\n', ' ');
   return text;
 }
-
-}  // namespace
 
 std::string nearest_key(const std::string& key, const std::vector<std::string>& allowed) {
   std::string best;

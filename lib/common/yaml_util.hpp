@@ -29,4 +29,7 @@ T yaml_require(const YAML::Node& node, const std::string& key, const std::string
 
 std::string nearest_key(const std::string& key, const std::vector<std::string>& allowed);
 
+// A value as an error names it: a scalar quoted ('x'), a list or mapping on one line.
+std::string scalar_text(const YAML::Node& node);
+
 }  // namespace syssim

@@ -92,6 +92,11 @@ void require_layer_count(int64_t layers, const std::string& key, const std::stri
 }
 
 // A latency or a floor: 0 (none) or more, and finite.
+// A count a key gives: 0 or more.
+void require_count(int64_t value, const std::string& key, const std::string& where) {
+  if (value < 0) throw DataError(where + ": key '" + key + "' must not be negative, got " + std::to_string(value));
+}
+
 void require_non_negative(double value, const std::string& key, const std::string& where) {
   std::ostringstream text;
   text << value;
@@ -136,7 +141,8 @@ std::vector<int> layer_pattern(const YAML::Node& node, const std::string& key, i
         entry = value[i].as<int>();
       } catch (const YAML::Exception&) {
       }
-      if (entry != 0 && entry != 1) throw fail("entry " + std::to_string(i) + " must be 0 or 1");
+      if (entry != 0 && entry != 1)
+        throw fail("entry " + std::to_string(i) + " must be 0 or 1, got " + scalar_text(value[i]));
       pattern.push_back(entry);
     }
   } else if (value.IsScalar() && value.Scalar().find('[') != std::string::npos) {
@@ -181,8 +187,8 @@ std::vector<int> layer_pattern(const YAML::Node& node, const std::string& key, i
 // The MoE, MLA, MTP and sliding-window keys of a model YAML (Megatron-Core's names).
 void parse_moe_and_attention(const YAML::Node& node, const std::string& name, ModelConfig& m) {
   m.num_moe_experts = yaml_get<int64_t>(node, "num_moe_experts", name, 0);
-  if (m.num_moe_experts < 0)  // 0 (or absent) is a dense model; below it a slip, named before the keys it gates
-    throw DataError(name + ": key 'num_moe_experts' must not be negative, got " + std::to_string(m.num_moe_experts));
+  // 0 (or absent) is a dense model; below it a slip, named before the keys it gates.
+  require_count(m.num_moe_experts, "num_moe_experts", name);
   if (m.is_moe()) {
     m.moe_router_topk = yaml_get<int64_t>(node, "moe_router_topk", name, m.moe_router_topk);
     m.moe_ffn_hidden_size = yaml_get<int64_t>(node, "moe_ffn_hidden_size", name, m.ffn_hidden_size);
@@ -228,7 +234,8 @@ void parse_moe_and_attention(const YAML::Node& node, const std::string& name, Mo
     // Megatron's (left, right) tuple, or the left size alone; causal attention has no right part.
     if (window.IsSequence()) {
       if (window.size() != 2 || window[1].as<std::string>() != "0")
-        throw DataError(name + ": key 'window_size' must be [LEFT, 0] (causal sliding window) or LEFT");
+        throw DataError(name + ": key 'window_size' must be [LEFT, 0] (causal sliding window) or LEFT, got " +
+                        scalar_text(window));
       m.window_size = window[0].as<int64_t>();
     } else {
       m.window_size = yaml_require<int64_t>(node, "window_size", name);
@@ -422,8 +429,8 @@ void validate(const ModelConfig& m, const std::string& where) {
   require_probability(m.attention_dropout, "attention_dropout", where);
   require_one_of(m.softmax_type, {"vanilla", "learnable"}, "softmax_type", where);
   require_one_of(m.cross_entropy, {"vocab_parallel", "torch_fp32"}, "cross_entropy", where);
-  if (m.mtp_num_layers < 0) throw DataError(where + ": key 'mtp_num_layers' must not be negative");
-  if (m.window_size < 0) throw DataError(where + ": key 'window_size' must not be negative");
+  require_count(m.mtp_num_layers, "mtp_num_layers", where);
+  require_count(m.window_size, "window_size", where);
   auto check_pattern = [&](const std::vector<int>& pattern, const char* key) {
     if (static_cast<int64_t>(pattern.size()) != m.num_layers ||
         std::any_of(pattern.begin(), pattern.end(), [](int entry) { return entry != 0 && entry != 1; }))
@@ -455,7 +462,7 @@ void validate(const ModelConfig& m, const std::string& where) {
     require_positive(m.qk_head_dim, "qk_head_dim", where);
     require_positive(m.qk_pos_emb_head_dim, "qk_pos_emb_head_dim", where);
     require_positive(m.v_head_dim, "v_head_dim", where);
-    if (m.q_lora_rank < 0) throw DataError(where + ": key 'q_lora_rank' must not be negative");
+    require_count(m.q_lora_rank, "q_lora_rank", where);
     if (!m.rope) throw DataError(where + ": multi_latent_attention needs rope (its keys carry a RoPE part)");
   }
   if (!m.is_moe()) return;
@@ -464,8 +471,7 @@ void validate(const ModelConfig& m, const std::string& where) {
   if (m.moe_router_topk > m.num_moe_experts)
     throw DataError(where + ": moe_router_topk=" + std::to_string(m.moe_router_topk) + " exceeds num_moe_experts=" +
                     std::to_string(m.num_moe_experts));
-  if (m.moe_shared_expert_intermediate_size < 0)
-    throw DataError(where + ": key 'moe_shared_expert_intermediate_size' must not be negative");
+  require_count(m.moe_shared_expert_intermediate_size, "moe_shared_expert_intermediate_size", where);
   check_pattern(m.moe_layer_pattern, "moe_layer_freq");
   require_one_of(m.moe_router_score_function, {"softmax", "sigmoid"}, "moe_router_score_function", where);
   require_one_of(m.moe_router_load_balancing_type, {"aux_loss", "seq_aux_loss", "global_aux_loss", "none"},
@@ -479,7 +485,7 @@ void validate(const ModelConfig& m, const std::string& where) {
   // best group_topk groups.
   for (const auto& [key, value] : {std::pair{"moe_router_num_groups", m.moe_router_num_groups},
                                     {"moe_router_group_topk", m.moe_router_group_topk}})
-    if (value < 0) throw DataError(where + ": key '" + key + "' must not be negative, got " + std::to_string(value));
+    require_count(value, key, where);
   if ((m.moe_router_num_groups > 0) != (m.moe_router_group_topk > 0))
     throw DataError(where + ": moe_router_num_groups and moe_router_group_topk go together");
   if (m.moe_router_num_groups > 0 &&

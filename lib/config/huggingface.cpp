@@ -452,19 +452,22 @@ void map_experts(const Architecture& arch, const ConfigReader& r, YAML::Node& m)
 // mapped (Megatron's window_size, and window_attn_skip_freq where only some layers slide), at
 // any sequence: a window holding the whole sequence is traced as full attention (traced_at).
 // For the other architectures syssim prices every layer's attention over the whole causal
-// sequence, which overstates those layers, so a sequence longer than the window is refused; at
-// or below it, sliding and full attention are the same.
-void map_attention_window(const Architecture& arch, const ConfigReader& r, int64_t seq_length,
+// sequence, which overstates those layers, so a sequence longer than the window is refused
+// unless the overrides give the window (`window_given`: their window_size and
+// window_attn_skip_freq say which layers slide); at or below it, sliding and full attention
+// are the same.
+void map_attention_window(const Architecture& arch, const ConfigReader& r, int64_t seq_length, bool window_given,
                           const std::string& where, YAML::Node& m) {
   // GPT-OSS's layer types are checked even where none slides.
   const std::vector<int> gpt_oss_sliding = arch.family == Family::gpt_oss ? gpt_oss_sliding_layers(r) : std::vector<int>();
   std::optional<int64_t> window = sliding_window(r);
   if (!window) return;
   if (arch.family != Family::mixtral && arch.family != Family::gpt_oss) {
-    if (seq_length <= *window) return;
+    if (seq_length <= *window || window_given) return;
     throw DataError(where + ": architecture " + arch.name + " has sliding-window attention (window " +
                     std::to_string(*window) + ") and seq_length " + std::to_string(seq_length) +
-                    " is longer; syssim models the sliding windows of MixtralForCausalLM and GptOssForCausalLM only");
+                    " is longer; syssim maps the sliding windows of MixtralForCausalLM and GptOssForCausalLM only: "
+                    "give overrides.window_size (and window_attn_skip_freq where only some layers slide)");
   }
   // transformers' window counts the query among its keys; Megatron's left window does not.
   m["window_size"] = *window - 1;
@@ -538,7 +541,7 @@ void refuse_graph_as_model(const std::string& where) {
                   "give a graph to the stage after its last section");
 }
 
-YAML::Node map_huggingface_config(const json& config, int64_t seq_length, const std::string& where) {
+YAML::Node map_huggingface_config(const json& config, int64_t seq_length, const std::string& where, bool window_given) {
   if (!config.is_object()) throw DataError(where + ": expected a JSON object");
   if (is_syssim_graph(config)) refuse_graph_as_model(where);
   if (!config.contains("architectures") || !config["architectures"].is_array() || config["architectures"].empty() ||
@@ -576,7 +579,7 @@ YAML::Node map_huggingface_config(const json& config, int64_t seq_length, const 
   else
     map_grouped_query_attention(*arch, reader, m);
   map_experts(*arch, reader, m);
-  map_attention_window(*arch, reader, seq_length, where, m);
+  map_attention_window(*arch, reader, seq_length, window_given, where, m);
   return m;
 }
 
@@ -659,7 +662,7 @@ YAML::Node huggingface_model_node(const YAML::Node& model, const std::vector<std
   // else after the YAML's key, unless the id was its path already.
   const std::string config_where = path == where ? path : path == id ? context : context + ": " + path;
   const json config = parse_json(read_input(path), config_where);
-  YAML::Node fields = map_huggingface_config(config, seq_length, config_where);
+  YAML::Node fields = map_huggingface_config(config, seq_length, config_where, overrides["window_size"].IsDefined());
   if (names_out) *names_out = config_key_names(config, overrides);
   if (model["name"]) fields["name"] = model["name"];
   if (overrides["swiglu"] || overrides["activation"]) {  // the overrides say which MLP, alone

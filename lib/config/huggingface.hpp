@@ -25,7 +25,9 @@ bool is_syssim_graph(const nlohmann::json& file);
 // model YAML, the id and the file in errors. seq_length is not among them (config.json does not
 // hold it); it decides whether sliding-window attention differs from full attention: mapped
 // (Mixtral, GPT-OSS) or refused (the other architectures) when the sequence is longer than the window.
-YAML::Node map_huggingface_config(const nlohmann::json& config, int64_t seq_length, const std::string& where);
+// `window_given`: the model's overrides give window_size, which then replaces the config's.
+YAML::Node map_huggingface_config(const nlohmann::json& config, int64_t seq_length, const std::string& where,
+                                  bool window_given = false);
 
 // The model YAML `model` (keys name, huggingface, overrides) turned into the model keys of the
 // resolved config.json with the overrides applied. `model_keys` are the keys a model YAML

@@ -277,6 +277,10 @@ TEST_F(HfEnvironment, Gemma3NestedTextConfigTakesTheClassDefaults) {
   std::string message = error_of([&] { load_hf(dir, "g", "{seq_length: 2048}"); });
   EXPECT_NE(message.find("architecture Gemma3ForConditionalGeneration has sliding-window attention (window 1024) "
                          "and seq_length 2048 is longer"), std::string::npos) << message;
+  // Unless the overrides say which layers slide and how far (Gemma 3: five of every six).
+  const ModelConfig windowed =
+      load_hf(dir, "g", "{seq_length: 2048, window_size: 1023, window_attn_skip_freq: 6}");
+  EXPECT_EQ(windowed.window_size, 1023);
   // A text_config that is not an object was read as one without keys: every default (issue 23).
   write(dir / "bad/config.json",
         R"({"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "text_config": "gemma3_text"})");
