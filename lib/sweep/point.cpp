@@ -113,7 +113,11 @@ SweepAxis make_sweep_axis(const std::string& given, const std::vector<std::strin
   const std::string path = given == "training.use_distributed_optimizer" ? "training.distributed_optimizer" : given;
   split_config_path(path);
   if (values.empty()) throw UsageError(path + ": expected at least one value");
-  for (const std::string& value : values) yaml_scalar(value, path);  // refuses a list or a mapping before any point runs
+  for (auto value = values.begin(); value != values.end(); ++value) {
+    yaml_scalar(*value, path);  // refuses a list or a mapping before any point runs
+    if (std::find(values.begin(), value, *value) != value)
+      throw UsageError(path + ": value " + *value + " is given twice (each point would run twice)");
+  }
   return SweepAxis{path, values};
 }
 

@@ -25,6 +25,9 @@ sweep_tiny() {
   run sweep_tiny --over parallelism.tp=1 --over parallelism.tp=2
   assert_failure 2
   assert_output "syssim: error: --over parallelism.tp is given twice"
+  run sweep_tiny --over parallelism.tp=1,2,1
+  assert_failure 2
+  assert_output "syssim: error: parallelism.tp: value 1 is given twice (each point would run twice)"
   run sweep_tiny
   assert_failure 2
   assert_output "syssim: error: syssim sweep needs at least one --over PATH=V1,V2,... (or --search, or --merge)"
