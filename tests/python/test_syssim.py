@@ -322,6 +322,8 @@ def test_config_objects_take_back_what_reports_and_traces_give():
     with pytest.raises(ValueError, match=r"distributed_optimizer and use_distributed_optimizer .* disagree"):
         syssim.TrainingConfig(distributed_optimizer=True, use_distributed_optimizer=False)
     assert syssim.ParallelismConfig(tp=2.0, dp=4).world_size == 8
+    with pytest.raises(ValueError, match=r"^load_model_yaml: expected a path or a preset name, got 3$"):
+        syssim.load_model_yaml(3)
     traced = syssim.trace(model="llama3-8b", parallelism=dict(tp=2, sp=True), training=dict(global_batch=4))
     assert (traced.model.name, traced.parallelism.tp, traced.training.global_batch) == ("llama3-8b", 2, 4)
     # The pipeline's layout and schedule and the CP exchange come back as given.

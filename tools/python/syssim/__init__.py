@@ -150,7 +150,7 @@ class HFModel:
     def resolve(self):
         # A path is taken from the working folder, as the tools take it (the library takes a
         # relative one from the folder of the file that names it).
-        given = os.fspath(self.huggingface)
+        given = _path_of(self.huggingface, "HFModel", "a Hugging Face id or a config.json path")
         local = os.path.exists(given)
         path = os.path.normpath(os.path.abspath(given)) if local else given
         # Named as `syssim run` names it: an id and a folder after the model's folder, a
@@ -172,14 +172,21 @@ class CustomModel:
                                   "give a ModelConfig, an HFModel or a model YAML")
 
 
+def _path_of(path, name, expected="a path or a preset name"):
+    """`path` as text; a one-line ValueError naming the argument for what is no path."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValueError(f"{name}: expected {expected}, got {path!r}")
+    return os.fspath(path)
+
+
 def load_model_yaml(path):
     """A model YAML file, or a preset by name; ValueError naming the file, key and value."""
-    return ModelConfig._checked(_syssim.load_model(os.fspath(path)))
+    return ModelConfig._checked(_syssim.load_model(_path_of(path, "load_model_yaml")))
 
 
 def load_hardware_yaml(path):
     """A hardware YAML file, or a preset by name."""
-    return HardwareConfig._checked(*_syssim.load_hardware(os.fspath(path)))
+    return HardwareConfig._checked(*_syssim.load_hardware(_path_of(path, "load_hardware_yaml")))
 
 
 class ParallelismConfig(_Fields):
