@@ -223,6 +223,8 @@ class ContextParallelRewriter {
 void apply_context_parallel(const ShardContext& context, ShardSection& shard) {
   const int64_t cp = context.options.parallelism.cp;
   const std::string& comm_type = context.options.cp_comm_type;
+  if (comm_type == "a2a" || comm_type == "a2a+p2p")
+    throw UsageError("cp_comm_type=" + comm_type + " (Megatron-LM's all-to-all exchange) is not simulated yet: give p2p or all_gather");
   if (comm_type != "p2p" && comm_type != "all_gather")
     throw UsageError("cp_comm_type=" + comm_type + ": expected p2p or all_gather");
   if (cp == 1) return;

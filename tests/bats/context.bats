@@ -14,7 +14,10 @@ pipe_report() {
   assert_output --partial "--cp-comm-type"
   run syssim-shard -i "$(trace_of llama3-8b)" --cp 2 --cp-comm-type a2a
   assert_failure 2
-  assert_output --partial "syssim-shard: error: --cp-comm-type: a2a not in {p2p,all_gather}"
+  assert_output "syssim-shard: error: cp_comm_type=a2a (Megatron-LM's all-to-all exchange) is not simulated yet: give p2p or all_gather"
+  run syssim-shard -i "$(trace_of llama3-8b)" --cp 2 --cp-comm-type ring
+  assert_failure 2
+  assert_output "syssim-shard: error: cp_comm_type=ring: expected p2p or all_gather"
 }
 
 @test "cp must split the sequence into 2*cp equal chunks (bad data naming the values)" {

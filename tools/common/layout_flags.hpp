@@ -28,8 +28,7 @@ inline void add_layout_flags(CLI::App& app, ShardOptions& options) {
                  "Hybrid sharding: replicas of the sharded state, each sharded over dp*cp/dp-replicate ranks "
                  "(default 1)")
       ->check(kPositive);
-  app.add_option("--cp-comm-type", options.cp_comm_type, "K/V exchange of context parallelism")
-      ->check(CLI::IsMember({"p2p", "all_gather"}));
+  app.add_option("--cp-comm-type", options.cp_comm_type, "K/V exchange of context parallelism: p2p or all_gather");
   app.add_option("--pp,--pipeline-model-parallel-size", p.pp, "Pipeline-parallel size")->check(kPositive);
   app.add_option("--ep,--expert-model-parallel-size", p.ep, "Expert-parallel size: the experts of an MoE layer split over ep ranks")
       ->check(kPositive);
