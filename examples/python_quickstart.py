@@ -25,7 +25,11 @@ result = syssim.sweep(model="llama3-8b", hardware="h100-sxm-80gb",
                       over={"parallelism.tp": [1, 2], "training.micro_batch": [1, 2]})
 best = result.best("mfu")
 print("best", best.inputs if best else None, best.metrics if best else "no layout fits")
-print(result.to_dataframe().to_string())
+try:  # the table needs pandas (Debian's python3-pandas); the rows are there without it
+    print(result.to_dataframe().to_string())
+except ModuleNotFoundError:
+    for row in result:
+        print(row.inputs, row.status, row.metrics)
 
 # %% A model from its Hugging Face config.json (shipped, or in the local Hugging Face cache).
 qwen = syssim.HFModel("Qwen/Qwen3-8B", overrides={"seq_length": 4096})
