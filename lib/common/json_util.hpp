@@ -37,14 +37,13 @@ class DuplicateKeyCheck {
   template <typename Event, typename Json>
   bool operator()(int /*depth*/, Event event, Json& parsed) {
     if (event == Event::object_start || event == Event::array_start) {
-      levels_.push_back({event == Event::array_start, 0, {}, {}});
+      levels_.push_back({event == Event::array_start, 0, {}});
     } else if (event == Event::key) {
       Level& object = levels_.back();
       const std::string& key = parsed.template get_ref<const std::string&>();
       if (std::find(object.keys.begin(), object.keys.end(), key) != object.keys.end())
         throw DataError(source_ + ": " + path() + ": key '" + key + "' appears twice");
       object.keys.push_back(key);
-      object.key = key;
     } else {  // a value ends, or an object or array: the next element of an array
       if (event == Event::object_end || event == Event::array_end) levels_.pop_back();
       if (!levels_.empty() && levels_.back().array) ++levels_.back().index;
@@ -56,14 +55,13 @@ class DuplicateKeyCheck {
   struct Level {
     bool array = false;
     size_t index = 0;               // an array's element being read
-    std::string key;                // an object's key being read
-    std::vector<std::string> keys;  // an object's keys so far (few: a linear search)
+    std::vector<std::string> keys;  // an object's keys so far, the last being read (few: a linear search)
   };
   // The JSON pointer of the object being read ("/" at the top).
   std::string path() const {
     std::string text;
     for (size_t i = 0; i + 1 < levels_.size(); ++i)
-      text += "/" + (levels_[i].array ? std::to_string(levels_[i].index) : levels_[i].key);
+      text += "/" + (levels_[i].array ? std::to_string(levels_[i].index) : levels_[i].keys.back());
     return text.empty() ? "/" : text;
   }
   const std::string& source_;

@@ -91,12 +91,12 @@ void require_layer_count(int64_t layers, const std::string& key, const std::stri
                     std::to_string(kMaxLayers) + " layers");
 }
 
-// A latency or a floor: 0 (none) or more, and finite.
 // A count a key gives: 0 or more.
 void require_count(int64_t value, const std::string& key, const std::string& where) {
   if (value < 0) throw DataError(where + ": key '" + key + "' must not be negative, got " + std::to_string(value));
 }
 
+// A latency or a floor: 0 (none) or more, and finite.
 void require_non_negative(double value, const std::string& key, const std::string& where) {
   std::ostringstream text;
   text << value;

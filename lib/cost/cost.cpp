@@ -270,14 +270,15 @@ CostEstimator::CostEstimator(HardwareConfig hardware, const CostOptions& options
         throw DataError(bundle + ": fits " + join(fitted) + ", none of the families hardware " + hardware_.label() +
                         " prices from a bundle");
       hardware_.calibrated_model = hardware_.calibrated_model_dir = bundle;
+    } else {
+      // A family the hardware's own bundle has no model of would be priced by the roofline and
+      // reported as calibrated.
+      for (const std::string& family : hardware_.calibrated_families)
+        if (!fits(family))
+          throw DataError("hardware " + hardware_.label() + ": key 'calibrated_families' lists '" + family +
+                          "', which its bundle " + std::filesystem::path(bundle).filename().string() +
+                          " has no model of (it fits " + join(fitted) + ")");
     }
-    // A family the hardware's own bundle has no model of would be priced by the roofline and
-    // reported as calibrated.
-    for (const std::string& family : hardware_.calibrated_families)
-      if (!fits(family))
-        throw DataError("hardware " + hardware_.label() + ": key 'calibrated_families' lists '" + family +
-                        "', which its bundle " + std::filesystem::path(bundle).filename().string() +
-                        " has no model of (it fits " + join(fitted) + ")");
   }
   if (options_.estimator == "roofline") hardware_.efficiency.clear();
 }

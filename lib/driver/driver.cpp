@@ -48,9 +48,9 @@ Graph simulate(const ModelConfig& model, const TraceSection& trace, const CostEs
 }
 
 Graph simulate(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options,
-               const SimOptions& sim_options, const MemOptions& mem_options) {
-  return simulate(model, trace_of(model, options.training.seq_length), CostEstimator(hardware), options, sim_options,
-                  nullptr, mem_options);
+               const SimOptions& sim_options, const MemOptions& mem_options, const CostOptions& cost_options) {
+  return simulate(model, trace_of(model, options.training.seq_length), CostEstimator(hardware, cost_options), options,
+                  sim_options, nullptr, mem_options);
 }
 
 void resimulate_with_global_batch(Graph& graph, int64_t global_batch, const SimOptions& sim_options,
@@ -145,9 +145,7 @@ RunOutput run(const RunRequest& request) {
     SimOptions sim_options;
     sim_options.record_timeline = request.timeline || request.critical_path;
     sim_options.extrapolate_microbatches = !request.every_microbatch;
-    graph = simulate(model, trace_of(model, request.options.training.seq_length),
-                     CostEstimator(hardware, request.cost_options), request.options, sim_options, nullptr,
-                     request.mem_options);
+    graph = simulate(model, hardware, request.options, sim_options, request.mem_options, request.cost_options);
     ReportOptions report_options = request.report_options;
     if (request.timeline) report_options.timeline_window = {};  // --timeline's, not the report's
     output.report = render_report(graph, request.format, report_options);

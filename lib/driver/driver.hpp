@@ -49,7 +49,8 @@ Graph simulate(const ModelConfig& model, const TraceSection& trace, const CostEs
                const ShardOptions& options, const SimOptions& sim_options = {}, ShardReuse* reuse = nullptr,
                const MemOptions& mem_options = {});
 Graph simulate(const ModelConfig& model, const HardwareConfig& hardware, const ShardOptions& options,
-               const SimOptions& sim_options = {}, const MemOptions& mem_options = {});
+               const SimOptions& sim_options = {}, const MemOptions& mem_options = {},
+               const CostOptions& cost_options = {});
 // Simulates a simulated graph's job again with another global batch, on the same shard
 // and cost sections (set_global_batch): what a sweep over the batch shares between points.
 void resimulate_with_global_batch(Graph& graph, int64_t global_batch, const SimOptions& sim_options = {},

@@ -435,9 +435,7 @@ TrainingStateBytes training_state_bytes(double params, const ParallelismConfig& 
   const double expert_shards = sharded && expert_params > 0 ? static_cast<double>(parallelism.expert_dp()) : 1.0;
   const double shard_params = (params - expert_params) / dense_shards + expert_params / expert_shards;
   TrainingStateBytes states;
-  states.grad_bytes = (training.shards_gradients() ? shard_params : params) * training.main_grad_bytes();
   states.optimizer_state_bytes = shard_params * training.optimizer_state_bytes();
-  if (training.grad_reduce_in_bf16) states.fp32_grad_copy_bytes = shard_params * kFp32Bytes;
   if (training.shards_weights() && params > 0) states.weight_share = shard_params / params;
   // FSDP2 (torchtitan) shards the fp32 parameters themselves: the optimizer updates them in
   // place, as its master weights, and they are cast to 16 bits (or to fp8 by torchao's float8
@@ -449,8 +447,10 @@ TrainingStateBytes training_state_bytes(double params, const ParallelismConfig& 
     states.optimizer_state_bytes -= shard_params * kFp32Bytes;
     states.fp32_weight_shard_bytes = shard_params * kFp32Bytes;
     states.grad_bytes = shard_params * kFp32Bytes;
-    states.fp32_grad_copy_bytes = 0;
+    return states;
   }
+  states.grad_bytes = (training.shards_gradients() ? shard_params : params) * training.main_grad_bytes();
+  if (training.grad_reduce_in_bf16) states.fp32_grad_copy_bytes = shard_params * kFp32Bytes;
   return states;
 }
 

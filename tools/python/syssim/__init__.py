@@ -4,7 +4,6 @@ The objects here are plain data; every number comes from syssim's C++ library (t
 module ``syssim._syssim``), the code the command-line tools run.
 """
 
-import copy
 import json
 import math
 import os
@@ -222,7 +221,7 @@ class ParallelismConfig(_Fields):
             if isinstance(size, bool) or not isinstance(size, int):
                 raise ValueError(f"ParallelismConfig: {name}={size!r} is not a whole number")
             sizes.append(size)
-        return sizes[0] * sizes[1] * sizes[2] * sizes[3]
+        return math.prod(sizes)
 
 
 class TrainingConfig(_Fields):
@@ -234,9 +233,9 @@ class TrainingConfig(_Fields):
 
     def __init__(self, *, micro_batch=None, global_batch=None, dtype=None, recompute=None,
                  use_distributed_optimizer=None, fp16=False, bf16=False, fp8=False, **more):
-        for name, on in (("use_distributed_optimizer", use_distributed_optimizer), ("fp16", fp16), ("bf16", bf16),
-                         ("fp8", fp8)):
-            if not isinstance(on, bool) and not (name == "use_distributed_optimizer" and on is None):
+        given_optimizer = False if use_distributed_optimizer is None else use_distributed_optimizer  # None: not given
+        for name, on in (("use_distributed_optimizer", given_optimizer), ("fp16", fp16), ("bf16", bf16), ("fp8", fp8)):
+            if not isinstance(on, bool):
                 raise ValueError(f"TrainingConfig: {name}={on!r}: expected True or False")
         if use_distributed_optimizer is not None and "distributed_optimizer" in more and \
                 more["distributed_optimizer"] != use_distributed_optimizer:
